@@ -1,0 +1,211 @@
+// `npm start`: tern on one machine. Applies the D1 migrations, starts the dev relay (a local
+// SMTP server with a mailbox page), creates the dev account, API key and sending domain on
+// first start, runs `wrangler dev` with the dev settings, and fires the cron locally.
+// Ctrl-C stops everything it started; state (.wrangler/, .tern/) survives restarts.
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { startDevRelay, type DevRelay } from "./relay.ts";
+
+const root = resolve(import.meta.dirname, "..");
+const WRANGLER = join(root, "node_modules", "wrangler", "bin", "wrangler.js");
+
+export interface StartOptions {
+  port: number;
+  relaySmtpPort: number;
+  relayHttpPort: number;
+  /** Where wrangler keeps local D1/R2/Queues/DO state. */
+  persistTo: string;
+  /** Where tern keeps the dev key, the mailbox and certificates. */
+  stateDir: string;
+  domain: string;
+  apiKey?: string;
+  cronIntervalMs: number;
+  log: (line: string) => void;
+}
+
+export interface Running {
+  url: string;
+  apiKey: string;
+  domain: string;
+  relay: DevRelay;
+  stop(): Promise<void>;
+}
+
+function optionsFromEnv(): StartOptions {
+  const stateDir = resolve(process.env.TERN_STATE_DIR ?? join(root, ".tern"));
+  return {
+    port: Number(process.env.PORT ?? 8787),
+    relaySmtpPort: Number(process.env.RELAY_SMTP_PORT ?? 2525),
+    relayHttpPort: Number(process.env.RELAY_HTTP_PORT ?? 8025),
+    persistTo: resolve(process.env.TERN_PERSIST_TO ?? join(root, ".wrangler", "state")),
+    stateDir,
+    domain: (process.env.TERN_DEV_DOMAIN ?? "tern.test").toLowerCase(),
+    apiKey: process.env.TERN_DEV_API_KEY,
+    cronIntervalMs: Number(process.env.TERN_CRON_INTERVAL_MS ?? 15_000),
+    log: (line) => console.log(line),
+  };
+}
+
+function wrangler(args: string[], opts: { quiet?: boolean } = {}): void {
+  const r = spawnSync(process.execPath, [WRANGLER, ...args], {
+    cwd: root,
+    env: wranglerEnv(),
+    encoding: "utf8",
+    stdio: opts.quiet ? "pipe" : "inherit",
+  });
+  if (r.status !== 0) throw new Error(`wrangler ${args.join(" ")} failed:\n${r.stdout ?? ""}${r.stderr ?? ""}`);
+}
+
+function wranglerEnv(): NodeJS.ProcessEnv {
+  return { ...process.env, WRANGLER_SEND_METRICS: "false", X_LOCAL_OBSERVABILITY: "false", CI: "true" };
+}
+
+const sql = (s: string) => `'${s.replace(/'/g, "''")}'`;
+
+interface DevIdentity {
+  accountId: string;
+  domainId: string;
+  keys: Record<string, string>; // token -> key id
+}
+
+/** The dev account, its key and its verified domain: created once, kept in stateDir. */
+function seedDevAccount(o: StartOptions): string {
+  const file = join(o.stateDir, "dev-account.json");
+  const identity: DevIdentity = existsSync(file)
+    ? JSON.parse(readFileSync(file, "utf8"))
+    : { accountId: crypto.randomUUID(), domainId: crypto.randomUUID(), keys: {} };
+  const existing = Object.keys(identity.keys)[0];
+  const token = o.apiKey ?? existing ?? `tern_${base62(40)}`;
+  if (!/^tern_[0-9A-Za-z]{32,128}$/.test(token)) {
+    throw new Error("TERN_DEV_API_KEY must look like tern_ followed by 32 to 128 letters and digits.");
+  }
+  identity.keys[token] ??= crypto.randomUUID();
+  const now = Date.now();
+  const hash = createHash("sha256").update(token).digest("hex");
+  const statements = [
+    `INSERT OR IGNORE INTO accounts (id, name, plan, created_at) VALUES (${sql(identity.accountId)}, 'Dev account', 'free', ${now});`,
+    `INSERT OR IGNORE INTO domains (id, account_id, name, region, status, created_at) VALUES (${sql(identity.domainId)}, ${sql(identity.accountId)}, ${sql(o.domain)}, 'us-east-1', 'verified', ${now});`,
+    `UPDATE domains SET status = 'verified' WHERE account_id = ${sql(identity.accountId)} AND name = ${sql(o.domain)};`,
+    `INSERT OR IGNORE INTO api_keys (id, account_id, name, permission, domain_id, token_hash, token_prefix, created_at) VALUES (${sql(identity.keys[token]!)}, ${sql(identity.accountId)}, 'Dev key', 'full_access', NULL, ${sql(hash)}, ${sql(token.slice(0, 11))}, ${now});`,
+  ];
+  const seedFile = join(o.stateDir, "seed.sql");
+  writeFileSync(seedFile, statements.join("\n"));
+  wrangler(["d1", "execute", "DB", "--local", "--persist-to", o.persistTo, "--file", seedFile], { quiet: true });
+  writeFileSync(file, JSON.stringify(identity, null, 2), { mode: 0o600 });
+  return token;
+}
+
+function base62(n: number): string {
+  const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+  let out = "";
+  while (out.length < n) for (const b of randomBytes(64)) if (b < 248 && out.length < n) out += alphabet[b % 62];
+  return out;
+}
+
+async function waitForHttp(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (child.exitCode !== null) throw new Error(`wrangler dev exited with code ${child.exitCode}`);
+    try {
+      const r = await fetch(url);
+      if (r.ok) return;
+    } catch {}
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`wrangler dev did not answer on ${url} within ${timeoutMs / 1000}s`);
+}
+
+function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-child.pid!, signal);
+  } catch {}
+}
+
+export async function start(o: StartOptions): Promise<Running> {
+  mkdirSync(o.stateDir, { recursive: true });
+  mkdirSync(o.persistTo, { recursive: true });
+  o.log("applying D1 migrations...");
+  wrangler(["d1", "migrations", "apply", "DB", "--local", "--persist-to", o.persistTo], { quiet: true });
+  const apiKey = seedDevAccount(o);
+
+  const relay = await startDevRelay({
+    smtpPort: o.relaySmtpPort,
+    httpPort: o.relayHttpPort,
+    mailDir: join(o.stateDir, "mailbox"),
+    log: (line) => o.log(`[relay] ${line}`),
+  });
+
+  const vars = {
+    TERN_DEV_MODE: "true",
+    RELAY_URL: `smtp+plain://127.0.0.1:${relay.smtpPort}`,
+    RELAY_FINAL: "true",
+  };
+  const child = spawn(
+    process.execPath,
+    [WRANGLER, "dev", "--ip", "127.0.0.1", "--port", String(o.port), "--persist-to", o.persistTo,
+      "--show-interactive-dev-session=false", ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`])],
+    { cwd: root, env: wranglerEnv(), stdio: ["ignore", "pipe", "pipe"], detached: true },
+  );
+  const forward = (chunk: Buffer) => {
+    for (const line of chunk.toString().split("\n")) if (line.trim()) o.log(`[worker] ${line}`);
+  };
+  child.stdout!.on("data", forward);
+  child.stderr!.on("data", forward);
+
+  const url = `http://127.0.0.1:${o.port}`;
+  let stopping: Promise<void> | null = null;
+  const stop = () =>
+    (stopping ??= (async () => {
+      clearInterval(cron);
+      killGroup(child, "SIGTERM");
+      const exited = new Promise<void>((r) => (child.exitCode !== null ? r() : child.once("exit", () => r())));
+      const timer = setTimeout(() => killGroup(child, "SIGKILL"), 5_000);
+      await exited;
+      clearTimeout(timer);
+      await relay.close();
+    })());
+  // wrangler dev does not fire cron triggers by itself; this stands in for Cloudflare's scheduler.
+  const cron = setInterval(() => {
+    fetch(`${url}/cdn-cgi/local/scheduled?cron=${encodeURIComponent("* * * * *")}`).catch(() => {});
+  }, o.cronIntervalMs);
+  try {
+    await waitForHttp(`${url}/openapi.json`, child, 60_000);
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return { url, apiKey, domain: o.domain, relay, stop };
+}
+
+if (import.meta.main) {
+  const o = optionsFromEnv();
+  const running = await start(o).catch((err) => {
+    console.error(String(err?.message ?? err));
+    process.exit(1);
+  });
+  console.log(`
+tern is running.
+
+  API         ${running.url}
+  Reference   ${running.url}/docs
+  Mailbox     http://127.0.0.1:${running.relay.httpPort}
+  Dev relay   smtp://127.0.0.1:${running.relay.smtpPort}
+  API key     ${running.apiKey}
+  Domain      ${running.domain} (verified; send from any address at it)
+
+  curl -X POST ${running.url}/emails \\
+    -H 'Authorization: Bearer ${running.apiKey}' -H 'Content-Type: application/json' \\
+    -d '{"from":"Tern <hello@${running.domain}>","to":"you@example.com","subject":"Hi","html":"<p>It works</p>"}'
+
+Ctrl-C stops everything.`);
+  let signals = 0;
+  const shutdown = () => {
+    if (++signals > 1) process.exit(1);
+    console.log("\nstopping...");
+    running.stop().then(() => process.exit(0));
+  };
+  process.on("SIGINT", shutdown);
+  process.on("SIGTERM", shutdown);
+}

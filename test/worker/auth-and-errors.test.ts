@@ -1,0 +1,131 @@
+// Authentication, API keys and the error contract on every path.
+import { env } from "cloudflare:workers";
+import { beforeAll, describe, expect, it } from "vitest";
+import { hashToken } from "../../worker/auth.ts";
+import { addKey, api, createAccount, type TestAccount } from "./fixtures.ts";
+
+let acct: TestAccount;
+beforeAll(async () => {
+  acct = await createAccount();
+});
+
+async function errorOf(res: Response) {
+  expect(res.headers.get("content-type")).toMatch(/application\/json/);
+  const body = (await res.json()) as { statusCode: number; name: string; message: string };
+  expect(body.statusCode).toBe(res.status);
+  return body;
+}
+
+describe("authentication", () => {
+  it("answers 401 missing_api_key without an Authorization header", async () => {
+    const res = await api(null, "GET", "/emails");
+    expect(res.status).toBe(401);
+    expect((await errorOf(res)).name).toBe("missing_api_key");
+  });
+  it("answers 401 missing_api_key for a non-Bearer scheme", async () => {
+    const res = await api(null, "GET", "/emails", undefined, { authorization: `Basic ${btoa("a:b")}` });
+    expect((await errorOf(res)).name).toBe("missing_api_key");
+  });
+  it("answers 403 invalid_api_key for an unknown key", async () => {
+    const res = await api("tern_" + "x".repeat(40), "GET", "/emails");
+    expect(res.status).toBe(403);
+    expect((await errorOf(res)).name).toBe("invalid_api_key");
+  });
+  it("answers 403 invalid_api_key for a malformed key", async () => {
+    const res = await api("re_123", "GET", "/emails");
+    expect(res.status).toBe(403);
+  });
+  it("a sending_access key may send but nothing else (401 restricted_api_key)", async () => {
+    const sending = await addKey(acct.accountId, "sending_access");
+    const send = await api(sending, "POST", "/emails", { from: `a@${acct.domain}`, to: "delivered@simulator.tern.test", subject: "s", text: "t" });
+    expect(send.status).toBe(200);
+    for (const [method, path] of [["GET", "/emails"], ["GET", "/api-keys"], ["POST", "/api-keys"], ["GET", `/emails/${((await send.json()) as { id: string }).id}`]] as const) {
+      const res = await api(sending, method, path, method === "POST" ? { name: "x" } : undefined);
+      expect(res.status, `${method} ${path}`).toBe(401);
+      expect((await errorOf(res)).name).toBe("restricted_api_key");
+    }
+  });
+});
+
+describe("API keys", () => {
+  it("creates a key whose token is shown once and stored only as a hash", async () => {
+    const res = await api(acct.token, "POST", "/api-keys", { name: "CI key", permission: "sending_access" });
+    expect(res.status).toBe(201);
+    const { id, token } = (await res.json()) as { id: string; token: string };
+    expect(token).toMatch(/^tern_[0-9A-Za-z]{40}$/);
+    const row = await env.DB.prepare("SELECT * FROM api_keys WHERE id = ?").bind(id).first<Record<string, unknown>>();
+    expect(row!.token_hash).toBe(await hashToken(token));
+    expect(JSON.stringify(row)).not.toContain(token);
+    const list = (await (await api(acct.token, "GET", "/api-keys")).json()) as { object: string; data: Record<string, unknown>[] };
+    expect(list.object).toBe("list");
+    const listed = list.data.find((k) => k.id === id)!;
+    expect(Object.keys(listed).sort()).toEqual(["created_at", "id", "last_used_at", "name"]);
+    expect(JSON.stringify(list)).not.toContain(token);
+  });
+  it("a revoked key stops working at once", async () => {
+    const { id, token } = (await (await api(acct.token, "POST", "/api-keys", { name: "temp" })).json()) as { id: string; token: string };
+    expect((await api(token, "GET", "/emails")).status).toBe(200);
+    const del = await api(acct.token, "DELETE", `/api-keys/${id}`);
+    expect(del.status).toBe(200);
+    expect(await del.json()).toEqual({ object: "api_key", id, deleted: true });
+    expect((await api(token, "GET", "/emails")).status).toBe(403);
+  });
+  it("validates name, permission and domain_id", async () => {
+    expect((await errorOf(await api(acct.token, "POST", "/api-keys", {}))).name).toBe("missing_required_field");
+    expect((await api(acct.token, "POST", "/api-keys", { name: "x".repeat(51) })).status).toBe(422);
+    expect((await api(acct.token, "POST", "/api-keys", { name: "x", permission: "admin" })).status).toBe(422);
+    const other = await createAccount();
+    const foreign = await api(acct.token, "POST", "/api-keys", { name: "x", permission: "sending_access", domain_id: other.domainId });
+    expect(foreign.status).toBe(422);
+    expect((await errorOf(foreign)).message).toMatch(/domain_id/);
+    const full = await api(acct.token, "POST", "/api-keys", { name: "x", permission: "full_access", domain_id: acct.domainId });
+    expect(full.status).toBe(422);
+  });
+  it("cannot revoke another account's key", async () => {
+    const other = await createAccount();
+    const { id } = (await (await api(other.token, "POST", "/api-keys", { name: "theirs" })).json()) as { id: string };
+    const res = await api(acct.token, "DELETE", `/api-keys/${id}`);
+    expect(res.status).toBe(404);
+    expect((await errorOf(res)).name).toBe("not_found");
+  });
+  it("paginates with limit, after and before", async () => {
+    const a = await createAccount();
+    for (let i = 0; i < 4; i++) await api(a.token, "POST", "/api-keys", { name: `k${i}` });
+    const p1 = (await (await api(a.token, "GET", "/api-keys?limit=2")).json()) as { has_more: boolean; data: { id: string; name: string }[] };
+    expect(p1.data.map((k) => k.name)).toEqual(["k3", "k2"]);
+    expect(p1.has_more).toBe(true);
+    const p2 = (await (await api(a.token, "GET", `/api-keys?limit=2&after=${p1.data[1]!.id}`)).json()) as typeof p1;
+    expect(p2.data.map((k) => k.name)).toEqual(["k1", "k0"]);
+    const back = (await (await api(a.token, "GET", `/api-keys?limit=2&before=${p2.data[0]!.id}`)).json()) as typeof p1;
+    expect(back.data.map((k) => k.name)).toEqual(["k3", "k2"]);
+    expect((await api(a.token, "GET", `/api-keys?after=${p1.data[0]!.id}&before=${p1.data[1]!.id}`)).status).toBe(422);
+    expect((await api(a.token, "GET", "/api-keys?limit=0")).status).toBe(422);
+    expect((await api(a.token, "GET", "/api-keys?limit=101")).status).toBe(422);
+  });
+});
+
+describe("the error contract everywhere", () => {
+  it("an unknown route answers JSON 404 not_found", async () => {
+    const res = await api(acct.token, "GET", "/nope");
+    expect(res.status).toBe(404);
+    expect((await errorOf(res)).name).toBe("not_found");
+  });
+  it("a known path with the wrong method answers JSON 405", async () => {
+    for (const [method, path] of [["PUT", "/emails"], ["DELETE", "/emails/batch"], ["GET", "/emails/batch"], ["POST", `/api-keys/${crypto.randomUUID()}`], ["PUT", `/emails/${crypto.randomUUID()}`]] as const) {
+      const res = await api(acct.token, method, path);
+      expect(res.status, `${method} ${path}`).toBe(405);
+      expect((await errorOf(res)).name).toBe("method_not_allowed");
+    }
+  });
+  it("an unknown email id answers 404, also for another account's email", async () => {
+    expect((await api(acct.token, "GET", "/emails/not-a-uuid")).status).toBe(404);
+    const other = await createAccount();
+    const sent = (await (await api(other.token, "POST", "/emails", { from: `a@${other.domain}`, to: "delivered@simulator.tern.test", subject: "s", text: "t" })).json()) as { id: string };
+    for (const [method, path] of [["GET", `/emails/${sent.id}`], ["GET", `/emails/${sent.id}/events`], ["POST", `/emails/${sent.id}/cancel`]] as const) {
+      const res = await api(acct.token, method, path);
+      expect(res.status, path).toBe(404);
+    }
+    const list = (await (await api(acct.token, "GET", "/emails?limit=100")).json()) as { data: { id: string }[] };
+    expect(list.data.map((e) => e.id)).not.toContain(sent.id);
+  });
+});

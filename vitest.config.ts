@@ -1,0 +1,53 @@
+import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
+import { defineConfig } from "vitest/config";
+import { prepareTestCertificates } from "./test/support/certificates.ts";
+
+// workerd verifies every TLS peer; the local CA must be trusted before miniflare starts it.
+const certs = prepareTestCertificates();
+process.env.NODE_EXTRA_CA_CERTS = certs.bundlePath;
+
+export default defineConfig({
+  test: {
+    projects: [
+      {
+        // Worker tests: run inside workerd with the real bindings (D1, R2, Queues, DOs).
+        plugins: [
+          cloudflareTest(async ({ inject }) => {
+            const peers = inject("peers");
+            return {
+              wrangler: { configPath: "./wrangler.toml" },
+              miniflare: {
+                bindings: {
+                  TEST_MIGRATIONS: await readD1Migrations("./migrations"),
+                  TEST_PEERS: peers,
+                  TERN_DEV_MODE: "false",
+                  // The background queue consumer delivers to a loopback peer that captures mail.
+                  RELAY_URL: `smtp+plain://127.0.0.1:${peers.plain}`,
+                  RELAY_FINAL: "true",
+                  RETRY_SCHEDULE: "1,1,1",
+                },
+              },
+            };
+          }),
+        ],
+        test: {
+          name: "worker",
+          include: ["test/worker/**/*.test.ts"],
+          setupFiles: ["./test/worker/setup.ts"],
+          globalSetup: ["./test/global-setup.ts"],
+          testTimeout: 20_000,
+        },
+      },
+      {
+        // Node tests: the dev relay, the SMTP bridge, and end-to-end runs against real processes.
+        test: {
+          name: "node",
+          include: ["test/node/**/*.test.ts", "test/e2e/**/*.test.ts"],
+          environment: "node",
+          testTimeout: 60_000,
+          hookTimeout: 120_000,
+        },
+      },
+    ],
+  },
+});

@@ -1,0 +1,80 @@
+// The Hono app: one place for errors, 404/405, authentication and the OpenAPI registry.
+// Routes are declared with defineRoute: the same zod-openapi definition documents the route
+// and, through validate(), checks its input.
+import { OpenAPIHono, type RouteConfig } from "@hono/zod-openapi";
+import type { Context } from "hono";
+import { HTTPException } from "hono/http-exception";
+import { authenticate, requireFullAccess, type Principal } from "./auth.ts";
+import { ApiError, errorResponse, unexpectedError } from "./errors.ts";
+
+export type AppEnv = { Bindings: Env; Variables: { principal: Principal } };
+export type App = OpenAPIHono<AppEnv>;
+export type Ctx = Context<AppEnv>;
+
+/** full: full_access keys only; sending: any key; none: public. */
+export type Access = "full" | "sending" | "none";
+
+const knownPaths: { pattern: RegExp; methods: Set<string> }[] = [];
+
+// Every path parameter is a resource id (a UUID), so `/emails/batch` never reads as an id.
+const ID = "[0-9a-fA-F-]{36}";
+
+function toHonoPath(openapiPath: string): string {
+  return openapiPath.replace(/\{(\w+)\}/g, `:$1{${ID}}`);
+}
+
+function recordPath(path: string, method: string): void {
+  const source = "^" + path.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\\?\{\w+\\?\}/g, ID) + "/?$";
+  let entry = knownPaths.find((k) => k.pattern.source === source);
+  if (!entry) knownPaths.push((entry = { pattern: new RegExp(source), methods: new Set() }));
+  entry.methods.add(method.toUpperCase());
+}
+
+export function defineRoute(
+  app: App,
+  access: Access,
+  config: RouteConfig & { hidden?: boolean },
+  handler: (c: Ctx) => Promise<Response> | Response,
+): void {
+  if (!config.hidden) {
+    app.openAPIRegistry.registerPath({
+      ...config,
+      security: access === "none" ? [] : [{ bearerAuth: [] }],
+    });
+  }
+  recordPath(config.path, config.method);
+  app.on(config.method.toUpperCase(), toHonoPath(config.path), async (c) => {
+    if (access !== "none") {
+      const principal = await authenticate(c.env.DB, c.req.header("authorization"), (p) => c.executionCtx.waitUntil(p));
+      if (access === "full") requireFullAccess(principal);
+      c.set("principal", principal);
+    }
+    return handler(c);
+  });
+}
+
+export function newApp(): App {
+  const app = new OpenAPIHono<AppEnv>();
+  app.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
+    type: "http",
+    scheme: "bearer",
+    description: "An API key: `Authorization: Bearer tern_...`",
+  });
+  app.onError((err) => {
+    if (err instanceof ApiError) return errorResponse(err);
+    if (err instanceof HTTPException && err.status < 500) {
+      return errorResponse(new ApiError("validation_error", err.message || "The request is invalid.", err.status));
+    }
+    return errorResponse(unexpectedError(err));
+  });
+  app.notFound((c) => {
+    const path = new URL(c.req.url).pathname;
+    const known = knownPaths.find((k) => k.pattern.test(path));
+    if (known && !known.methods.has(c.req.method.toUpperCase())) {
+      const allow = [...known.methods].join(", ");
+      return errorResponse(new ApiError("method_not_allowed", `Method ${c.req.method} is not allowed on ${path}. Allowed: ${allow}.`), { allow });
+    }
+    return errorResponse(new ApiError("not_found", "The requested endpoint could not be found."));
+  });
+  return app;
+}

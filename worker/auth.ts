@@ -1,0 +1,99 @@
+// API keys: `tern_` + 40 base62 characters. Only the SHA-256 of a token is stored. A verified
+// key is cached in the isolate for a few seconds so the hot path of a send pays no D1 read;
+// revocation evicts it here at once and elsewhere within KEY_CACHE_MS.
+import { eq } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { apiKeys } from "./db/schema.ts";
+import { ApiError } from "./errors.ts";
+
+export const TOKEN_PREFIX = "tern_";
+const TOKEN_RANDOM_LENGTH = 40;
+const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+const TOKEN_SHAPE = /^tern_[0-9A-Za-z]{32,128}$/;
+export const KEY_CACHE_MS = 5_000;
+const LAST_USED_EVERY_MS = 60_000;
+
+export type Permission = "full_access" | "sending_access";
+
+export interface Principal {
+  accountId: string;
+  keyId: string;
+  permission: Permission;
+  /** A sending_access key restricted to one domain. */
+  domainId: string | null;
+}
+
+export function generateToken(): string {
+  // Rejection sampling keeps every base62 character equally likely.
+  let out = "";
+  while (out.length < TOKEN_RANDOM_LENGTH) {
+    const bytes = crypto.getRandomValues(new Uint8Array(64));
+    for (const b of bytes) {
+      if (b < 248 && out.length < TOKEN_RANDOM_LENGTH) out += BASE62[b % 62];
+    }
+  }
+  return TOKEN_PREFIX + out;
+}
+
+export function isTokenShape(token: string): boolean {
+  return TOKEN_SHAPE.test(token);
+}
+
+export async function hashToken(token: string): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(token));
+  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** What people see of a key: enough to recognise it, far too little to use it. */
+export function tokenPrefix(token: string): string {
+  return token.slice(0, TOKEN_PREFIX.length + 6);
+}
+
+interface CacheEntry {
+  principal: Principal | null;
+  expires: number;
+  lastUsedWritten: number;
+}
+const cache = new Map<string, CacheEntry>();
+
+export function evictKey(keyId: string): void {
+  for (const [hash, entry] of cache) if (entry.principal?.keyId === keyId) cache.delete(hash);
+}
+
+/** Reads `Authorization: Bearer ...` and returns who is calling, or throws the contract's error. */
+export async function authenticate(
+  db: D1Database,
+  authorization: string | undefined,
+  waitUntil: (p: Promise<unknown>) => void,
+): Promise<Principal> {
+  const match = authorization?.match(/^Bearer\s+(\S+)\s*$/i);
+  if (!match) throw new ApiError("missing_api_key", "Missing API key in the authorization header. Include the header `Authorization: Bearer tern_...`.");
+  const token = match[1]!;
+  if (!isTokenShape(token)) throw new ApiError("invalid_api_key", "API key is invalid.");
+  const hash = await hashToken(token);
+  const now = Date.now();
+  let entry = cache.get(hash);
+  if (!entry || entry.expires <= now) {
+    const row = await drizzle(db).select().from(apiKeys).where(eq(apiKeys.tokenHash, hash)).get();
+    entry = {
+      principal: row ? { accountId: row.accountId, keyId: row.id, permission: row.permission, domainId: row.domainId } : null,
+      expires: now + KEY_CACHE_MS,
+      lastUsedWritten: entry?.lastUsedWritten ?? (row?.lastUsedAt ?? 0),
+    };
+    if (cache.size > 10_000) cache.clear();
+    cache.set(hash, entry);
+  }
+  if (!entry.principal) throw new ApiError("invalid_api_key", "API key is invalid.");
+  if (now - entry.lastUsedWritten > LAST_USED_EVERY_MS) {
+    entry.lastUsedWritten = now;
+    const keyId = entry.principal.keyId;
+    waitUntil(drizzle(db).update(apiKeys).set({ lastUsedAt: now }).where(eq(apiKeys.id, keyId)).run().catch(() => {}));
+  }
+  return entry.principal;
+}
+
+export function requireFullAccess(p: Principal): void {
+  if (p.permission !== "full_access") {
+    throw new ApiError("restricted_api_key", "This API key is restricted to only send emails.");
+  }
+}

@@ -1,0 +1,32 @@
+// Typed configuration read from the Worker's environment (wrangler.toml [vars] and secrets).
+// One reader, so every module sees the same defaults.
+
+export interface TernConfig {
+  devMode: boolean;
+  relayUrl: string;
+  relayFinal: boolean;
+  heloName: string;
+  simulatorDomains: string[];
+  inlineContentLimit: number;
+  /** Seconds to wait before each retry of a deferred delivery; its length is the attempt budget. */
+  retrySchedule: number[];
+}
+
+// 1 min, 5 min, 15 min, 30 min, 1 h, 2 h, 4 h, 8 h, 8 h: about a day, like an MTA's queue.
+const DEFAULT_RETRY_SCHEDULE = [60, 300, 900, 1800, 3600, 7200, 14400, 28800, 28800];
+
+export function readConfig(env: Env): TernConfig {
+  const retry = env.RETRY_SCHEDULE;
+  return {
+    devMode: env.TERN_DEV_MODE === "true",
+    relayUrl: env.RELAY_URL ?? "",
+    relayFinal: env.RELAY_FINAL === "true",
+    heloName: env.SMTP_HELO_NAME || "tern.localhost",
+    simulatorDomains: (env.SIMULATOR_DOMAINS ?? "")
+      .split(",")
+      .map((d) => d.trim().toLowerCase())
+      .filter(Boolean),
+    inlineContentLimit: Number(env.INLINE_CONTENT_LIMIT) || 65536,
+    retrySchedule: retry ? retry.split(",").map((s) => Number(s.trim())).filter((n) => n >= 0) : DEFAULT_RETRY_SCHEDULE,
+  };
+}

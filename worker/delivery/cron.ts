@@ -1,0 +1,40 @@
+// The cron's share of delivery: send scheduled emails when due, hand back emails whose
+// consumer died mid-send (lease expired), and re-enqueue emails left in `queued` (a crash
+// between recording and enqueueing, or a lost queue message). Queue messages are only hints:
+// the consumer's claim decides, so enqueueing an email twice never sends it twice.
+import { and, eq, lte } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { emails } from "../db/schema.ts";
+import type { QueueMessage } from "../sending/accept.ts";
+
+/** How long a queued email may wait for its queue message before the cron sends another. */
+export const STUCK_AFTER_MS = 2 * 60_000;
+const MAX_PER_RUN = 1_000;
+
+export interface SweepResult {
+  scheduled: number;
+  leasesExpired: number;
+  stuck: number;
+}
+
+export async function sweepDelivery(env: Env, now: number = Date.now()): Promise<SweepResult> {
+  const db = drizzle(env.DB);
+  const due = await db.update(emails)
+    .set({ state: "queued", nextAttemptAt: now })
+    .where(and(eq(emails.state, "scheduled"), lte(emails.nextAttemptAt, now)))
+    .returning({ id: emails.id });
+  const expired = await db.update(emails)
+    .set({ state: "queued", leaseUntil: null, nextAttemptAt: now })
+    .where(and(eq(emails.state, "sending"), lte(emails.leaseUntil, now)))
+    .returning({ id: emails.id });
+  // Bumping next_attempt_at keeps a slow queue from getting the same email every minute.
+  const stuck = await db.update(emails)
+    .set({ nextAttemptAt: now })
+    .where(and(eq(emails.state, "queued"), lte(emails.nextAttemptAt, now - STUCK_AFTER_MS)))
+    .returning({ id: emails.id });
+  const ids = [...due, ...expired, ...stuck].map((r) => r.id).slice(0, MAX_PER_RUN);
+  for (let i = 0; i < ids.length; i += 100) {
+    await env.SEND_QUEUE.sendBatch(ids.slice(i, i + 100).map((emailId) => ({ body: { emailId } satisfies QueueMessage })));
+  }
+  return { scheduled: due.length, leasesExpired: expired.length, stuck: stuck.length };
+}

@@ -1,0 +1,60 @@
+// The error table of contract section 2: the only error names tern answers with, and the one
+// place that turns a failure into a response.
+
+export const ERROR_STATUS = {
+  validation_error: 422,
+  invalid_idempotency_key: 400,
+  missing_api_key: 401,
+  restricted_api_key: 401,
+  invalid_api_key: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  invalid_idempotent_request: 409,
+  concurrent_idempotent_requests: 409,
+  missing_required_field: 422,
+  invalid_attachment: 422,
+  rate_limit_exceeded: 429,
+  daily_quota_exceeded: 429,
+  monthly_quota_exceeded: 429,
+  application_error: 500,
+} as const;
+
+export type ErrorName = keyof typeof ERROR_STATUS;
+
+export interface ErrorBody {
+  statusCode: number;
+  name: ErrorName;
+  message: string;
+}
+
+/** A failure that the client is told about in the contract's shape. */
+export class ApiError extends Error {
+  readonly status: number;
+  readonly errorName: ErrorName;
+  readonly headers: Record<string, string>;
+
+  /** status defaults to the table's; validation_error also answers 400, 403 and 413. */
+  constructor(errorName: ErrorName, message: string, status?: number, headers: Record<string, string> = {}) {
+    super(message);
+    this.errorName = errorName;
+    this.status = status ?? ERROR_STATUS[errorName];
+    this.headers = headers;
+  }
+
+  get body(): ErrorBody {
+    return { statusCode: this.status, name: this.errorName, message: this.message };
+  }
+}
+
+export function errorResponse(err: ApiError, headers: HeadersInit = {}): Response {
+  const h = new Headers(headers);
+  for (const [k, v] of Object.entries(err.headers)) h.set(k, v);
+  h.set("content-type", "application/json");
+  return new Response(JSON.stringify(err.body), { status: err.status, headers: h });
+}
+
+/** Anything unexpected: logged in full server-side, answered without internals. */
+export function unexpectedError(cause: unknown): ApiError {
+  console.error("unexpected error", cause instanceof Error ? (cause.stack ?? cause.message) : String(cause));
+  return new ApiError("application_error", "An unexpected error occurred. Please try again later.");
+}

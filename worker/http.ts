@@ -1,0 +1,119 @@
+// Reading requests the contract's way: a bounded body, JSON or a 400, and zod issues turned
+// into the contract's 422 errors naming the field.
+import type { z } from "@hono/zod-openapi";
+import { ApiError } from "./errors.ts";
+
+export const MAX_REQUEST_BYTES = 40 * 1024 * 1024;
+
+async function readBodyLimited(req: Request, limit: number): Promise<Uint8Array> {
+  const declared = Number(req.headers.get("content-length"));
+  const tooBig = () => new ApiError("validation_error", `The request body must be at most ${limit / 1024 / 1024} MB.`, 413);
+  if (declared > limit) throw tooBig();
+  if (!req.body) return new Uint8Array();
+  const reader = req.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > limit) {
+      await reader.cancel();
+      throw tooBig();
+    }
+    chunks.push(value);
+  }
+  const out = new Uint8Array(size);
+  let offset = 0;
+  for (const c of chunks) {
+    out.set(c, offset);
+    offset += c.byteLength;
+  }
+  return out;
+}
+
+/** The body as parsed JSON; 400 validation_error when it is not JSON. */
+export async function readJson(req: Request, limit = MAX_REQUEST_BYTES): Promise<unknown> {
+  const bytes = await readBodyLimited(req, limit);
+  let text: string;
+  try {
+    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(bytes);
+  } catch {
+    throw new ApiError("validation_error", "The request body must be UTF-8 encoded JSON.", 400);
+  }
+  if (text.trim() === "") throw new ApiError("validation_error", "The request body is empty; it must be JSON.", 400);
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new ApiError("validation_error", "The request body is not valid JSON.", 400);
+  }
+}
+
+function fieldPath(path: PropertyKey[]): string {
+  let out = "";
+  for (const p of path) out += typeof p === "number" ? `[${p}]` : out ? `.${String(p)}` : String(p);
+  return out;
+}
+
+function valueAt(input: unknown, path: PropertyKey[]): unknown {
+  let v = input;
+  for (const p of path) {
+    if (v === null || typeof v !== "object") return undefined;
+    v = (v as Record<PropertyKey, unknown>)[p];
+  }
+  return v;
+}
+
+/** Maps a zod failure to the contract: absent required fields -> 422 missing_required_field
+ * listing them all; otherwise 422 validation_error naming the first invalid field. */
+/** A union's own issue says little ("invalid input"); the branch that matched the input's
+ * type says what is wrong (an array of 51 addresses: "at most 50"). */
+function specific(issue: z.core.$ZodIssue): z.core.$ZodIssue {
+  if (issue.code !== "invalid_union") return issue;
+  for (const branch of issue.errors) {
+    const first = branch[0];
+    if (first && !(first.code === "invalid_type" && first.path.length === 0)) {
+      return specific({ ...first, path: [...issue.path, ...first.path] } as z.core.$ZodIssue);
+    }
+  }
+  return issue;
+}
+
+export function zodToApiError(error: z.ZodError, input: unknown, rootName = "body", at: PropertyKey[] = []): ApiError {
+  const missing = error.issues
+    .filter((i) => i.path.length > 0 && valueAt(input, i.path) === undefined)
+    .map((i) => fieldPath([...at, ...i.path]));
+  if (missing.length > 0) {
+    const list = [...new Set(missing)].map((m) => `\`${m}\``).join(", ");
+    return new ApiError("missing_required_field", `Missing ${list} field${missing.length > 1 ? "s" : ""}.`);
+  }
+  const issue = specific(error.issues[0]!);
+  if (issue.code === "custom" && (issue.params as { missing?: boolean } | undefined)?.missing) {
+    return new ApiError("missing_required_field", issue.message);
+  }
+  if (issue.path.length === 0 && at.length === 0) {
+    if (issue.code === "invalid_type") {
+      return new ApiError("validation_error", `The request ${rootName} must be a JSON ${issue.expected}.`, 400);
+    }
+    return new ApiError("validation_error", issue.message);
+  }
+  const field = fieldPath([...at, ...issue.path]);
+  // Schema messages are predicates ("must be ..."), so the field reads as their subject.
+  const message = issue.message.startsWith("`")
+    ? issue.message
+    : /^(must|is|are|cannot|has|may) /.test(issue.message)
+      ? `\`${field}\` ${issue.message}`
+      : `\`${field}\` is invalid: ${lowerFirst(issue.message)}`;
+  return new ApiError("validation_error", message.endsWith(".") ? message : `${message}.`);
+}
+
+function lowerFirst(s: string): string {
+  return s.charAt(0).toLowerCase() + s.slice(1);
+}
+
+/** Parses with a zod schema or throws the contract's error. */
+export function validate<S extends z.ZodType>(schema: S, input: unknown, rootName?: string): z.infer<S> {
+  const result = schema.safeParse(input);
+  if (!result.success) throw zodToApiError(result.error, input, rootName);
+  return result.data;
+}

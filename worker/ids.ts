@@ -1,0 +1,30 @@
+// UUIDv7 (RFC 9562): a UUID the .NET client can parse as a Guid, sorting by creation time so
+// that cursor pagination and indexes follow insertion order.
+let lastMs = 0;
+let seq = 0;
+
+export function uuidv7(now: number = Date.now()): string {
+  const bytes = new Uint8Array(16);
+  crypto.getRandomValues(bytes);
+  // Keep ids from one isolate strictly increasing within a millisecond (12-bit counter in rand_a).
+  if (now <= lastMs) {
+    now = lastMs;
+    seq = (seq + 1) & 0xfff;
+    if (seq === 0) now = ++lastMs;
+  } else {
+    seq = (bytes[6]! & 0x07) << 8 | bytes[7]!; // random start, leaves room to count up
+  }
+  lastMs = now;
+  const ms = BigInt(now);
+  for (let i = 0; i < 6; i++) bytes[i] = Number((ms >> BigInt(8 * (5 - i))) & 0xffn);
+  bytes[6] = 0x70 | ((seq >> 8) & 0x0f);
+  bytes[7] = seq & 0xff;
+  bytes[8] = (bytes[8]! & 0x3f) | 0x80;
+  const hex = [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+export function isUuid(s: string): boolean {
+  return UUID.test(s);
+}

@@ -1,0 +1,45 @@
+// Cursor pagination of contract section 1: `limit` (1..100, default 20), `after` / `before`
+// (ids, mutually exclusive), newest first. Ids are UUIDv7, so id order is creation order.
+import { z } from "@hono/zod-openapi";
+import { and, asc, desc, gt, lt, type SQL } from "drizzle-orm";
+import type { SQLiteColumn } from "drizzle-orm/sqlite-core";
+import { ApiError } from "./errors.ts";
+import { validate } from "./http.ts";
+
+export const ListQuery = z
+  .object({
+    limit: z.coerce.number().int().min(1).max(100).default(20).openapi({ description: "1 to 100, default 20." }),
+    after: z.string().uuid().optional().openapi({ description: "Return items after (older than) this id." }),
+    before: z.string().uuid().optional().openapi({ description: "Return items before (newer than) this id." }),
+  });
+
+export interface Page {
+  limit: number;
+  after?: string;
+  before?: string;
+}
+
+export function readPage(query: Record<string, string>): Page {
+  const page = validate(ListQuery, query, "query");
+  if (page.after && page.before) {
+    throw new ApiError("validation_error", "`after` and `before` cannot be used together.");
+  }
+  return page;
+}
+
+/** The where-clause and order for one page; fetch limit + 1 rows and pass them to finishPage. */
+export function pageQuery(idColumn: SQLiteColumn, page: Page, scope: SQL | undefined) {
+  if (page.before) return { where: and(scope, gt(idColumn, page.before)), orderBy: asc(idColumn) };
+  return { where: and(scope, page.after ? lt(idColumn, page.after) : undefined), orderBy: desc(idColumn) };
+}
+
+export function finishPage<T>(rows: T[], page: Page): { object: "list"; has_more: boolean; data: T[] } {
+  const hasMore = rows.length > page.limit;
+  let data = rows.slice(0, page.limit);
+  if (page.before) data = data.reverse();
+  return { object: "list", has_more: hasMore, data };
+}
+
+export function listSchema<T extends z.ZodType>(item: T) {
+  return z.object({ object: z.literal("list"), has_more: z.boolean(), data: z.array(item) });
+}

@@ -1,0 +1,176 @@
+// Accepting a send: turn a validated request into a prepared email (every rule that needs the
+// account, the clock or the network), then record a whole set of them with one D1 batch and
+// one queue send. Nothing is stored for a request that fails any rule.
+import { drizzle } from "drizzle-orm/d1";
+import type { Principal } from "../auth.ts";
+import type { TernConfig } from "../config.ts";
+import { emailEvents, emails } from "../db/schema.ts";
+import { ApiError } from "../errors.ts";
+import { uuidv7 } from "../ids.ts";
+import { parseMailbox } from "../mime/address.ts";
+import { htmlToText } from "../mime/html-to-text.ts";
+import type { OutboundFetcher } from "../net/outbound.ts";
+import { resolveAttachment } from "./attachments.ts";
+import { storeContent, type AttachmentBytes } from "./content.ts";
+import { asList, type SendEmailRequest } from "./request.ts";
+import { parseScheduledAt } from "./schedule.ts";
+import { authorizeSender } from "./sender.ts";
+
+export interface PreparedEmail {
+  id: string;
+  accountId: string;
+  from: string;
+  to: string[];
+  cc: string[];
+  bcc: string[];
+  replyTo: string[];
+  subject: string;
+  html: string | null;
+  text: string | null;
+  headers: Record<string, string>;
+  tags: { name: string; value: string }[];
+  attachments: AttachmentBytes[];
+  scheduledAt: number | null;
+  region: string;
+  /** Envelope recipients: to, cc and bcc, each once (case-insensitively). */
+  recipients: string[];
+  messageId: string;
+  createdAt: number;
+}
+
+export interface SendDeps {
+  db: D1Database;
+  config: TernConfig;
+  fetcher: OutboundFetcher;
+  now: number;
+}
+
+export interface QueueMessage {
+  emailId: string;
+}
+
+/** Applies the rules beyond the schema; `where` prefixes messages in a batch ("`[3].to`"). */
+export async function prepareEmail(deps: SendDeps, principal: Principal, req: SendEmailRequest, where = ""): Promise<PreparedEmail> {
+  const fromBox = parseMailbox(req.from)!;
+  const domain = await authorizeSender(deps.db, principal, fromBox.email);
+  const to = asList(req.to);
+  const cc = asList(req.cc);
+  const bcc = asList(req.bcc);
+  const recipients: string[] = [];
+  const seen = new Set<string>();
+  for (const a of [...to, ...cc, ...bcc]) {
+    const email = parseMailbox(a)!.email;
+    if (!seen.has(email.toLowerCase())) {
+      seen.add(email.toLowerCase());
+      recipients.push(email);
+    }
+  }
+
+  let scheduledAt: number | null = null;
+  if (req.scheduled_at !== undefined) {
+    const parsed = parseScheduledAt(req.scheduled_at, new Date(deps.now));
+    if (!parsed.ok) throw new ApiError("validation_error", prefix(where, parsed.message));
+    scheduledAt = parsed.value.getTime();
+  }
+
+  const attachments: AttachmentBytes[] = [];
+  for (const [i, a] of (req.attachments ?? []).entries()) {
+    const resolved = await resolveAttachment(a, i, deps.fetcher);
+    if (!resolved.ok) throw new ApiError(resolved.code, prefix(where, resolved.message));
+    attachments.push(resolved.value);
+  }
+  const cids = attachments.map((a) => a.contentId).filter(Boolean);
+  if (new Set(cids).size !== cids.length) {
+    throw new ApiError("validation_error", prefix(where, "Each `content_id` must be unique within an email."));
+  }
+
+  const html = req.html && req.html.length > 0 ? req.html : null;
+  // text absent: derived from html; text "" opts out of a text part.
+  const text = req.text !== undefined ? (req.text.length > 0 ? req.text : null) : html ? htmlToText(html) : null;
+  const id = uuidv7(deps.now);
+  return {
+    id,
+    accountId: principal.accountId,
+    from: req.from,
+    to,
+    cc,
+    bcc,
+    replyTo: asList(req.reply_to),
+    subject: req.subject,
+    html,
+    text,
+    headers: req.headers ?? {},
+    tags: req.tags ?? [],
+    attachments,
+    scheduledAt,
+    region: domain.region,
+    recipients,
+    messageId: `${id}@${domain.name}`,
+    createdAt: deps.now,
+  };
+}
+
+function prefix(where: string, message: string): string {
+  return where ? `${where} ${message}` : message;
+}
+
+/** Records emails and their first event in one D1 batch, then enqueues the ones due now.
+ * A crash between the two leaves rows in `queued`; the cron finds and sends them. */
+export async function recordEmails(env: Env, config: TernConfig, prepared: PreparedEmail[]): Promise<void> {
+  if (prepared.length === 0) return;
+  const db = drizzle(env.DB);
+  const rows = await Promise.all(
+    prepared.map(async (p) => {
+      const stored = await storeContent(env.BLOBS, p.id, { html: p.html, text: p.text, attachments: p.attachments }, config.inlineContentLimit);
+      const scheduled = p.scheduledAt !== null;
+      const first = scheduled ? "scheduled" : "queued";
+      return {
+        email: {
+          id: p.id,
+          accountId: p.accountId,
+          fromAddress: p.from,
+          toJson: JSON.stringify(p.to),
+          ccJson: JSON.stringify(p.cc),
+          bccJson: JSON.stringify(p.bcc),
+          replyToJson: JSON.stringify(p.replyTo),
+          subject: p.subject,
+          html: stored.html,
+          text: stored.text,
+          headersJson: JSON.stringify(p.headers),
+          tagsJson: JSON.stringify(p.tags),
+          attachmentsJson: JSON.stringify(stored.attachments),
+          contentKey: stored.contentKey,
+          region: p.region,
+          state: first,
+          lastEvent: first,
+          scheduledAt: p.scheduledAt,
+          pendingJson: JSON.stringify(p.recipients),
+          attempts: 0,
+          nextAttemptAt: p.scheduledAt ?? p.createdAt,
+          messageId: p.messageId,
+          createdAt: p.createdAt,
+        },
+        event: {
+          id: uuidv7(p.createdAt),
+          emailId: p.id,
+          accountId: p.accountId,
+          type: first,
+          dataJson: scheduled ? JSON.stringify({ scheduled_at: new Date(p.scheduledAt!).toISOString() }) : "{}",
+          createdAt: p.createdAt,
+        },
+      };
+    }),
+  );
+  const statements = rows.flatMap((r) => [db.insert(emails).values(r.email), db.insert(emailEvents).values(r.event)]);
+  await db.batch(statements as [(typeof statements)[number], ...(typeof statements)[number][]]);
+
+  const due = prepared.filter((p) => p.scheduledAt === null);
+  if (due.length > 0) {
+    try {
+      await env.SEND_QUEUE.sendBatch(due.map((p) => ({ body: { emailId: p.id } satisfies QueueMessage })));
+    } catch (err) {
+      // Recorded mail is never lost: the cron re-enqueues rows left in `queued`.
+      console.error("enqueue failed; the cron will pick these up", due.map((p) => p.id), err);
+    }
+  }
+}

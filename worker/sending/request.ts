@@ -1,0 +1,118 @@
+// The send request of contract section 4.1 as a zod schema: the one definition that validates
+// POST /emails and /emails/batch and documents them in the OpenAPI document.
+import { z } from "@hono/zod-openapi";
+import { parseMailbox } from "../mime/address.ts";
+
+export const MAX_RECIPIENTS_PER_FIELD = 50;
+export const MAX_SUBJECT_LENGTH = 998;
+export const MAX_TAGS = 75;
+export const MAX_ATTACHMENTS = 100;
+export const MAX_HEADERS = 100;
+
+/** Headers tern writes itself; a request cannot set them. */
+export const RESERVED_HEADERS = new Set([
+  "from", "to", "cc", "bcc", "subject", "date", "message-id", "dkim-signature", "mime-version",
+  "content-type", "content-transfer-encoding", "content-disposition", "content-id", "reply-to",
+  "sender", "return-path", "received",
+]);
+
+const Mailbox = z.string({ error: "must be a string." }).refine((s) => parseMailbox(s) !== null, {
+  message: "must be an email address like `a@example.com` or `Name <a@example.com>`.",
+});
+
+function addressList(required: boolean) {
+  const base = z.union([
+    Mailbox,
+    z.array(Mailbox)
+      .min(required ? 1 : 0, "must list at least one address.")
+      .max(MAX_RECIPIENTS_PER_FIELD, `must list at most ${MAX_RECIPIENTS_PER_FIELD} addresses.`),
+  ], { error: "must be an email address or an array of email addresses." });
+  return base.openapi({ description: "An address or an array of addresses (at most 50)." });
+}
+
+const HeaderName = /^[\x21-\x39\x3b-\x7e]+$/; // RFC 5322 ftext: printable ASCII except ":"
+
+const Headers = z
+  .record(z.string(), z.string({ error: "must be a string." }))
+  .superRefine((headers, ctx) => {
+    const names = Object.keys(headers);
+    if (names.length > MAX_HEADERS) ctx.addIssue({ code: "custom", message: `must have at most ${MAX_HEADERS} headers.` });
+    for (const name of names) {
+      const value = headers[name]!;
+      if (!HeaderName.test(name) || name.length > 76) {
+        ctx.addIssue({ code: "custom", path: [name], message: "is not a valid header name (printable ASCII without `:` or spaces)." });
+      } else if (RESERVED_HEADERS.has(name.toLowerCase())) {
+        const hint = name.toLowerCase() === "reply-to" ? " Use `reply_to`." : "";
+        ctx.addIssue({ code: "custom", path: [name], message: `cannot be set: tern sets this header itself.${hint}` });
+      } else if (/[\r\n\0]/.test(value)) {
+        ctx.addIssue({ code: "custom", path: [name], message: "must not contain line breaks." });
+      } else if (value.length > 2000) {
+        ctx.addIssue({ code: "custom", path: [name], message: "must be at most 2000 characters." });
+      }
+    }
+  })
+  .openapi({ description: "Custom headers, name to value.", example: { "X-Entity-Ref-ID": "123" } });
+
+const TagPart = z
+  .string({ error: "must be a string." })
+  .min(1, "must not be empty.")
+  .max(256, "must be at most 256 characters.")
+  .regex(/^[A-Za-z0-9_-]+$/, "must contain only ASCII letters, numbers, underscores or dashes.");
+
+const Tag = z.object({ name: TagPart, value: TagPart });
+
+export const AttachmentRequest = z
+  .object({
+    filename: z.string().optional(),
+    content: z.unknown().optional().openapi({
+      description: "Base64 string, array of bytes, or {type: \"Buffer\", data: [...]}.",
+      type: "string",
+    }),
+    path: z.string().optional().openapi({ description: "An https URL tern fetches the content from." }),
+    content_type: z.string().optional(),
+    contentType: z.string().optional().openapi({ description: "Alias of content_type." }),
+    content_id: z.string().optional().openapi({ description: "Makes the attachment inline, referenced as cid:<content_id>." }),
+    inline_content_id: z.string().optional().openapi({ description: "Alias of content_id." }),
+  })
+  .openapi("Attachment");
+
+export const SendEmailRequest = z
+  .object({
+    from: Mailbox.openapi({ example: "Acme <onboarding@acme.dev>" }),
+    to: addressList(true),
+    subject: z
+      .string({ error: "must be a string." })
+      .min(1, "must not be empty.")
+      .max(MAX_SUBJECT_LENGTH, `must be at most ${MAX_SUBJECT_LENGTH} characters.`)
+      .refine((s) => !/[\r\n\0]/.test(s), "must not contain line breaks."),
+    cc: addressList(false).optional(),
+    bcc: addressList(false).optional(),
+    reply_to: addressList(false).optional(),
+    html: z.string({ error: "must be a string." }).optional(),
+    text: z.string({ error: "must be a string." }).optional().openapi({
+      description: "Derived from html when absent; an empty string opts out.",
+    }),
+    headers: Headers.optional(),
+    attachments: z.array(AttachmentRequest).max(MAX_ATTACHMENTS, `must have at most ${MAX_ATTACHMENTS} attachments.`).optional(),
+    tags: z.array(Tag).max(MAX_TAGS, `must have at most ${MAX_TAGS} tags.`).optional(),
+    scheduled_at: z.string({ error: "must be a string." }).optional().openapi({
+      description: "ISO 8601, or natural language such as \"in 1 min\" or \"tomorrow at 9am\" (UTC); at most 30 days ahead.",
+    }),
+  })
+  .superRefine((r, ctx) => {
+    const hasHtml = typeof r.html === "string" && r.html.length > 0;
+    const hasText = typeof r.text === "string" && r.text.length > 0;
+    if (!hasHtml && !hasText) {
+      ctx.addIssue({ code: "custom", path: [], message: "Missing `html` or `text` field.", params: { missing: true } });
+    }
+  })
+  .openapi("SendEmailRequest");
+
+export type SendEmailRequest = z.infer<typeof SendEmailRequest>;
+
+export const SendEmailResponse = z.object({ id: z.string() }).openapi("SendEmailResponse");
+
+/** A string or an array of strings, as an array. */
+export function asList(v: string | string[] | undefined): string[] {
+  return v === undefined ? [] : Array.isArray(v) ? v : [v];
+}

@@ -1,0 +1,35 @@
+// Which transport carries a region's mail: the region's relay (RELAY_URL_<REGION>, e.g.
+// RELAY_URL_EU_WEST_1) or the default RELAY_URL. With neither, mail waits (deferred) and the
+// reason says how to fix it, so nothing is lost while an operator configures a relay.
+import type { TernConfig } from "../config.ts";
+import { createSmtpTransport, parseRelayUrl } from "./smtp.ts";
+import type { OutboundMessage, RecipientResult, Transport } from "./transport.ts";
+
+export function relayUrlFor(env: Env, config: TernConfig, region: string): string {
+  const key = `RELAY_URL_${region.toUpperCase().replace(/-/g, "_")}`;
+  const specific = (env as unknown as Record<string, unknown>)[key];
+  return typeof specific === "string" && specific ? specific : config.relayUrl;
+}
+
+function waitingTransport(reason: string): Transport {
+  return {
+    async open() {
+      return {
+        async deliver(m: OutboundMessage): Promise<RecipientResult[]> {
+          return m.recipients.map((recipient) => ({ recipient, status: "deferred" as const, message: reason }));
+        },
+        async close() {},
+      };
+    },
+  };
+}
+
+export function transportFor(env: Env, config: TernConfig, region: string): Transport {
+  const url = relayUrlFor(env, config, region);
+  if (!url) return waitingTransport(`No relay is configured for region ${region}: set RELAY_URL.`);
+  try {
+    return createSmtpTransport(parseRelayUrl(url, config.heloName));
+  } catch (err) {
+    return waitingTransport(`The relay for region ${region} is misconfigured: ${(err as Error).message}`);
+  }
+}
