@@ -1,10 +1,11 @@
-import { cloudflareTest, readD1Migrations } from "@cloudflare/vitest-plugin";
 import { defineConfig } from "vitest/config";
 import { prepareTestCertificates } from "./test/support/certificates.ts";
 
 // workerd verifies every TLS peer; the local CA must be trusted before miniflare starts it.
+// Miniflare reads NODE_EXTRA_CA_CERTS when it is loaded, so the plugin is imported after this.
 const certs = prepareTestCertificates();
 process.env.NODE_EXTRA_CA_CERTS = certs.bundlePath;
+const { cloudflareTest, readD1Migrations } = await import("@cloudflare/vitest-plugin");
 
 export default defineConfig({
   test: {

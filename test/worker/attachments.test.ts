@@ -1,0 +1,220 @@
+// Attachments (contract 4.1): content decoding, field rules, and `path` fetched for real
+// from the loopback HTTPS file server.
+import { env } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { contentTypeForFilename, decodeAttachmentContent, resolveAttachment } from "../../worker/sending/attachments.ts";
+import { createOutboundFetcher, type OutboundPolicy } from "../../worker/net/outbound.ts";
+
+const base = `https://localhost:${env.TEST_PEERS.https}`;
+const policy: OutboundPolicy = { allowPrivate: true, allowHttp: false, maxBytes: 1024 * 1024, timeoutMs: 5_000, maxRedirects: 3 };
+const fetcher = createOutboundFetcher(policy);
+const PDF = "%PDF-1.4\n% tern test file\n%%EOF\n";
+const bytes = (...values: number[]) => new Uint8Array(values);
+const text = (value: string) => new TextEncoder().encode(value);
+
+describe("decodeAttachmentContent", () => {
+  it.each<[string, unknown, Uint8Array]>([
+    ["standard base64", "aGVsbG8gd29ybGQ=", text("hello world")],
+    ["base64 without padding", "aGVsbG8gd29ybGQ", text("hello world")],
+    ["base64 with one padding character", "aGk=", text("hi")],
+    ["padded base64 of one byte", "YQ==", text("a")],
+    ["unpadded base64 of one byte", "YQ", text("a")],
+    ["base64 with newlines and spaces", "aGVs\r\nbG8g\n d29y bGQ=\n", text("hello world")],
+    ["standard alphabet with + and /", "+/+/", bytes(0xfb, 0xff, 0xbf)],
+    ["url-safe alphabet with - and _", "-_-_", bytes(0xfb, 0xff, 0xbf)],
+    ["the empty string", "", bytes()],
+    ["an array of bytes", [0, 1, 127, 128, 255], bytes(0, 1, 127, 128, 255)],
+    ["an empty array", [], bytes()],
+    ["a serialised Node Buffer", { type: "Buffer", data: [104, 105] }, text("hi")],
+  ])("decodes %s", (_, content, expected) => {
+    expect(decodeAttachmentContent(content)).toEqual({ ok: true, value: expected });
+  });
+
+  it("decodes every byte value through base64", () => {
+    const all = new Uint8Array(256).map((_, i) => i);
+    let binary = "";
+    for (const b of all) binary += String.fromCharCode(b);
+    expect(decodeAttachmentContent(btoa(binary))).toEqual({ ok: true, value: all });
+  });
+
+  it.each<[string, unknown, string]>([
+    ["a character outside base64", "aGVsbG8*", "`content` is not valid base64."],
+    ["non-ASCII text", "aGVsbG8é", "`content` is not valid base64."],
+    ["a length that cannot be base64", "aGVsb", "`content` is not valid base64."],
+    ["padding in the middle", "YQ==YQ==", "`content` is not valid base64."],
+    ["too much padding", "YQ===", "`content` is not valid base64."],
+    ["padding with a wrong length", "aGk==", "`content` is not valid base64."],
+    ["a data URL", "data:text/plain;base64,aGk=", "`content` is not valid base64."],
+    ["mixed alphabets", "+/-_", "`content` mixes the standard and url-safe base64 alphabets; use one."],
+    ["a byte over 255", [1, 256], "`content[1]` must be an integer from 0 to 255."],
+    ["a negative byte", [-1], "`content[0]` must be an integer from 0 to 255."],
+    ["a fractional byte", [1.5], "`content[0]` must be an integer from 0 to 255."],
+    ["a byte given as a string", ["1"], "`content[0]` must be an integer from 0 to 255."],
+    ["a null byte entry", [null], "`content[0]` must be an integer from 0 to 255."],
+    ["a Buffer with a bad byte", { type: "Buffer", data: [1, 2, 300] }, "`content.data[2]` must be an integer from 0 to 255."],
+  ])("refuses %s", (_, content, message) => {
+    expect(decodeAttachmentContent(content)).toEqual({ ok: false, message });
+  });
+
+  it.each<[string, unknown]>([
+    ["a number", 42],
+    ["a boolean", true],
+    ["an object that is not a Buffer", { data: [1] }],
+    ["a Buffer without data", { type: "Buffer" }],
+  ])("refuses %s with the accepted shapes", (_, content) => {
+    expect(decodeAttachmentContent(content)).toEqual({
+      ok: false,
+      message: '`content` must be a base64 string, an array of bytes, or {"type":"Buffer","data":[...]}.',
+    });
+  });
+
+  it("names the field it was given", () => {
+    expect(decodeAttachmentContent("!!", "attachments[2].content")).toEqual({
+      ok: false,
+      message: "`attachments[2].content` is not valid base64.",
+    });
+  });
+});
+
+describe("contentTypeForFilename", () => {
+  it.each([
+    ["invoice.pdf", "application/pdf"],
+    ["logo.PNG", "image/png"],
+    ["photo.jpg", "image/jpeg"],
+    ["photo.jpeg", "image/jpeg"],
+    ["anim.gif", "image/gif"],
+    ["pic.webp", "image/webp"],
+    ["icon.svg", "image/svg+xml"],
+    ["notes.txt", "text/plain"],
+    ["data.csv", "text/csv"],
+    ["page.html", "text/html"],
+    ["invite.ics", "text/calendar"],
+    ["bundle.zip", "application/zip"],
+    ["data.json", "application/json"],
+    ["feed.xml", "application/xml"],
+    ["letter.doc", "application/msword"],
+    ["letter.docx", "application/vnd.openxmlformats-officedocument.wordprocessingml.document"],
+    ["sheet.xls", "application/vnd.ms-excel"],
+    ["sheet.xlsx", "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"],
+    ["deck.ppt", "application/vnd.ms-powerpoint"],
+    ["deck.pptx", "application/vnd.openxmlformats-officedocument.presentationml.presentation"],
+    ["song.mp3", "audio/mpeg"],
+    ["clip.mp4", "video/mp4"],
+    ["sound.wav", "audio/wav"],
+    ["archive.tar.gz", "application/gzip"],
+    ["README", "application/octet-stream"],
+    ["file.unknownext", "application/octet-stream"],
+    [undefined, "application/octet-stream"],
+  ])("guesses %s as %s", (filename, expected) => {
+    expect(contentTypeForFilename(filename)).toBe(expected);
+  });
+});
+
+describe("resolveAttachment with content", () => {
+  it("decodes content and guesses the content type from the filename", async () => {
+    const result = await resolveAttachment({ filename: "hello.txt", content: "aGk=" }, 0, fetcher);
+    expect(result).toEqual({ ok: true, value: { filename: "hello.txt", contentType: "text/plain", content: text("hi") } });
+  });
+
+  it("defaults to application/octet-stream without a filename", async () => {
+    const result = await resolveAttachment({ content: [1, 2] }, 0, fetcher);
+    expect(result).toEqual({ ok: true, value: { contentType: "application/octet-stream", content: bytes(1, 2) } });
+  });
+
+  it.each<[string, Record<string, unknown>, string, string | undefined]>([
+    ["content_type", { content_type: "text/csv" }, "text/csv", undefined],
+    ["the contentType alias", { contentType: "text/csv" }, "text/csv", undefined],
+    ["both spellings when they agree", { content_type: "text/csv", contentType: "text/csv" }, "text/csv", undefined],
+    ["a content type with parameters", { content_type: "text/plain; charset=utf-8" }, "text/plain; charset=utf-8", undefined],
+    ["content_id", { content_id: "logo" }, "image/png", "logo"],
+    ["the inline_content_id alias", { inline_content_id: "logo@tern" }, "image/png", "logo@tern"],
+    ["both content id spellings when they agree", { content_id: "a", inline_content_id: "a" }, "image/png", "a"],
+    ["a content id of 127 characters", { content_id: "x".repeat(127) }, "image/png", "x".repeat(127)],
+  ])("accepts %s", async (_, extra, contentType, contentId) => {
+    const result = await resolveAttachment({ filename: "logo.png", content: "aGk=", ...extra }, 0, fetcher);
+    expect(result).toEqual({
+      ok: true,
+      value: { filename: "logo.png", contentType, content: text("hi"), ...(contentId ? { contentId } : {}) },
+    });
+  });
+
+  it("treats null and empty optional fields as absent", async () => {
+    const input = { filename: "", content: "aGk=", path: null, content_type: "", content_id: null } as unknown as Parameters<typeof resolveAttachment>[0];
+    expect(await resolveAttachment(input, 0, fetcher)).toEqual({
+      ok: true,
+      value: { contentType: "application/octet-stream", content: text("hi") },
+    });
+  });
+
+  it.each<[string, Record<string, unknown>, "invalid_attachment" | "validation_error", string]>([
+    ["neither content nor path", { filename: "a.txt" }, "invalid_attachment", "`attachments[2]` needs either `content` or `path`."],
+    ["content: null and no path", { content: null }, "invalid_attachment", "`attachments[2]` needs either `content` or `path`."],
+    ["undecodable content", { content: "not base64!" }, "invalid_attachment", "`attachments[2].content` is not valid base64."],
+    ["a bad byte", { content: [1, 999] }, "invalid_attachment", "`attachments[2].content[1]` must be an integer from 0 to 255."],
+    ["both content and path", { content: "aGk=", path: `${base}/file.pdf` }, "validation_error", "`attachments[2]` has both `content` and `path`; send only one of them."],
+    ["content types that differ", { content: "aGk=", content_type: "text/plain", contentType: "text/html" }, "validation_error", "`attachments[2].content_type` and `attachments[2].contentType` differ; send only one of them."],
+    ["content ids that differ", { content: "aGk=", content_id: "a", inline_content_id: "b" }, "validation_error", "`attachments[2].content_id` and `attachments[2].inline_content_id` differ; send only one of them."],
+    ["a content type without a subtype", { content: "aGk=", content_type: "pdf" }, "validation_error", "`attachments[2].content_type` must be a MIME type like application/pdf, on one line."],
+    ["a content type with a line break", { content: "aGk=", content_type: "text/plain\r\nBcc: x@y.z" }, "validation_error", "`attachments[2].content_type` must be a MIME type like application/pdf, on one line."],
+    ["a contentType with a line feed", { content: "aGk=", contentType: "text/plain;\n a=b" }, "validation_error", "`attachments[2].contentType` must be a MIME type like application/pdf, on one line."],
+    ["a content type that is not a string", { content: "aGk=", content_type: 5 }, "validation_error", "`attachments[2].content_type` must be a string."],
+    ["a content id of 128 characters", { content: "aGk=", content_id: "x".repeat(128) }, "validation_error", "`attachments[2].content_id` must be shorter than 128 characters."],
+    ["a content id with angle brackets", { content: "aGk=", content_id: "<logo>" }, "validation_error", "`attachments[2].content_id` must not contain <, >, spaces, line breaks or control characters."],
+    ["a content id with a space", { content: "aGk=", inline_content_id: "my logo" }, "validation_error", "`attachments[2].inline_content_id` must not contain <, >, spaces, line breaks or control characters."],
+    ["a content id with CR LF", { content: "aGk=", content_id: "a\r\nb" }, "validation_error", "`attachments[2].content_id` must not contain <, >, spaces, line breaks or control characters."],
+    ["a filename with a line feed", { content: "aGk=", filename: "a\n.txt" }, "validation_error", "`attachments[2].filename` must not contain line breaks or other control characters."],
+    ["a filename with a carriage return", { content: "aGk=", filename: "a\r.txt" }, "validation_error", "`attachments[2].filename` must not contain line breaks or other control characters."],
+    ["a filename with NUL", { content: "aGk=", filename: "a\u0000.txt" }, "validation_error", "`attachments[2].filename` must not contain line breaks or other control characters."],
+    ["a filename of 256 characters", { content: "aGk=", filename: `${"a".repeat(252)}.txt` }, "validation_error", "`attachments[2].filename` must be at most 255 characters."],
+    ["a filename that is not a string", { content: "aGk=", filename: ["a"] }, "validation_error", "`attachments[2].filename` must be a string."],
+    ["a path that is not a string", { path: 42 }, "validation_error", "`attachments[2].path` must be a non-empty URL string."],
+  ])("refuses %s", async (_, input, code, message) => {
+    const result = await resolveAttachment(input as Parameters<typeof resolveAttachment>[0], 2, fetcher);
+    expect(result).toEqual({ ok: false, code, message });
+  });
+
+  it("accepts a filename of 255 characters, counted in characters rather than bytes", async () => {
+    const filename = `${"é".repeat(251)}.txt`;
+    const result = await resolveAttachment({ content: "aGk=", filename }, 0, fetcher);
+    expect(result.ok && result.value.filename).toBe(filename);
+  });
+
+  it("refuses an attachment that is not an object", async () => {
+    const result = await resolveAttachment("aGk=" as unknown as Parameters<typeof resolveAttachment>[0], 1, fetcher);
+    expect(result).toEqual({ ok: false, code: "validation_error", message: "`attachments[1]` must be an object." });
+  });
+});
+
+describe("resolveAttachment with path", () => {
+  it("fetches the file and takes the filename from the URL", async () => {
+    const result = await resolveAttachment({ path: `${base}/file.pdf` }, 0, fetcher);
+    expect(result).toEqual({ ok: true, value: { filename: "file.pdf", contentType: "application/pdf", content: text(PDF) } });
+  });
+
+  it("keeps a given filename and content type over what the URL suggests", async () => {
+    const result = await resolveAttachment({ path: `${base}/file.pdf`, filename: "Invoice 7.pdf", content_type: "application/x-pdf" }, 0, fetcher);
+    expect(result).toEqual({ ok: true, value: { filename: "Invoice 7.pdf", contentType: "application/x-pdf", content: text(PDF) } });
+  });
+
+  it("uses the server's content type when the filename has no known extension", async () => {
+    const result = await resolveAttachment({ path: `${base}/download` }, 0, fetcher);
+    expect(result).toEqual({ ok: true, value: { filename: "download", contentType: "image/png", content: text(PDF) } });
+  });
+
+  it("follows a redirect", async () => {
+    const result = await resolveAttachment({ path: `${base}/redirect-ok` }, 0, fetcher);
+    expect(result).toMatchObject({ ok: true, value: { filename: "redirect-ok", contentType: "application/pdf" } });
+  });
+
+  it.each<[string, string, OutboundPolicy, string]>([
+    ["a 404", `${base}/404`, policy, "`attachments[3].path` could not be fetched. The server answered with status 404."],
+    ["a file that is too large", `${base}/big`, policy, "`attachments[3].path` could not be fetched. The file is larger than the limit of 1048576 bytes."],
+    ["a loopback URL when private hosts are not allowed", `${base}/file.pdf`, { ...policy, allowPrivate: false }, "`attachments[3].path` could not be fetched. The URL must use port 443 or 80."],
+    ["a private address", "https://10.0.0.1/file.pdf", { ...policy, allowPrivate: false }, "`attachments[3].path` could not be fetched. The URL must point to a public host, not a local, private or reserved address."],
+    ["plain http", "http://example.com/file.pdf", { ...policy, allowPrivate: false }, "`attachments[3].path` could not be fetched. The URL must use https."],
+    ["a redirect to plain http", `${base}/redirect-private?to=http`, policy, "`attachments[3].path` could not be fetched. The redirect target must use https."],
+  ])("refuses %s as invalid_attachment", async (_, path, used, message) => {
+    const result = await resolveAttachment({ path }, 3, createOutboundFetcher(used));
+    expect(result).toEqual({ ok: false, code: "invalid_attachment", message });
+  });
+});

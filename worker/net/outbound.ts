@@ -1,0 +1,290 @@
+// Fetches of URLs a caller gave us (attachment `path`s): https only, never toward private,
+// loopback or reserved addresses, redirects checked hop by hop, size and time bounded.
+// Every failure is an explicit result whose message is safe to show to the API caller.
+
+/** An explicit outcome: a value, or a failure described by `E` (by default a message). */
+export type Result<T, E = { message: string }> = { ok: true; value: T } | ({ ok: false } & E);
+
+export interface OutboundPolicy {
+  /** Allow loopback, private and reserved hosts and any port (local development and tests only). */
+  allowPrivate: boolean;
+  /** Allow plain http as well as https. */
+  allowHttp: boolean;
+  /** The largest body accepted, in bytes. */
+  maxBytes: number;
+  /** The whole fetch, redirects and body included, is abandoned after this many milliseconds. */
+  timeoutMs: number;
+  /** How many redirects are followed before giving up. */
+  maxRedirects: number;
+}
+
+export interface OutboundFile {
+  body: Uint8Array;
+  /** The Content-Type header of the final answer, as sent. */
+  contentType?: string;
+  /** The URL the body came from, after redirects. */
+  finalUrl: string;
+}
+
+export type OutboundFetcher = (url: string) => Promise<Result<OutboundFile>>;
+
+const LOCAL_NAME_SUFFIXES = [".localhost", ".local", ".internal", ".home.arpa"];
+
+/** IPv4 ranges that are private, loopback, link-local, shared, reserved or multicast. */
+const BLOCKED_V4: ReadonlyArray<readonly [string, number]> = [
+  ["0.0.0.0", 8],
+  ["10.0.0.0", 8],
+  ["100.64.0.0", 10],
+  ["127.0.0.0", 8],
+  ["169.254.0.0", 16],
+  ["172.16.0.0", 12],
+  ["192.0.0.0", 24],
+  ["192.168.0.0", 16],
+  ["198.18.0.0", 15],
+  ["224.0.0.0", 4],
+  ["240.0.0.0", 4],
+  ["255.255.255.255", 32],
+];
+
+/** IPv6 ranges refused outright. */
+const BLOCKED_V6: ReadonlyArray<readonly [string, number]> = [
+  ["::", 128],
+  ["::1", 128],
+  ["fc00::", 7],
+  ["fe80::", 10],
+  ["fec0::", 10], // deprecated site-local
+  ["ff00::", 8],
+];
+
+/** IPv6 ranges whose last 32 bits are an IPv4 address: refused when that address is. */
+const EMBEDDING_V4: ReadonlyArray<readonly [string, number]> = [
+  ["::ffff:0:0", 96], // IPv4-mapped
+  ["64:ff9b::", 96], // NAT64
+  ["::", 96], // IPv4-compatible (deprecated)
+];
+
+/**
+ * Checks a URL against the policy without fetching it. Host checks see the URL parser's
+ * normalised host, so every IPv4 spelling (0x7f.1, 2130706433, 127.1) is caught.
+ */
+export function checkOutboundUrl(url: string, policy: Pick<OutboundPolicy, "allowPrivate" | "allowHttp">): Result<URL> {
+  return checkUrl(url, policy, "The URL");
+}
+
+function checkUrl(url: string, policy: Pick<OutboundPolicy, "allowPrivate" | "allowHttp">, subject: string): Result<URL> {
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    return { ok: false, message: `${subject} is not a valid absolute URL.` };
+  }
+  if (parsed.protocol !== "https:" && !(policy.allowHttp && parsed.protocol === "http:")) {
+    return { ok: false, message: `${subject} must use ${policy.allowHttp ? "https or http" : "https"}.` };
+  }
+  if (parsed.username !== "" || parsed.password !== "") {
+    return { ok: false, message: `${subject} must not contain a user name or password.` };
+  }
+  if (policy.allowPrivate) return { ok: true, value: parsed };
+  if (parsed.port !== "" && parsed.port !== "443" && parsed.port !== "80") {
+    return { ok: false, message: `${subject} must use port 443 or 80.` };
+  }
+  if (!isPublicHost(parsed.hostname)) {
+    return { ok: false, message: `${subject} must point to a public host, not a local, private or reserved address.` };
+  }
+  return { ok: true, value: parsed };
+}
+
+function isPublicHost(hostname: string): boolean {
+  if (hostname.startsWith("[")) {
+    const groups = parseIpv6(hostname.slice(1, -1));
+    return groups !== null && isPublicIpv6(groups);
+  }
+  const v4 = parseIpv4(hostname);
+  if (v4 !== null) return isPublicIpv4(v4);
+  const name = hostname.replace(/\.+$/, "").toLowerCase();
+  if (name === "localhost" || LOCAL_NAME_SUFFIXES.some((suffix) => name.endsWith(suffix))) return false;
+  // A single-label name is never a public host; it could only resolve through a search domain.
+  return name.includes(".");
+}
+
+/** Dotted-quad only: the URL parser has already normalised the other spellings to it. */
+function parseIpv4(text: string): number | null {
+  const match = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(text);
+  if (!match) return null;
+  let value = 0;
+  for (const part of match.slice(1)) {
+    const octet = Number(part);
+    if (octet > 255) return null;
+    value = value * 256 + octet;
+  }
+  return value;
+}
+
+function isPublicIpv4(address: number): boolean {
+  return !BLOCKED_V4.some(([base, prefix]) => {
+    const baseValue = parseIpv4(base) as number;
+    const size = 2 ** (32 - prefix);
+    return Math.floor(address / size) === Math.floor(baseValue / size);
+  });
+}
+
+/** Eight 16-bit groups, or null when the text is not an IPv6 address. */
+function parseIpv6(text: string): number[] | null {
+  const halves = text.split("::");
+  if (halves.length > 2) return null;
+  const parseGroups = (part: string, mayEndInV4: boolean): number[] | null => {
+    if (part === "") return [];
+    const pieces = part.split(":");
+    const groups: number[] = [];
+    for (const [i, piece] of pieces.entries()) {
+      if (mayEndInV4 && i === pieces.length - 1 && piece.includes(".")) {
+        const v4 = parseIpv4(piece);
+        if (v4 === null) return null;
+        groups.push(Math.floor(v4 / 65536), v4 % 65536);
+      } else if (/^[0-9a-f]{1,4}$/i.test(piece)) {
+        groups.push(parseInt(piece, 16));
+      } else {
+        return null;
+      }
+    }
+    return groups;
+  };
+  if (halves.length === 1) {
+    const groups = parseGroups(halves[0] ?? "", true);
+    return groups !== null && groups.length === 8 ? groups : null;
+  }
+  const head = parseGroups(halves[0] ?? "", false);
+  const tail = parseGroups(halves[1] ?? "", true);
+  if (head === null || tail === null || head.length + tail.length > 7) return null;
+  return [...head, ...new Array<number>(8 - head.length - tail.length).fill(0), ...tail];
+}
+
+function inIpv6Range(groups: number[], base: string, prefix: number): boolean {
+  const baseGroups = parseIpv6(base) as number[];
+  for (let i = 0; i < 8 && prefix > 0; i++, prefix -= 16) {
+    const bits = Math.min(16, prefix);
+    const shift = 16 - bits;
+    if ((groups[i] ?? 0) >> shift !== (baseGroups[i] ?? 0) >> shift) return false;
+  }
+  return true;
+}
+
+function isPublicIpv6(groups: number[]): boolean {
+  if (BLOCKED_V6.some(([base, prefix]) => inIpv6Range(groups, base, prefix))) return false;
+  for (const [base, prefix] of EMBEDDING_V4) {
+    if (inIpv6Range(groups, base, prefix)) return isPublicIpv4((groups[6] ?? 0) * 65536 + (groups[7] ?? 0));
+  }
+  return true;
+}
+
+const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
+
+/**
+ * A fetcher bound to a policy. `fetchImpl` defaults to the global fetch.
+ * DNS rebinding: in production, Cloudflare's fetch never routes to private networks, so a public name resolving to a private address is not reachable.
+ */
+export function createOutboundFetcher(policy: OutboundPolicy, fetchImpl?: typeof fetch): OutboundFetcher {
+  const doFetch: typeof fetch = fetchImpl ?? ((input, init) => fetch(input, init));
+  return async (url) => {
+    const signal = AbortSignal.timeout(policy.timeoutMs);
+    const timedOut: Result<OutboundFile> = {
+      ok: false,
+      message: `The server did not send the whole file within ${policy.timeoutMs} ms.`,
+    };
+    let current = checkUrl(url, policy, "The URL");
+    if (!current.ok) return current;
+    for (let redirects = 0; ; redirects++) {
+      let response: Response;
+      try {
+        response = await doFetch(current.value.href, { method: "GET", redirect: "manual", signal });
+      } catch {
+        return signal.aborted ? timedOut : { ok: false, message: "The server could not be reached." };
+      }
+      if (REDIRECT_STATUSES.has(response.status)) {
+        await discard(response);
+        const location = response.headers.get("location");
+        if (location === null) {
+          return { ok: false, message: `The server answered with a redirect (status ${response.status}) but no location.` };
+        }
+        if (redirects >= policy.maxRedirects) {
+          return { ok: false, message: `The URL redirected more than ${policy.maxRedirects} times.` };
+        }
+        let next: string;
+        try {
+          next = new URL(location, current.value).href;
+        } catch {
+          return { ok: false, message: "The server redirected to an invalid URL." };
+        }
+        current = checkUrl(next, policy, "The redirect target");
+        if (!current.ok) return current;
+        continue;
+      }
+      if (response.status < 200 || response.status > 299) {
+        await discard(response);
+        return { ok: false, message: `The server answered with status ${response.status}.` };
+      }
+      const tooBig: Result<OutboundFile> = {
+        ok: false,
+        message: `The file is larger than the limit of ${policy.maxBytes} bytes.`,
+      };
+      const declared = response.headers.get("content-length");
+      if (declared !== null && /^\d+$/.test(declared.trim()) && Number(declared.trim()) > policy.maxBytes) {
+        await discard(response);
+        return tooBig;
+      }
+      const body = await readBounded(response, policy.maxBytes, signal);
+      if (body === "too_big") return tooBig;
+      if (body === "failed") {
+        return signal.aborted ? timedOut : { ok: false, message: "The server's answer broke off before it was complete." };
+      }
+      const contentType = response.headers.get("content-type");
+      return {
+        ok: true,
+        value: { body, finalUrl: current.value.href, ...(contentType !== null ? { contentType } : {}) },
+      };
+    }
+  };
+}
+
+async function discard(response: Response): Promise<void> {
+  try {
+    await response.body?.cancel();
+  } catch {
+    // Nothing to free.
+  }
+}
+
+/** Reads the body as a stream, stopping as soon as it passes `maxBytes` or the signal fires. */
+async function readBounded(response: Response, maxBytes: number, signal: AbortSignal): Promise<Uint8Array | "too_big" | "failed"> {
+  if (response.body === null) return new Uint8Array(0);
+  const reader = response.body.getReader();
+  const aborted = new Promise<never>((_, reject) => {
+    if (signal.aborted) reject(new Error("aborted"));
+    signal.addEventListener("abort", () => reject(new Error("aborted")), { once: true });
+  });
+  aborted.catch(() => {});
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  try {
+    for (;;) {
+      const { done, value } = await Promise.race([reader.read(), aborted]);
+      if (done) break;
+      total += value.byteLength;
+      if (total > maxBytes) {
+        reader.cancel().catch(() => {});
+        return "too_big";
+      }
+      chunks.push(value);
+    }
+  } catch {
+    reader.cancel().catch(() => {});
+    return "failed";
+  }
+  const body = new Uint8Array(total);
+  let offset = 0;
+  for (const chunk of chunks) {
+    body.set(chunk, offset);
+    offset += chunk.byteLength;
+  }
+  return body;
+}
