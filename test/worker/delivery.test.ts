@@ -1,0 +1,154 @@
+// Delivery to a real SMTP relay on loopback: the queue consumer, retries, bounces, failures,
+// and exactly-once under queue redelivery.
+import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { beforeAll, describe, expect, it } from "vitest";
+import { consumeSendBatch } from "../../worker/delivery/consumer.ts";
+import { createSmtpTransport } from "../../worker/transports/smtp.ts";
+import type { Transport } from "../../worker/transports/transport.ts";
+import { api, createAccount, type TestAccount } from "./fixtures.ts";
+import { waitFor } from "./wait.ts";
+
+let acct: TestAccount;
+beforeAll(async () => {
+  acct = await createAccount();
+});
+
+interface Captured { peer: string; envelopeFrom: string; recipients: string[]; ehloName: string; rawBase64: string }
+
+async function captured(rcpt: string): Promise<Captured[]> {
+  const res = await fetch(`http://127.0.0.1:${env.TEST_PEERS.control}/messages?rcpt=${encodeURIComponent(rcpt)}`);
+  return (await res.json()) as Captured[];
+}
+const rawText = (c: Captured) => new TextDecoder().decode(Uint8Array.from(atob(c.rawBase64), (ch) => ch.charCodeAt(0)));
+const unique = (local: string) => `${local}-${crypto.randomUUID().slice(0, 8)}@example.com`;
+
+async function get(id: string) {
+  return (await (await api(acct.token, "GET", `/emails/${id}`)).json()) as { last_event: string };
+}
+async function events(id: string) {
+  return ((await (await api(acct.token, "GET", `/emails/${id}/events`)).json()) as { data: { type: string; data: Record<string, unknown> }[] }).data;
+}
+
+/** Records an email the way the API does but keeps it away from the background consumer
+ * (scheduled far ahead), then makes it due so a test can drive the consumer itself. */
+async function recordedEmail(to: string[], extra: Record<string, unknown> = {}): Promise<string> {
+  const res = await api(acct.token, "POST", "/emails", { from: `Acme <news@${acct.domain}>`, to, subject: "Driven", text: "hello", scheduled_at: "in 20 days", ...extra });
+  expect(res.status).toBe(200);
+  const { id } = (await res.json()) as { id: string };
+  await env.DB.prepare("UPDATE emails SET state = 'queued', next_attempt_at = ? WHERE id = ?").bind(Date.now(), id).run();
+  return id;
+}
+
+function peerTransport(peer: string): () => Transport {
+  return () => createSmtpTransport({
+    host: "127.0.0.1", port: env.TEST_PEERS[peer]!, security: peer === "plain" ? "plain" : "starttls", heloName: "mx.tern.example",
+    connectTimeoutMs: 2000, commandTimeoutMs: 2000, dataTimeoutMs: 5000,
+  });
+}
+
+async function consume(ids: string[], peer = "plain") {
+  const batch = createMessageBatch("tern-send", ids.map((emailId, i) => ({ id: `m${i}`, timestamp: new Date(), attempts: 1, body: { emailId } })));
+  const ctx = createExecutionContext();
+  await consumeSendBatch(batch as MessageBatch<{ emailId: string }>, env, { transportFor: peerTransport(peer) });
+  return getQueueResult(batch, ctx);
+}
+
+describe("delivery through the relay", () => {
+  it("the background consumer delivers an accepted email to the relay, Bcc only in the envelope", async () => {
+    const to = unique("to"), cc = unique("cc"), bcc = unique("bcc");
+    const res = await api(acct.token, "POST", "/emails", { from: `Acme <news@${acct.domain}>`, to, cc, bcc, subject: "Relay test", html: "<p>hi</p>" });
+    const { id } = (await res.json()) as { id: string };
+    const [msg] = await waitFor("the message at the relay", async () => ((await captured(to)).length ? captured(to) : undefined));
+    expect(msg!.recipients.sort()).toEqual([to, cc, bcc].sort());
+    expect(msg!.envelopeFrom).toBe(`news@${acct.domain}`);
+    expect(msg!.ehloName).toBe("tern.localhost");
+    const raw = rawText(msg!);
+    expect(raw).toMatch(/^Subject: Relay test\r$/m);
+    expect(raw).toContain(cc);
+    expect(raw).not.toContain(bcc);
+    expect(raw).not.toMatch(/^bcc:/im);
+    await waitFor("delivered", async () => ((await get(id)).last_event === "delivered" ? true : undefined));
+    expect((await events(id)).map((e) => e.type)).toEqual(["queued", "sent", "delivered"]);
+  });
+
+  it("a queue message delivered twice sends the email once", async () => {
+    const to = unique("twice");
+    const id = await recordedEmail([to]);
+    const result = await consume([id, id]);
+    expect(result.retryMessages).toEqual([]);
+    expect(await consume([id])).toMatchObject({ retryMessages: [] });
+    expect(await captured(to)).toHaveLength(1);
+    expect((await events(id)).filter((e) => e.type === "sent")).toHaveLength(1);
+  });
+
+  it("messages of one batch share one SMTP connection", async () => {
+    const recipients = [unique("conn"), unique("conn"), unique("conn")];
+    const ids = [];
+    for (const r of recipients) ids.push(await recordedEmail([r]));
+    await consume(ids);
+    const conns = new Set<string>();
+    for (const r of recipients) {
+      const [m] = (await captured(r)) as (Captured & { connectionId: string })[];
+      conns.add(m!.connectionId);
+    }
+    expect(conns.size).toBe(1);
+  });
+
+  it("a 5xx from the relay bounces the recipient; the others are delivered", async () => {
+    const ok = unique("fine"), bad = unique("reject");
+    const id = await recordedEmail([ok, bad]);
+    await consume([id]);
+    const evs = await events(id);
+    expect(evs.map((e) => e.type)).toEqual(["scheduled", "sent", "bounced"]);
+    expect(evs[2]!.data).toMatchObject({ recipients: [bad], bounce: { type: "Permanent", subType: "NoEmail" } });
+    expect((await captured(ok))[0]!.recipients).toEqual([ok]);
+    expect((await get(id)).last_event).toBe("bounced");
+  });
+
+  it("a 4xx is retried with backoff, only for the deferred recipient, and delivered on a later attempt", async () => {
+    const ok = unique("fine"), later = unique("tempfail");
+    const id = await recordedEmail([ok, later]);
+    const first = await consume([id]);
+    expect(first.retryMessages).toEqual([{ msgId: "m0", delaySeconds: 1 }]);
+    expect((await get(id)).last_event).toBe("delivery_delayed");
+    const row = await env.DB.prepare("SELECT state, pending_json, attempts FROM emails WHERE id = ?").bind(id).first<{ state: string; pending_json: string; attempts: number }>();
+    expect(row).toMatchObject({ state: "queued", pending_json: JSON.stringify([later]), attempts: 1 });
+    // The relay recovers: the next attempt only carries the deferred recipient.
+    await env.DB.prepare("UPDATE emails SET next_attempt_at = ?, pending_json = ? WHERE id = ?").bind(Date.now(), JSON.stringify([later.replace("tempfail", "recovered")]), id).run();
+    const second = await consume([id]);
+    expect(second.retryMessages).toEqual([]);
+    expect((await get(id)).last_event).toBe("delivered");
+    expect((await captured(ok))).toHaveLength(1);
+  });
+
+  it("retries running out fail the email with the reason", async () => {
+    const to = unique("tempfail");
+    const id = await recordedEmail([to]);
+    for (let attempt = 1; attempt <= 4; attempt++) {
+      await consume([id]);
+      await env.DB.prepare("UPDATE emails SET next_attempt_at = ? WHERE id = ? AND state = 'queued'").bind(Date.now(), id).run();
+    }
+    const evs = await events(id);
+    expect(evs.map((e) => e.type)).toEqual(["scheduled", "delivery_delayed", "failed"]);
+    expect(JSON.stringify(evs[2]!.data)).toMatch(/451/);
+    expect((await get(id)).last_event).toBe("failed");
+  });
+
+  it("a relay that cannot be reached defers, it does not lose the email", async () => {
+    const id = await recordedEmail([unique("nobody")]);
+    const result = await consume([id], "closed");
+    expect(result.retryMessages).toHaveLength(1);
+    const evs = await events(id);
+    expect(evs.at(-1)!.type).toBe("delivery_delayed");
+    expect(JSON.stringify(evs.at(-1)!.data)).toMatch(/connect|refused/i);
+  });
+
+  it("STARTTLS is required: a relay that does not offer it gets nothing", async () => {
+    const to = unique("downgrade");
+    const id = await recordedEmail([to]);
+    await consume([id], "nostarttls");
+    expect(await captured(to)).toHaveLength(0);
+    expect((await get(id)).last_event).toBe("delivery_delayed");
+  });
+});

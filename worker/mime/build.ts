@@ -1,0 +1,307 @@
+// Builds the RFC 5322 / MIME message for one send. The output is 7-bit ASCII with CRLF line
+// endings, deterministic for a given input and boundary seed (DKIM signs these exact bytes),
+// and not dot-stuffed: the SMTP transport does that.
+
+import type { Address } from "./address.ts";
+import { formatMailboxTokens } from "./address.ts";
+import {
+  base64LinesLength,
+  encodeQuotedPrintableBytes,
+  fileNameParams,
+  isSevenBitSafe,
+  listField,
+  parameterField,
+  parseContentType,
+  toCrlf,
+  unstructuredField,
+  writeBase64Lines,
+} from "./encoding.ts";
+
+export interface MimeAttachment {
+  filename?: string;
+  contentType: string;
+  content: Uint8Array;
+  /** set for inline parts referenced as cid: in html */
+  contentId?: string;
+}
+
+export interface MimeMessageInput {
+  from: Address;
+  to: Address[];
+  cc: Address[];
+  replyTo: Address[];
+  subject: string;
+  html?: string;
+  text?: string;
+  /** Custom headers, already validated (RFC 5322 names, no CR/LF in values). Emitted as given, values encoded if non-ASCII. */
+  headers: Record<string, string>;
+  attachments: MimeAttachment[];
+  /** Message-ID without angle brackets, e.g. "0192...@tern.test" */
+  messageId: string;
+  date: Date;
+  /** Optional: makes boundaries deterministic (tests, signing); default random. */
+  boundarySeed?: string;
+}
+
+// Header fields tern writes itself (or that would change the MIME structure): a caller's
+// header with one of these names is refused by the API and ignored here.
+const OWNED_HEADER_NAMES = new Set([
+  "from",
+  "to",
+  "cc",
+  "bcc",
+  "subject",
+  "date",
+  "message-id",
+  "mime-version",
+  "content-type",
+  "content-transfer-encoding",
+  "content-disposition",
+  "content-id",
+  "dkim-signature",
+  "sender",
+  "return-path",
+]);
+
+/** True for a header name tern owns (case-insensitive); callers must refuse these. */
+export function isOwnedHeaderName(name: string): boolean {
+  return OWNED_HEADER_NAMES.has(name.toLowerCase());
+}
+
+/** RFC 5322 field-name (printable ASCII but ":"), short enough for "Name:" to fit a line. */
+export function isValidHeaderName(name: string): boolean {
+  return /^[\x21-\x39\x3b-\x7e]{1,900}$/.test(name);
+}
+
+/** A Content-ID tern accepts: printable ASCII without spaces or angle brackets, 1..250 long
+ * (surrounding "<" ">" are allowed and stripped). */
+export function isValidContentId(contentId: string): boolean {
+  return /^[\x21-\x3b\x3d\x3f-\x7e]{1,250}$/.test(stripAngles(contentId));
+}
+
+const MESSAGE_ID = /^[A-Za-z0-9!#$%&'*+/=?^_`{|}~.-]{1,200}@[A-Za-z0-9!#$%&'*+/=?^_`{|}~.\-[\]:]{1,200}$/;
+const CRLF = "\r\n";
+const utf8 = new TextEncoder();
+
+type Node = Leaf | Multipart;
+interface Leaf {
+  kind: "leaf";
+  /** Folded header fields, without their final CRLF. */
+  headers: string[];
+  /** ASCII text, ASCII octets (quoted-printable), or octets to write as base64. */
+  body: { text: string } | { ascii: Uint8Array } | { base64: Uint8Array };
+}
+interface Multipart {
+  kind: "multipart";
+  subtype: "mixed" | "related" | "alternative";
+  params: string[];
+  boundary: string;
+  parts: Node[];
+}
+
+/** Builds the complete RFC 5322 message, CRLF line endings, NOT dot-stuffed. There is NO Bcc parameter and no Bcc header may ever be written. */
+export function buildMessage(input: MimeMessageInput): Uint8Array {
+  const out = new MessageWriter();
+  for (const field of topHeaders(input)) out.text(field + CRLF);
+  const root = structure(input, boundaries(input.boundarySeed));
+  for (const field of nodeHeaders(root)) out.text(field + CRLF);
+  out.text(CRLF);
+  writeBody(root, out);
+  // The message ends with CRLF; a text body that already ends with one keeps its length.
+  if (root.kind === "multipart" || !endsWithCrlf(root.body)) out.text(CRLF);
+  return out.finish();
+}
+
+function topHeaders(input: MimeMessageInput): string[] {
+  const fields: string[] = [listField("From", [formatMailboxTokens(input.from)])];
+  if (input.to.length > 0) fields.push(listField("To", input.to.map(formatMailboxTokens)));
+  if (input.cc.length > 0) fields.push(listField("Cc", input.cc.map(formatMailboxTokens)));
+  if (input.replyTo.length > 0) fields.push(listField("Reply-To", input.replyTo.map(formatMailboxTokens)));
+  if (/[\r\n\0]/.test(input.subject)) throw new TypeError("subject contains CR, LF or NUL");
+  fields.push(unstructuredField("Subject", input.subject, "text"));
+  fields.push(`Date: ${formatDate(input.date)}`);
+  if (!MESSAGE_ID.test(input.messageId)) throw new TypeError("invalid Message-ID");
+  fields.push(`Message-ID: <${input.messageId}>`);
+  fields.push("MIME-Version: 1.0");
+  for (const [name, value] of Object.entries(input.headers)) {
+    if (!isValidHeaderName(name)) throw new TypeError(`invalid header name: ${JSON.stringify(name)}`);
+    if (isOwnedHeaderName(name)) continue;
+    // Reply-To may appear once: the structured replyTo wins over a custom one.
+    if (name.toLowerCase() === "reply-to" && input.replyTo.length > 0) continue;
+    if (typeof value !== "string" || /[\r\n\0]/.test(value)) throw new TypeError(`header ${name} contains CR, LF or NUL`);
+    fields.push(unstructuredField(name, value, "verbatim"));
+  }
+  return fields;
+}
+
+function structure(input: MimeMessageInput, boundary: (tag: string) => string): Node {
+  const html = input.html ?? "";
+  const text = input.text ?? "";
+  const hasHtml = html !== "";
+  // An empty text next to html is an opt-out of the text part, not an empty part.
+  let root: Node =
+    hasHtml && text !== ""
+      ? multipart("alternative", [], boundary("a"), [textLeaf("plain", text), textLeaf("html", html)])
+      : hasHtml
+        ? textLeaf("html", html)
+        : textLeaf("plain", text);
+  const inline = input.attachments.filter((a) => (a.contentId ?? "") !== "");
+  const regular = input.attachments.filter((a) => (a.contentId ?? "") === "");
+  if (hasHtml && inline.length > 0) {
+    const rootType = root.kind === "multipart" ? "multipart/alternative" : "text/html";
+    root = multipart("related", [`type="${rootType}"`], boundary("r"), [root, ...inline.map(attachmentLeaf)]);
+  }
+  // Without html nothing can reference an inline part: it travels with the attachments.
+  const attached = hasHtml ? regular : input.attachments;
+  if (attached.length > 0) root = multipart("mixed", [], boundary("m"), [root, ...attached.map(attachmentLeaf)]);
+  return root;
+}
+
+function multipart(subtype: Multipart["subtype"], params: string[], boundary: string, parts: Node[]): Multipart {
+  return { kind: "multipart", subtype, params, boundary, parts };
+}
+
+function textLeaf(subtype: "plain" | "html", content: string): Leaf {
+  const sevenBit = isSevenBitSafe(content);
+  return {
+    kind: "leaf",
+    headers: [
+      parameterField("Content-Type", `text/${subtype}`, ["charset=utf-8"]),
+      `Content-Transfer-Encoding: ${sevenBit ? "7bit" : "quoted-printable"}`,
+    ],
+    body: sevenBit ? { text: toCrlf(content) } : { ascii: encodeQuotedPrintableBytes(content) },
+  };
+}
+
+function attachmentLeaf(a: MimeAttachment): Leaf {
+  let type = parseContentType(a.contentType) ?? { type: "application/octet-stream", params: [] };
+  // multipart/* and message/* may not be base64-encoded (RFC 2046 5.1, 5.2), and arbitrary
+  // bytes can only travel in a 7-bit message as base64: send them as opaque bytes.
+  if (/^(multipart|message)\//.test(type.type)) type = { type: "application/octet-stream", params: [] };
+  const fileName = a.filename ?? "";
+  const inline = (a.contentId ?? "") !== "";
+  const headers = [
+    parameterField("Content-Type", type.type, [...type.params, ...(fileName ? fileNameParams("name", fileName) : [])]),
+    "Content-Transfer-Encoding: base64",
+    parameterField("Content-Disposition", inline ? "inline" : "attachment", fileName ? fileNameParams("filename", fileName) : []),
+  ];
+  if (inline) {
+    if (!isValidContentId(a.contentId!)) throw new TypeError("invalid content id");
+    headers.push(`Content-ID: <${stripAngles(a.contentId!)}>`);
+  }
+  return { kind: "leaf", headers, body: { base64: a.content } };
+}
+
+function nodeHeaders(node: Node): string[] {
+  if (node.kind === "leaf") return node.headers;
+  return [parameterField("Content-Type", `multipart/${node.subtype}`, [...node.params, `boundary="${node.boundary}"`])];
+}
+
+function writeBody(node: Node, out: MessageWriter): void {
+  if (node.kind === "leaf") {
+    if ("text" in node.body) out.text(node.body.text);
+    else if ("ascii" in node.body) out.ascii(node.body.ascii);
+    else out.base64(node.body.base64);
+    return;
+  }
+  for (const part of node.parts) {
+    out.text(`--${node.boundary}${CRLF}`);
+    for (const field of nodeHeaders(part)) out.text(field + CRLF);
+    out.text(CRLF);
+    writeBody(part, out);
+    // This CRLF belongs to the delimiter that follows (RFC 2046 5.1.1), not to the part.
+    out.text(CRLF);
+  }
+  out.text(`--${node.boundary}--`);
+}
+
+/**
+ * Boundaries are "=_tern_<tag>_<16 hex>": "=_" never occurs in quoted-printable or base64,
+ * and 7bit parts are only chosen when they lack it, so no part can contain a boundary; the
+ * fixed length keeps any boundary from being a prefix of another.
+ */
+function boundaries(seed: string | undefined): (tag: string) => string {
+  const id = seed === undefined ? randomHex() : seedHex(seed);
+  return (tag) => `=_tern_${tag}_${id}`;
+}
+
+function randomHex(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(8));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+// Two independent 32-bit FNV-1a style hashes: a stable, well-spread id for a seed.
+function seedHex(seed: string): string {
+  let h1 = 0x811c9dc5;
+  let h2 = 0x9747b28c;
+  for (const b of utf8.encode(seed)) {
+    h1 = Math.imul(h1 ^ b, 0x01000193);
+    h2 = Math.imul(h2 ^ b, 0x5bd1e995);
+    h2 ^= h2 >>> 15;
+  }
+  return (h1 >>> 0).toString(16).padStart(8, "0") + (h2 >>> 0).toString(16).padStart(8, "0");
+}
+
+const DAYS = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+
+/** RFC 5322 section 3.3 date-time in UTC: "Thu, 01 Jan 2026 09:05:00 +0000". */
+function formatDate(d: Date): string {
+  if (!(d instanceof Date) || Number.isNaN(d.getTime())) throw new TypeError("invalid date");
+  const two = (n: number) => String(n).padStart(2, "0");
+  return (
+    `${DAYS[d.getUTCDay()]}, ${two(d.getUTCDate())} ${MONTHS[d.getUTCMonth()]} ${d.getUTCFullYear()} ` +
+    `${two(d.getUTCHours())}:${two(d.getUTCMinutes())}:${two(d.getUTCSeconds())} +0000`
+  );
+}
+
+function endsWithCrlf(body: Leaf["body"]): boolean {
+  if ("text" in body) return body.text.endsWith(CRLF);
+  if ("ascii" in body) return body.ascii.at(-2) === 13 && body.ascii.at(-1) === 10;
+  return false;
+}
+
+function stripAngles(id: string): string {
+  return id.startsWith("<") && id.endsWith(">") ? id.slice(1, -1) : id;
+}
+
+/** Collects the message as ASCII strings and octets, then writes it once into a buffer of
+ * the exact size (base64 goes straight from the attachment into the buffer). */
+class MessageWriter {
+  private chunks: (string | { ascii: Uint8Array } | { base64: Uint8Array })[] = [];
+  private size = 0;
+
+  text(s: string): void {
+    this.chunks.push(s);
+    this.size += s.length;
+  }
+
+  ascii(bytes: Uint8Array): void {
+    this.chunks.push({ ascii: bytes });
+    this.size += bytes.length;
+  }
+
+  base64(bytes: Uint8Array): void {
+    this.chunks.push({ base64: bytes });
+    this.size += base64LinesLength(bytes.length);
+  }
+
+  finish(): Uint8Array {
+    const out = new Uint8Array(this.size);
+    let offset = 0;
+    for (const chunk of this.chunks) {
+      if (typeof chunk === "string") {
+        const { read, written } = utf8.encodeInto(chunk, out.subarray(offset));
+        // Every header and body encoding above yields ASCII; anything else is a bug here.
+        if (read !== chunk.length || written !== chunk.length) throw new Error("mime: non-ASCII output");
+        offset += written;
+      } else if ("ascii" in chunk) {
+        out.set(chunk.ascii, offset);
+        offset += chunk.ascii.length;
+      } else {
+        offset = writeBase64Lines(chunk.base64, out, offset);
+      }
+    }
+    return out;
+  }
+}
