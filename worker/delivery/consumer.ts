@@ -6,7 +6,7 @@ import { drizzle } from "drizzle-orm/d1";
 import { readConfig, type TernConfig } from "../config.ts";
 import { emailEvents, emails, type EmailRow } from "../db/schema.ts";
 import { uuidv7 } from "../ids.ts";
-import { parseMailbox, type Address } from "../mime/address.ts";
+import { parseMailbox, toAsciiEmail, type Address } from "../mime/address.ts";
 import { buildMessage } from "../mime/build.ts";
 import type { QueueMessage } from "../sending/accept.ts";
 import { ContentMissingError, loadContent } from "../sending/content.ts";
@@ -112,7 +112,8 @@ async function attemptDelivery(
     const raw = await renderMessage(env, email);
     const from = parseMailbox(email.fromAddress)!;
     const session = await sessions.get(email.region);
-    const delivered = await session.deliver({ envelopeFrom: from.email, recipients: real, raw });
+    // The envelope carries internationalized domains as A-labels (punycode).
+    const delivered = await session.deliver({ envelopeFrom: toAsciiEmail(from.email), recipients: real.map(toAsciiEmail), raw });
     for (const r of delivered) results.push({ ...r, final: r.status === "accepted" && config.relayFinal });
   }
   return results;

@@ -40,8 +40,15 @@ function bounceSubType(r: RecipientResult): string {
   return "General";
 }
 
+/** The reply as a receiving MTA would quote it: "451 4.2.0 Mailbox busy". */
+function replyText(r: RecipientResult): string {
+  if (r.code === undefined || r.message.startsWith(String(r.code))) return r.message;
+  const enhanced = r.enhancedCode && !r.message.startsWith(r.enhancedCode) ? `${r.enhancedCode} ` : "";
+  return `${r.code} ${enhanced}${r.message}`;
+}
+
 function diagnostic(r: RecipientResult): string {
-  return `smtp; ${r.message}`;
+  return `smtp; ${replyText(r)}`;
 }
 
 export function settleAttempt(results: AttemptResult[], ctx: AttemptContext): Settlement {
@@ -64,7 +71,7 @@ export function settleAttempt(results: AttemptResult[], ctx: AttemptContext): Se
       type: "bounced",
       data: {
         recipients: [r.recipient],
-        bounce: { type: "Permanent", subType: bounceSubType(r), message: r.message, diagnosticCode: [diagnostic(r)] },
+        bounce: { type: "Permanent", subType: bounceSubType(r), message: replyText(r), diagnosticCode: [diagnostic(r)] },
       },
     });
   }
@@ -73,7 +80,7 @@ export function settleAttempt(results: AttemptResult[], ctx: AttemptContext): Se
   let retryInSeconds: number | null = null;
   if (deferred.length > 0) {
     const recipients = deferred.map((r) => r.recipient);
-    const reason = deferred[0]!.message;
+    const reason = replyText(deferred[0]!);
     if (ctx.attempt <= ctx.retrySchedule.length) {
       state = "queued";
       retryInSeconds = ctx.retrySchedule[ctx.attempt - 1]!;

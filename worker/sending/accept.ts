@@ -8,6 +8,7 @@ import { emailEvents, emails } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
 import { uuidv7 } from "../ids.ts";
 import { parseMailbox } from "../mime/address.ts";
+import { isValidContentId } from "../mime/build.ts";
 import { htmlToText } from "../mime/html-to-text.ts";
 import type { OutboundFetcher } from "../net/outbound.ts";
 import { resolveAttachment } from "./attachments.ts";
@@ -78,6 +79,11 @@ export async function prepareEmail(deps: SendDeps, principal: Principal, req: Se
     const resolved = await resolveAttachment(a, i, deps.fetcher);
     if (!resolved.ok) throw new ApiError(resolved.code, prefix(where, resolved.message));
     attachments.push(resolved.value);
+  }
+  for (const [i, a] of attachments.entries()) {
+    if (a.contentId !== undefined && !isValidContentId(a.contentId)) {
+      throw new ApiError("validation_error", prefix(where, `\`attachments[${i}].content_id\` must be printable ASCII without spaces or angle brackets.`));
+    }
   }
   const cids = attachments.map((a) => a.contentId).filter(Boolean);
   if (new Set(cids).size !== cids.length) {

@@ -2,6 +2,7 @@
 // POST /emails and /emails/batch and documents them in the OpenAPI document.
 import { z } from "@hono/zod-openapi";
 import { parseMailbox } from "../mime/address.ts";
+import { isOwnedHeaderName, isValidHeaderName } from "../mime/build.ts";
 
 export const MAX_RECIPIENTS_PER_FIELD = 50;
 export const MAX_SUBJECT_LENGTH = 998;
@@ -9,12 +10,10 @@ export const MAX_TAGS = 75;
 export const MAX_ATTACHMENTS = 100;
 export const MAX_HEADERS = 100;
 
-/** Headers tern writes itself; a request cannot set them. */
-export const RESERVED_HEADERS = new Set([
-  "from", "to", "cc", "bcc", "subject", "date", "message-id", "dkim-signature", "mime-version",
-  "content-type", "content-transfer-encoding", "content-disposition", "content-id", "reply-to",
-  "sender", "return-path", "received",
-]);
+/** Headers tern writes itself (the MIME builder's list, plus Reply-To, set by `reply_to`). */
+function isReservedHeader(name: string): boolean {
+  return isOwnedHeaderName(name) || name.toLowerCase() === "reply-to";
+}
 
 const Mailbox = z.string({ error: "must be a string." }).refine((s) => parseMailbox(s) !== null, {
   message: "must be an email address like `a@example.com` or `Name <a@example.com>`.",
@@ -30,8 +29,6 @@ function addressList(required: boolean) {
   return base.openapi({ description: "An address or an array of addresses (at most 50)." });
 }
 
-const HeaderName = /^[\x21-\x39\x3b-\x7e]+$/; // RFC 5322 ftext: printable ASCII except ":"
-
 const Headers = z
   .record(z.string(), z.string({ error: "must be a string." }))
   .superRefine((headers, ctx) => {
@@ -39,9 +36,9 @@ const Headers = z
     if (names.length > MAX_HEADERS) ctx.addIssue({ code: "custom", message: `must have at most ${MAX_HEADERS} headers.` });
     for (const name of names) {
       const value = headers[name]!;
-      if (!HeaderName.test(name) || name.length > 76) {
+      if (!isValidHeaderName(name) || name.length > 76) {
         ctx.addIssue({ code: "custom", path: [name], message: "is not a valid header name (printable ASCII without `:` or spaces)." });
-      } else if (RESERVED_HEADERS.has(name.toLowerCase())) {
+      } else if (isReservedHeader(name)) {
         const hint = name.toLowerCase() === "reply-to" ? " Use `reply_to`." : "";
         ctx.addIssue({ code: "custom", path: [name], message: `cannot be set: tern sets this header itself.${hint}` });
       } else if (/[\r\n\0]/.test(value)) {

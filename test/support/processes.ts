@@ -1,0 +1,86 @@
+// Starting tern the way `npm start` does, as real processes, on free ports and in a temporary
+// state directory, for end-to-end tests and benchmarks.
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+const root = resolve(import.meta.dirname, "..", "..");
+
+export async function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.on("error", rej);
+    s.listen(0, "127.0.0.1", () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => res(port));
+    });
+  });
+}
+
+export interface TernProcess {
+  url: string;
+  apiKey: string;
+  domain: string;
+  relayHttp: string;
+  relaySmtpPort: number;
+  stateDir: string;
+  output(): string;
+  /** Ctrl-C, as a person would; resolves when every process has exited. */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+  child: ChildProcess;
+}
+
+export async function startTern(opts: { stateDir?: string; env?: Record<string, string>; timeoutMs?: number } = {}): Promise<TernProcess> {
+  const stateDir = opts.stateDir ?? mkdtempSync(join(tmpdir(), "tern-e2e-"));
+  const [port, smtp, http] = [await freePort(), await freePort(), await freePort()];
+  const apiKey = "tern_" + "e2e0".repeat(10);
+  const child = spawn(process.execPath, [join(root, "dev", "start.ts")], {
+    cwd: root,
+    env: {
+      ...process.env,
+      PORT: String(port),
+      RELAY_SMTP_PORT: String(smtp),
+      RELAY_HTTP_PORT: String(http),
+      TERN_STATE_DIR: join(stateDir, "tern"),
+      TERN_PERSIST_TO: join(stateDir, "wrangler"),
+      TERN_DEV_API_KEY: apiKey,
+      TERN_CRON_INTERVAL_MS: "2000",
+      ...opts.env,
+    },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout!.on("data", (d) => (out += d));
+  child.stderr!.on("data", (d) => (out += d));
+  const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+  await new Promise<void>((res, rej) => {
+    const timer = setTimeout(() => rej(new Error(`tern did not start in time:\n${out}`)), opts.timeoutMs ?? 90_000);
+    const check = () => {
+      if (out.includes("tern is running.")) {
+        clearTimeout(timer);
+        res();
+      }
+    };
+    child.stdout!.on("data", check);
+    child.once("exit", (code) => {
+      clearTimeout(timer);
+      rej(new Error(`tern exited with ${code} before it was ready:\n${out}`));
+    });
+  });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    apiKey,
+    domain: "tern.test",
+    relayHttp: `http://127.0.0.1:${http}`,
+    relaySmtpPort: smtp,
+    stateDir,
+    output: () => out,
+    child,
+    async stop(signal: NodeJS.Signals = "SIGINT") {
+      if (child.exitCode === null) child.kill(signal);
+      return exited;
+    },
+  };
+}
