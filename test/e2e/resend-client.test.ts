@@ -105,6 +105,24 @@ describe("the resend client against tern", () => {
   });
 });
 
+describe("npm start's lifecycle", () => {
+  it("Ctrl-C stops every process it started, and state survives a restart", async () => {
+    const { data } = await resend.emails.send({ from: `hello@${tern.domain}`, to: "persist@example.com", subject: "kept", text: "t" });
+    await waitForLastEvent(data!.id, "delivered");
+    const { url, relayHttp, stateDir } = tern;
+    expect(await tern.stop("SIGINT")).toBe(0);
+    for (const target of [`${url}/health`, `${relayHttp}/api/messages`]) {
+      await expect(fetch(target), `${target} still answers`).rejects.toThrow();
+    }
+    tern = await startTern({ stateDir });
+    resend = new Resend(tern.apiKey, { baseUrl: tern.url });
+    const again = await resend.emails.get(data!.id);
+    expect(again.data).toMatchObject({ id: data!.id, subject: "kept", last_event: "delivered" });
+    const kept = await relayMessageFor("persist@example.com");
+    expect(kept.raw.toString()).toContain("Subject: kept");
+  });
+});
+
 async function waitForLastEvent(id: string, last: string) {
   const deadline = Date.now() + 30_000;
   for (;;) {

@@ -17,6 +17,8 @@ export function openApiDocument(app: App) {
 }
 
 export function registerDocRoutes(app: App): void {
+  // A bare JSON route: liveness for load balancers, and the baseline the benchmarks compare to.
+  app.get("/health", (c) => c.json({ ok: true }));
   app.get("/openapi.json", (c) => c.json(openApiDocument(app)));
   app.get("/docs", (c) => c.html(renderReference(openApiDocument(app))));
   app.get("/", (c) => c.redirect("/docs"));

@@ -1,0 +1,48 @@
+// The OpenAPI document is generated from the zod schemas that validate requests, and the
+// reference page is rendered from it; unexpected failures answer the contract's 500.
+import { exports } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { defineRoute, newApp } from "../../worker/app.ts";
+import { SendEmailRequest } from "../../worker/sending/request.ts";
+
+describe("GET /openapi.json", () => {
+  it("documents every route with the request schemas used for validation", async () => {
+    const res = await exports.default.fetch("http://tern.test/openapi.json");
+    expect(res.status).toBe(200);
+    const doc = (await res.json()) as { openapi: string; paths: Record<string, Record<string, unknown>>; components: { schemas: Record<string, { properties?: Record<string, unknown>; required?: string[] }> } };
+    expect(doc.openapi).toBe("3.1.0");
+    const ops = Object.entries(doc.paths).flatMap(([p, m]) => Object.keys(m).map((x) => `${x.toUpperCase()} ${p}`)).sort();
+    expect(ops).toEqual([
+      "DELETE /api-keys/{id}", "GET /api-keys", "GET /emails", "GET /emails/{id}", "GET /emails/{id}/events",
+      "PATCH /emails/{id}", "POST /api-keys", "POST /emails", "POST /emails/batch", "POST /emails/{id}/cancel",
+    ]);
+    const send = doc.components.schemas.SendEmailRequest!;
+    expect(Object.keys(send.properties!).sort()).toEqual(Object.keys(SendEmailRequest.shape).sort());
+    expect(send.required!.sort()).toEqual(["from", "subject", "to"]);
+  });
+});
+
+describe("GET /docs", () => {
+  it("renders a readable reference of every route, with no scripts", async () => {
+    const res = await exports.default.fetch("http://tern.test/docs");
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toMatch(/text\/html/);
+    const html = await res.text();
+    expect(html).toContain("<code>/emails/batch</code>");
+    expect(html).toContain("scheduled_at");
+    expect(html).not.toMatch(/<script/i);
+  });
+});
+
+describe("unexpected failures", () => {
+  it("answer 500 application_error in the contract's shape, without internals", async () => {
+    const app = newApp();
+    defineRoute(app, "none", { method: "get", path: "/boom", responses: {}, hidden: true }, () => {
+      throw new TypeError("secret internal detail at /worker/x.ts:12");
+    });
+    const res = await app.request("/boom");
+    expect(res.status).toBe(500);
+    const body = (await res.json()) as Record<string, unknown>;
+    expect(body).toEqual({ statusCode: 500, name: "application_error", message: "An unexpected error occurred. Please try again later." });
+  });
+});

@@ -1,0 +1,82 @@
+// The hot path's budget: with the key and domain already verified in this isolate, accepting
+// an email costs one D1 batch and one queue send, and nothing else.
+import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { beforeAll, expect, it } from "vitest";
+import { app } from "../../worker/index.ts";
+import { createAccount, type TestAccount } from "./fixtures.ts";
+
+let acct: TestAccount;
+beforeAll(async () => {
+  acct = await createAccount();
+});
+
+interface Counts { d1Batches: number; d1Queries: number; queueSends: number; r2Calls: number }
+
+/** The real bindings, with every call that leaves the isolate counted. */
+function countingEnv(counts: Counts): Env {
+  const real = new WeakMap<object, D1PreparedStatement>();
+  const wrapStatement = (stmt: D1PreparedStatement): D1PreparedStatement => {
+    const proxy = new Proxy(stmt, {
+      get(target, prop) {
+        if (prop === "bind") return (...args: unknown[]) => wrapStatement(target.bind(...args));
+        if (prop === "run" || prop === "all" || prop === "first" || prop === "raw") {
+          return (...args: unknown[]) => {
+            counts.d1Queries++;
+            return (target[prop] as (...a: unknown[]) => unknown).apply(target, args);
+          };
+        }
+        const v = Reflect.get(target, prop, target);
+        return typeof v === "function" ? v.bind(target) : v;
+      },
+    });
+    real.set(proxy, stmt);
+    return proxy;
+  };
+  const DB = new Proxy(env.DB, {
+    get(target, prop) {
+      if (prop === "prepare") return (sql: string) => wrapStatement(target.prepare(sql));
+      if (prop === "batch") {
+        return (stmts: D1PreparedStatement[]) => {
+          counts.d1Batches++;
+          return target.batch(stmts.map((s) => real.get(s) ?? s));
+        };
+      }
+      if (prop === "exec") return (sql: string) => (counts.d1Queries++, target.exec(sql));
+      const v = Reflect.get(target, prop, target);
+      return typeof v === "function" ? v.bind(target) : v;
+    },
+  });
+  const SEND_QUEUE = {
+    send: (body: unknown, o?: QueueSendOptions) => (counts.queueSends++, env.SEND_QUEUE.send(body, o)),
+    sendBatch: (m: Iterable<MessageSendRequest>, o?: QueueSendBatchOptions) => (counts.queueSends++, env.SEND_QUEUE.sendBatch(m, o)),
+  } as Queue;
+  const BLOBS = new Proxy(env.BLOBS, {
+    get(target, prop) {
+      const v = Reflect.get(target, prop, target);
+      return typeof v === "function" ? (...a: unknown[]) => (counts.r2Calls++, (v as (...x: unknown[]) => unknown).apply(target, a)) : v;
+    },
+  });
+  return { ...env, DB, SEND_QUEUE, BLOBS };
+}
+
+async function send(e: Env, subject: string) {
+  const ctx = createExecutionContext();
+  const res = await app.fetch(new Request("http://tern.test/emails", {
+    method: "POST",
+    headers: { authorization: `Bearer ${acct.token}`, "content-type": "application/json" },
+    body: JSON.stringify({ from: `a@${acct.domain}`, to: ["delivered@simulator.tern.test", "delivered+2@simulator.tern.test"], subject, html: "<p>hi</p>" }),
+  }), e, ctx);
+  await waitOnExecutionContext(ctx);
+  expect(res.status).toBe(200);
+}
+
+it("one accepted email costs one D1 batch and one queue send", async () => {
+  const counts: Counts = { d1Batches: 0, d1Queries: 0, queueSends: 0, r2Calls: 0 };
+  const e = countingEnv(counts);
+  await send(e, "warm-up"); // first use of the key and domain in this isolate reads them
+  expect(counts.d1Queries).toBeGreaterThan(0);
+  Object.assign(counts, { d1Batches: 0, d1Queries: 0, queueSends: 0, r2Calls: 0 });
+  await send(e, "measured");
+  expect(counts).toEqual({ d1Batches: 1, d1Queries: 0, queueSends: 1, r2Calls: 0 });
+});
