@@ -14,6 +14,7 @@ import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { createServer as createHttpServer, type Server as HttpServer } from "node:http";
 import { createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from "node:net";
+import type { CapturedMessage } from "./captured.ts";
 import { SMTPServer, type SMTPServerOptions, type SMTPServerSession } from "smtp-server";
 import { prepareTestCertificates } from "./certificates.ts";
 
@@ -22,21 +23,6 @@ export interface SmtpPeers {
   close(): Promise<void>;
 }
 
-export interface CapturedMessage {
-  peer: string;
-  /** One id per SMTP connection: equal ids mean the messages shared a connection. */
-  connectionId: string;
-  envelopeFrom: string;
-  recipients: string[];
-  /** MAIL FROM parameters as sent (SIZE, BODY, SMTPUTF8), keys upper case. */
-  mailParams: Record<string, string | true>;
-  /** The name the client gave in EHLO/HELO (lower case). */
-  ehloName: string;
-  secure: boolean;
-  user: string | null;
-  /** The message as received, dot-stuffing undone, base64. */
-  rawBase64: string;
-}
 
 export const PEER_USER = "relay-user";
 export const PEER_PASSWORD = "relay-pass";

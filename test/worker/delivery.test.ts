@@ -7,6 +7,7 @@ import { consumeSendBatch } from "../../worker/delivery/consumer.ts";
 import { createSmtpTransport } from "../../worker/transports/smtp.ts";
 import type { Transport } from "../../worker/transports/transport.ts";
 import { api, createAccount, type TestAccount } from "./fixtures.ts";
+import { address, capturedFor, rawText } from "./peers.ts";
 import { waitFor } from "./wait.ts";
 
 let acct: TestAccount;
@@ -14,14 +15,8 @@ beforeAll(async () => {
   acct = await createAccount();
 });
 
-interface Captured { peer: string; envelopeFrom: string; recipients: string[]; ehloName: string; rawBase64: string }
-
-async function captured(rcpt: string): Promise<Captured[]> {
-  const res = await fetch(`http://127.0.0.1:${env.TEST_PEERS.control}/messages?rcpt=${encodeURIComponent(rcpt)}`);
-  return (await res.json()) as Captured[];
-}
-const rawText = (c: Captured) => new TextDecoder().decode(Uint8Array.from(atob(c.rawBase64), (ch) => ch.charCodeAt(0)));
-const unique = (local: string) => `${local}-${crypto.randomUUID().slice(0, 8)}@example.com`;
+const captured = capturedFor;
+const unique = (local: string) => address(local, "example.com");
 
 async function get(id: string) {
   return (await (await api(acct.token, "GET", `/emails/${id}`)).json()) as { last_event: string };
@@ -89,7 +84,7 @@ describe("delivery through the relay", () => {
     await consume(ids);
     const conns = new Set<string>();
     for (const r of recipients) {
-      const [m] = (await captured(r)) as (Captured & { connectionId: string })[];
+      const [m] = await captured(r);
       conns.add(m!.connectionId);
     }
     expect(conns.size).toBe(1);

@@ -1,19 +1,9 @@
 // The SMTP client against real loopback peers (test/support/smtp-peers.ts), inside workerd.
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { address, bytesOf, capturedFor } from "./peers.ts";
 import { SmtpClient, SmtpError, dataChunks, makeReply, parseCapabilities, type SmtpClientOptions } from "../../worker/transports/smtp-client.ts";
 
-interface Captured {
-  peer: string;
-  connectionId: string;
-  envelopeFrom: string;
-  recipients: string[];
-  mailParams: Record<string, string | true>;
-  ehloName: string;
-  secure: boolean;
-  user: string | null;
-  rawBase64: string;
-}
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -24,22 +14,12 @@ function options(peer: string, security: SmtpClientOptions["security"], extra: P
   return { host: "127.0.0.1", port, security, heloName: "client.tern.test", connectTimeoutMs: 2000, commandTimeoutMs: 2000, dataTimeoutMs: 5000, ...extra };
 }
 
-function address(kind: string): string {
-  return `${kind}-${crypto.randomUUID()}@example.test`;
-}
 
 function message(body: string): Uint8Array {
   return encoder.encode(`From: sender@tern.test\r\nTo: someone@example.test\r\nSubject: client test\r\nMessage-ID: <${crypto.randomUUID()}@tern.test>\r\n\r\n${body}`);
 }
 
-async function capturedFor(rcpt: string): Promise<Captured[]> {
-  const res = await fetch(`http://127.0.0.1:${env.TEST_PEERS.control}/messages?rcpt=${encodeURIComponent(rcpt)}`);
-  return res.json();
-}
 
-function bytesOf(base64: string): Uint8Array {
-  return Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
-}
 
 async function connectError(opts: SmtpClientOptions): Promise<SmtpError> {
   const error = await SmtpClient.connect(opts).then(

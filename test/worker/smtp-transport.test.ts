@@ -1,20 +1,10 @@
 // The smtp transport: relay URLs, and per-recipient outcomes against real loopback peers.
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { address, bytesOf, capturedFor } from "./peers.ts";
 import { createSmtpTransport, parseRelayUrl, type SmtpRelayConfig } from "../../worker/transports/smtp.ts";
 import type { OutboundMessage, RecipientResult } from "../../worker/transports/transport.ts";
 
-interface Captured {
-  peer: string;
-  connectionId: string;
-  envelopeFrom: string;
-  recipients: string[];
-  mailParams: Record<string, string | true>;
-  ehloName: string;
-  secure: boolean;
-  user: string | null;
-  rawBase64: string;
-}
 
 const encoder = new TextEncoder();
 
@@ -24,9 +14,6 @@ function relay(peer: string, security: SmtpRelayConfig["security"], extra: Parti
   return { host: "127.0.0.1", port, security, heloName: "mta.tern.test", connectTimeoutMs: 2000, commandTimeoutMs: 2000, dataTimeoutMs: 5000, ...extra };
 }
 
-function address(kind: string): string {
-  return `${kind}-${crypto.randomUUID()}@example.test`;
-}
 
 function outbound(recipients: string[], body = "Hello.\r\n"): OutboundMessage {
   const raw = encoder.encode(`From: Tern <sender@tern.test>\r\nTo: ${recipients.join(", ")}\r\nSubject: transport test\r\nMessage-ID: <${crypto.randomUUID()}@tern.test>\r\n\r\n${body}`);
@@ -42,14 +29,7 @@ async function deliverOnce(config: SmtpRelayConfig, message: OutboundMessage): P
   }
 }
 
-async function capturedFor(rcpt: string): Promise<Captured[]> {
-  const res = await fetch(`http://127.0.0.1:${env.TEST_PEERS.control}/messages?rcpt=${encodeURIComponent(rcpt)}`);
-  return res.json();
-}
 
-function bytesOf(base64: string): Uint8Array {
-  return Uint8Array.from(atob(base64), (c) => c.charCodeAt(0));
-}
 
 describe("parseRelayUrl", () => {
   const valid: Array<[string, Partial<SmtpRelayConfig>]> = [
