@@ -3,7 +3,9 @@
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
+import { readConfig } from "../../worker/config.ts";
 import { consumeSendBatch } from "../../worker/delivery/consumer.ts";
+import { relayUrlFor, transportFor } from "../../worker/transports/select.ts";
 import { createSmtpTransport } from "../../worker/transports/smtp.ts";
 import type { Transport } from "../../worker/transports/transport.ts";
 import { api, createAccount, type TestAccount } from "./fixtures.ts";
@@ -150,5 +152,20 @@ describe("delivery through the relay", () => {
     await consume([id], "nostarttls");
     expect(await captured(to)).toHaveLength(0);
     expect((await get(id)).last_event).toBe("delivery_delayed");
+  });
+});
+
+describe("regions", () => {
+  it("a region's own relay is used when configured, otherwise RELAY_URL", async () => {
+    const withEu = { ...env, RELAY_URL: "smtp://default.example:587", RELAY_URL_EU_WEST_1: "smtps://eu.example:465" } as Env;
+    const config = readConfig(withEu);
+    expect(relayUrlFor(withEu, config, "eu-west-1")).toBe("smtps://eu.example:465");
+    expect(relayUrlFor(withEu, config, "us-east-1")).toBe("smtp://default.example:587");
+  });
+  it("with no relay configured, mail waits (deferred) instead of being lost", async () => {
+    const bare = { ...env, RELAY_URL: "" } as Env;
+    const session = await transportFor(bare, readConfig(bare), "sa-east-1").open();
+    const [r] = await session.deliver({ envelopeFrom: "a@b.test", recipients: ["x@example.com"], raw: new Uint8Array() });
+    expect(r).toMatchObject({ status: "deferred", message: expect.stringMatching(/No relay is configured for region sa-east-1/) });
   });
 });
