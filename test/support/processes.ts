@@ -51,15 +51,22 @@ export async function startTern(opts: { stateDir?: string; env?: Record<string, 
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
+  // Keep only the tail of the output: wrangler logs a line per request, and a benchmark makes
+  // hundreds of thousands of requests.
   let out = "";
-  child.stdout!.on("data", (d) => (out += d));
-  child.stderr!.on("data", (d) => (out += d));
+  const keep = (d: Buffer) => {
+    out += d;
+    if (out.length > 256 * 1024) out = out.slice(-128 * 1024);
+  };
+  child.stdout!.on("data", keep);
+  child.stderr!.on("data", keep);
   const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
   await new Promise<void>((res, rej) => {
     const timer = setTimeout(() => rej(new Error(`tern did not start in time:\n${out}`)), opts.timeoutMs ?? 90_000);
     const check = () => {
       if (out.includes("tern is running.")) {
         clearTimeout(timer);
+        child.stdout!.off("data", check);
         res();
       }
     };

@@ -1,0 +1,84 @@
+// Where the CPU goes during a load run: user+system time of each process of the tern tree
+// and of the load generator itself, read from /proc. `wrangler dev` runs two workerd
+// processes: a proxy on the public port (it forwards every request, for live reload) and the
+// runtime of the Worker itself (with local D1, Queues and R2). Linux only; elsewhere every
+// figure is null and the bench goes on.
+import { readdirSync, readFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+
+export type Part = "worker runtime" | "dev proxy" | "wrangler" | "start+relay" | "generator" | "other";
+export const PARTS: Part[] = ["worker runtime", "dev proxy", "wrangler", "start+relay", "generator", "other"];
+export type CpuSample = Record<Part, number> | null; // CPU seconds so far
+
+let ticks = 100;
+try {
+  ticks = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
+} catch {}
+
+function stat(pid: number): { ppid: number; comm: string; cpu: number } | null {
+  try {
+    const s = readFileSync(`/proc/${pid}/stat`, "utf8");
+    // comm is in parentheses and may hold spaces: parse after the last ")".
+    const close = s.lastIndexOf(")");
+    const comm = s.slice(s.indexOf("(") + 1, close);
+    const f = s.slice(close + 2).split(" ");
+    // after comm: state(0) ppid(1) ... utime(11) stime(12)
+    return { ppid: Number(f[1]), comm, cpu: (Number(f[11]) + Number(f[12])) / ticks };
+  } catch {
+    return null;
+  }
+}
+
+function cmdline(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").replace(/\0/g, " ");
+  } catch {
+    return "";
+  }
+}
+
+/** CPU seconds used so far by the descendants of `ternPid` (by part) and by this process;
+ * `publicPort` is the API's port, which the dev proxy's workerd listens on. */
+export function sampleCpu(ternPid: number | undefined, publicPort: number): CpuSample {
+  if (process.platform !== "linux" || ternPid === undefined) return null;
+  let pids: number[];
+  try {
+    pids = readdirSync("/proc").filter((n) => /^\d+$/.test(n)).map(Number);
+  } catch {
+    return null;
+  }
+  const info = new Map<number, { ppid: number; comm: string; cpu: number }>();
+  for (const pid of pids) {
+    const s = stat(pid);
+    if (s) info.set(pid, s);
+  }
+  const children = new Map<number, number[]>();
+  for (const [pid, s] of info) children.set(s.ppid, [...(children.get(s.ppid) ?? []), pid]);
+  const out: Record<Part, number> = { "worker runtime": 0, "dev proxy": 0, wrangler: 0, "start+relay": 0, generator: 0, other: 0 };
+  out.generator = info.get(process.pid)?.cpu ?? 0;
+  const queue = [ternPid];
+  while (queue.length) {
+    const pid = queue.shift()!;
+    const s = info.get(pid);
+    if (!s) continue;
+    const cmd = pid === ternPid ? "" : cmdline(pid);
+    const part: Part =
+      pid === ternPid
+        ? "start+relay"
+        : s.comm === "workerd"
+          ? cmd.includes(`entry=127.0.0.1:${publicPort} `) ? "dev proxy" : "worker runtime"
+          : cmd.includes("wrangler") && s.comm.startsWith("node")
+            ? "wrangler"
+            : "other";
+    out[part] += s.cpu;
+    queue.push(...(children.get(pid) ?? []));
+  }
+  return out;
+}
+
+export function cpuDelta(a: CpuSample, b: CpuSample): CpuSample {
+  if (!a || !b) return null;
+  const d = {} as Record<Part, number>;
+  for (const p of PARTS) d[p] = Math.max(0, b[p] - a[p]);
+  return d;
+}

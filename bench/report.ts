@@ -1,0 +1,278 @@
+// Renders one run's numbers as markdown (printed, and written between the markers of
+// docs/benchmarks.md; the hand-written text around the markers is kept).
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { PARTS, type CpuSample } from "./cpu.ts";
+import type { LoadResult } from "./load.ts";
+import { median } from "./load.ts";
+import type { DeliveryResult } from "./delivery.ts";
+import type { RoundTrips } from "./round-trips.ts";
+import type { WrkResult } from "./wrk.ts";
+
+export const BEGIN = "<!-- bench:results:begin (written by `npm run bench`; edit outside these markers) -->";
+export const END = "<!-- bench:results:end -->";
+
+export type Variant = "bare" | "send" | "scheduled";
+
+export interface Settings {
+  rounds: number;
+  connections: number[];
+  warmupMs: number;
+  durationMs: number;
+  deliveryCount: number;
+  deliveryConcurrency: number;
+  deliveryRounds: number;
+  htmlBytes: number;
+}
+
+export interface Facts {
+  date: string;
+  nproc: string;
+  free: string;
+  cpu: string;
+  loadBefore: string;
+  loadAfter: string;
+  node: string;
+  wrangler: string;
+  commit: string;
+}
+
+export interface Results {
+  facts: Facts;
+  settings: Settings;
+  /** runs[connections][variant] = one result per round, in order. */
+  runs: Record<number, Record<Variant, LoadResult[]>>;
+  /** cpu[connections][variant] = CPU seconds by process over each round's measured window. */
+  cpu: Record<number, Record<Variant, CpuSample[]>>;
+  /** Seconds the queue consumer needed, after each send run, to finish the backlog. */
+  drains: Record<number, number[]>;
+  wrk: WrkResult[] | null;
+  tern: DeliveryResult[];
+  direct: DeliveryResult[];
+  /** CPU seconds by process over each delivery phase (including the final check through the relay's API). */
+  deliveryCpu: { tern: CpuSample[]; direct: CpuSample[] };
+  roundTrips: RoundTrips;
+  seconds: number;
+}
+
+const f0 = (n: number) => (Number.isFinite(n) ? Math.round(n).toLocaleString("en-US") : "n/a");
+const f1 = (n: number) => (Number.isFinite(n) ? n.toFixed(1) : "n/a");
+const f2 = (n: number) => (Number.isFinite(n) ? n.toFixed(2) : "n/a");
+
+const LABEL: Record<Variant, string> = {
+  bare: "`GET /health` (bare route)",
+  send: "`POST /emails` (accept a send)",
+  scheduled: "`POST /emails` + `scheduled_at` (diagnostic)",
+};
+
+export interface Summary {
+  connections: number;
+  bareRps: number;
+  sendRps: number;
+  bareP50: number;
+  sendP50: number;
+  rpsRatio: number;
+  p50Ratio: number;
+  rpsRange: [number, number];
+  p50Range: [number, number];
+}
+
+export function summarize(r: Results): Summary[] {
+  return r.settings.connections.map((c) => {
+    const bare = r.runs[c]!.bare;
+    const send = r.runs[c]!.send;
+    const perRoundRps = send.map((s, i) => s.rps / bare[i]!.rps);
+    const perRoundP50 = send.map((s, i) => s.p50 / bare[i]!.p50);
+    const bareRps = median(bare.map((x) => x.rps));
+    const sendRps = median(send.map((x) => x.rps));
+    const bareP50 = median(bare.map((x) => x.p50));
+    const sendP50 = median(send.map((x) => x.p50));
+    return {
+      connections: c,
+      bareRps,
+      sendRps,
+      bareP50,
+      sendP50,
+      rpsRatio: sendRps / bareRps,
+      p50Ratio: sendP50 / bareP50,
+      rpsRange: [Math.min(...perRoundRps), Math.max(...perRoundRps)],
+      p50Range: [Math.min(...perRoundP50), Math.max(...perRoundP50)],
+    };
+  });
+}
+
+export function renderResults(r: Results): string {
+  const s = r.settings;
+  const lines: string[] = [];
+  const L = (x = "") => lines.push(x);
+  L(`### Last run: ${r.facts.date}`);
+  L();
+  L(`Command: \`npm run bench\` (\`node bench/run.ts\`, Node ${r.facts.node}, wrangler ${r.facts.wrangler}, commit \`${r.facts.commit}\`), ${f0(r.seconds)} s in all.`);
+  L();
+  L(`Machine: \`nproc\` = ${r.facts.nproc}, ${r.facts.cpu}; load average ${r.facts.loadBefore} before, ${r.facts.loadAfter} after.`);
+  L();
+  L("```");
+  L(`$ free -m`);
+  L(r.facts.free.trimEnd());
+  L("```");
+  L();
+  L(`#### 1. Accepting an email vs a bare route`);
+  L();
+  L(
+    `Closed loop, Node \`node:http\` generator, one keep-alive connection per worker; each cell is the median of ${s.rounds} ` +
+      `interleaved rounds (bare, scheduled, send, then wait for the queue to drain), each ${s.durationMs / 1000} s measured after ` +
+      `${s.warmupMs / 1000} s of warm-up. Send body: \`{"from":"Bench <bench@tern.test>","to":"delivered@simulator.tern.test","subject":"bench","text":"hello"}\`.`,
+  );
+  L();
+  L("| connections | route | req/s | p50 ms | p99 ms | requests (all rounds) | non-2xx |");
+  L("|---:|---|---:|---:|---:|---:|---:|");
+  for (const c of s.connections) {
+    for (const v of ["bare", "send", "scheduled"] as Variant[]) {
+      const runs = r.runs[c]![v];
+      L(
+        `| ${c} | ${LABEL[v]} | ${f0(median(runs.map((x) => x.rps)))} | ${f1(median(runs.map((x) => x.p50)))} | ${f1(median(runs.map((x) => x.p99)))} | ` +
+          `${f0(runs.reduce((a, x) => a + x.requests, 0))} | ${runs.reduce((a, x) => a + x.errors, 0)} |`,
+      );
+    }
+  }
+  L();
+  L("| connections | send/bare req/s (rounds' range) | send/bare p50 (rounds' range) | cost of a send in bare requests | within the 2x target? | queue drain after a send run, s (median) |");
+  L("|---:|---:|---:|---:|---|---:|");
+  for (const x of summarize(r)) {
+    const within = x.rpsRatio >= 0.5 && x.p50Ratio <= 2;
+    L(
+      `| ${x.connections} | ${f2(x.rpsRatio)} (${f2(x.rpsRange[0])}-${f2(x.rpsRange[1])}) | ${f2(x.p50Ratio)} (${f2(x.p50Range[0])}-${f2(x.p50Range[1])}) | ` +
+        `${f1(1 / x.rpsRatio)}x | ${within ? "yes" : "no"} | ${f1(median(r.drains[x.connections] ?? []))} |`,
+    );
+  }
+  const cpuRows: string[] = [];
+  for (const c of s.connections) {
+    for (const v of ["bare", "send", "scheduled"] as Variant[]) {
+      const samples = r.cpu[c]![v];
+      const runs = r.runs[c]![v];
+      if (samples.some((x) => x === null) || samples.length !== runs.length) continue;
+      const perRequest = (pick: (x: NonNullable<CpuSample>) => number) =>
+        median(samples.map((x, i) => (pick(x!) * 1000) / Math.max(1, runs[i]!.requests)));
+      const total = (x: NonNullable<CpuSample>) => PARTS.reduce((a, p) => a + x[p], 0);
+      const busy = median(samples.map((x, i) => total(x!) / runs[i]!.seconds));
+      cpuRows.push(
+        `| ${c} | ${LABEL[v]} | ${PARTS.map((p) => f2(perRequest((x) => x[p]))).join(" | ")} | ${f2(perRequest(total))} | ${f2(busy)} |`,
+      );
+    }
+  }
+  if (cpuRows.length) {
+    L();
+    L(
+      `Where the CPU goes: CPU milliseconds per completed request, by process, over the measured window (from /proc; medians of the rounds). ` +
+        `"worker runtime" is the workerd running tern (with local D1, Queues and R2, and the queue consumer); "dev proxy" is the second workerd ` +
+        `that \`wrangler dev\` puts on the public port (it forwards every request; nothing like it exists in production); ` +
+        `"wrangler" is wrangler's Node processes (a log call arrives there for every request), "start+relay" is dev/start.ts with the dev relay in it, ` +
+        `"generator" is this bench. "cores busy" is all of it over wall time (the machine has ${r.facts.nproc}).`,
+    );
+    L();
+    L(`| connections | route | ${PARTS.join(" | ")} | total | cores busy |`);
+    L(`|---:|---|${PARTS.map(() => "---:").join("|")}|---:|---:|`);
+    for (const row of cpuRows) L(row);
+  }
+  if (r.wrk) {
+    L();
+    L("Cross-check of the bare route with `wrk -t1 --latency` (C, far less client CPU), run once after the rounds:");
+    L();
+    L("| connections | wrk req/s | wrk p50 ms | wrk p99 ms | Node generator req/s (median) |");
+    L("|---:|---:|---:|---:|---:|");
+    for (const w of r.wrk) {
+      L(`| ${w.connections} | ${f0(w.rps)} | ${f1(w.p50)} | ${f1(w.p99)} | ${f0(median(r.runs[w.connections]!.bare.map((x) => x.rps)))} |`);
+    }
+  } else {
+    L();
+    L("(`wrk` was not installed: no cross-check.)");
+  }
+  L();
+  L(`#### 2. End-to-end delivery into the dev relay vs nodemailer straight to the relay`);
+  L();
+  L(
+    `${s.deliveryCount} emails to \`bench-<i>@example.com\`, ${s.htmlBytes.toLocaleString("en-US")} bytes of html each (tern derives the text part; ` +
+      `nodemailer is given the same text), ${s.deliveryConcurrency} in flight; timed from the first request until the relay's ` +
+      `mail directory holds all ${s.deliveryCount} (polled every 10 ms), then every recipient checked once through the relay's API. ` +
+      `${s.deliveryRounds} interleaved rounds, relay emptied before each phase; medians.`,
+  );
+  L();
+  const tern = r.tern;
+  const direct = r.direct;
+  L("| path | seconds | emails/s | accepted by the API in, s | mean message bytes |");
+  L("|---|---:|---:|---:|---:|");
+  L(
+    `| tern: \`POST /emails\` -> D1 + queue -> consumer -> SMTP -> relay | ${f2(median(tern.map((x) => x.seconds)))} | ${f0(median(tern.map((x) => x.rate)))} | ` +
+      `${f2(median(tern.map((x) => x.acceptSeconds ?? NaN)))} | ${f0(median(tern.map((x) => x.meanBytes)))} |`,
+  );
+  L(
+    `| nodemailer, \`pool: true, maxConnections: 5\` -> relay | ${f2(median(direct.map((x) => x.seconds)))} | ${f0(median(direct.map((x) => x.rate)))} | - | ` +
+      `${f0(median(direct.map((x) => x.meanBytes)))} |`,
+  );
+  L();
+  const dcpu = (samples: CpuSample[], runs: DeliveryResult[]) => {
+    if (samples.length !== runs.length || samples.some((x) => x === null)) return null;
+    const per = (pick: (x: NonNullable<CpuSample>) => number) => median(samples.map((x, i) => (pick(x!) * 1000) / runs[i]!.messages));
+    const total = (x: NonNullable<CpuSample>) => PARTS.reduce((a, p) => a + x[p], 0);
+    const busy = median(samples.map((x, i) => total(x!) / runs[i]!.seconds));
+    return `${PARTS.map((p) => f2(per((x) => x[p]))).join(" | ")} | ${f2(per(total))} | ${f2(busy)}`;
+  };
+  const ternCpu = dcpu(r.deliveryCpu.tern, tern);
+  const directCpu = dcpu(r.deliveryCpu.direct, direct);
+  if (ternCpu && directCpu) {
+    L("CPU milliseconds per delivered email, by process (as above; \"generator\" is the bench: the HTTP client, or nodemailer):");
+    L();
+    L(`| path | ${PARTS.join(" | ")} | total | cores busy |`);
+    L(`|---|${PARTS.map(() => "---:").join("|")}|---:|---:|`);
+    L(`| tern end to end | ${ternCpu} |`);
+    L(`| nodemailer direct | ${directCpu} |`);
+    L();
+  }
+  const logs = tern.map((x) => x.consumer).filter((x) => x !== null && x.batches > 0);
+  if (logs.length === tern.length) {
+    const busyShare = median(logs.map((x, i) => x!.busySeconds / tern[i]!.seconds));
+    L(
+      `tern's queue consumer, from wrangler dev's log lines: ${f0(median(logs.map((x) => x!.batches)))} batches per round ` +
+        `(${f0(median(logs.map((x) => x!.messages)))} messages), median ${f0(median(logs.map((x) => x!.medianBatchMs)))} ms per batch; ` +
+        `the batches' durations add up to ${f0(busyShare * 100)}% of the phase's wall time.`,
+    );
+    L();
+  }
+  const ratio = median(tern.map((x) => x.rate)) / median(direct.map((x) => x.rate));
+  L(`tern end to end / direct to relay: **${f2(ratio)}** (rounds: ${tern.map((t, i) => f2(t.rate / direct[i]!.rate)).join(", ")}).`);
+  L();
+  L(`#### 3. Cost of one accepted email`);
+  L();
+  const rt = r.roundTrips;
+  if (rt.asserted) {
+    const a = rt.asserted;
+    L(
+      `\`${"test/worker/round-trips.test.ts"}\` wraps the real D1, Queue and R2 bindings and counts every call while accepting one email ` +
+        `(key and domain already cached in the isolate). It asserts ${Object.entries(a).map(([k, v]) => `${k} = ${v}`).join(", ")}, ` +
+        `and it **${rt.status}** in this run (${f1(rt.seconds)} s).`,
+    );
+  } else {
+    L(`\`test/worker/round-trips.test.ts\` is ${rt.status === "missing" ? "missing" : "unreadable (no `expect(counts).toEqual({...})`)"}: no measured figure.`);
+  }
+  return lines.join("\n");
+}
+
+const SKELETON = `# Benchmarks
+
+Run them with \`npm run bench\` (about 3 minutes; never part of \`npm test\`).
+
+${BEGIN}
+${END}
+`;
+
+/** Replaces the generated block of the doc, keeping the rest. */
+export function writeDoc(path: string, block: string): void {
+  let doc = existsSync(path) ? readFileSync(path, "utf8") : SKELETON;
+  let begin = doc.indexOf(BEGIN);
+  let end = doc.indexOf(END);
+  if (begin < 0 || end < begin) {
+    doc = `${doc.trimEnd()}\n\n${BEGIN}\n${END}\n`;
+    begin = doc.indexOf(BEGIN);
+    end = doc.indexOf(END);
+  }
+  writeFileSync(path, `${doc.slice(0, begin + BEGIN.length)}\n${block}\n${doc.slice(end)}`);
+}

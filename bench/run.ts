@@ -1,0 +1,303 @@
+// `npm run bench`: tern's benchmarks in one run, started the way `npm start` starts tern.
+//   1. POST /emails vs GET /health, closed loop at 2 and 32 connections, interleaved rounds;
+//   2. K emails end to end into the dev relay vs the same K sent straight to it by nodemailer;
+//   3. D1 round trips and queue sends per accepted email, from test/worker/round-trips.test.ts.
+// Prints the results and writes them into docs/benchmarks.md. Stops everything it started,
+// also on failure, Ctrl-C or its own time limit. BENCH_QUICK=1 is a short smoke run that
+// does not touch the doc.
+import { execFileSync, type ChildProcess } from "node:child_process";
+import { readFileSync, rmSync } from "node:fs";
+import { cpus, loadavg } from "node:os";
+import { join, resolve } from "node:path";
+import { startTern, type TernProcess } from "../test/support/processes.ts";
+import { cpuDelta, sampleCpu, type CpuSample } from "./cpu.ts";
+import { clearRelay, directToRelay, htmlOfSize, throughTern, type DeliveryResult, type Target } from "./delivery.ts";
+import { runLoad, type LoadOptions, type LoadResult } from "./load.ts";
+import { renderResults, summarize, writeDoc, type Facts, type Results, type Settings, type Variant } from "./report.ts";
+import { measureRoundTrips, type RoundTrips } from "./round-trips.ts";
+import { runWrk, wrkAvailable, type WrkResult } from "./wrk.ts";
+
+const root = resolve(import.meta.dirname, "..");
+const DOC = join(root, "docs", "benchmarks.md");
+const QUICK = process.env.BENCH_QUICK === "1";
+const TIME_LIMIT_MS = 330_000;
+const DRAIN_LIMIT_MS = 60_000;
+const MAX_ERROR_SHARE = 0.001;
+
+const settings: Settings = QUICK
+  ? { rounds: 1, connections: [2, 32], warmupMs: 500, durationMs: 1500, deliveryCount: 100, deliveryConcurrency: 16, deliveryRounds: 1, htmlBytes: 5 * 1024 }
+  : { rounds: 3, connections: [2, 32], warmupMs: 1500, durationMs: 4000, deliveryCount: 500, deliveryConcurrency: 16, deliveryRounds: 2, htmlBytes: 5 * 1024 };
+
+const started = performance.now();
+const log = (line: string) => console.log(`[bench ${((performance.now() - started) / 1000).toFixed(0).padStart(3)}s] ${line}`);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+// ---------------------------------------------------------------------------------------
+// Everything started here, so that every exit path can stop it.
+
+let tern: TernProcess | null = null;
+const helpers = new Set<ChildProcess | number>(); // vitest (ChildProcess), wrk (pid)
+let cleaning: Promise<void> | null = null;
+
+function exitOf(child: ChildProcess): Promise<number | null> {
+  return new Promise((r) => (child.exitCode !== null || child.signalCode !== null ? r(child.exitCode) : child.once("exit", (code) => r(code))));
+}
+
+function cleanup(): Promise<void> {
+  return (cleaning ??= (async () => {
+    for (const h of helpers) {
+      try {
+        if (typeof h === "number") process.kill(h, "SIGTERM");
+        else h.kill("SIGTERM");
+      } catch {}
+    }
+    helpers.clear();
+    const t = tern;
+    if (!t) return;
+    log("stopping tern...");
+    // A Ctrl-C in the terminal reaches dev/start.ts too (same process group), and a second
+    // SIGINT makes it exit at once without stopping wrangler: signal it only if it is not
+    // already on its way out.
+    await sleep(300);
+    const stopping = t.child.exitCode !== null || t.child.signalCode !== null || t.output().includes("\nstopping...");
+    const slow = setTimeout(() => log("tern is slow to stop (waiting for wrangler dev and the relay)..."), 15_000);
+    const code = stopping ? await exitOf(t.child) : await t.stop("SIGINT");
+    clearTimeout(slow);
+    // wrangler dev runs in its own process group: make sure it is gone, not just its parent.
+    const stillUp = await fetch(`${t.url}/health`, { signal: AbortSignal.timeout(1_000) }).then(
+      () => true,
+      () => false,
+    );
+    if (stillUp) log(`WARNING: ${t.url} still answers after tern exited (${code}); wrangler dev may be left running`);
+    else log(`tern stopped (exit ${code})`);
+    rmSync(t.stateDir, { recursive: true, force: true });
+    tern = null;
+  })());
+}
+
+let interrupted = false;
+for (const sig of ["SIGINT", "SIGTERM"] as const) {
+  process.on(sig, () => {
+    if (interrupted) return;
+    interrupted = true;
+    log(`${sig}: stopping`);
+    void cleanup().finally(() => process.exit(130));
+  });
+}
+const watchdog = setTimeout(() => {
+  log(`the bench exceeded ${TIME_LIMIT_MS / 1000} s: stopping`);
+  void cleanup().finally(() => process.exit(1));
+}, TIME_LIMIT_MS);
+
+// ---------------------------------------------------------------------------------------
+
+function sh(cmd: string, args: string[]): string {
+  try {
+    return execFileSync(cmd, args, { cwd: root, encoding: "utf8", stdio: ["ignore", "pipe", "ignore"] }).trimEnd();
+  } catch {
+    return "n/a";
+  }
+}
+
+function facts(): Facts {
+  const dirty = sh("git", ["status", "--porcelain"]) ? "+uncommitted changes" : "";
+  return {
+    date: new Date().toISOString().replace(/\.\d+Z$/, "Z"),
+    nproc: sh("nproc", []),
+    free: sh("free", ["-m"]),
+    cpu: `${cpus()[0]?.model ?? "unknown CPU"}`,
+    loadBefore: loadavg().map((x) => x.toFixed(2)).join(" "),
+    loadAfter: "",
+    node: process.version,
+    wrangler: (JSON.parse(readFileSync(join(root, "node_modules", "wrangler", "package.json"), "utf8")) as { version: string }).version,
+    commit: `${sh("git", ["rev-parse", "--short", "HEAD"])}${dirty ? ` ${dirty}` : ""}`,
+  };
+}
+
+function describe(r: LoadResult): string {
+  return `${r.rps.toFixed(0)} req/s, p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms${r.errors ? `, ${r.errors} non-2xx ${JSON.stringify(r.statuses)}` : ""}`;
+}
+
+async function api(t: TernProcess, path: string, init: RequestInit = {}): Promise<{ status: number; json: Record<string, unknown> }> {
+  const res = await fetch(`${t.url}${path}`, {
+    ...init,
+    headers: { authorization: `Bearer ${t.apiKey}`, "content-type": "application/json", ...(init.headers ?? {}) },
+    signal: AbortSignal.timeout(10_000),
+  });
+  return { status: res.status, json: (await res.json().catch(() => ({}))) as Record<string, unknown> };
+}
+
+/** Waits until the consumer has handled the last email of a send run (the queue is FIFO in wrangler dev). */
+async function drain(t: TernProcess, id: string | null): Promise<number> {
+  if (!id) return 0;
+  const from = performance.now();
+  for (;;) {
+    const { status, json } = await api(t, `/emails/${id}`);
+    if (status !== 200) throw new Error(`GET /emails/${id} answered ${status}`);
+    if (json.last_event !== "queued" && json.last_event !== "sending") return (performance.now() - from) / 1000;
+    if (performance.now() - from > DRAIN_LIMIT_MS) throw new Error(`the send queue did not drain within ${DRAIN_LIMIT_MS / 1000} s (email ${id} is ${String(json.last_event)})`);
+    await sleep(100);
+  }
+}
+
+async function phaseOne(t: TernProcess): Promise<Pick<Results, "runs" | "drains" | "cpu">> {
+  const auth = { authorization: `Bearer ${t.apiKey}`, "content-type": "application/json" };
+  const send = { from: "Bench <bench@tern.test>", to: "delivered@simulator.tern.test", subject: "bench", text: "hello" };
+  const variants: Record<Variant, Omit<LoadOptions, "connections" | "warmupMs" | "durationMs">> = {
+    bare: { url: `${t.url}/health` },
+    send: { url: `${t.url}/emails`, method: "POST", headers: auth, body: JSON.stringify(send) },
+    // Diagnostic: the same request without the queue send and the consumer's work behind it.
+    scheduled: { url: `${t.url}/emails`, method: "POST", headers: auth, body: JSON.stringify({ ...send, scheduled_at: new Date(Date.now() + 86_400_000).toISOString() }) },
+  };
+  const port = Number(new URL(t.url).port);
+  const runs: Results["runs"] = {};
+  const drains: Results["drains"] = {};
+  const cpu: Results["cpu"] = {};
+  for (const c of settings.connections) {
+    runs[c] = { bare: [], send: [], scheduled: [] };
+    cpu[c] = { bare: [], send: [], scheduled: [] };
+    drains[c] = [];
+  }
+
+  log("phase 1: warming up the Worker (not recorded)");
+  let lastId: string | null = null;
+  const keepId = (body: string) => {
+    lastId = (JSON.parse(body) as { id: string }).id;
+  };
+  await runLoad({ ...variants.bare, connections: 32, warmupMs: 0, durationMs: QUICK ? 500 : 2000 });
+  await runLoad({ ...variants.send, connections: 32, warmupMs: 0, durationMs: QUICK ? 500 : 2000, onBody: keepId });
+  await drain(t, lastId);
+
+  for (let round = 1; round <= settings.rounds; round++) {
+    for (const c of settings.connections) {
+      for (const v of ["bare", "scheduled", "send"] as Variant[]) {
+        lastId = null;
+        let before: CpuSample = null;
+        let after: CpuSample = null;
+        const onWindow = (edge: "start" | "end") => {
+          if (edge === "start") before = sampleCpu(t.child.pid, port);
+          else after = sampleCpu(t.child.pid, port);
+        };
+        const r = await runLoad({ ...variants[v], connections: c, warmupMs: settings.warmupMs, durationMs: settings.durationMs, onBody: v === "send" ? keepId : undefined, onWindow });
+        runs[c]![v].push(r);
+        cpu[c]![v].push(cpuDelta(before, after));
+        log(`phase 1 round ${round}/${settings.rounds}, ${String(c).padStart(2)} connections, ${v.padEnd(9)}: ${describe(r)}`);
+        if (r.requests === 0) throw new Error(`${v} at ${c} connections completed no request`);
+        if (r.errors / r.requests > MAX_ERROR_SHARE) throw new Error(`${v} at ${c} connections: ${r.errors} of ${r.requests} answers were not 2xx: ${JSON.stringify(r.statuses)}`);
+        if (v === "send") {
+          const s = await drain(t, lastId);
+          drains[c]!.push(s);
+          log(`  queue drained ${s.toFixed(1)} s after the send run`);
+        }
+      }
+    }
+  }
+  return { runs, drains, cpu };
+}
+
+async function crossCheck(t: TernProcess): Promise<WrkResult[] | null> {
+  if (!wrkAvailable()) {
+    log("wrk is not installed: skipping the cross-check (apt-get install -y wrk)");
+    return null;
+  }
+  const out: WrkResult[] = [];
+  for (const c of settings.connections) {
+    const w = await runWrk(`${t.url}/health`, c, QUICK ? 2 : 4, (pid, done) => {
+      if (pid === undefined) return;
+      if (done) helpers.delete(pid);
+      else helpers.add(pid);
+    });
+    log(`wrk, ${String(c).padStart(2)} connections, GET /health: ${w.rps.toFixed(0)} req/s, p50 ${w.p50.toFixed(1)} ms, p99 ${w.p99.toFixed(1)} ms`);
+    out.push(w);
+  }
+  return out;
+}
+
+async function phaseTwo(t: TernProcess): Promise<Pick<Results, "tern" | "direct" | "deliveryCpu">> {
+  const target: Target = { url: t.url, apiKey: t.apiKey, relayHttp: t.relayHttp, relaySmtpPort: t.relaySmtpPort, mailDir: join(t.stateDir, "tern", "mailbox") };
+  const o = { count: settings.deliveryCount, concurrency: settings.deliveryConcurrency, html: htmlOfSize(settings.htmlBytes), timeoutMs: 90_000 };
+  const port = Number(new URL(t.url).port);
+  const tern: DeliveryResult[] = [];
+  const direct: DeliveryResult[] = [];
+  const deliveryCpu: Results["deliveryCpu"] = { tern: [], direct: [] };
+  const measured = async (into: CpuSample[], work: () => Promise<DeliveryResult>) => {
+    const before = sampleCpu(t.child.pid, port);
+    const result = await work();
+    into.push(cpuDelta(before, sampleCpu(t.child.pid, port)));
+    return result;
+  };
+  for (let round = 1; round <= settings.deliveryRounds; round++) {
+    await clearRelay(t.relayHttp, target.mailDir);
+    const a = await measured(deliveryCpu.tern, () => throughTern(target, o, () => t.output()));
+    tern.push(a);
+    log(`phase 2 round ${round}/${settings.deliveryRounds}, tern end to end: ${a.messages} in ${a.seconds.toFixed(2)} s = ${a.rate.toFixed(0)}/s (all accepted after ${a.acceptSeconds!.toFixed(2)} s)`);
+    await clearRelay(t.relayHttp, target.mailDir);
+    const b = await measured(deliveryCpu.direct, () => directToRelay(target, o));
+    direct.push(b);
+    log(`phase 2 round ${round}/${settings.deliveryRounds}, nodemailer direct: ${b.messages} in ${b.seconds.toFixed(2)} s = ${b.rate.toFixed(0)}/s`);
+  }
+  await clearRelay(t.relayHttp, target.mailDir);
+  return { tern, direct, deliveryCpu };
+}
+
+
+async function main(): Promise<number> {
+  const f = facts();
+  log(`${QUICK ? "QUICK smoke run; " : ""}nproc ${f.nproc}, load ${f.loadBefore}, node ${f.node}, wrangler ${f.wrangler}`);
+
+  log("phase 3: running test/worker/round-trips.test.ts (before tern starts, so it does not compete)");
+  const roundTrips: RoundTrips = await measureRoundTrips(root, (child) => {
+    for (const h of helpers) if (typeof h !== "number") helpers.delete(h);
+    if (child) helpers.add(child);
+  });
+  log(`  ${roundTrips.status}${roundTrips.asserted ? `: asserts ${JSON.stringify(roundTrips.asserted)}` : ""}`);
+  if (roundTrips.status === "failed") console.log(roundTrips.output.split("\n").slice(-40).join("\n"));
+
+  log("starting tern as npm start does (dev/start.ts: migrations, dev relay, wrangler dev)...");
+  tern = await startTern({ env: { X_LOCAL_OBSERVABILITY: "false", WRANGLER_SEND_METRICS: "false", TERN_CRON_INTERVAL_MS: "15000" } });
+  const t = tern;
+  log(`tern is up at ${t.url} (relay smtp ${t.relaySmtpPort}, http ${t.relayHttp})`);
+
+  const health = await fetch(`${t.url}/health`);
+  if (!health.ok) throw new Error(`GET /health answered ${health.status}`);
+  const probe = await api(t, "/emails", { method: "POST", body: JSON.stringify({ from: "Bench <bench@tern.test>", to: "delivered@simulator.tern.test", subject: "probe", text: "hello" }) });
+  if (probe.status !== 200) throw new Error(`POST /emails answered ${probe.status}: ${JSON.stringify(probe.json)}`);
+
+  const one = await phaseOne(t);
+  const wrk = await crossCheck(t);
+  log("phase 2: end-to-end delivery into the dev relay vs nodemailer straight to it");
+  const two = await phaseTwo(t);
+  await cleanup();
+
+  f.loadAfter = loadavg().map((x) => x.toFixed(2)).join(" ");
+  const results: Results = { facts: f, settings, ...one, wrk, ...two, roundTrips, seconds: (performance.now() - started) / 1000 };
+  const block = renderResults(results);
+  console.log(`\n${block}\n`);
+  for (const s of summarize(results)) {
+    log(`${s.connections} connections: send/bare throughput ${s.rpsRatio.toFixed(2)}, p50 ${s.p50Ratio.toFixed(2)} (target: >= 0.50 and <= 2.00)`);
+  }
+  if (QUICK) log("quick run: docs/benchmarks.md left as it is");
+  else {
+    writeDoc(DOC, block);
+    log(`wrote ${DOC}`);
+  }
+  if (roundTrips.status === "failed") {
+    log("FAILED: test/worker/round-trips.test.ts fails, so its figure is not what the code does");
+    return 1;
+  }
+  return 0;
+}
+
+let code = 1;
+try {
+  code = await main();
+} catch (err) {
+  log(`FAILED: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}`);
+  const out = (tern as TernProcess | null)?.output();
+  if (out) console.log(`--- last lines from tern ---\n${out.split("\n").slice(-30).join("\n")}`);
+  code = 1;
+} finally {
+  await cleanup();
+  clearTimeout(watchdog);
+}
+if (!interrupted) process.exit(code);
