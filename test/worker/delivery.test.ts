@@ -79,8 +79,8 @@ describe("delivery through the relay", () => {
     expect((await events(id)).filter((e) => e.type === "sent")).toHaveLength(1);
   });
 
-  it("messages of one batch share one SMTP connection", async () => {
-    const recipients = [unique("conn"), unique("conn"), unique("conn")];
+  it("messages of one batch share a few SMTP connections, not one each", async () => {
+    const recipients = Array.from({ length: 9 }, () => unique("conn"));
     const ids = [];
     for (const r of recipients) ids.push(await recordedEmail([r]));
     await consume(ids);
@@ -89,7 +89,8 @@ describe("delivery through the relay", () => {
       const [m] = await captured(r);
       conns.add(m!.connectionId);
     }
-    expect(conns.size).toBe(1);
+    expect(conns.size).toBeLessThanOrEqual(3);
+    for (const r of recipients) expect(await captured(r)).toHaveLength(1);
   });
 
   it("a 5xx from the relay bounces the recipient; the others are delivered", async () => {

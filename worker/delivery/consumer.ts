@@ -1,7 +1,7 @@
 // The send queue's consumer: claim an email, build its message, hand it to the transports
 // and record what happened. A claim is a conditional UPDATE from `queued` to `sending`, so a
 // redelivered queue message finds nothing to claim and never sends an email twice.
-import { and, eq, lte } from "drizzle-orm";
+import { and, eq, inArray, lte } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { readConfig, type TernConfig } from "../config.ts";
 import { emailEvents, emails, type EmailRow } from "../db/schema.ts";
@@ -41,26 +41,63 @@ class Sessions {
   }
 }
 
+/** Connections a batch may use at once per region (a Worker invocation may hold 6 sockets). */
+const PARALLEL_SESSIONS = 3;
+
 export async function consumeSendBatch(batch: MessageBatch<QueueMessage>, env: Env, deps: ConsumerDeps = {}): Promise<void> {
   const config = readConfig(env);
   const now = deps.now ?? Date.now;
-  const sessions = new Sessions(deps.transportFor ?? ((region) => transportFor(env, config, region)));
-  try {
-    // Serially: messages of a batch share one SMTP connection per region.
-    for (const msg of batch.messages) {
+  const makeTransport = deps.transportFor ?? ((region: string) => transportFor(env, config, region));
+  const claimed = await claimEmails(env.DB, [...new Set(batch.messages.map((m) => m.body.emailId))], now());
+  const byId = new Map(claimed.map((e) => [e.id, e]));
+  const outcome = new Map<string, number | null | "error">();
+
+  // A few workers, each with its own connection per region, take the claimed emails in turn;
+  // each email is recorded as soon as it is settled, so a crash loses at most one attempt.
+  const queue = [...claimed];
+  await Promise.all(
+    Array.from({ length: Math.min(PARALLEL_SESSIONS, queue.length) }, async () => {
+      const sessions = new Sessions(makeTransport);
       try {
-        const retryIn = await deliverEmail(env, config, msg.body.emailId, sessions, now);
-        if (retryIn === null) msg.ack();
-        else msg.retry({ delaySeconds: Math.min(Math.max(retryIn, 0), MAX_QUEUE_DELAY_S) });
-      } catch (err) {
-        console.error("delivery failed unexpectedly; will retry", msg.body.emailId, err);
-        await releaseClaim(env.DB, msg.body.emailId).catch(() => {});
-        msg.retry({ delaySeconds: 30 });
+        for (let email = queue.shift(); email; email = queue.shift()) {
+          try {
+            outcome.set(email.id, await deliverEmail(env, config, email, sessions, now));
+          } catch (err) {
+            console.error("delivery failed unexpectedly; will retry", email.id, err);
+            await releaseClaim(env.DB, email.id).catch(() => {});
+            outcome.set(email.id, "error");
+          }
+        }
+      } finally {
+        await sessions.closeAll();
       }
-    }
-  } finally {
-    await sessions.closeAll();
+    }),
+  );
+
+  const answered = new Set<string>();
+  for (const msg of batch.messages) {
+    const id = msg.body.emailId;
+    const result = outcome.get(id);
+    // Not claimed (already sent, canceled, not yet due) or a duplicate in this batch: done.
+    if (!byId.has(id) || answered.has(id) || result === null || result === undefined) msg.ack();
+    else if (result === "error") msg.retry({ delaySeconds: 30 });
+    else msg.retry({ delaySeconds: Math.min(Math.max(result, 0), MAX_QUEUE_DELAY_S) });
+    answered.add(id);
   }
+}
+
+/** Moves the batch's due emails from queued to sending in one statement; the rows returned
+ * are the ones this consumer now owns. */
+async function claimEmails(d1: D1Database, ids: string[], t: number): Promise<EmailRow[]> {
+  const db = drizzle(d1);
+  const owned: EmailRow[] = [];
+  for (let i = 0; i < ids.length; i += 90) {
+    owned.push(...(await db.update(emails)
+      .set({ state: "sending", leaseUntil: t + LEASE_MS })
+      .where(and(inArray(emails.id, ids.slice(i, i + 90)), eq(emails.state, "queued"), lte(emails.nextAttemptAt, t + EARLY_SLACK_MS)))
+      .returning()));
+  }
+  return owned;
 }
 
 async function releaseClaim(db: D1Database, emailId: string): Promise<void> {
@@ -68,16 +105,8 @@ async function releaseClaim(db: D1Database, emailId: string): Promise<void> {
     .where(and(eq(emails.id, emailId), eq(emails.state, "sending")));
 }
 
-/** One attempt for one email. Returns seconds until a retry, or null when the message is done. */
-async function deliverEmail(env: Env, config: TernConfig, emailId: string, sessions: Sessions, now: () => number): Promise<number | null> {
-  const db = drizzle(env.DB);
-  const t = now();
-  const claimed = await db.update(emails)
-    .set({ state: "sending", leaseUntil: t + LEASE_MS })
-    .where(and(eq(emails.id, emailId), eq(emails.state, "queued"), lte(emails.nextAttemptAt, t + EARLY_SLACK_MS)))
-    .returning();
-  const email = claimed[0];
-  if (!email) return null; // already sent, canceled, scheduled, or not due: nothing to do here
+/** One attempt for one claimed email. Returns seconds until a retry, or null when it is done. */
+async function deliverEmail(env: Env, config: TernConfig, email: EmailRow, sessions: Sessions, now: () => number): Promise<number | null> {
   const attempt = email.attempts + 1;
   const pending = JSON.parse(email.pendingJson) as string[];
 
@@ -88,7 +117,7 @@ async function deliverEmail(env: Env, config: TernConfig, emailId: string, sessi
   } catch (err) {
     if (!(err instanceof ContentMissingError)) throw err;
     // Its stored content is gone: no retry can ever build this message.
-    console.error("cannot build message", emailId, err.message);
+    console.error("cannot build message", email.id, err.message);
     results = pending.map((recipient) => ({ recipient, status: "deferred" as const, final: false, message: "The stored content of this email is missing." }));
     retrySchedule = [];
   }
