@@ -2,6 +2,7 @@
 // and record what happened. A claim is a conditional UPDATE from `queued` to `sending`, so a
 // redelivered queue message finds nothing to claim and never sends an email twice.
 import { and, eq, inArray, lte } from "drizzle-orm";
+import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
 import { readConfig, type TernConfig } from "../config.ts";
 import { emailEvents, emails, type EmailRow } from "../db/schema.ts";
@@ -55,13 +56,14 @@ export async function consumeSendBatch(batch: MessageBatch<QueueMessage>, env: E
   // A few workers, each with its own connection per region, take the claimed emails in turn;
   // each email is recorded as soon as it is settled, so a crash loses at most one attempt.
   const queue = [...claimed];
+  const simulatedWrites: SimulatedWrite[] = [];
   await Promise.all(
     Array.from({ length: Math.min(PARALLEL_SESSIONS, queue.length) }, async () => {
       const sessions = new Sessions(makeTransport);
       try {
         for (let email = queue.shift(); email; email = queue.shift()) {
           try {
-            outcome.set(email.id, await deliverEmail(env, config, email, sessions, now));
+            outcome.set(email.id, await deliverEmail(env, config, email, sessions, now, simulatedWrites));
           } catch (err) {
             console.error("delivery failed unexpectedly; will retry", email.id, err);
             await releaseClaim(env.DB, email.id).catch(() => {});
@@ -73,6 +75,20 @@ export async function consumeSendBatch(batch: MessageBatch<QueueMessage>, env: E
       }
     }),
   );
+
+  // Simulated outcomes touch nothing outside tern, so they are written together: one D1 batch
+  // for all of them instead of one each. If that write fails they are simply simulated again.
+  if (simulatedWrites.length > 0) {
+    try {
+      await drizzle(env.DB).batch(simulatedWrites.flatMap((w) => w.statements) as unknown as [BatchItem<"sqlite">]);
+    } catch (err) {
+      console.error("recording simulated outcomes failed; will retry", err);
+      for (const w of simulatedWrites) {
+        await releaseClaim(env.DB, w.emailId).catch(() => {});
+        outcome.set(w.emailId, "error");
+      }
+    }
+  }
 
   const answered = new Set<string>();
   for (const msg of batch.messages) {
@@ -106,7 +122,19 @@ async function releaseClaim(db: D1Database, emailId: string): Promise<void> {
 }
 
 /** One attempt for one claimed email. Returns seconds until a retry, or null when it is done. */
-async function deliverEmail(env: Env, config: TernConfig, email: EmailRow, sessions: Sessions, now: () => number): Promise<number | null> {
+interface SimulatedWrite {
+  emailId: string;
+  statements: BatchItem<"sqlite">[];
+}
+
+async function deliverEmail(
+  env: Env,
+  config: TernConfig,
+  email: EmailRow,
+  sessions: Sessions,
+  now: () => number,
+  simulatedWrites: SimulatedWrite[],
+): Promise<number | null> {
   const attempt = email.attempts + 1;
   const pending = JSON.parse(email.pendingJson) as string[];
 
@@ -122,7 +150,12 @@ async function deliverEmail(env: Env, config: TernConfig, email: EmailRow, sessi
     retrySchedule = [];
   }
   const settlement = settleAttempt(results, { attempt, retrySchedule, alreadyDelayed: attempt > 1 });
-  await recordSettlement(env.DB, email, attempt, settlement, now());
+  const statements = settlementStatements(env.DB, email, attempt, settlement, now());
+  const leftTern = pending.some((r) => !isSimulated(r, config.simulatorDomains));
+  // Mail that left tern is recorded before anything else happens: a crash after this point
+  // must not send it again.
+  if (leftTern) await drizzle(env.DB).batch(statements as [BatchItem<"sqlite">]);
+  else simulatedWrites.push({ emailId: email.id, statements });
   return settlement.state === "queued" ? settlement.retryInSeconds : null;
 }
 
@@ -170,7 +203,7 @@ export async function renderMessage(env: Env, email: EmailRow): Promise<Uint8Arr
   });
 }
 
-async function recordSettlement(d1: D1Database, email: EmailRow, attempt: number, s: Settlement, now: number): Promise<void> {
+function settlementStatements(d1: D1Database, email: EmailRow, attempt: number, s: Settlement, now: number): BatchItem<"sqlite">[] {
   const db = drizzle(d1);
   const update = db.update(emails).set({
     state: s.state,
@@ -190,5 +223,5 @@ async function recordSettlement(d1: D1Database, email: EmailRow, attempt: number
       createdAt: now,
     }),
   );
-  await db.batch([update, ...inserts]);
+  return [update, ...inserts];
 }
