@@ -3,7 +3,7 @@
 // revocation evicts it here at once and elsewhere within KEY_CACHE_MS.
 import { eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import { apiKeys } from "./db/schema.ts";
+import { accounts, apiKeys } from "./db/schema.ts";
 import { ApiError } from "./errors.ts";
 
 export const TOKEN_PREFIX = "tern_";
@@ -21,6 +21,9 @@ export interface Principal {
   permission: Permission;
   /** A sending_access key restricted to one domain. */
   domainId: string | null;
+  /** The account's plan (worker/plans.ts) and API requests per second. */
+  plan: string;
+  rateLimit: number;
 }
 
 export function generateToken(): string {
@@ -74,11 +77,16 @@ export async function authenticate(
   const now = Date.now();
   let entry = cache.get(hash);
   if (!entry || entry.expires <= now) {
-    const row = await drizzle(db).select().from(apiKeys).where(eq(apiKeys.tokenHash, hash)).get();
+    const row = await drizzle(db)
+      .select({ key: apiKeys, plan: accounts.plan, rateLimit: accounts.rateLimit })
+      .from(apiKeys).innerJoin(accounts, eq(accounts.id, apiKeys.accountId))
+      .where(eq(apiKeys.tokenHash, hash)).get();
     entry = {
-      principal: row ? { accountId: row.accountId, keyId: row.id, permission: row.permission, domainId: row.domainId } : null,
+      principal: row
+        ? { accountId: row.key.accountId, keyId: row.key.id, permission: row.key.permission, domainId: row.key.domainId, plan: row.plan, rateLimit: row.rateLimit }
+        : null,
       expires: now + KEY_CACHE_MS,
-      lastUsedWritten: entry?.lastUsedWritten ?? (row?.lastUsedAt ?? 0),
+      lastUsedWritten: entry?.lastUsedWritten ?? (row?.key.lastUsedAt ?? 0),
     };
     if (cache.size > 10_000) cache.clear();
     cache.set(hash, entry);

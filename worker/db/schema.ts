@@ -1,14 +1,32 @@
 // The D1 schema: the one source of truth for tables. `npm run db:generate` writes the SQL
 // migrations in migrations/ from this file. Times are Unix milliseconds.
 
-import { index, integer, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
+import { sql } from "drizzle-orm";
+import { check, index, integer, primaryKey, sqliteTable, text, uniqueIndex } from "drizzle-orm/sqlite-core";
 
 export const accounts = sqliteTable("accounts", {
   id: text("id").primaryKey(),
   name: text("name").notNull(),
+  /** A plan of worker/plans.ts: its monthly (and daily) email quota. */
   plan: text("plan").notNull().default("free"),
+  /** API requests per second, shared by every key and SMTP. */
+  rateLimit: integer("rate_limit").notNull().default(10),
   createdAt: integer("created_at").notNull(),
 });
+
+/** Emails counted against a quota, per account and period ("2026-11" or "2026-11-21"). The
+ * CHECK makes the count and the limit one atomic fact: an increment that would pass the cap
+ * fails, and with it the whole D1 batch that records the emails. */
+export const usage = sqliteTable(
+  "usage",
+  {
+    accountId: text("account_id").notNull(),
+    period: text("period").notNull(),
+    used: integer("used").notNull(),
+    cap: integer("cap").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.accountId, t.period] }), check("usage_within_cap", sql`${t.used} <= ${t.cap}`)],
+);
 
 export const apiKeys = sqliteTable(
   "api_keys",

@@ -12,6 +12,7 @@ import { createOutboundFetcher } from "../net/outbound.ts";
 import { finishPage, listSchema, pageQuery, readPage } from "../pagination.ts";
 import { prepareEmail, recordEmails, type PreparedEmail, type SendDeps } from "../sending/accept.ts";
 import { loadBodies } from "../sending/content.ts";
+import { quotaHeaders } from "../sending/quota.ts";
 import { SendEmailRequest, SendEmailResponse } from "../sending/request.ts";
 import { parseScheduledAt } from "../sending/schedule.ts";
 import { errorResponses, IdParam, iso, json, jsonBody } from "./schemas.ts";
@@ -120,8 +121,8 @@ export function registerEmailRoutes(app: App): void {
       const body = validate(SendEmailRequest, await readJson(c.req.raw));
       const deps = sendDeps(c);
       const prepared = await prepareEmail(deps, c.get("principal"), body);
-      await recordEmails(c.env, deps.config, [prepared]);
-      return c.json({ id: prepared.id });
+      const use = await recordEmails(c.env, deps.config, c.get("principal"), [prepared], deps.now);
+      return c.json({ id: prepared.id }, 200, quotaHeaders(use!));
     },
   );
 
@@ -171,9 +172,9 @@ export function registerEmailRoutes(app: App): void {
         }
       }
       const accepted = prepared.filter((p): p is PreparedEmail => p !== null);
-      await recordEmails(c.env, deps.config, accepted);
+      const use = await recordEmails(c.env, deps.config, principal, accepted, deps.now);
       const data = accepted.map((p) => ({ id: p.id }));
-      return c.json(mode === "permissive" ? { data, errors } : { data });
+      return c.json(mode === "permissive" ? { data, errors } : { data }, 200, use ? quotaHeaders(use) : {});
     },
   );
 

@@ -14,6 +14,7 @@ import type { OutboundFetcher } from "../net/outbound.ts";
 import { resolveAttachment } from "./attachments.ts";
 import { storeContent, type AttachmentBytes } from "./content.ts";
 import { asList, type SendEmailRequest } from "./request.ts";
+import { consumeStatements, isQuotaViolation, quotaError, type QuotaUse } from "./quota.ts";
 import { parseScheduledAt } from "./schedule.ts";
 import { authorizeSender } from "./sender.ts";
 
@@ -120,11 +121,15 @@ function prefix(where: string, message: string): string {
   return where ? `${where} ${message}` : message;
 }
 
-/** Records emails and their first event in one D1 batch, then enqueues the ones due now.
- * A crash between the two leaves rows in `queued`; the cron finds and sends them. */
-export async function recordEmails(env: Env, config: TernConfig, prepared: PreparedEmail[]): Promise<void> {
-  if (prepared.length === 0) return;
+/** Records emails and their first event in one D1 batch that also consumes the quota, then
+ * enqueues the ones due now. A send over the quota throws the contract's 429 and records
+ * nothing. A crash between recording and enqueueing leaves rows in `queued`; the cron finds
+ * and sends them. */
+export async function recordEmails(env: Env, config: TernConfig, principal: Principal, prepared: PreparedEmail[], now: number): Promise<QuotaUse | null> {
+  if (prepared.length === 0) return null;
   const db = drizzle(env.DB);
+  const count = prepared.reduce((n, p) => n + p.recipients.length, 0);
+  const quota = consumeStatements(db, principal.accountId, principal.plan, count, now);
   const rows = await Promise.all(
     prepared.map(async (p) => {
       const stored = await storeContent(env.BLOBS, p.id, { html: p.html, text: p.text, attachments: p.attachments }, config.inlineContentLimit);
@@ -167,8 +172,17 @@ export async function recordEmails(env: Env, config: TernConfig, prepared: Prepa
       };
     }),
   );
-  const statements = rows.flatMap((r) => [db.insert(emails).values(r.email), db.insert(emailEvents).values(r.event)]);
-  await db.batch(statements as [(typeof statements)[number], ...(typeof statements)[number][]]);
+  const records = rows.flatMap((r) => [db.insert(emails).values(r.email), db.insert(emailEvents).values(r.event)]);
+  let results: unknown[];
+  try {
+    results = await db.batch([quota.monthly, ...(quota.daily ? [quota.daily] : []), ...records]);
+  } catch (err) {
+    if (isQuotaViolation(err)) throw await quotaError(db, principal.accountId, principal.plan, count, now);
+    throw err;
+  }
+  const used = (r: unknown) => (r as { used: number }[])[0]!.used;
+  const use: QuotaUse = { monthlyUsed: used(results[0]) };
+  if (quota.daily) use.dailyUsed = used(results[1]);
 
   const due = prepared.filter((p) => p.scheduledAt === null);
   if (due.length > 0) {
@@ -179,4 +193,5 @@ export async function recordEmails(env: Env, config: TernConfig, prepared: Prepa
       console.error("enqueue failed; the cron will pick these up", due.map((p) => p.id), err);
     }
   }
+  return use;
 }
