@@ -21,11 +21,11 @@ export const ERROR_STATUS = {
 
 export type ErrorName = keyof typeof ERROR_STATUS;
 
-export interface ErrorBody {
+export type ErrorBody = {
   statusCode: number;
   name: ErrorName;
   message: string;
-}
+};
 
 /** A failure that the client is told about in the contract's shape. */
 export class ApiError extends Error {

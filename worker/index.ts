@@ -7,6 +7,8 @@ import { registerDocRoutes } from "./routes/docs.ts";
 import { registerEmailRoutes } from "./routes/emails.ts";
 import type { QueueMessage } from "./sending/accept.ts";
 
+export { IdempotencyKey } from "../durable-objects/idempotency-key.ts";
+
 export const app = newApp();
 registerEmailRoutes(app);
 registerApiKeyRoutes(app);

@@ -21,7 +21,6 @@ import { htmlToText } from "../../worker/mime/html-to-text.ts";
 // --- independent decoders -------------------------------------------------------------------
 
 const strictUtf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
-const utf8 = new TextEncoder();
 
 function unfold(field: string): string {
   return field.replace(/\r\n(?=[ \t])/g, "");
@@ -125,12 +124,6 @@ function percentDecode(s: string): Uint8Array {
   return Uint8Array.from(bytes);
 }
 
-function splitParams(field: string): string[] {
-  return unfold(field)
-    .split(/;\s*/)
-    .slice(1)
-    .map((p) => p.trim());
-}
 
 interface Entity {
   /** Unfolded header fields in order, names as written. */

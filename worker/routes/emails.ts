@@ -3,22 +3,18 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { and, asc, eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { defineRoute, type App, type Ctx } from "../app.ts";
-import { readConfig } from "../config.ts";
 import { emailEvents, emails, type EmailRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
-import { readJson, validate, zodToApiError } from "../http.ts";
+import { readJson, validate } from "../http.ts";
 import { uuidv7 } from "../ids.ts";
-import { createOutboundFetcher } from "../net/outbound.ts";
 import { finishPage, listSchema, pageQuery, readPage } from "../pagination.ts";
-import { prepareEmail, recordEmails, type PreparedEmail, type SendDeps } from "../sending/accept.ts";
 import { loadBodies } from "../sending/content.ts";
-import { quotaHeaders } from "../sending/quota.ts";
+import { sendIdempotently } from "../sending/idempotency.ts";
 import { SendEmailRequest, SendEmailResponse } from "../sending/request.ts";
+import { MAX_BATCH, performSend, type Answer, type SendRequest } from "../sending/send.ts";
 import { parseScheduledAt } from "../sending/schedule.ts";
 import { errorResponses, IdParam, iso, json, jsonBody } from "./schemas.ts";
 
-export const MAX_BATCH = 100;
-const ATTACHMENT_FETCH = { maxBytes: 40 * 1024 * 1024, timeoutMs: 15_000, maxRedirects: 3 };
 
 const EmailObject = z
   .object({
@@ -55,14 +51,16 @@ const BatchResponse = z
 const RescheduleRequest = z.object({ scheduled_at: z.string({ error: "must be a string." }) }).openapi("RescheduleRequest");
 const EmailRef = z.object({ object: z.literal("email"), id: z.string() });
 
-function sendDeps(c: Ctx): SendDeps {
-  const config = readConfig(c.env);
-  return {
-    db: c.env.DB,
-    config,
-    now: Date.now(),
-    fetcher: createOutboundFetcher({ allowPrivate: config.devMode, allowHttp: config.devMode, ...ATTACHMENT_FETCH }),
-  };
+/** With an Idempotency-Key the send goes through the key's Durable Object; without one it
+ * pays nothing for the feature. */
+function send(c: Ctx, route: string, req: SendRequest): Promise<Answer> {
+  const key = c.req.header("idempotency-key");
+  const principal = c.get("principal");
+  return key === undefined ? performSend(c.env, principal, req) : sendIdempotently(c.env, principal, route, key, req);
+}
+
+function answer(a: Answer): Response {
+  return new Response(a.body, { status: a.status, headers: { ...a.headers, "content-type": "application/json" } });
 }
 
 function nullableList(json: string): string[] | null {
@@ -95,12 +93,6 @@ async function findEmail(c: Ctx, id: string): Promise<EmailRow> {
   return row;
 }
 
-/** An error about item `i` of a batch, with the item named in its message. */
-function itemError(err: unknown, i: number): ApiError {
-  if (!(err instanceof ApiError)) throw err;
-  const message = err.message.startsWith(`\`[${i}]`) ? err.message : `\`[${i}]\`: ${err.message}`;
-  return new ApiError(err.errorName, message, err.status);
-}
 
 export function registerEmailRoutes(app: App): void {
   defineRoute(
@@ -117,13 +109,7 @@ export function registerEmailRoutes(app: App): void {
       },
       responses: { 200: json(SendEmailResponse, "Accepted"), ...errorResponses(400, 401, 403, 409, 413, 422, 429) },
     }),
-    async (c) => {
-      const body = validate(SendEmailRequest, await readJson(c.req.raw));
-      const deps = sendDeps(c);
-      const prepared = await prepareEmail(deps, c.get("principal"), body);
-      const use = await recordEmails(c.env, deps.config, c.get("principal"), [prepared], deps.now);
-      return c.json({ id: prepared.id }, 200, quotaHeaders(use!));
-    },
+    async (c) => answer(await send(c, "POST /emails", { kind: "single", body: await readJson(c.req.raw), batchMode: "strict" })),
   );
 
   defineRoute(
@@ -147,34 +133,7 @@ export function registerEmailRoutes(app: App): void {
       if (mode !== "strict" && mode !== "permissive") {
         throw new ApiError("validation_error", "`x-batch-validation` must be `strict` or `permissive`.");
       }
-      const input = await readJson(c.req.raw);
-      if (!Array.isArray(input)) throw new ApiError("validation_error", "The request body must be a JSON array of emails.", 400);
-      if (input.length === 0 || input.length > MAX_BATCH) {
-        throw new ApiError("validation_error", `A batch must have between 1 and ${MAX_BATCH} emails; it has ${input.length}.`);
-      }
-      const deps = sendDeps(c);
-      const principal = c.get("principal");
-      const prepared: (PreparedEmail | null)[] = [];
-      const errors: { index: number; message: string }[] = [];
-      for (const [i, item] of input.entries()) {
-        try {
-          const parsed = SendEmailRequest.safeParse(item);
-          if (!parsed.success) throw zodToApiError(parsed.error, item, "body", [i]);
-          const req = parsed.data;
-          if (req.attachments !== undefined) throw new ApiError("validation_error", `\`[${i}].attachments\` is not supported in batch sends.`);
-          if (req.scheduled_at !== undefined) throw new ApiError("validation_error", `\`[${i}].scheduled_at\` is not supported in batch sends.`);
-          prepared.push(await prepareEmail(deps, principal, req, `\`[${i}]\`:`));
-        } catch (err) {
-          const e = itemError(err, i);
-          if (mode === "strict") throw e;
-          errors.push({ index: i, message: e.message });
-          prepared.push(null);
-        }
-      }
-      const accepted = prepared.filter((p): p is PreparedEmail => p !== null);
-      const use = await recordEmails(c.env, deps.config, principal, accepted, deps.now);
-      const data = accepted.map((p) => ({ id: p.id }));
-      return c.json(mode === "permissive" ? { data, errors } : { data }, 200, use ? quotaHeaders(use) : {});
+      return answer(await send(c, "POST /emails/batch", { kind: "batch", body: await readJson(c.req.raw), batchMode: mode }));
     },
   );
 

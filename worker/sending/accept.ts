@@ -47,12 +47,18 @@ export interface SendDeps {
   now: number;
 }
 
+export class AlreadyRecorded extends Error {
+  constructor(readonly ids: string[]) {
+    super("these emails are already recorded");
+  }
+}
+
 export interface QueueMessage {
   emailId: string;
 }
 
 /** Applies the rules beyond the schema; `where` prefixes messages in a batch ("`[3].to`"). */
-export async function prepareEmail(deps: SendDeps, principal: Principal, req: SendEmailRequest, where = ""): Promise<PreparedEmail> {
+export async function prepareEmail(deps: SendDeps, principal: Principal, req: SendEmailRequest, where = "", presetId?: string): Promise<PreparedEmail> {
   const fromBox = parseMailbox(req.from)!;
   const domain = await authorizeSender(deps.db, principal, fromBox.email);
   const to = asList(req.to);
@@ -94,7 +100,7 @@ export async function prepareEmail(deps: SendDeps, principal: Principal, req: Se
   const html = req.html && req.html.length > 0 ? req.html : null;
   // text absent: derived from html; text "" opts out of a text part.
   const text = req.text !== undefined ? (req.text.length > 0 ? req.text : null) : html ? htmlToText(html) : null;
-  const id = uuidv7(deps.now);
+  const id = presetId ?? uuidv7(deps.now);
   return {
     id,
     accountId: principal.accountId,
@@ -178,6 +184,11 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
     results = await db.batch([quota.monthly, ...(quota.daily ? [quota.daily] : []), ...records]);
   } catch (err) {
     if (isQuotaViolation(err)) throw await quotaError(db, principal.accountId, principal.plan, count, now);
+    // Pre-assigned ids (an idempotent request run again after its lease expired) that are
+    // already recorded: the first run recorded this very request; nothing more to do.
+    if (/UNIQUE constraint failed: emails\.id/i.test(String((err as Error)?.message) + String((err as { cause?: unknown })?.cause ?? ""))) {
+      throw new AlreadyRecorded(prepared.map((p) => p.id));
+    }
     throw err;
   }
   const used = (r: unknown) => (r as { used: number }[])[0]!.used;

@@ -1,0 +1,109 @@
+// A send, from parsed JSON to the answer the client gets: the one path that POST /emails,
+// POST /emails/batch and idempotent replays share. The answer is data (status, body,
+// headers), so that it can be stored and replayed.
+import type { Principal } from "../auth.ts";
+import { readConfig } from "../config.ts";
+import { ApiError, unexpectedError } from "../errors.ts";
+import { zodToApiError } from "../http.ts";
+import { createOutboundFetcher } from "../net/outbound.ts";
+import { AlreadyRecorded, prepareEmail, recordEmails, type PreparedEmail, type SendDeps } from "./accept.ts";
+import { quotaHeaders } from "./quota.ts";
+import { SendEmailRequest } from "./request.ts";
+
+export const MAX_BATCH = 100;
+const ATTACHMENT_FETCH = { maxBytes: 40 * 1024 * 1024, timeoutMs: 15_000, maxRedirects: 3 };
+
+export interface SendRequest {
+  kind: "single" | "batch";
+  /** The parsed JSON body. */
+  body: unknown;
+  batchMode: "strict" | "permissive";
+}
+
+/** What a send answers, as plain data (the body as JSON text), so that a Durable Object can
+ * store it and replay it byte for byte. */
+export type Answer = {
+  status: number;
+  body: string;
+  headers: Record<string, string>;
+};
+
+function answerOf(status: number, body: object, headers: Record<string, string> = {}): Answer {
+  return { status, body: JSON.stringify(body), headers };
+}
+
+export function sendDeps(env: Env, now = Date.now()): SendDeps {
+  const config = readConfig(env);
+  return {
+    db: env.DB,
+    config,
+    now,
+    fetcher: createOutboundFetcher({ allowPrivate: config.devMode, allowHttp: config.devMode, ...ATTACHMENT_FETCH }),
+  };
+}
+
+/** How many emails a request asks for: the ids an idempotency key reserves for it. */
+export function emailCount(req: SendRequest): number {
+  return req.kind === "batch" && Array.isArray(req.body) ? Math.min(Math.max(req.body.length, 1), MAX_BATCH) : 1;
+}
+
+/** Runs a send. `ids` pre-assigns the email ids (idempotent requests); a set of ids that is
+ * already recorded answers what was recorded, so running it twice records it once. */
+export async function performSend(env: Env, principal: Principal, req: SendRequest, ids?: string[]): Promise<Answer> {
+  try {
+    return req.kind === "single" ? await sendOne(env, principal, req.body, ids) : await sendBatch(env, principal, req, ids);
+  } catch (err) {
+    if (err instanceof AlreadyRecorded) return recordedAnswer(req, err.ids);
+    const e = err instanceof ApiError ? err : unexpectedError(err);
+    return answerOf(e.status, e.body, e.headers);
+  }
+}
+
+/** The answer for ids recorded by an earlier run of the same request. */
+function recordedAnswer(req: SendRequest, ids: string[]): Answer {
+  return req.kind === "single" ? answerOf(200, { id: ids[0] }) : answerOf(200, { data: ids.map((id) => ({ id })) });
+}
+
+async function sendOne(env: Env, principal: Principal, body: unknown, ids?: string[]): Promise<Answer> {
+  const parsed = SendEmailRequest.safeParse(body);
+  if (!parsed.success) throw zodToApiError(parsed.error, body);
+  const deps = sendDeps(env);
+  const prepared = await prepareEmail(deps, principal, parsed.data, "", ids?.[0]);
+  const use = await recordEmails(env, deps.config, principal, [prepared], deps.now);
+  return answerOf(200, { id: prepared.id }, quotaHeaders(use!));
+}
+
+/** An error about item `i` of a batch, with the item named in its message. */
+function itemError(err: unknown, i: number): ApiError {
+  if (!(err instanceof ApiError)) throw err;
+  const message = err.message.startsWith(`\`[${i}]`) ? err.message : `\`[${i}]\`: ${err.message}`;
+  return new ApiError(err.errorName, message, err.status);
+}
+
+async function sendBatch(env: Env, principal: Principal, req: SendRequest, ids?: string[]): Promise<Answer> {
+  const input = req.body;
+  if (!Array.isArray(input)) throw new ApiError("validation_error", "The request body must be a JSON array of emails.", 400);
+  if (input.length === 0 || input.length > MAX_BATCH) {
+    throw new ApiError("validation_error", `A batch must have between 1 and ${MAX_BATCH} emails; it has ${input.length}.`);
+  }
+  const deps = sendDeps(env);
+  const prepared: PreparedEmail[] = [];
+  const errors: { index: number; message: string }[] = [];
+  for (const [i, item] of input.entries()) {
+    try {
+      const parsed = SendEmailRequest.safeParse(item);
+      if (!parsed.success) throw zodToApiError(parsed.error, item, "body", [i]);
+      const one = parsed.data;
+      if (one.attachments !== undefined) throw new ApiError("validation_error", `\`[${i}].attachments\` is not supported in batch sends.`);
+      if (one.scheduled_at !== undefined) throw new ApiError("validation_error", `\`[${i}].scheduled_at\` is not supported in batch sends.`);
+      prepared.push(await prepareEmail(deps, principal, one, `\`[${i}]\`:`, ids?.[i]));
+    } catch (err) {
+      const e = itemError(err, i);
+      if (req.batchMode === "strict") throw e;
+      errors.push({ index: i, message: e.message });
+    }
+  }
+  const use = await recordEmails(env, deps.config, principal, prepared, deps.now);
+  const data = prepared.map((p) => ({ id: p.id }));
+  return answerOf(200, req.batchMode === "permissive" ? { data, errors } : { data }, use ? quotaHeaders(use) : {});
+}
