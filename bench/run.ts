@@ -254,7 +254,7 @@ async function main(): Promise<number> {
   if (roundTrips.status === "failed") console.log(roundTrips.output.split("\n").slice(-40).join("\n"));
 
   log("starting tern as npm start does (dev/start.ts: migrations, dev relay, wrangler dev)...");
-  tern = await startTern({ env: { X_LOCAL_OBSERVABILITY: "false", WRANGLER_SEND_METRICS: "false", TERN_CRON_INTERVAL_MS: "15000" } });
+  tern = await startTern({ env: { X_LOCAL_OBSERVABILITY: "false", WRANGLER_SEND_METRICS: "false", TERN_CRON_INTERVAL_MS: "15000", TERN_DEV_RATE_LIMIT: "1000000", TERN_DEV_PLAN: "scale_2_5m" } });
   const t = tern;
   log(`tern is up at ${t.url} (relay smtp ${t.relaySmtpPort}, http ${t.relayHttp})`);
 

@@ -6,6 +6,7 @@ import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { PLANS, isPlan } from "../worker/plans.ts";
 import { startDevRelay, type DevRelay } from "./relay.ts";
 
 const root = resolve(import.meta.dirname, "..");
@@ -22,6 +23,9 @@ export interface StartOptions {
   domain: string;
   apiKey?: string;
   cronIntervalMs: number;
+  /** The dev account's API requests per second (production's default is 10) and plan. */
+  rateLimit: number;
+  plan: string;
   log: (line: string) => void;
 }
 
@@ -44,6 +48,8 @@ function optionsFromEnv(): StartOptions {
     domain: (process.env.TERN_DEV_DOMAIN ?? "tern.test").toLowerCase(),
     apiKey: process.env.TERN_DEV_API_KEY,
     cronIntervalMs: Number(process.env.TERN_CRON_INTERVAL_MS ?? 15_000),
+    rateLimit: Number(process.env.TERN_DEV_RATE_LIMIT ?? 10),
+    plan: process.env.TERN_DEV_PLAN ?? "free",
     log: (line) => console.log(line),
   };
 }
@@ -78,6 +84,7 @@ function seedDevAccount(o: StartOptions): string {
     : { accountId: crypto.randomUUID(), domainId: crypto.randomUUID(), keys: {} };
   const existing = Object.keys(identity.keys)[0];
   const token = o.apiKey ?? existing ?? `tern_${base62(40)}`;
+  if (!isPlan(o.plan)) throw new Error(`TERN_DEV_PLAN must be one of ${Object.keys(PLANS).join(", ")}.`);
   if (!/^tern_[0-9A-Za-z]{32,128}$/.test(token)) {
     throw new Error("TERN_DEV_API_KEY must look like tern_ followed by 32 to 128 letters and digits.");
   }
@@ -86,6 +93,7 @@ function seedDevAccount(o: StartOptions): string {
   const hash = createHash("sha256").update(token).digest("hex");
   const statements = [
     `INSERT OR IGNORE INTO accounts (id, name, plan, created_at) VALUES (${sql(identity.accountId)}, 'Dev account', 'free', ${now});`,
+    `UPDATE accounts SET rate_limit = ${Math.max(1, Math.floor(o.rateLimit)) || 10}, plan = ${sql(o.plan)} WHERE id = ${sql(identity.accountId)};`,
     `INSERT OR IGNORE INTO domains (id, account_id, name, region, status, created_at) VALUES (${sql(identity.domainId)}, ${sql(identity.accountId)}, ${sql(o.domain)}, 'us-east-1', 'verified', ${now});`,
     `UPDATE domains SET status = 'verified' WHERE account_id = ${sql(identity.accountId)} AND name = ${sql(o.domain)};`,
     `INSERT OR IGNORE INTO api_keys (id, account_id, name, permission, domain_id, token_hash, token_prefix, created_at) VALUES (${sql(identity.keys[token]!)}, ${sql(identity.accountId)}, 'Dev key', 'full_access', NULL, ${sql(hash)}, ${sql(token.slice(0, 11))}, ${now});`,

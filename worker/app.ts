@@ -6,6 +6,7 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { authenticate, requireFullAccess, type Principal } from "./auth.ts";
 import { ApiError, errorResponse, unexpectedError } from "./errors.ts";
+import { rateHeaders, takeRequest } from "./rate-limit.ts";
 
 export type AppEnv = { Bindings: Env; Variables: { principal: Principal } };
 export type App = OpenAPIHono<AppEnv>;
@@ -44,13 +45,28 @@ export function defineRoute(
   }
   recordPath(config.path, config.method);
   app.on(config.method.toUpperCase(), toHonoPath(config.path), async (c) => {
-    if (access !== "none") {
-      const principal = await authenticate(c.env.DB, c.req.header("authorization"), (p) => c.executionCtx.waitUntil(p));
-      if (access === "full") requireFullAccess(principal);
-      c.set("principal", principal);
+    if (access === "none") return handler(c);
+    const principal = await authenticate(c.env.DB, c.req.header("authorization"), (p) => c.executionCtx.waitUntil(p));
+    if (access === "full") requireFullAccess(principal);
+    c.set("principal", principal);
+    const headers = rateHeaders(await takeRequest(c.env, principal));
+    let res: Response;
+    try {
+      res = await handler(c);
+    } catch (err) {
+      res = errorToResponse(err);
     }
-    return handler(c);
+    for (const [k, v] of Object.entries(headers)) res.headers.set(k, v);
+    return res;
   });
+}
+
+function errorToResponse(err: unknown): Response {
+  if (err instanceof ApiError) return errorResponse(err);
+  if (err instanceof HTTPException && err.status < 500) {
+    return errorResponse(new ApiError("validation_error", err.message || "The request is invalid.", err.status));
+  }
+  return errorResponse(unexpectedError(err));
 }
 
 export function newApp(): App {
@@ -60,13 +76,7 @@ export function newApp(): App {
     scheme: "bearer",
     description: "An API key: `Authorization: Bearer tern_...`",
   });
-  app.onError((err) => {
-    if (err instanceof ApiError) return errorResponse(err);
-    if (err instanceof HTTPException && err.status < 500) {
-      return errorResponse(new ApiError("validation_error", err.message || "The request is invalid.", err.status));
-    }
-    return errorResponse(unexpectedError(err));
-  });
+  app.onError(errorToResponse);
   app.notFound((c) => {
     const path = new URL(c.req.url).pathname;
     const known = knownPaths.find((k) => k.pattern.test(path));

@@ -8,6 +8,7 @@ import { registerEmailRoutes } from "./routes/emails.ts";
 import type { QueueMessage } from "./sending/accept.ts";
 
 export { IdempotencyKey } from "../durable-objects/idempotency-key.ts";
+export { RateLimiter } from "../durable-objects/rate-limiter.ts";
 
 export const app = newApp();
 registerEmailRoutes(app);

@@ -13,12 +13,13 @@ export interface TestAccount {
   domainId: string;
 }
 
-export async function createAccount(opts: { domainStatus?: string; region?: string } = {}): Promise<TestAccount> {
+/** Test accounts get a high request rate unless a test is about the rate itself. */
+export async function createAccount(opts: { domainStatus?: string; region?: string; rateLimit?: number } = {}): Promise<TestAccount> {
   const db = drizzle(env.DB);
   const accountId = uuidv7();
   const domainId = uuidv7();
   const domain = `d${accountId.slice(-12)}.example.test`;
-  await db.insert(accounts).values({ id: accountId, name: "Test", createdAt: Date.now() });
+  await db.insert(accounts).values({ id: accountId, name: "Test", rateLimit: opts.rateLimit ?? 100_000, createdAt: Date.now() });
   await db.insert(domains).values({
     id: domainId, accountId, name: domain, region: opts.region ?? "us-east-1",
     status: opts.domainStatus ?? "verified", createdAt: Date.now(),
