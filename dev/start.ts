@@ -145,17 +145,20 @@ export async function start(o: StartOptions): Promise<Running> {
     log: (line) => o.log(`[relay] ${line}`),
   });
 
-  const vars = {
+  const vars: Record<string, string> = {
     TERN_DEV_MODE: "true",
     RELAY_URL: `smtp+plain://127.0.0.1:${relay.smtpPort}`,
     RELAY_FINAL: "true",
   };
+  if (process.env.TERN_STUCK_AFTER_SECONDS) vars.STUCK_AFTER_SECONDS = process.env.TERN_STUCK_AFTER_SECONDS;
   const child = spawn(
     process.execPath,
     [WRANGLER, "dev", "--ip", "127.0.0.1", "--port", String(o.port), "--persist-to", o.persistTo,
       "--show-interactive-dev-session=false", ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`])],
     { cwd: root, env: wranglerEnv(), stdio: ["ignore", "pipe", "pipe"], detached: true },
   );
+  // Tests that kill tern hard need wrangler's process group (it is detached from this one).
+  writeFileSync(join(o.stateDir, "wrangler.pid"), String(child.pid));
   const forward = (chunk: Buffer) => {
     for (const line of chunk.toString().split("\n")) if (line.trim()) o.log(`[worker] ${line}`);
   };

@@ -10,6 +10,8 @@ export interface TernConfig {
   inlineContentLimit: number;
   /** Seconds to wait before each retry of a deferred delivery; its length is the attempt budget. */
   retrySchedule: number[];
+  /** How long a queued email may wait for its queue message before the cron enqueues it again. */
+  stuckAfterMs: number;
 }
 
 // 1 min, 5 min, 15 min, 30 min, 1 h, 2 h, 4 h, 8 h, 8 h: about a day, like an MTA's queue.
@@ -28,5 +30,6 @@ export function readConfig(env: Env): TernConfig {
       .filter(Boolean),
     inlineContentLimit: Number(env.INLINE_CONTENT_LIMIT) || 65536,
     retrySchedule: retry ? retry.split(",").map((s) => Number(s.trim())).filter((n) => n >= 0) : DEFAULT_RETRY_SCHEDULE,
+    stuckAfterMs: (Number(env.STUCK_AFTER_SECONDS) || 120) * 1000,
   };
 }

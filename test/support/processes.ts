@@ -1,7 +1,7 @@
 // Starting tern the way `npm start` does, as real processes, on free ports and in a temporary
 // state directory, for end-to-end tests and benchmarks.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -29,6 +29,8 @@ export interface TernProcess {
   output(): string;
   /** Ctrl-C, as a person would; resolves when every process has exited. */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
+  /** A crash: SIGKILL to wrangler dev's whole process group (workerd too) and to npm start. */
+  kill(): Promise<void>;
   child: ChildProcess;
 }
 
@@ -88,6 +90,23 @@ export async function startTern(opts: { stateDir?: string; env?: Record<string, 
     async stop(signal: NodeJS.Signals = "SIGINT") {
       if (child.exitCode === null) child.kill(signal);
       return exited;
+    },
+    async kill() {
+      const wranglerPid = Number(readFileSync(join(stateDir, "tern", "wrangler.pid"), "utf8"));
+      try {
+        process.kill(-wranglerPid, "SIGKILL");
+      } catch {}
+      if (child.exitCode === null) child.kill("SIGKILL");
+      await exited;
+      // Wait until the group is gone, so the next start can bind the same state.
+      for (let i = 0; i < 100; i++) {
+        try {
+          process.kill(-wranglerPid, 0);
+        } catch {
+          return;
+        }
+        await new Promise((r) => setTimeout(r, 50));
+      }
     },
   };
 }

@@ -1,7 +1,8 @@
 // Sending and reading emails: what is stored, what GET shows, batches, scheduling and the cron.
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
-import { sweepDelivery, STUCK_AFTER_MS } from "../../worker/delivery/cron.ts";
+import { readConfig } from "../../worker/config.ts";
+import { sweepDelivery } from "../../worker/delivery/cron.ts";
 import { api, countRows, createAccount, type TestAccount } from "./fixtures.ts";
 import { waitFor } from "./wait.ts";
 
@@ -168,7 +169,7 @@ describe("the cron's safety net", () => {
   it("sends an email left in queued by a crash between recording and enqueueing", async () => {
     const { id } = (await (await post({ from: `a@${acct.domain}`, to: sim(), subject: "s", text: "t", scheduled_at: "in 1 hour" })).json()) as { id: string };
     // As if the queue message was lost: queued, due long ago, never enqueued.
-    const past = Date.now() - STUCK_AFTER_MS - 1000;
+    const past = Date.now() - readConfig(env).stuckAfterMs - 1000;
     await env.DB.prepare("UPDATE emails SET state = 'queued', next_attempt_at = ? WHERE id = ?").bind(past, id).run();
     const swept = await sweepDelivery(env);
     expect(swept.stuck).toBeGreaterThanOrEqual(1);

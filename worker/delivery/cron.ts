@@ -4,11 +4,10 @@
 // the consumer's claim decides, so enqueueing an email twice never sends it twice.
 import { and, eq, lte } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
+import { readConfig } from "../config.ts";
 import { emails } from "../db/schema.ts";
 import type { QueueMessage } from "../sending/accept.ts";
 
-/** How long a queued email may wait for its queue message before the cron sends another. */
-export const STUCK_AFTER_MS = 2 * 60_000;
 const MAX_PER_RUN = 1_000;
 
 export interface SweepResult {
@@ -19,6 +18,7 @@ export interface SweepResult {
 
 export async function sweepDelivery(env: Env, now: number = Date.now()): Promise<SweepResult> {
   const db = drizzle(env.DB);
+  const { stuckAfterMs } = readConfig(env);
   const due = await db.update(emails)
     .set({ state: "queued", nextAttemptAt: now })
     .where(and(eq(emails.state, "scheduled"), lte(emails.nextAttemptAt, now)))
@@ -30,7 +30,7 @@ export async function sweepDelivery(env: Env, now: number = Date.now()): Promise
   // Bumping next_attempt_at keeps a slow queue from getting the same email every minute.
   const stuck = await db.update(emails)
     .set({ nextAttemptAt: now })
-    .where(and(eq(emails.state, "queued"), lte(emails.nextAttemptAt, now - STUCK_AFTER_MS)))
+    .where(and(eq(emails.state, "queued"), lte(emails.nextAttemptAt, now - stuckAfterMs)))
     .returning({ id: emails.id });
   const ids = [...due, ...expired, ...stuck].map((r) => r.id).slice(0, MAX_PER_RUN);
   for (let i = 0; i < ids.length; i += 100) {
