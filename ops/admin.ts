@@ -83,10 +83,10 @@ export function main(argv: string[]): void {
     case "set-rate-limit": {
       const [accountId, n] = rest;
       const rate = Number(n);
-      if (!accountId || !Number.isInteger(rate) || rate < 1 || rate > 10_000) fail("usage: set-rate-limit <account-id> <1..10000>");
+      if (!accountId || !Number.isInteger(rate) || rate < 0 || rate > 100_000) fail("usage: set-rate-limit <account-id> <0..100000> (0: not limited)");
       const r = d1([`UPDATE accounts SET rate_limit = ${rate} WHERE id = ${sql(accountId)} RETURNING id;`], target, true);
       if (changes(r) !== 1) fail(`no account ${accountId}`);
-      console.log(`account ${accountId} may make ${rate} requests per second.`);
+      console.log(rate === 0 ? `account ${accountId} is not rate limited.` : `account ${accountId} may make ${rate} requests per second.`);
       return;
     }
     default:

@@ -4,7 +4,8 @@ import type { RateVerdict } from "../durable-objects/rate-limiter.ts";
 import type { Principal } from "./auth.ts";
 import { ApiError } from "./errors.ts";
 
-export function rateHeaders(v: RateVerdict): Record<string, string> {
+export function rateHeaders(v: RateVerdict | null): Record<string, string> {
+  if (!v) return {};
   const h: Record<string, string> = {
     "ratelimit-limit": String(v.limit),
     "ratelimit-remaining": String(v.remaining),
@@ -14,8 +15,10 @@ export function rateHeaders(v: RateVerdict): Record<string, string> {
   return h;
 }
 
-/** Takes one request from the account's bucket; throws the contract's 429 when it is empty. */
-export async function takeRequest(env: Env, principal: Principal): Promise<RateVerdict> {
+/** Takes one request from the account's bucket; throws the contract's 429 when it is empty.
+ * An account whose limit is 0 is not limited (an operator's choice, e.g. an internal system). */
+export async function takeRequest(env: Env, principal: Principal): Promise<RateVerdict | null> {
+  if (principal.rateLimit <= 0) return null;
   const verdict = await env.RATE_LIMITER.getByName(`rate:${principal.accountId}`).take(principal.rateLimit);
   if (!verdict.allowed) {
     throw new ApiError("rate_limit_exceeded", `Too many requests: this account may make ${verdict.limit} requests per second. Retry after ${verdict.retryAfter} second${verdict.retryAfter === 1 ? "" : "s"}.`, 429, rateHeaders(verdict));

@@ -53,4 +53,11 @@ describe("rate limits", () => {
     expect((await api(a.token, "GET", "/emails")).status).toBe(429);
     expect((await api(b.token, "GET", "/emails")).status).toBe(200);
   });
+
+  it("an account with a limit of 0 is not limited and gets no ratelimit headers", async () => {
+    const a = await createAccount({ rateLimit: 0 });
+    const answers = await Promise.all(Array.from({ length: 30 }, () => api(a.token, "GET", "/emails")));
+    expect(answers.every((r) => r.status === 200)).toBe(true);
+    expect(answers[0]!.headers.get("ratelimit-limit")).toBeNull();
+  });
 });
