@@ -3,23 +3,9 @@
 import { simpleParser, type AddressObject, type ParsedMail } from "mailparser";
 import { describe, expect, it } from "vitest";
 import { buildMessage, type MimeAttachment, type MimeMessageInput } from "../../worker/mime/build.ts";
+import { mimeInput } from "../support/mime-input.ts";
 
-function input(over: Partial<MimeMessageInput> = {}): MimeMessageInput {
-  return {
-    from: { name: "Acme", email: "hello@acme.test" },
-    to: [{ email: "user@example.com" }],
-    cc: [],
-    replyTo: [],
-    subject: "Hello",
-    text: "Hi there",
-    headers: {},
-    attachments: [],
-    messageId: "0192d4c0-7b3a-7000-8000-000000000001@tern.test",
-    date: new Date(Date.UTC(2026, 0, 1, 9, 5, 7)),
-    boundarySeed: "seed",
-    ...over,
-  };
-}
+const input = mimeInput;
 
 async function roundTrip(over: Partial<MimeMessageInput> = {}): Promise<{ mail: ParsedMail; raw: string }> {
   const bytes = buildMessage(input(over));

@@ -4,6 +4,7 @@
 import { describe, expect, it } from "vitest";
 import { domainOf, formatMailbox, parseMailbox, toAsciiEmail } from "../../worker/mime/address.ts";
 import { buildMessage, isOwnedHeaderName, isValidContentId, type MimeMessageInput } from "../../worker/mime/build.ts";
+import { mimeInput } from "../support/mime-input.ts";
 import {
   asciiFallbackName,
   encodeBase64Lines,
@@ -211,22 +212,7 @@ function randomString(next: () => number, pool: string[], length: number): strin
 const HEADER_POOL = ["a", "Z", "0", " ", " ", "\t", "=", "?", "_", ".", ",", '"', "é", "€", "😀", "日", "\u0301", "\u0001", "=?"];
 const BODY_POOL = [...HEADER_POOL, "\n", "\r\n", "\r", "\u0000", ".", " \n", "\t\r\n"];
 
-function baseInput(over: Partial<MimeMessageInput> = {}): MimeMessageInput {
-  return {
-    from: { name: "Acme", email: "hello@acme.test" },
-    to: [{ email: "user@example.com" }],
-    cc: [],
-    replyTo: [],
-    subject: "Hello",
-    text: "Hi there",
-    headers: {},
-    attachments: [],
-    messageId: "0192d4c0-7b3a-7000-8000-000000000001@tern.test",
-    date: new Date(Date.UTC(2026, 0, 1, 9, 5, 7)),
-    boundarySeed: "seed-1",
-    ...over,
-  };
-}
+const baseInput = mimeInput;
 
 function build(over: Partial<MimeMessageInput> = {}): { text: string; root: Entity } {
   const text = wireText(buildMessage(baseInput(over)));
