@@ -8,11 +8,15 @@ export interface LoadOptions {
   url: string;
   method?: "GET" | "POST";
   headers?: OutgoingHttpHeaders;
+  /** Extra headers for each request, merged over `headers` (e.g. a fresh Idempotency-Key). */
+  headersFor?: () => OutgoingHttpHeaders;
   body?: string;
+  /** The statuses that count as a success (default: any 2xx); anything else is an error. */
+  okStatuses?: number[];
   connections: number;
   warmupMs: number;
   durationMs: number;
-  /** Called with each 2xx response body completed in the measured window (e.g. to keep an id). */
+  /** Called with each successful response body completed in the measured window (e.g. to keep an id). */
   onBody?: (body: string) => void;
   /** Per-request timeout; a timeout counts as an error. */
   timeoutMs?: number;
@@ -24,7 +28,8 @@ export interface LoadResult {
   connections: number;
   /** Completed requests in the measured window (any status). */
   requests: number;
-  /** Non-2xx answers plus transport errors and timeouts, in the measured window. */
+  /** Answers with a status other than the successful ones (non-2xx by default), plus
+   * transport errors and timeouts, in the measured window. */
   errors: number;
   statuses: Record<string, number>;
   seconds: number;
@@ -50,9 +55,9 @@ export function median(values: number[]): number {
 }
 
 /** One request on `agent`; never rejects (a transport error or timeout is status 0). */
-export function once(agent: Agent, url: URL, o: Pick<LoadOptions, "method" | "headers" | "body" | "timeoutMs">): Promise<{ status: number; body: string }> {
+export function once(agent: Agent, url: URL, o: Pick<LoadOptions, "method" | "headers" | "headersFor" | "body" | "timeoutMs">): Promise<{ status: number; body: string }> {
   return new Promise((resolve) => {
-    const headers: OutgoingHttpHeaders = { ...o.headers };
+    const headers: OutgoingHttpHeaders = { ...o.headers, ...o.headersFor?.() };
     if (o.body !== undefined) headers["content-length"] = Buffer.byteLength(o.body);
     const req = request(
       { agent, host: url.hostname, port: url.port, path: url.pathname + url.search, method: o.method ?? "GET", headers },
@@ -97,7 +102,7 @@ export async function runLoad(o: LoadOptions): Promise<LoadResult> {
       }
       latencies[n++] = t1 - t0;
       statuses[status] = (statuses[status] ?? 0) + 1;
-      if (status < 200 || status > 299) errors++;
+      if (o.okStatuses ? !o.okStatuses.includes(status) : status < 200 || status > 299) errors++;
       else o.onBody?.(body);
     }
   }

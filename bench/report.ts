@@ -12,6 +12,17 @@ export const BEGIN = "<!-- bench:results:begin (written by `npm run bench`; edit
 export const END = "<!-- bench:results:end -->";
 
 export type Variant = "bare" | "send" | "scheduled";
+export type OnceVariant = "send" | "send+key" | "auth" | "auth-unlimited";
+export const ONCE_VARIANTS: OnceVariant[] = ["send", "send+key", "auth", "auth-unlimited"];
+/** The most a fresh Idempotency-Key may cost, as send+key p50 / send p50. */
+export const KEY_P50_TARGET = 1.5;
+
+/** Part 4: runs, CPU and queue drains by connections and variant, as in part 1. */
+export interface OnceResults {
+  runs: Record<number, Record<OnceVariant, LoadResult[]>>;
+  cpu: Record<number, Record<OnceVariant, CpuSample[]>>;
+  drains: Record<number, number[]>;
+}
 
 export interface Settings {
   rounds: number;
@@ -51,6 +62,7 @@ export interface Results {
   /** CPU seconds by process over each delivery phase (including the final check through the relay's API). */
   deliveryCpu: { tern: CpuSample[]; direct: CpuSample[] };
   roundTrips: RoundTrips;
+  once: OnceResults;
   seconds: number;
 }
 
@@ -100,6 +112,114 @@ export function summarize(r: Results): Summary[] {
   });
 }
 
+const ONCE_LABEL: Record<OnceVariant, string> = {
+  send: "`POST /emails`, no key",
+  "send+key": "`POST /emails` + fresh `Idempotency-Key`",
+  auth: "`GET /emails/<unknown id>`, rate-limited account",
+  "auth-unlimited": "`GET /emails/<unknown id>`, account with rate limit 0",
+};
+
+export interface OnceSummary {
+  connections: number;
+  /** send+key over send: ratios of the rounds' medians, and the range of the per-round ratios. */
+  keyP50Ratio: number;
+  keyRpsRatio: number;
+  keyP50Range: [number, number];
+  keyRpsRange: [number, number];
+  keyPass: boolean;
+  /** auth minus auth-unlimited p50 in ms, and auth over auth-unlimited req/s. */
+  limiterP50Ms: number;
+  limiterRpsRatio: number;
+  limiterP50Range: [number, number];
+  limiterRpsRange: [number, number];
+}
+
+const range = (xs: number[]): [number, number] => [Math.min(...xs), Math.max(...xs)];
+
+export function summarizeOnce(r: Results): OnceSummary[] {
+  return r.settings.connections.map((c) => {
+    const v = r.once.runs[c]!;
+    const med = (runs: LoadResult[], pick: (x: LoadResult) => number) => median(runs.map(pick));
+    const keyP50Ratio = med(v["send+key"], (x) => x.p50) / med(v.send, (x) => x.p50);
+    return {
+      connections: c,
+      keyP50Ratio,
+      keyRpsRatio: med(v["send+key"], (x) => x.rps) / med(v.send, (x) => x.rps),
+      keyP50Range: range(v["send+key"].map((x, i) => x.p50 / v.send[i]!.p50)),
+      keyRpsRange: range(v["send+key"].map((x, i) => x.rps / v.send[i]!.rps)),
+      keyPass: keyP50Ratio <= KEY_P50_TARGET,
+      limiterP50Ms: med(v.auth, (x) => x.p50) - med(v["auth-unlimited"], (x) => x.p50),
+      limiterRpsRatio: med(v.auth, (x) => x.rps) / med(v["auth-unlimited"], (x) => x.rps),
+      limiterP50Range: range(v.auth.map((x, i) => x.p50 - v["auth-unlimited"][i]!.p50)),
+      limiterRpsRange: range(v.auth.map((x, i) => x.rps / v["auth-unlimited"][i]!.rps)),
+    };
+  });
+}
+
+/** CPU ms per completed request by process, medians of the rounds, and cores busy; null when /proc was not readable. */
+function cpuRow(runs: LoadResult[], samples: CpuSample[]): string | null {
+  if (samples.some((x) => x === null) || samples.length !== runs.length || runs.length === 0) return null;
+  const perRequest = (pick: (x: NonNullable<CpuSample>) => number) => median(samples.map((x, i) => (pick(x!) * 1000) / Math.max(1, runs[i]!.requests)));
+  const total = (x: NonNullable<CpuSample>) => PARTS.reduce((a, p) => a + x[p], 0);
+  const busy = median(samples.map((x, i) => total(x!) / runs[i]!.seconds));
+  return `${PARTS.map((p) => f2(perRequest((x) => x[p]))).join(" | ")} | ${f2(perRequest(total))} | ${f2(busy)}`;
+}
+
+function renderOnce(r: Results, L: (x?: string) => void): void {
+  const s = r.settings;
+  L(`#### 4. Exactly-once and rate limiting`);
+  L();
+  L(
+    `Same generator, rounds and durations as part 1; each cell is the median of ${s.rounds} interleaved rounds of the four variants ` +
+      `(in ABBA order: send, send+key, auth, auth-unlimited, then send+key, send, auth-unlimited, auth, ...; the queue drained after each send run). ` +
+      `\`send+key\` sends the same body with a new \`Idempotency-Key\` on every request (the worst case: each request creates a key object, ` +
+      `leases it and stores its answer). \`auth\` is the bare authenticated route: \`GET /emails/<a random UUID>\` (auth from the isolate's cache, ` +
+      `the rate limiter, one D1 read, a 404), with the bench's account (limit 1,000,000/s: a token taken from its rate limiter object on every request, ` +
+      `never refused) and with an account made by \`ops/admin.ts\` whose limit is 0 (no rate limiter call). 404 is the expected status of the \`auth\` rows.`,
+  );
+  L();
+  L("| connections | request | req/s | p50 ms | p99 ms | requests (all rounds) | unexpected status |");
+  L("|---:|---|---:|---:|---:|---:|---:|");
+  for (const c of s.connections) {
+    for (const v of ONCE_VARIANTS) {
+      const runs = r.once.runs[c]![v];
+      L(
+        `| ${c} | ${ONCE_LABEL[v]} | ${f0(median(runs.map((x) => x.rps)))} | ${f1(median(runs.map((x) => x.p50)))} | ${f1(median(runs.map((x) => x.p99)))} | ` +
+          `${f0(runs.reduce((a, x) => a + x.requests, 0))} | ${runs.reduce((a, x) => a + x.errors, 0)} |`,
+      );
+    }
+  }
+  L();
+  L(
+    `| connections | send+key/send p50 (rounds' range) | within the ${KEY_P50_TARGET}x target? | send+key/send req/s (rounds' range) | ` +
+      `rate limiter: auth - auth-unlimited p50, ms (rounds' range) | auth/auth-unlimited req/s (rounds' range) | queue drain after a send run, s (median) |`,
+  );
+  L("|---:|---:|---|---:|---:|---:|---:|");
+  for (const x of summarizeOnce(r)) {
+    L(
+      `| ${x.connections} | ${f2(x.keyP50Ratio)} (${f2(x.keyP50Range[0])}-${f2(x.keyP50Range[1])}) | ${x.keyPass ? "yes" : "**no**"} | ` +
+        `${f2(x.keyRpsRatio)} (${f2(x.keyRpsRange[0])}-${f2(x.keyRpsRange[1])}) | ` +
+        `${x.limiterP50Ms >= 0 ? "+" : ""}${f1(x.limiterP50Ms)} (${f1(x.limiterP50Range[0])} to ${f1(x.limiterP50Range[1])}) | ` +
+        `${f2(x.limiterRpsRatio)} (${f2(x.limiterRpsRange[0])}-${f2(x.limiterRpsRange[1])}) | ${f1(median(r.once.drains[x.connections] ?? []))} |`,
+    );
+  }
+  const rows: string[] = [];
+  for (const c of s.connections) {
+    for (const v of ONCE_VARIANTS) {
+      const row = cpuRow(r.once.runs[c]![v], r.once.cpu[c]![v]);
+      if (row) rows.push(`| ${c} | ${ONCE_LABEL[v]} | ${row} |`);
+    }
+  }
+  if (rows.length) {
+    L();
+    L(`CPU milliseconds per completed request, by process, as in part 1 (in \`wrangler dev\` the Durable Objects run inside "worker runtime"):`);
+    L();
+    L(`| connections | request | ${PARTS.join(" | ")} | total | cores busy |`);
+    L(`|---:|---|${PARTS.map(() => "---:").join("|")}|---:|---:|`);
+    for (const row of rows) L(row);
+  }
+}
+
 export function renderResults(r: Results): string {
   const s = r.settings;
   const lines: string[] = [];
@@ -147,16 +267,8 @@ export function renderResults(r: Results): string {
   const cpuRows: string[] = [];
   for (const c of s.connections) {
     for (const v of ["bare", "send", "scheduled"] as Variant[]) {
-      const samples = r.cpu[c]![v];
-      const runs = r.runs[c]![v];
-      if (samples.some((x) => x === null) || samples.length !== runs.length) continue;
-      const perRequest = (pick: (x: NonNullable<CpuSample>) => number) =>
-        median(samples.map((x, i) => (pick(x!) * 1000) / Math.max(1, runs[i]!.requests)));
-      const total = (x: NonNullable<CpuSample>) => PARTS.reduce((a, p) => a + x[p], 0);
-      const busy = median(samples.map((x, i) => total(x!) / runs[i]!.seconds));
-      cpuRows.push(
-        `| ${c} | ${LABEL[v]} | ${PARTS.map((p) => f2(perRequest((x) => x[p]))).join(" | ")} | ${f2(perRequest(total))} | ${f2(busy)} |`,
-      );
+      const row = cpuRow(r.runs[c]![v], r.cpu[c]![v]);
+      if (row) cpuRows.push(`| ${c} | ${LABEL[v]} | ${row} |`);
     }
   }
   if (cpuRows.length) {
@@ -253,12 +365,14 @@ export function renderResults(r: Results): string {
   } else {
     L(`\`test/worker/round-trips.test.ts\` is ${rt.status === "missing" ? "missing" : "unreadable (no `expect(counts).toEqual({...})`)"}: no measured figure.`);
   }
+  L();
+  renderOnce(r, L);
   return lines.join("\n");
 }
 
 const SKELETON = `# Benchmarks
 
-Run them with \`npm run bench\` (about 3 minutes; never part of \`npm test\`).
+Run them with \`npm run bench\` (about 5 minutes; never part of \`npm test\`).
 
 ${BEGIN}
 ${END}

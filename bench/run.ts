@@ -1,7 +1,9 @@
 // `npm run bench`: tern's benchmarks in one run, started the way `npm start` starts tern.
 //   1. POST /emails vs GET /health, closed loop at 2 and 32 connections, interleaved rounds;
 //   2. K emails end to end into the dev relay vs the same K sent straight to it by nodemailer;
-//   3. D1 round trips and queue sends per accepted email, from test/worker/round-trips.test.ts.
+//   3. D1 round trips and queue sends per accepted email, from test/worker/round-trips.test.ts;
+//   4. (run after 1) POST /emails with a fresh Idempotency-Key vs without, and the rate limiter's
+//      cost on a bare authenticated route (bench/exactly-once.ts).
 // Prints the results and writes them into docs/benchmarks.md. Stops everything it started,
 // also on failure, Ctrl-C or its own time limit. BENCH_QUICK=1 is a short smoke run that
 // does not touch the doc.
@@ -11,16 +13,17 @@ import { cpus, loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { startTern, type TernProcess } from "../test/support/processes.ts";
 import { cpuDelta, sampleCpu, type CpuSample } from "./cpu.ts";
+import { phaseFour } from "./exactly-once.ts";
 import { clearRelay, directToRelay, htmlOfSize, throughTern, type DeliveryResult, type Target } from "./delivery.ts";
 import { runLoad, type LoadOptions, type LoadResult } from "./load.ts";
-import { renderResults, summarize, writeDoc, type Facts, type Results, type Settings, type Variant } from "./report.ts";
+import { KEY_P50_TARGET, renderResults, summarize, summarizeOnce, writeDoc, type Facts, type Results, type Settings, type Variant } from "./report.ts";
 import { measureRoundTrips, type RoundTrips } from "./round-trips.ts";
 import { runWrk, wrkAvailable, type WrkResult } from "./wrk.ts";
 
 const root = resolve(import.meta.dirname, "..");
 const DOC = join(root, "docs", "benchmarks.md");
 const QUICK = process.env.BENCH_QUICK === "1";
-const TIME_LIMIT_MS = 330_000;
+const TIME_LIMIT_MS = 540_000;
 const DRAIN_LIMIT_MS = 60_000;
 const MAX_ERROR_SHARE = 0.001;
 
@@ -36,7 +39,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 // Everything started here, so that every exit path can stop it.
 
 let tern: TernProcess | null = null;
-const helpers = new Set<ChildProcess | number>(); // vitest (ChildProcess), wrk (pid)
+// vitest (ChildProcess), wrk (pid), ops/admin.ts (-pid: its process group, wrangler d1 under it)
+const helpers = new Set<ChildProcess | number>();
 let cleaning: Promise<void> | null = null;
 
 function exitOf(child: ChildProcess): Promise<number | null> {
@@ -115,7 +119,7 @@ function facts(): Facts {
 }
 
 function describe(r: LoadResult): string {
-  return `${r.rps.toFixed(0)} req/s, p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms${r.errors ? `, ${r.errors} non-2xx ${JSON.stringify(r.statuses)}` : ""}`;
+  return `${r.rps.toFixed(0)} req/s, p50 ${r.p50.toFixed(1)} ms, p99 ${r.p99.toFixed(1)} ms${r.errors ? `, ${r.errors} unexpected ${JSON.stringify(r.statuses)}` : ""}`;
 }
 
 async function api(t: TernProcess, path: string, init: RequestInit = {}): Promise<{ status: number; json: Record<string, unknown> }> {
@@ -265,16 +269,26 @@ async function main(): Promise<number> {
 
   const one = await phaseOne(t);
   const wrk = await crossCheck(t);
+  const once = await phaseFour({
+    root, t, settings, quick: QUICK, maxErrorShare: MAX_ERROR_SHARE, log, describe, drain,
+    track: (pid, done) => void (done ? helpers.delete(pid) : helpers.add(pid)),
+  });
   log("phase 2: end-to-end delivery into the dev relay vs nodemailer straight to it");
   const two = await phaseTwo(t);
   await cleanup();
 
   f.loadAfter = loadavg().map((x) => x.toFixed(2)).join(" ");
-  const results: Results = { facts: f, settings, ...one, wrk, ...two, roundTrips, seconds: (performance.now() - started) / 1000 };
+  const results: Results = { facts: f, settings, ...one, wrk, ...two, roundTrips, once, seconds: (performance.now() - started) / 1000 };
   const block = renderResults(results);
   console.log(`\n${block}\n`);
   for (const s of summarize(results)) {
     log(`${s.connections} connections: send/bare throughput ${s.rpsRatio.toFixed(2)}, p50 ${s.p50Ratio.toFixed(2)} (target: >= 0.50 and <= 2.00)`);
+  }
+  for (const s of summarizeOnce(results)) {
+    log(
+      `${s.connections} connections: send+key/send p50 ${s.keyP50Ratio.toFixed(2)} (target <= ${KEY_P50_TARGET.toFixed(2)}): ${s.keyPass ? "PASS" : "MISS"}; ` +
+        `throughput ${s.keyRpsRatio.toFixed(2)}. Rate limiter: auth - auth-unlimited p50 ${s.limiterP50Ms >= 0 ? "+" : ""}${s.limiterP50Ms.toFixed(2)} ms, throughput ${s.limiterRpsRatio.toFixed(2)}`,
+    );
   }
   if (QUICK) log("quick run: docs/benchmarks.md left as it is");
   else {
