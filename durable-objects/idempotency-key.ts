@@ -31,8 +31,10 @@ export class IdempotencyKey extends DurableObject<Env> {
     const state = await this.ctx.storage.get<KeyState>("state");
     if (!state) {
       const ids = Array.from({ length: count }, () => uuidv7(now));
-      await this.ctx.storage.put<KeyState>("state", { fingerprint, ids, firstUsedAt: now, leaseUntil: now + LEASE_MS, answer: null });
-      await this.ctx.storage.setAlarm(now + KEY_LIFETIME_MS);
+      // Not awaited one by one: the two writes coalesce into one durable commit, and the output
+      // gate holds this answer until it is on disk.
+      void this.ctx.storage.put<KeyState>("state", { fingerprint, ids, firstUsedAt: now, leaseUntil: now + LEASE_MS, answer: null });
+      void this.ctx.storage.setAlarm(now + KEY_LIFETIME_MS);
       return { kind: "run", ids };
     }
     if (state.fingerprint !== fingerprint) return { kind: "conflict" };
@@ -59,7 +61,7 @@ export class IdempotencyKey extends DurableObject<Env> {
   }
 
   private async release(): Promise<void> {
-    await this.ctx.storage.deleteAlarm();
+    void this.ctx.storage.deleteAlarm();
     await this.ctx.storage.deleteAll();
   }
 }

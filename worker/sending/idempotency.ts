@@ -49,7 +49,13 @@ export async function sendIdempotently(env: Env, principal: Principal, route: st
       return { ...begin.answer, headers: { ...begin.answer.headers, "idempotent-replayed": "true" } };
     case "run": {
       const answer = await performSend(env, principal, req, begin.ids);
-      await stub.finish(fp, answer);
+      try {
+        await stub.finish(fp, answer);
+      } catch (err) {
+        // The send is recorded; the answer is still the client's. A retry with this key waits
+        // out the lease, then finds the reserved ids recorded and answers the same.
+        console.error("could not store the idempotent answer", err);
+      }
       return answer;
     }
   }
