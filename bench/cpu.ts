@@ -5,6 +5,7 @@
 // figure is null and the bench goes on.
 import { readdirSync, readFileSync } from "node:fs";
 import { execFileSync } from "node:child_process";
+import { runLoad, type LoadOptions, type LoadResult } from "./load.ts";
 
 export type Part = "worker runtime" | "dev proxy" | "wrangler" | "start+relay" | "generator" | "other";
 export const PARTS: Part[] = ["worker runtime", "dev proxy", "wrangler", "start+relay", "generator", "other"];
@@ -81,4 +82,16 @@ export function cpuDelta(a: CpuSample, b: CpuSample): CpuSample {
   const d = {} as Record<Part, number>;
   for (const p of PARTS) d[p] = Math.max(0, b[p] - a[p]);
   return d;
+}
+
+/** Runs a load with the CPU of tern's processes sampled at the edges of its measured window. */
+export async function measuredLoad(ternPid: number | undefined, publicPort: number, options: LoadOptions): Promise<{ result: LoadResult; cpu: CpuSample }> {
+  let before: CpuSample = null;
+  let after: CpuSample = null;
+  const onWindow = (edge: "start" | "end") => {
+    if (edge === "start") before = sampleCpu(ternPid, publicPort);
+    else after = sampleCpu(ternPid, publicPort);
+  };
+  const result = await runLoad({ ...options, onWindow });
+  return { result, cpu: cpuDelta(before, after) };
 }

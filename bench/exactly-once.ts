@@ -12,7 +12,7 @@ import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
 import { join } from "node:path";
 import type { TernProcess } from "../test/support/processes.ts";
-import { cpuDelta, sampleCpu, type CpuSample } from "./cpu.ts";
+import { measuredLoad } from "./cpu.ts";
 import { runLoad, type LoadOptions, type LoadResult } from "./load.ts";
 import type { OnceResults, OnceVariant, Settings } from "./report.ts";
 
@@ -140,15 +140,9 @@ export async function phaseFour(c: PhaseContext): Promise<OnceResults> {
     for (const n of settings.connections) {
       for (const v of order) {
         lastId = null;
-        let before: CpuSample = null;
-        let after: CpuSample = null;
-        const onWindow = (edge: "start" | "end") => {
-          if (edge === "start") before = sampleCpu(t.child.pid, port);
-          else after = sampleCpu(t.child.pid, port);
-        };
-        const r = await runLoad({ ...variants[v], connections: n, warmupMs: settings.warmupMs, durationMs: settings.durationMs, onBody: sends(v) ? keepId : undefined, onWindow });
+        const { result: r, cpu } = await measuredLoad(t.child.pid, port, { ...variants[v], connections: n, warmupMs: settings.warmupMs, durationMs: settings.durationMs, onBody: sends(v) ? keepId : undefined });
         out.runs[n]![v].push(r);
-        out.cpu[n]![v].push(cpuDelta(before, after));
+        out.cpu[n]![v].push(cpu);
         log(`phase 4 round ${round}/${settings.rounds}, ${String(n).padStart(2)} connections, ${v.padEnd(14)}: ${c.describe(r)}`);
         if (r.requests === 0) throw new Error(`${v} at ${n} connections completed no request`);
         if (r.errors / r.requests > c.maxErrorShare) {

@@ -12,7 +12,7 @@ import { readFileSync, rmSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { startTern, type TernProcess } from "../test/support/processes.ts";
-import { cpuDelta, sampleCpu, type CpuSample } from "./cpu.ts";
+import { cpuDelta, measuredLoad, sampleCpu, type CpuSample } from "./cpu.ts";
 import { phaseFour } from "./exactly-once.ts";
 import { clearRelay, directToRelay, htmlOfSize, throughTern, type DeliveryResult, type Target } from "./delivery.ts";
 import { runLoad, type LoadOptions, type LoadResult } from "./load.ts";
@@ -176,15 +176,9 @@ async function phaseOne(t: TernProcess): Promise<Pick<Results, "runs" | "drains"
     for (const c of settings.connections) {
       for (const v of ["bare", "scheduled", "send"] as Variant[]) {
         lastId = null;
-        let before: CpuSample = null;
-        let after: CpuSample = null;
-        const onWindow = (edge: "start" | "end") => {
-          if (edge === "start") before = sampleCpu(t.child.pid, port);
-          else after = sampleCpu(t.child.pid, port);
-        };
-        const r = await runLoad({ ...variants[v], connections: c, warmupMs: settings.warmupMs, durationMs: settings.durationMs, onBody: v === "send" ? keepId : undefined, onWindow });
+        const { result: r, cpu: used } = await measuredLoad(t.child.pid, port, { ...variants[v], connections: c, warmupMs: settings.warmupMs, durationMs: settings.durationMs, onBody: v === "send" ? keepId : undefined });
         runs[c]![v].push(r);
-        cpu[c]![v].push(cpuDelta(before, after));
+        cpu[c]![v].push(used);
         log(`phase 1 round ${round}/${settings.rounds}, ${String(c).padStart(2)} connections, ${v.padEnd(9)}: ${describe(r)}`);
         if (r.requests === 0) throw new Error(`${v} at ${c} connections completed no request`);
         if (r.errors / r.requests > MAX_ERROR_SHARE) throw new Error(`${v} at ${c} connections: ${r.errors} of ${r.requests} answers were not 2xx: ${JSON.stringify(r.statuses)}`);

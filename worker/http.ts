@@ -1,6 +1,7 @@
 // Reading requests the contract's way: a bounded body, JSON or a 400, and zod issues turned
 // into the contract's 422 errors naming the field.
 import type { z } from "@hono/zod-openapi";
+import { concatBytes } from "./bytes.ts";
 import { ApiError } from "./errors.ts";
 
 export const MAX_REQUEST_BYTES = 40 * 1024 * 1024;
@@ -23,13 +24,7 @@ async function readBodyLimited(req: Request, limit: number): Promise<Uint8Array>
     }
     chunks.push(value);
   }
-  const out = new Uint8Array(size);
-  let offset = 0;
-  for (const c of chunks) {
-    out.set(c, offset);
-    offset += c.byteLength;
-  }
-  return out;
+  return concatBytes(chunks, size);
 }
 
 /** The body as parsed JSON; 400 validation_error when it is not JSON. */

@@ -1,6 +1,7 @@
 // Fetches of URLs a caller gave us (attachment `path`s): https only, never toward private,
 // loopback or reserved addresses, redirects checked hop by hop, size and time bounded.
 // Every failure is an explicit result whose message is safe to show to the API caller.
+import { concatBytes } from "../bytes.ts";
 
 /** An explicit outcome: a value, or a failure described by `E` (by default a message). */
 export type Result<T, E = { message: string }> = { ok: true; value: T } | ({ ok: false } & E);
@@ -280,11 +281,5 @@ async function readBounded(response: Response, maxBytes: number, signal: AbortSi
     reader.cancel().catch(() => {});
     return "failed";
   }
-  const body = new Uint8Array(total);
-  let offset = 0;
-  for (const chunk of chunks) {
-    body.set(chunk, offset);
-    offset += chunk.byteLength;
-  }
-  return body;
+  return concatBytes(chunks, total);
 }
