@@ -2,15 +2,14 @@
 // SMTP server with a mailbox page), creates the dev account, API key and sending domain on
 // first start, runs `wrangler dev` with the dev settings, and fires the cron locally.
 // Ctrl-C stops everything it started; state (.wrangler/, .tern/) survives restarts.
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
-import { createHash, randomBytes } from "node:crypto";
+import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { WRANGLER, apiKeyInsert, d1Target, generateToken, isTokenShape, runWrangler, sqlString, wranglerEnv } from "../ops/d1.ts";
 import { PLANS, isPlan } from "../worker/plans.ts";
 import { startDevRelay, type DevRelay } from "./relay.ts";
 
 const root = resolve(import.meta.dirname, "..");
-const WRANGLER = join(root, "node_modules", "wrangler", "bin", "wrangler.js");
 
 export interface StartOptions {
   port: number;
@@ -54,21 +53,9 @@ function optionsFromEnv(): StartOptions {
   };
 }
 
-function wrangler(args: string[], opts: { quiet?: boolean } = {}): void {
-  const r = spawnSync(process.execPath, [WRANGLER, ...args], {
-    cwd: root,
-    env: wranglerEnv(),
-    encoding: "utf8",
-    stdio: opts.quiet ? "pipe" : "inherit",
-  });
-  if (r.status !== 0) throw new Error(`wrangler ${args.join(" ")} failed:\n${r.stdout ?? ""}${r.stderr ?? ""}`);
-}
 
-function wranglerEnv(): NodeJS.ProcessEnv {
-  return { ...process.env, WRANGLER_SEND_METRICS: "false", X_LOCAL_OBSERVABILITY: "false", CI: "true" };
-}
 
-const sql = (s: string) => `'${s.replace(/'/g, "''")}'`;
+const sql = sqlString;
 
 interface DevIdentity {
   accountId: string;
@@ -77,40 +64,33 @@ interface DevIdentity {
 }
 
 /** The dev account, its key and its verified domain: created once, kept in stateDir. */
-function seedDevAccount(o: StartOptions): string {
+async function seedDevAccount(o: StartOptions): Promise<string> {
   const file = join(o.stateDir, "dev-account.json");
   const identity: DevIdentity = existsSync(file)
     ? JSON.parse(readFileSync(file, "utf8"))
     : { accountId: crypto.randomUUID(), domainId: crypto.randomUUID(), keys: {} };
   const existing = Object.keys(identity.keys)[0];
-  const token = o.apiKey ?? existing ?? `tern_${base62(40)}`;
+  const token = o.apiKey ?? existing ?? generateToken();
   if (!isPlan(o.plan)) throw new Error(`TERN_DEV_PLAN must be one of ${Object.keys(PLANS).join(", ")}.`);
-  if (!/^tern_[0-9A-Za-z]{32,128}$/.test(token)) {
+  if (!isTokenShape(token)) {
     throw new Error("TERN_DEV_API_KEY must look like tern_ followed by 32 to 128 letters and digits.");
   }
   identity.keys[token] ??= crypto.randomUUID();
   const now = Date.now();
-  const hash = createHash("sha256").update(token).digest("hex");
   const statements = [
     `INSERT OR IGNORE INTO accounts (id, name, plan, created_at) VALUES (${sql(identity.accountId)}, 'Dev account', 'free', ${now});`,
     `UPDATE accounts SET rate_limit = ${Math.max(1, Math.floor(o.rateLimit)) || 10}, plan = ${sql(o.plan)} WHERE id = ${sql(identity.accountId)};`,
     `INSERT OR IGNORE INTO domains (id, account_id, name, region, status, created_at) VALUES (${sql(identity.domainId)}, ${sql(identity.accountId)}, ${sql(o.domain)}, 'us-east-1', 'verified', ${now});`,
     `UPDATE domains SET status = 'verified' WHERE account_id = ${sql(identity.accountId)} AND name = ${sql(o.domain)};`,
-    `INSERT OR IGNORE INTO api_keys (id, account_id, name, permission, domain_id, token_hash, token_prefix, created_at) VALUES (${sql(identity.keys[token]!)}, ${sql(identity.accountId)}, 'Dev key', 'full_access', NULL, ${sql(hash)}, ${sql(token.slice(0, 11))}, ${now});`,
+    await apiKeyInsert({ id: identity.keys[token]!, accountId: identity.accountId, name: "Dev key", token }, now),
   ];
   const seedFile = join(o.stateDir, "seed.sql");
   writeFileSync(seedFile, statements.join("\n"));
-  wrangler(["d1", "execute", "DB", "--local", "--persist-to", o.persistTo, "--file", seedFile], { quiet: true });
+  runWrangler(["d1", "execute", "DB", ...d1Target(false, o.persistTo), "--file", seedFile]);
   writeFileSync(file, JSON.stringify(identity, null, 2), { mode: 0o600 });
   return token;
 }
 
-function base62(n: number): string {
-  const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-  let out = "";
-  while (out.length < n) for (const b of randomBytes(64)) if (b < 248 && out.length < n) out += alphabet[b % 62];
-  return out;
-}
 
 async function waitForHttp(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -135,8 +115,8 @@ export async function start(o: StartOptions): Promise<Running> {
   mkdirSync(o.stateDir, { recursive: true });
   mkdirSync(o.persistTo, { recursive: true });
   o.log("applying D1 migrations...");
-  wrangler(["d1", "migrations", "apply", "DB", "--local", "--persist-to", o.persistTo], { quiet: true });
-  const apiKey = seedDevAccount(o);
+  runWrangler(["d1", "migrations", "apply", "DB", ...d1Target(false, o.persistTo)]);
+  const apiKey = await seedDevAccount(o);
 
   const relay = await startDevRelay({
     smtpPort: o.relaySmtpPort,

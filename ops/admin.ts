@@ -4,27 +4,24 @@
 //   npm run admin -- set-rate-limit <account-id> <requests-per-second> [--remote]
 // Without --remote they act on the local state that `npm start` uses (--persist-to DIR to pick
 // another). create-account prints a full-access API key once; only its hash is stored.
-import { spawnSync } from "node:child_process";
-import { createHash, randomBytes, randomUUID } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import { join, resolve } from "node:path";
 import { PLANS, isPlan } from "../worker/plans.ts";
+import { apiKeyInsert, d1Execute, d1Target, generateToken, sqlString as sql } from "./d1.ts";
 
 const root = resolve(import.meta.dirname, "..");
-const WRANGLER = join(root, "node_modules", "wrangler", "bin", "wrangler.js");
 
 function fail(message: string): never {
   console.error(message);
   process.exit(2);
 }
 
-const sql = (s: string) => `'${s.replace(/'/g, "''")}'`;
-
 function d1(statements: string[], target: string[], json = false): unknown {
-  const r = spawnSync(process.execPath, [WRANGLER, "d1", "execute", "DB", ...target, ...(json ? ["--json"] : []), "--command", statements.join(" ")], {
-    cwd: root, encoding: "utf8", env: { ...process.env, WRANGLER_SEND_METRICS: "false" },
-  });
-  if (r.status !== 0) fail(`wrangler d1 execute failed:\n${r.stdout}${r.stderr}`);
-  return json ? JSON.parse(r.stdout) : undefined;
+  try {
+    return d1Execute(target, statements, json);
+  } catch (err) {
+    fail((err as Error).message);
+  }
 }
 
 /** Rows an `UPDATE ... RETURNING id` touched (local D1 does not report `changes`). */
@@ -32,14 +29,8 @@ function changes(result: unknown): number {
   return ((result as { results?: unknown[] }[]) ?? []).reduce((n, r) => n + (r.results?.length ?? 0), 0);
 }
 
-function token(): string {
-  const alphabet = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-  let out = "";
-  while (out.length < 40) for (const b of randomBytes(64)) if (b < 248 && out.length < 40) out += alphabet[b % 62];
-  return `tern_${out}`;
-}
 
-export function main(argv: string[]): void {
+export async function main(argv: string[]): Promise<void> {
   const args = [...argv];
   const flag = (name: string) => {
     const i = args.indexOf(name);
@@ -50,7 +41,7 @@ export function main(argv: string[]): void {
   const remote = args.includes("--remote") ? (args.splice(args.indexOf("--remote"), 1), true) : false;
   const persistTo = flag("--persist-to") ?? join(root, ".wrangler", "state");
   const plan = flag("--plan");
-  const target = remote ? ["--remote"] : ["--local", "--persist-to", persistTo];
+  const target = d1Target(remote, persistTo);
   const [command, ...rest] = args;
   const plans = Object.keys(PLANS).join(", ");
 
@@ -62,11 +53,11 @@ export function main(argv: string[]): void {
       if (!isPlan(p)) fail(`unknown plan ${p}; plans: ${plans}`);
       const accountId = randomUUID();
       const keyId = randomUUID();
-      const key = token();
+      const key = generateToken();
       const now = Date.now();
       d1([
         `INSERT INTO accounts (id, name, plan, rate_limit, created_at) VALUES (${sql(accountId)}, ${sql(name)}, ${sql(p)}, 10, ${now});`,
-        `INSERT INTO api_keys (id, account_id, name, permission, domain_id, token_hash, token_prefix, created_at) VALUES (${sql(keyId)}, ${sql(accountId)}, 'Admin key', 'full_access', NULL, ${sql(createHash("sha256").update(key).digest("hex"))}, ${sql(key.slice(0, 11))}, ${now});`,
+        await apiKeyInsert({ id: keyId, accountId, name: "Admin key", token: key }, now),
       ], target);
       console.log(JSON.stringify({ account_id: accountId, plan: p, api_key: key }, null, 2));
       return;
@@ -94,4 +85,4 @@ export function main(argv: string[]): void {
   }
 }
 
-if (import.meta.main) main(process.argv.slice(2));
+if (import.meta.main) await main(process.argv.slice(2));

@@ -1,7 +1,7 @@
 // Authentication, API keys and the error contract on every path.
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
-import { hashToken } from "../../worker/auth.ts";
+import { hashToken } from "../../worker/api-key-token.ts";
 import { addKey, api, createAccount, type TestAccount } from "./fixtures.ts";
 
 let acct: TestAccount;

@@ -2,7 +2,8 @@
 // tests never see each other's data.
 import { env, exports } from "cloudflare:workers";
 import { drizzle } from "drizzle-orm/d1";
-import { generateToken, hashToken, tokenPrefix, type Permission } from "../../worker/auth.ts";
+import { generateToken, hashToken, tokenPrefix } from "../../worker/api-key-token.ts";
+import type { Permission } from "../../worker/auth.ts";
 import { accounts, apiKeys, domains } from "../../worker/db/schema.ts";
 import { uuidv7 } from "../../worker/ids.ts";
 
