@@ -50,7 +50,6 @@ export async function consumeSendBatch(batch: MessageBatch<QueueMessage>, env: E
   const now = deps.now ?? Date.now;
   const makeTransport = deps.transportFor ?? ((region: string) => transportFor(env, config, region));
   const claimed = await claimEmails(env.DB, [...new Set(batch.messages.map((m) => m.body.emailId))], now());
-  const byId = new Map(claimed.map((e) => [e.id, e]));
   const outcome = new Map<string, number | null | "error">();
 
   // A few workers, each with its own connection per region, take the claimed emails in turn;
@@ -94,8 +93,8 @@ export async function consumeSendBatch(batch: MessageBatch<QueueMessage>, env: E
   for (const msg of batch.messages) {
     const id = msg.body.emailId;
     const result = outcome.get(id);
-    // Not claimed (already sent, canceled, not yet due) or a duplicate in this batch: done.
-    if (!byId.has(id) || answered.has(id) || result === null || result === undefined) msg.ack();
+    // Done, not claimed (already sent, canceled, not yet due), or a duplicate in this batch.
+    if (result === null || result === undefined || answered.has(id)) msg.ack();
     else if (result === "error") msg.retry({ delaySeconds: 30 });
     else msg.retry({ delaySeconds: Math.min(Math.max(result, 0), MAX_QUEUE_DELAY_S) });
     answered.add(id);

@@ -2,9 +2,8 @@
 // loopback or reserved addresses, redirects checked hop by hop, size and time bounded.
 // Every failure is an explicit result whose message is safe to show to the API caller.
 import { concatBytes } from "../bytes.ts";
+import type { Result } from "../result.ts";
 
-/** An explicit outcome: a value, or a failure described by `E` (by default a message). */
-export type Result<T, E = { message: string }> = { ok: true; value: T } | ({ ok: false } & E);
 
 export interface OutboundPolicy {
   /** Allow loopback, private and reserved hosts and any port (local development and tests only). */

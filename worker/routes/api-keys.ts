@@ -9,7 +9,7 @@ import { apiKeys, domains } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
 import { readJson, validate } from "../http.ts";
 import { uuidv7 } from "../ids.ts";
-import { finishPage, listSchema, pageQuery, readPage } from "../pagination.ts";
+import { finishPage, ListQuery, listSchema, pageQuery, readPage } from "../pagination.ts";
 import { DeletedSchema, errorResponses, IdParam, iso, json, jsonBody } from "./schemas.ts";
 
 export const CreateApiKeyRequest = z
@@ -75,7 +75,7 @@ export function registerApiKeyRoutes(app: App): void {
       path: "/api-keys",
       tags: ["API keys"],
       summary: "List API keys",
-      request: { query: z.object({ limit: z.string().optional(), after: z.string().optional(), before: z.string().optional() }) },
+      request: { query: ListQuery },
       responses: { 200: json(listSchema(ApiKeyItem), "API keys of the account, newest first"), ...errorResponses(401, 403, 422) },
     }),
     async (c) => {

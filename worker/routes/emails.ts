@@ -7,7 +7,7 @@ import { emailEvents, emails, type EmailRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
 import { readJson, validate } from "../http.ts";
 import { uuidv7 } from "../ids.ts";
-import { finishPage, listSchema, pageQuery, readPage } from "../pagination.ts";
+import { finishPage, ListQuery, listSchema, pageQuery, readPage } from "../pagination.ts";
 import { loadBodies } from "../sending/content.ts";
 import { sendIdempotently } from "../sending/idempotency.ts";
 import { SendEmailRequest, SendEmailResponse } from "../sending/request.ts";
@@ -145,7 +145,7 @@ export function registerEmailRoutes(app: App): void {
       path: "/emails",
       tags: ["Emails"],
       summary: "List emails",
-      request: { query: z.object({ limit: z.string().optional(), after: z.string().optional(), before: z.string().optional() }) },
+      request: { query: ListQuery },
       responses: { 200: json(listSchema(EmailListItem), "Emails, newest first"), ...errorResponses(401, 403, 422) },
     }),
     async (c) => {

@@ -14,7 +14,7 @@ import type { OutboundFetcher } from "../net/outbound.ts";
 import { resolveAttachment } from "./attachments.ts";
 import { storeContent, type AttachmentBytes } from "./content.ts";
 import { asList, type SendEmailRequest } from "./request.ts";
-import { consumeStatements, isQuotaViolation, quotaError, type QuotaUse } from "./quota.ts";
+import { consumeStatements, d1ErrorText, isQuotaViolation, quotaError, type QuotaUse } from "./quota.ts";
 import { parseScheduledAt } from "./schedule.ts";
 import { authorizeSender } from "./sender.ts";
 
@@ -186,7 +186,7 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
     if (isQuotaViolation(err)) throw await quotaError(db, principal.accountId, principal.plan, count, now);
     // Pre-assigned ids (an idempotent request run again after its lease expired) that are
     // already recorded: the first run recorded this very request; nothing more to do.
-    if (/UNIQUE constraint failed: emails\.id/i.test(String((err as Error)?.message) + String((err as { cause?: unknown })?.cause ?? ""))) {
+    if (/UNIQUE constraint failed: emails\.id/i.test(d1ErrorText(err))) {
       throw new AlreadyRecorded(prepared.map((p) => p.id));
     }
     throw err;

@@ -1,6 +1,7 @@
 // Attachments (contract 4.1): bytes given inline (`content`) or fetched from an https URL
 // (`path`), with their filename, content type and Content-ID checked and normalised.
-import type { OutboundFetcher, Result } from "../net/outbound.ts";
+import type { OutboundFetcher } from "../net/outbound.ts";
+import type { Result } from "../result.ts";
 
 export interface AttachmentInput {
   filename?: string;

@@ -36,9 +36,13 @@ export function consumeStatements(db: DrizzleD1Database, accountId: string, plan
   return { monthly: consume(p.month, limits.monthly), daily: limits.daily !== undefined ? consume(p.day, limits.daily) : undefined };
 }
 
+/** D1 reports SQLite's message on the error or on its cause. */
+export function d1ErrorText(err: unknown): string {
+  return String((err as Error)?.message ?? err) + String((err as { cause?: unknown })?.cause ?? "");
+}
+
 export function isQuotaViolation(err: unknown): boolean {
-  const text = String((err as Error)?.message ?? err) + String((err as { cause?: unknown })?.cause ?? "");
-  return /CHECK constraint failed/i.test(text);
+  return /CHECK constraint failed/i.test(d1ErrorText(err));
 }
 
 /** Which limit a refused send would have passed, as the contract's 429. */

@@ -1,7 +1,7 @@
 // `scheduled_at` (contract 4.1): ISO 8601, or natural language read by chrono-node with
 // `now` as the reference in UTC; at most 30 days ahead, never in the past.
 import { casual } from "chrono-node/en";
-import type { Result } from "../net/outbound.ts";
+import type { Result } from "../result.ts";
 
 /** How far ahead a send may be scheduled. */
 export const MAX_SCHEDULE_AHEAD_MS = 30 * 24 * 60 * 60 * 1000;
