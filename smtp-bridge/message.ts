@@ -1,0 +1,121 @@
+// Reads a message from the DATA stream with mailparser, as it arrives: the raw message is
+// never kept; what stays is the top-level header, the decoded html and text, and each
+// attachment's decoded bytes as the chunks the parser produced. Past the size limit the
+// rest of the stream is read and dropped, so an oversized message costs no memory.
+import { Transform, type Readable, type TransformCallback } from "node:stream";
+import { MailParser, type AddressObject, type AttachmentStream, type EmailAddress, type HeaderValue, type MessageText } from "mailparser";
+import type { Mailbox, MessagePart, ParsedMessage } from "./submission.ts";
+
+export interface Envelope {
+  /** MAIL FROM, null for the null sender. */
+  mailFrom: string | null;
+  /** RCPT TO addresses, in order. */
+  rcptTo: string[];
+}
+
+export type ReadResult = { ok: true; message: ParsedMessage; bytes: number } | { ok: false; reason: "too-big"; bytes: number };
+
+/** Passes at most `max` bytes on; counts and drops the rest. */
+class SizeGuard extends Transform {
+  bytes = 0;
+  readonly #max: number;
+  constructor(max: number) {
+    super();
+    this.#max = max;
+  }
+  get exceeded(): boolean {
+    return this.bytes > this.#max;
+  }
+  override _transform(chunk: Buffer, _enc: BufferEncoding, done: TransformCallback): void {
+    const wasOver = this.exceeded;
+    this.bytes += chunk.length;
+    if (!wasOver && !this.exceeded) this.push(chunk);
+    done();
+  }
+}
+
+function mailboxes(value: HeaderValue | undefined): Mailbox[] {
+  if (value === undefined) return [];
+  const objects = (Array.isArray(value) ? value : [value]) as AddressObject[];
+  const out: Mailbox[] = [];
+  const walk = (list: EmailAddress[]) => {
+    for (const a of list) {
+      if (a.group) walk(a.group);
+      else if (a.address) out.push({ name: a.name ?? "", address: a.address });
+    }
+  };
+  for (const o of objects) if (o && Array.isArray(o.value)) walk(o.value);
+  return out;
+}
+
+export function readMessage(input: Readable, maxBytes: number): Promise<ReadResult> {
+  return new Promise((resolve, reject) => {
+    const guard = new SizeGuard(maxBytes);
+    const parser = new MailParser({ skipHtmlToText: true, skipTextToHtml: true, skipTextLinks: true, skipImageLinks: true });
+    const message: ParsedMessage = { headerLines: [], from: [], to: [], cc: [], replyTo: [], subject: undefined, html: undefined, text: undefined, attachments: [] };
+    const reading: Promise<void>[] = [];
+    let failed = false;
+    const fail = (err: unknown) => {
+      if (failed) return;
+      failed = true;
+      input.unpipe(guard);
+      input.resume(); // read the rest of DATA, so the SMTP session can answer
+      reject(err);
+    };
+
+    parser.on("headerLines", (lines: { key: string; line: string }[]) => {
+      message.headerLines = lines.map((l) => ({ key: l.key, line: l.line }));
+    });
+    parser.on("headers", (headers: Map<string, HeaderValue>) => {
+      message.from = mailboxes(headers.get("from"));
+      message.to = mailboxes(headers.get("to"));
+      message.cc = mailboxes(headers.get("cc"));
+      message.replyTo = mailboxes(headers.get("reply-to"));
+      const subject = headers.get("subject");
+      message.subject = typeof subject === "string" ? subject : undefined;
+    });
+    parser.on("data", (data: AttachmentStream | MessageText) => {
+      if (data.type === "text") {
+        if (typeof data.html === "string") message.html = data.html;
+        if (typeof data.text === "string") message.text = data.text;
+        return;
+      }
+      const part: MessagePart = { contentType: data.contentType || "application/octet-stream", chunks: [], size: 0 };
+      if (data.filename) part.filename = data.filename;
+      const related = (data as { related?: boolean }).related === true;
+      if (data.cid && (related || data.contentDisposition === "inline")) part.contentId = data.cid;
+      message.attachments.push(part);
+      reading.push(
+        new Promise<void>((done, broken) => {
+          data.content.on("data", (chunk: Buffer) => {
+            if (guard.exceeded) return; // dropped: the message is refused anyway
+            part.chunks.push(chunk);
+            part.size += chunk.length;
+          });
+          data.content.once("end", () => {
+            data.release();
+            done();
+          });
+          data.content.once("error", broken);
+        }),
+      );
+    });
+    parser.once("error", fail);
+    guard.once("error", fail);
+    input.once("error", fail);
+    parser.once("end", () => {
+      Promise.all(reading).then(
+        () => {
+          if (failed) return;
+          if (guard.exceeded) {
+            message.attachments = [];
+            message.html = message.text = undefined;
+            resolve({ ok: false, reason: "too-big", bytes: guard.bytes });
+          } else resolve({ ok: true, message, bytes: guard.bytes });
+        },
+        fail,
+      );
+    });
+    input.pipe(guard).pipe(parser);
+  });
+}

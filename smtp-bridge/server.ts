@@ -1,0 +1,354 @@
+// The SMTP bridge: one smtp-server per configured port (implicit TLS or STARTTLS), sessions
+// that log in with an API key, and one `POST /emails` per message. Limits (connections in all
+// and per address, recipients, size, idle time) are enforced here; the rules about email stay
+// in the API. close() drains: it stops accepting, lets sessions in the middle of a message
+// finish it, and tells idle ones to come back later.
+import type { Server as HttpServer } from "node:http";
+import { SMTPServer, type SMTPServerAuthentication, type SMTPServerAuthenticationResponse, type SMTPServerDataStream, type SMTPServerOptions, type SMTPServerSession } from "smtp-server";
+import { ApiClient } from "./api.ts";
+import { clientKey, FailureThrottle, keyFingerprint, KeyVerdicts } from "./auth.ts";
+import { watchCertificates, type CertificatePair, type CertificateWatcher } from "./certificates.ts";
+import type { BridgeConfig, TlsMode } from "./config.ts";
+import { MB } from "./config.ts";
+import { startHealthServer, type HealthStatus } from "./health.ts";
+import type { Logger } from "./log.ts";
+import { readMessage } from "./message.ts";
+import { keyVerdictFor, replyForSubmission, type ApiOutcome } from "./replies.ts";
+import { requestBody, toSubmission } from "./submission.ts";
+
+/** The API refuses request bodies over 40 MB (contract section 4.1). */
+export const API_MAX_BODY_BYTES = 40 * MB;
+
+export interface Bridge {
+  ports: { port: number; tls: TlsMode }[];
+  healthPort: number | null;
+  sessions(): number;
+  /** Drains and stops; resolves when every session has ended (or the grace period ran out). */
+  close(): Promise<void>;
+}
+
+/** What smtp-server keeps of a connection (not in its type declarations). */
+interface Connection {
+  session: SMTPServerSession;
+  send(code: number, text: string): void;
+  close(): void;
+}
+
+interface SessionState {
+  client: string;
+  remoteAddress: string;
+  port: number;
+  /** The API key the session logged in with; only ever sent to the API. */
+  key: string | null;
+  /** Inside onData: a message is being read or submitted. */
+  busy: boolean;
+  connection: Connection | null;
+}
+
+type SmtpError = Error & { responseCode: number };
+const smtpError = (code: number, text: string): SmtpError => Object.assign(new Error(text), { responseCode: code });
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export async function startBridge(config: BridgeConfig, log: Logger): Promise<Bridge> {
+  const started = Date.now();
+  const api = new ApiClient({ baseUrl: config.apiUrl, timeoutMs: config.apiTimeoutMs });
+  const verdicts = new KeyVerdicts(async (key) => keyVerdictFor(await api.checkKey(key)), config.authCacheMs);
+  const throttle = new FailureThrottle({
+    maxFailures: config.authMaxFailures,
+    windowMs: config.authFailureWindowMs,
+    baseDelayMs: config.authFailureDelayMs,
+    maxDelayMs: config.authFailureDelayMaxMs,
+  });
+  const sessions = new Map<string, SessionState>();
+  const perClient = new Map<string, number>();
+  const servers: { server: SMTPServer; port: number; tls: TlsMode }[] = [];
+  let draining = false;
+
+  const certificates: CertificateWatcher = watchCertificates(
+    config.certFile,
+    config.keyFile,
+    config.certCheckMs,
+    (pair: CertificatePair) => {
+      for (const s of servers) s.server.updateSecureContext({ cert: pair.cert, key: pair.key });
+      log.info("certificate_reloaded", { subject: pair.subject, not_after: pair.notAfter, fingerprint: pair.fingerprint });
+    },
+    (err) => log.error("certificate_reload_failed", { error: err.message }),
+  );
+
+  const connectionOf = (state: SessionState, sessionId: string): Connection | null => {
+    if (state.connection) return state.connection;
+    for (const s of servers) {
+      for (const c of (s.server as unknown as { connections: Set<Connection> }).connections) {
+        if (c.session?.id === sessionId) return (state.connection = c);
+      }
+    }
+    return null;
+  };
+  const hangUp = (sessionId: string) => {
+    const state = sessions.get(sessionId);
+    if (!state) return;
+    const c = connectionOf(state, sessionId);
+    if (!c) return;
+    c.send(421, "4.3.2 The service is shutting down; try again later");
+    c.close();
+  };
+
+  const onConnect = (tls: TlsMode, port: number) => (session: SMTPServerSession, callback: (err?: Error | null) => void) => {
+    const client = clientKey(session.remoteAddress);
+    const refuse = (code: number, text: string, reason: string) => {
+      log.warn("connection_refused", { ip: session.remoteAddress, port, reason });
+      callback(smtpError(code, text));
+    };
+    if (draining) return refuse(421, "4.3.2 The service is shutting down; try again later", "draining");
+    if (throttle.blocked(client)) return refuse(421, "4.7.0 Too many failed logins from your address; try again later", "auth_throttled");
+    if (sessions.size >= config.maxConnections) return refuse(421, "4.3.2 Too many connections; try again later", "max_connections");
+    if ((perClient.get(client) ?? 0) >= config.maxConnectionsPerIp) return refuse(421, "4.7.0 Too many connections from your address; try again later", "max_connections_per_ip");
+    perClient.set(client, (perClient.get(client) ?? 0) + 1);
+    sessions.set(session.id, { client, remoteAddress: session.remoteAddress, port, key: null, busy: false, connection: null });
+    // Before STARTTLS, AUTH is neither offered nor accepted (and MAIL is refused in onMailFrom).
+    if (tls === "starttls") (session as SMTPServerSession & { disabledCommands?: string[] }).disabledCommands = ["AUTH"];
+    log.debug("session_opened", { session: session.id, ip: session.remoteAddress, port });
+    callback();
+  };
+
+  const onSecure = (_socket: unknown, session: SMTPServerSession, callback: (err?: Error | null) => void) => {
+    delete (session as SMTPServerSession & { disabledCommands?: string[] }).disabledCommands;
+    callback();
+  };
+
+  const onAuth = (auth: SMTPServerAuthentication, session: SMTPServerSession, callback: (err: Error | null | undefined, response?: SMTPServerAuthenticationResponse) => void) => {
+    const state = sessions.get(session.id);
+    if (!state || !session.secure) return callback(smtpError(538, "5.7.11 Encryption required: use STARTTLS first"));
+    if (throttle.blocked(state.client)) {
+      log.warn("auth_refused", { session: session.id, ip: state.remoteAddress, reason: "throttled" });
+      return callback(smtpError(454, "4.7.0 Too many failed logins from your address; try again later"));
+    }
+    const fail = (reason: string) => {
+      const delay = throttle.fail(state.client);
+      log.warn("auth_failed", { session: session.id, ip: state.remoteAddress, reason, delay_ms: delay });
+      setTimeout(() => callback(smtpError(535, "5.7.8 Authentication credentials invalid: the user is tern and the password an API key")), delay);
+    };
+    const key = auth.password ?? "";
+    if ((auth.username ?? "").toLowerCase() !== "tern" || !key) return fail("wrong_user");
+    verdicts.verdict(key).then((verdict) => {
+      if (verdict === "valid") {
+        state.key = key;
+        const fingerprint = keyFingerprint(key);
+        log.info("auth_ok", { session: session.id, ip: state.remoteAddress, key: fingerprint });
+        callback(null, { user: fingerprint });
+      } else if (verdict === "invalid") fail("invalid_key");
+      else {
+        log.warn("auth_unavailable", { session: session.id, ip: state.remoteAddress });
+        callback(smtpError(454, "4.7.0 Temporary authentication failure: tern's API could not be reached; try again later"));
+      }
+    });
+  };
+
+  const onMailFrom = (_address: unknown, session: SMTPServerSession, callback: (err?: Error | null) => void) => {
+    const state = sessions.get(session.id);
+    if (!session.secure) return callback(smtpError(530, "5.7.0 Must issue a STARTTLS command first"));
+    if (!state?.key || !session.user) return callback(smtpError(530, "5.7.0 Authentication required"));
+    if (draining) {
+      callback(smtpError(421, "4.3.2 The service is shutting down; try again later"));
+      setImmediate(() => connectionOf(state, session.id)?.close());
+      return;
+    }
+    callback();
+  };
+
+  const onRcptTo = (_address: unknown, session: SMTPServerSession, callback: (err?: Error | null) => void) => {
+    if (session.envelope.rcptTo.length >= config.maxRecipients) {
+      return callback(smtpError(550, `5.5.3 Too many recipients: at most ${config.maxRecipients} per message (50 each in To, Cc and Bcc)`));
+    }
+    callback();
+  };
+
+  const submit = async (key: string, body: ReturnType<typeof requestBody>, idempotencyKey: string | undefined): Promise<{ outcome: ApiOutcome; attempts: number }> => {
+    let waited = 0;
+    for (let attempts = 1; ; attempts++) {
+      const outcome = await api.submit(key, body, idempotencyKey);
+      // The account's rate limit refuses before anything is recorded: waiting and trying
+      // again is safe, and spares clients that do not retry a 4xx on their own.
+      if (outcome.kind === "answer" && outcome.status === 429 && outcome.name === "rate_limit_exceeded") {
+        const wait = Math.max(100, (outcome.retryAfterSeconds ?? 1) * 1000) * (0.5 + Math.random() / 2);
+        if (waited + wait <= config.rateLimitWaitMs && !draining) {
+          waited += wait;
+          await sleep(wait);
+          continue;
+        }
+      }
+      return { outcome, attempts };
+    }
+  };
+
+  const onData = (stream: SMTPServerDataStream, session: SMTPServerSession, callback: (err?: Error | null, message?: string) => void) => {
+    const state = sessions.get(session.id);
+    const t0 = Date.now();
+    if (!state?.key) {
+      stream.resume();
+      return callback(smtpError(530, "5.7.0 Authentication required"));
+    }
+    const key = state.key;
+    state.busy = true;
+    const envelope = {
+      mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : null,
+      rcptTo: session.envelope.rcptTo.map((r) => r.address),
+    };
+    const fields = { session: session.id, ip: state.remoteAddress, key: keyFingerprint(key), recipients: envelope.rcptTo.length };
+    const finish = (err: SmtpError | null, text?: string) => {
+      state.busy = false;
+      callback(err, text);
+      if (draining) setImmediate(() => hangUp(session.id));
+    };
+    (async () => {
+      const read = await readMessage(stream, config.maxMessageBytes);
+      if (!read.ok) {
+        log.warn("message_refused", { ...fields, bytes: read.bytes, reason: "too_big" });
+        return finish(smtpError(552, `5.3.4 Message too big: the limit is ${config.maxMessageBytes} bytes`));
+      }
+      const submission = toSubmission(read.message, envelope);
+      const body = requestBody(submission);
+      if (body.length > API_MAX_BODY_BYTES) {
+        log.warn("message_refused", { ...fields, bytes: read.bytes, json_bytes: body.length, reason: "too_big_as_json" });
+        return finish(smtpError(552, `5.3.4 Message too big: as a request to the API it is ${body.length} bytes, over its limit of ${API_MAX_BODY_BYTES}`));
+      }
+      const { outcome, attempts } = await submit(key, body, submission.idempotencyKey);
+      const reply = replyForSubmission(outcome);
+      if (outcome.kind === "answer" && outcome.name === "invalid_api_key") verdicts.forget(key);
+      log[reply.class === "accepted" ? "info" : "warn"]("message", {
+        ...fields,
+        bytes: read.bytes,
+        json_bytes: body.length,
+        attachments: submission.attachments.length,
+        idempotent: submission.idempotencyKey !== undefined,
+        status: outcome.kind === "answer" ? outcome.status : null,
+        error: outcome.kind === "answer" ? (outcome.name ?? null) : outcome.reason,
+        email_id: outcome.kind === "answer" ? (outcome.id ?? null) : null,
+        reply: reply.code,
+        attempts,
+        ms: Date.now() - t0,
+      });
+      if (reply.class === "accepted") finish(null, reply.text);
+      else finish(smtpError(reply.code, reply.text));
+    })().catch((err: Error) => {
+      log.error("message_failed", { ...fields, error: err.message });
+      finish(smtpError(554, "5.6.0 The message could not be read"));
+    });
+  };
+
+  const onClose = (session: SMTPServerSession) => {
+    const state = sessions.get(session.id);
+    if (!state) return;
+    sessions.delete(session.id);
+    const left = (perClient.get(state.client) ?? 1) - 1;
+    if (left > 0) perClient.set(state.client, left);
+    else perClient.delete(state.client);
+    log.debug("session_closed", { session: session.id, ip: state.remoteAddress });
+  };
+
+  const listen = (server: SMTPServer, port: number) =>
+    new Promise<number>((resolve, reject) => {
+      const onError = (err: Error) => reject(err);
+      server.server.once("error", onError);
+      server.listen(port, config.host, () => {
+        server.server.off("error", onError);
+        resolve((server.server.address() as { port: number }).port);
+      });
+    });
+
+  const pair = certificates.current();
+  try {
+    for (const p of config.ports) {
+      const options: SMTPServerOptions = {
+        secure: p.tls === "implicit",
+        name: config.hostname,
+        banner: "tern SMTP bridge: log in with user tern and an API key",
+        size: config.maxMessageBytes,
+        authMethods: ["PLAIN", "LOGIN"],
+        maxClients: config.maxConnections,
+        socketTimeout: config.socketTimeoutMs,
+        closeTimeout: config.shutdownGraceMs,
+        disableReverseLookup: true,
+        logger: false,
+        cert: pair.cert,
+        key: pair.key,
+        minVersion: "TLSv1.2",
+        onConnect: onConnect(p.tls, p.port),
+        onSecure,
+        onAuth,
+        onMailFrom,
+        onRcptTo,
+        onData,
+        onClose,
+      };
+      const server = new SMTPServer(options);
+      // Without a listener a failed TLS handshake would end the process.
+      server.on("error", (err: Error & { code?: string; meta?: { remoteAddress?: string } }) => {
+        log.debug("connection_error", { port: p.port, error: err.message, code: err.code ?? null, ip: err.meta?.remoteAddress ?? null });
+      });
+      try {
+        const port = await listen(server, p.port);
+        servers.push({ server, port, tls: p.tls });
+        log.info("listening", { host: config.host, port, tls: p.tls });
+      } catch (err) {
+        const code = (err as NodeJS.ErrnoException).code;
+        if (p.optional && (code === "EACCES" || code === "EADDRINUSE" || code === "EPERM")) {
+          log.warn("port_skipped", { port: p.port, tls: p.tls, reason: code });
+          continue;
+        }
+        throw new Error(`cannot listen on ${config.host}:${p.port}: ${(err as Error).message}`);
+      }
+    }
+    if (servers.length === 0) throw new Error("no SMTP port could be opened");
+  } catch (err) {
+    certificates.stop();
+    await Promise.all(servers.map((s) => new Promise<void>((r) => s.server.close(() => r()))));
+    api.close();
+    throw err;
+  }
+
+  const status = (): HealthStatus => {
+    const c = certificates.current();
+    return {
+      status: draining ? "draining" : "ok",
+      ports: servers.map((s) => ({ port: s.port, tls: s.tls })),
+      sessions: sessions.size,
+      certificate: { subject: c.subject, notAfter: c.notAfter, fingerprint: c.fingerprint, loadedAt: c.loadedAt },
+      uptimeSeconds: Math.round((Date.now() - started) / 1000),
+    };
+  };
+  let health: HttpServer | null = null;
+  if (config.healthPort !== null) {
+    health = await startHealthServer(config.healthHost, config.healthPort, status);
+    log.info("health_listening", { host: config.healthHost, port: (health.address() as { port: number }).port });
+  }
+
+  let closing: Promise<void> | null = null;
+  return {
+    ports: servers.map((s) => ({ port: s.port, tls: s.tls })),
+    healthPort: health ? (health.address() as { port: number }).port : null,
+    sessions: () => sessions.size,
+    close: () =>
+      (closing ??= (async () => {
+        draining = true;
+        log.info("draining", { sessions: sessions.size, busy: [...sessions.values()].filter((s) => s.busy).length, grace_ms: config.shutdownGraceMs });
+        certificates.stop();
+        const closed = servers.map((s) => new Promise<void>((r) => s.server.close(() => r())));
+        // Sessions between messages are told to come back later; the others finish first.
+        for (const [id, state] of sessions) {
+          const c = connectionOf(state, id);
+          if (c && !state.busy && !c.session.envelope.mailFrom) hangUp(id);
+        }
+        await Promise.all(closed);
+        api.close();
+        if (health) {
+          const h = health;
+          await new Promise<void>((r) => {
+            h.close(() => r());
+            h.closeAllConnections();
+          });
+        }
+        log.info("stopped", { sessions: sessions.size });
+      })()),
+  };
+}
