@@ -7,6 +7,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { WRANGLER, apiKeyInsert, d1Target, generateToken, isTokenShape, runWrangler, sqlString, wranglerEnv } from "../ops/d1.ts";
 import { PLANS, isPlan } from "../worker/plans.ts";
+import { bridgeSettings, startDevBridge, type DevBridge } from "./bridge.ts";
 import { startDevRelay, type DevRelay } from "./relay.ts";
 
 const root = resolve(import.meta.dirname, "..");
@@ -25,6 +26,8 @@ export interface StartOptions {
   /** The dev account's API requests per second (production's default is 10) and plan. */
   rateLimit: number;
   plan: string;
+  /** The SMTP bridge's TERN_BRIDGE_* settings (dev/bridge.ts has the dev defaults). */
+  bridge: Record<string, string | undefined>;
   log: (line: string) => void;
 }
 
@@ -33,6 +36,7 @@ export interface Running {
   apiKey: string;
   domain: string;
   relay: DevRelay;
+  bridge: DevBridge;
   stop(): Promise<void>;
 }
 
@@ -49,6 +53,7 @@ function optionsFromEnv(): StartOptions {
     cronIntervalMs: Number(process.env.TERN_CRON_INTERVAL_MS ?? 15_000),
     rateLimit: Number(process.env.TERN_DEV_RATE_LIMIT ?? 10),
     plan: process.env.TERN_DEV_PLAN ?? "free",
+    bridge: bridgeSettings(process.env),
     log: (line) => console.log(line),
   };
 }
@@ -147,9 +152,11 @@ export async function start(o: StartOptions): Promise<Running> {
 
   const url = `http://127.0.0.1:${o.port}`;
   let stopping: Promise<void> | null = null;
+  let bridge: DevBridge | null = null;
   const stop = () =>
     (stopping ??= (async () => {
       clearInterval(cron);
+      await bridge?.close(); // drains first: sessions in flight still need the API
       killGroup(child, "SIGTERM");
       const exited = new Promise<void>((r) => (child.exitCode !== null ? r() : child.once("exit", () => r())));
       const timer = setTimeout(() => killGroup(child, "SIGKILL"), 5_000);
@@ -163,11 +170,12 @@ export async function start(o: StartOptions): Promise<Running> {
   }, o.cronIntervalMs);
   try {
     await waitForHttp(`${url}/openapi.json`, child, 60_000);
+    bridge = await startDevBridge({ apiUrl: url, stateDir: o.stateDir, settings: o.bridge, log: (line) => o.log(`[bridge] ${line}`) });
   } catch (err) {
     await stop();
     throw err;
   }
-  return { url, apiKey, domain: o.domain, relay, stop };
+  return { url, apiKey, domain: o.domain, relay, bridge, stop };
 }
 
 if (import.meta.main) {
@@ -183,6 +191,8 @@ tern is running.
   Reference   ${running.url}/docs
   Mailbox     http://127.0.0.1:${running.relay.httpPort}
   Dev relay   smtp://127.0.0.1:${running.relay.smtpPort}
+  SMTP bridge ${running.bridge.ports.map((p) => `${p.port} (${p.tls === "implicit" ? "TLS" : "STARTTLS"})`).join(", ")} on 127.0.0.1, user tern, password the API key
+              certificate signed by ${running.bridge.caCertPath}
   API key     ${running.apiKey}
   Domain      ${running.domain} (verified; send from any address at it)
 

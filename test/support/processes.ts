@@ -25,6 +25,8 @@ export interface TernProcess {
   domain: string;
   relayHttp: string;
   relaySmtpPort: number;
+  /** The SMTP bridge: implicit TLS and STARTTLS ports, health endpoint, and the CA its certificate chains to. */
+  bridge: { tlsPort: number; startTlsPort: number; healthUrl: string; caCertPath: string };
   stateDir: string;
   output(): string;
   /** Ctrl-C, as a person would; resolves when every process has exited. */
@@ -34,9 +36,10 @@ export interface TernProcess {
   child: ChildProcess;
 }
 
-export async function startTern(opts: { stateDir?: string; env?: Record<string, string>; timeoutMs?: number } = {}): Promise<TernProcess> {
+export async function startTern(opts: { stateDir?: string; env?: Record<string, string>; timeoutMs?: number; port?: number } = {}): Promise<TernProcess> {
   const stateDir = opts.stateDir ?? mkdtempSync(join(tmpdir(), "tern-e2e-"));
-  const [port, smtp, http] = [await freePort(), await freePort(), await freePort()];
+  const [port, smtp, http] = [opts.port ?? (await freePort()), await freePort(), await freePort()];
+  const [bridgeTls, bridgeStartTls, bridgeHealth] = [await freePort(), await freePort(), await freePort()];
   const apiKey = "tern_" + "e2e0".repeat(10);
   const child = spawn(process.execPath, [join(root, "dev", "start.ts")], {
     cwd: root,
@@ -49,6 +52,9 @@ export async function startTern(opts: { stateDir?: string; env?: Record<string, 
       TERN_PERSIST_TO: join(stateDir, "wrangler"),
       TERN_DEV_API_KEY: apiKey,
       TERN_CRON_INTERVAL_MS: "2000",
+      TERN_BRIDGE_TLS_PORTS: String(bridgeTls),
+      TERN_BRIDGE_STARTTLS_PORTS: String(bridgeStartTls),
+      TERN_BRIDGE_HEALTH_PORT: String(bridgeHealth),
       ...opts.env,
     },
     stdio: ["ignore", "pipe", "pipe"],
@@ -84,6 +90,7 @@ export async function startTern(opts: { stateDir?: string; env?: Record<string, 
     domain: "tern.test",
     relayHttp: `http://127.0.0.1:${http}`,
     relaySmtpPort: smtp,
+    bridge: { tlsPort: bridgeTls, startTlsPort: bridgeStartTls, healthUrl: `http://127.0.0.1:${bridgeHealth}/health`, caCertPath: join(stateDir, "tern", "certs", "ca.crt") },
     stateDir,
     output: () => out,
     child,
