@@ -1,0 +1,120 @@
+// The bridge as its own process (as systemd or Docker runs it) in front of tern started the way
+// `npm start` starts it: when the API goes away the client is told to try again later and the
+// retried message is delivered once; SIGTERM finishes the message in flight before exiting;
+// repeated wrong keys from one address lock it out.
+import { readFileSync } from "node:fs";
+import nodemailer from "nodemailer";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startBridgeProcess, type BridgeProcess } from "../support/bridge.ts";
+import { startTern, type TernProcess } from "../support/processes.ts";
+import { SmtpDialog } from "../support/smtp-dialog.ts";
+
+const env = { TERN_DEV_PLAN: "pro_50k", TERN_DEV_RATE_LIMIT: "1000" };
+let tern: TernProcess;
+const bridges: BridgeProcess[] = [];
+
+beforeAll(async () => {
+  tern = await startTern({ env });
+}, 120_000);
+
+afterAll(async () => {
+  for (const b of bridges) await b.stop("SIGKILL");
+  await tern?.stop();
+});
+
+async function bridge(extra: Record<string, string> = {}): Promise<BridgeProcess> {
+  const b = await startBridgeProcess({ apiUrl: tern.url, env: extra });
+  bridges.push(b);
+  return b;
+}
+
+async function relayCount(rcpt: string, waitMs = 0): Promise<number> {
+  const res = await fetch(`${tern.relayHttp}/api/messages?to=${encodeURIComponent(rcpt)}${waitMs ? `&wait=${waitMs}` : ""}`);
+  return ((await res.json()) as { data: unknown[] }).data.length;
+}
+
+const plainLogin = (key: string) => `AUTH PLAIN ${Buffer.from(`\0tern\0${key}`).toString("base64")}`;
+
+describe("the bridge in front of an API that goes away and comes back", () => {
+  it("answers 4xx while the API is stopped, and the client's retry is delivered once when it is back", async () => {
+    const b = await bridge();
+    const t = nodemailer.createTransport({
+      host: "localhost", port: b.startTlsPort, secure: false, requireTLS: true, pool: true, maxConnections: 1,
+      auth: { user: "tern", pass: tern.apiKey }, tls: { ca: readFileSync(b.caCertPath) },
+    });
+    try {
+      const before = await t.sendMail({ from: `hello@${tern.domain}`, to: "outage-before@example.com", subject: "before", text: "t" });
+      expect(before.response).toMatch(/^250 /);
+      expect(await relayCount("outage-before@example.com", 30_000)).toBe(1);
+
+      const { stateDir } = tern;
+      const port = Number(new URL(tern.url).port);
+      await tern.stop();
+      const message = { from: `hello@${tern.domain}`, to: "outage@example.com", subject: "during the outage", text: "kept by the client" };
+      const refused = await t.sendMail(message).catch((e) => e);
+      expect(refused.responseCode).toBe(451);
+      expect(refused.response).toMatch(/^451 4\.4\.1 /);
+      // A new session cannot even log in: the key cannot be checked (a temporary failure too).
+      const fresh = await SmtpDialog.open(b.tlsPort, { tls: true, ca: readFileSync(b.caCertPath) });
+      const login = await fresh.dialog.login("tern_" + "n".repeat(40));
+      expect(login.code).toBe(454);
+      fresh.dialog.close();
+
+      tern = await startTern({ stateDir, port, env });
+      const retried = await t.sendMail(message);
+      expect(retried.response).toMatch(/^250 /);
+      expect(await relayCount("outage@example.com", 30_000)).toBe(1);
+      await new Promise((r) => setTimeout(r, 3000));
+      expect(await relayCount("outage@example.com")).toBe(1);
+    } finally {
+      t.close();
+    }
+  });
+
+  it("SIGTERM: the message in flight is finished and delivered, idle sessions are told 421, new connections are refused, exit 0", async () => {
+    const b = await bridge();
+    const ca = readFileSync(b.caCertPath);
+    const busy = (await SmtpDialog.open(b.tlsPort, { tls: true, ca })).dialog;
+    const idle = (await SmtpDialog.open(b.tlsPort, { tls: true, ca })).dialog;
+    expect((await busy.login(tern.apiKey)).code).toBe(235);
+    expect((await idle.login(tern.apiKey)).code).toBe(235);
+    expect((await busy.command(`MAIL FROM:<hello@${tern.domain}>`)).code).toBe(250);
+    expect((await busy.command("RCPT TO:<drain@example.com>")).code).toBe(250);
+    expect((await busy.command("DATA")).code).toBe(354);
+    await busy.write(`From: hello@${tern.domain}\r\nTo: drain@example.com\r\nSubject: in flight\r\n\r\nfirst half\r\n`);
+
+    const exited = b.stop("SIGTERM");
+    const told = await idle.reply();
+    expect(told.code).toBe(421);
+    expect(told.text).toMatch(/^4\.3\.2 /);
+    await expect(SmtpDialog.open(b.tlsPort, { tls: true, ca })).rejects.toThrow(/ECONNREFUSED/);
+
+    await busy.write("second half\r\n");
+    const accepted = await busy.command(".");
+    expect(accepted.code).toBe(250);
+    expect(await exited).toBe(0);
+    expect(await relayCount("drain@example.com", 30_000)).toBe(1);
+    expect(b.output()).toMatch(/"event":"draining"/);
+  });
+
+  it("repeated wrong keys from one address lock it out for a while, even with the right key", async () => {
+    const b = await bridge({ TERN_BRIDGE_AUTH_MAX_FAILURES: "3", TERN_BRIDGE_AUTH_FAILURE_DELAY_MS: "100" });
+    const ca = readFileSync(b.caCertPath);
+    const { dialog } = await SmtpDialog.open(b.tlsPort, { tls: true, ca });
+    expect((await dialog.command("EHLO client.test")).code).toBe(250);
+    const delays: number[] = [];
+    for (let i = 0; i < 3; i++) {
+      const t0 = Date.now();
+      expect((await dialog.command(plainLogin("tern_" + "w".repeat(39) + i))).code).toBe(535);
+      delays.push(Date.now() - t0);
+    }
+    // Each failure waits longer than the one before (100, 200, 400 ms).
+    expect(delays[2]!).toBeGreaterThan(delays[0]! + 200);
+    expect((await dialog.command(plainLogin(tern.apiKey))).code).toBe(454);
+    dialog.close();
+    const again = await SmtpDialog.open(b.tlsPort, { tls: true, ca });
+    expect(again.greeting.code).toBe(421);
+    expect(again.greeting.text).toMatch(/failed logins/);
+    expect(b.output()).not.toContain(tern.apiKey);
+  });
+});
