@@ -63,15 +63,23 @@ const EMBEDDING_V4: ReadonlyArray<readonly [string, number]> = [
   ["::", 96], // IPv4-compatible (deprecated)
 ];
 
+/** The rules a URL must pass before anything is fetched from it. */
+export interface OutboundUrlPolicy extends Pick<OutboundPolicy, "allowPrivate" | "allowHttp"> {
+  /** Any port on a public host (webhook endpoints often listen on 8443 and the like);
+   * without it only 443 and 80, which is all an attachment URL needs. */
+  allowAnyPort?: boolean;
+}
+
 /**
  * Checks a URL against the policy without fetching it. Host checks see the URL parser's
  * normalised host, so every IPv4 spelling (0x7f.1, 2130706433, 127.1) is caught.
+ * `subject` names the URL in the messages ("The endpoint must use https.").
  */
-export function checkOutboundUrl(url: string, policy: Pick<OutboundPolicy, "allowPrivate" | "allowHttp">): Result<URL> {
-  return checkUrl(url, policy, "The URL");
+export function checkOutboundUrl(url: string, policy: OutboundUrlPolicy, subject = "The URL"): Result<URL> {
+  return checkUrl(url, policy, subject);
 }
 
-function checkUrl(url: string, policy: Pick<OutboundPolicy, "allowPrivate" | "allowHttp">, subject: string): Result<URL> {
+function checkUrl(url: string, policy: OutboundUrlPolicy, subject: string): Result<URL> {
   let parsed: URL;
   try {
     parsed = new URL(url);
@@ -85,7 +93,7 @@ function checkUrl(url: string, policy: Pick<OutboundPolicy, "allowPrivate" | "al
     return { ok: false, message: `${subject} must not contain a user name or password.` };
   }
   if (policy.allowPrivate) return { ok: true, value: parsed };
-  if (parsed.port !== "" && parsed.port !== "443" && parsed.port !== "80") {
+  if (!policy.allowAnyPort && parsed.port !== "" && parsed.port !== "443" && parsed.port !== "80") {
     return { ok: false, message: `${subject} must use port 443 or 80.` };
   }
   if (!isPublicHost(parsed.hostname)) {
