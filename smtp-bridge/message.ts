@@ -55,6 +55,10 @@ export function readMessage(input: Readable, maxBytes: number): Promise<ReadResu
     const message: ParsedMessage = { headerLines: [], from: [], to: [], cc: [], replyTo: [], subject: undefined, html: undefined, text: undefined, attachments: [] };
     const reading: Promise<void>[] = [];
     let failed = false;
+    // A message that is one text part ends with the line break every SMTP message ends with;
+    // it is not part of the text (in a multipart message it belongs to the boundary).
+    let singlePart = false;
+    const body = (s: string) => (singlePart ? s.replace(/\r?\n$/, "") : s);
     const fail = (err: unknown) => {
       if (failed) return;
       failed = true;
@@ -73,11 +77,13 @@ export function readMessage(input: Readable, maxBytes: number): Promise<ReadResu
       message.replyTo = mailboxes(headers.get("reply-to"));
       const subject = headers.get("subject");
       message.subject = typeof subject === "string" ? subject : undefined;
+      const type = headers.get("content-type") as { value?: string } | undefined;
+      singlePart = !(type?.value ?? "text/plain").toLowerCase().startsWith("multipart/");
     });
     parser.on("data", (data: AttachmentStream | MessageText) => {
       if (data.type === "text") {
-        if (typeof data.html === "string") message.html = data.html;
-        if (typeof data.text === "string") message.text = data.text;
+        if (typeof data.html === "string") message.html = body(data.html);
+        if (typeof data.text === "string") message.text = body(data.text);
         return;
       }
       const part: MessagePart = { contentType: data.contentType || "application/octet-stream", chunks: [], size: 0 };

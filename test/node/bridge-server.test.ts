@@ -1,0 +1,131 @@
+// The bridge's SMTP server on real sockets, with no API behind it (its URL points at a port
+// nothing listens on): what it offers and refuses before a message, its limits, its health
+// endpoint, and a certificate renewed on disk while it runs.
+import { copyFileSync, mkdtempSync, readFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { connect } from "node:tls";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ensureLocalCertificates } from "../../dev/certs.ts";
+import { configFromEnv } from "../../smtp-bridge/config.ts";
+import { createLogger } from "../../smtp-bridge/log.ts";
+import { startBridge, type Bridge } from "../../smtp-bridge/server.ts";
+import { freePort } from "../support/processes.ts";
+import { SmtpDialog } from "../support/smtp-dialog.ts";
+
+const dir = mkdtempSync(join(tmpdir(), "tern-bridge-"));
+const first = ensureLocalCertificates(join(dir, "first"));
+const second = ensureLocalCertificates(join(dir, "second"));
+const certFile = join(dir, "cert.pem");
+const keyFile = join(dir, "key.pem");
+copyFileSync(first.certPath, certFile);
+copyFileSync(first.keyPath, keyFile);
+
+let bridge: Bridge;
+let tlsPort: number;
+let startTlsPort: number;
+let healthPort: number;
+const logs: string[] = [];
+
+beforeAll(async () => {
+  [tlsPort, startTlsPort, healthPort] = [await freePort(), await freePort(), await freePort()];
+  const config = configFromEnv({
+    TERN_API_URL: `http://127.0.0.1:${await freePort()}`, // nothing listens there
+    TERN_BRIDGE_HOST: "127.0.0.1",
+    TERN_BRIDGE_HOSTNAME: "mx.tern.test",
+    TERN_BRIDGE_TLS_PORTS: String(tlsPort),
+    TERN_BRIDGE_STARTTLS_PORTS: String(startTlsPort),
+    TERN_BRIDGE_HEALTH_PORT: String(healthPort),
+    TERN_BRIDGE_CERT_FILE: certFile,
+    TERN_BRIDGE_KEY_FILE: keyFile,
+    TERN_BRIDGE_CERT_CHECK_MS: "100",
+    TERN_BRIDGE_MAX_CONNECTIONS_PER_IP: "3",
+    TERN_BRIDGE_LOG_LEVEL: "debug",
+  });
+  bridge = await startBridge(config, createLogger("debug", (line) => logs.push(line)));
+});
+
+afterAll(async () => {
+  await bridge?.close();
+});
+
+function servedFingerprint(): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = connect({ host: "127.0.0.1", port: tlsPort, rejectUnauthorized: false }, () => {
+      resolve(s.getPeerX509Certificate()!.fingerprint256);
+      s.destroy();
+    });
+    s.once("error", reject);
+  });
+}
+
+describe("the bridge's SMTP server", () => {
+  it("greets with its hostname and listens only on the configured ports", async () => {
+    expect(bridge.ports).toEqual([{ port: tlsPort, tls: "implicit" }, { port: startTlsPort, tls: "starttls" }]);
+    const { dialog, greeting } = await SmtpDialog.open(tlsPort, { tls: true, ca: readFileSync(first.caCertPath) });
+    expect(greeting.code).toBe(220);
+    expect(greeting.text).toMatch(/^mx\.tern\.test ESMTP/);
+    const ehlo = await dialog.command("EHLO client.test");
+    expect(ehlo.text).toMatch(/AUTH PLAIN LOGIN/);
+    expect(ehlo.text).toMatch(/SIZE 41943040/);
+    expect(ehlo.text).not.toMatch(/STARTTLS/);
+    dialog.close();
+  });
+
+  it("answers a login it cannot check (the API is unreachable) with a temporary 454", async () => {
+    const { dialog } = await SmtpDialog.open(tlsPort, { tls: true, ca: readFileSync(first.caCertPath) });
+    const r = await dialog.login("tern_" + "a".repeat(40));
+    expect(r.code).toBe(454);
+    expect(r.text).toMatch(/^4\.7\.0 /);
+    // MAIL without a login is refused.
+    expect((await dialog.command("MAIL FROM:<a@tern.test>")).code).toBe(530);
+    dialog.close();
+  });
+
+  it("refuses connections over the per-address limit with 421", async () => {
+    const open = await Promise.all([1, 2, 3].map(() => SmtpDialog.open(startTlsPort)));
+    expect(open.map((o) => o.greeting.code)).toEqual([220, 220, 220]);
+    const fourth = await SmtpDialog.open(startTlsPort);
+    expect(fourth.greeting.code).toBe(421);
+    expect(fourth.greeting.text).toMatch(/Too many connections from your address/);
+    for (const o of open) o.dialog.close();
+    await new Promise((r) => setTimeout(r, 200));
+    const again = await SmtpDialog.open(startTlsPort);
+    expect(again.greeting.code).toBe(220);
+    again.dialog.close();
+  });
+
+  it("reports its health", async () => {
+    const res = await fetch(`http://127.0.0.1:${healthPort}/health`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ status: "ok", ports: bridge.ports, certificate: { subject: "CN=localhost" } });
+    expect((await fetch(`http://127.0.0.1:${healthPort}/other`)).status).toBe(404);
+  });
+
+  it("serves a renewed certificate without a restart, and keeps the old one while the new pair does not load", async () => {
+    const before = await servedFingerprint();
+    // A half-renewed pair: the new certificate with the old key. It must not be used.
+    copyFileSync(second.certPath, certFile);
+    await new Promise((r) => setTimeout(r, 400));
+    expect(await servedFingerprint()).toBe(before);
+    expect(logs.some((l) => l.includes('"certificate_reload_failed"'))).toBe(true);
+    copyFileSync(second.keyPath, keyFile);
+    const deadline = Date.now() + 5_000;
+    let after = before;
+    while (after === before && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+      after = await servedFingerprint();
+    }
+    expect(after).not.toBe(before);
+    expect(logs.some((l) => l.includes('"certificate_reloaded"'))).toBe(true);
+    // STARTTLS uses it too.
+    const { dialog } = await SmtpDialog.open(startTlsPort);
+    await dialog.command("EHLO client.test");
+    expect((await dialog.startTls(readFileSync(second.caCertPath))).code).toBe(220);
+    dialog.close();
+  });
+
+  it("never logs a key", () => {
+    expect(logs.join("\n")).not.toContain("tern_aaaa");
+  });
+});

@@ -1,0 +1,185 @@
+// How the bridge turns an SMTP message into a `POST /emails` body, without sockets: real MIME
+// written by nodemailer, read by the bridge's reader (mailparser), converted and streamed.
+import { randomBytes } from "node:crypto";
+import { Readable } from "node:stream";
+import nodemailer from "nodemailer";
+import type Mail from "nodemailer/lib/mailer";
+import { describe, expect, it } from "vitest";
+import { readMessage, type Envelope } from "../../smtp-bridge/message.ts";
+import { formatMailbox, headerValue, isHeaderNotPassed, parseTags, requestBody, toSubmission, type Submission } from "../../smtp-bridge/submission.ts";
+import { isOwnedHeaderName } from "../../worker/mime/build.ts";
+
+const composer = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: "windows" });
+
+async function mime(options: Mail.Options): Promise<{ raw: Buffer; envelope: Envelope }> {
+  const info = (await composer.sendMail(options)) as unknown as { message: Buffer; envelope: { from: string; to: string[] } };
+  return { raw: info.message, envelope: { mailFrom: info.envelope.from || null, rcptTo: info.envelope.to } };
+}
+
+async function convert(options: Mail.Options, envelope?: Partial<Envelope>): Promise<Submission> {
+  const m = await mime(options);
+  const read = await readMessage(Readable.from([m.raw]), 40 * 1024 * 1024);
+  if (!read.ok) throw new Error("too big");
+  return toSubmission(read.message, { ...m.envelope, ...envelope });
+}
+
+function bodyJson(s: Submission): { json: Record<string, unknown>; length: number; bytes: number; largest: number } {
+  const body = requestBody(s);
+  const chunks = [...body.chunks()];
+  const all = Buffer.concat(chunks);
+  return { json: JSON.parse(all.toString("utf8")), length: body.length, bytes: all.length, largest: Math.max(...chunks.map((c) => c.length)) };
+}
+
+describe("an SMTP message becomes the send request", () => {
+  it("maps From, To, Cc, Reply-To, Subject, html, text, attachments and inline parts", async () => {
+    const pdf = randomBytes(100_001);
+    const png = randomBytes(4_000);
+    const s = await convert({
+      from: '"Acme, Inc." <hello@tern.test>',
+      to: ["Alice <alice@example.com>", "bob@example.com"],
+      cc: "Carol Ünïcode <carol@example.com>",
+      bcc: "secret@example.com",
+      replyTo: "support@example.com",
+      subject: "Grüße ✓ and a long subject that is folded over more than one line when nodemailer writes it",
+      text: "Hello — plain",
+      html: '<p>Hello <img src="cid:logo@tern"></p>',
+      attachments: [
+        { filename: "report.pdf", content: pdf },
+        { filename: "logo.png", content: png, cid: "logo@tern" },
+      ],
+    });
+    const { json, length, bytes } = bodyJson(s);
+    expect(length).toBe(bytes);
+    expect(json).toMatchObject({
+      from: '"Acme, Inc." <hello@tern.test>',
+      to: ["Alice <alice@example.com>", "bob@example.com"],
+      cc: ["Carol Ünïcode <carol@example.com>"],
+      bcc: ["secret@example.com"],
+      reply_to: ["support@example.com"],
+      subject: "Grüße ✓ and a long subject that is folded over more than one line when nodemailer writes it",
+      text: "Hello — plain",
+      html: '<p>Hello <img src="cid:logo@tern"></p>',
+    });
+    const attachments = json.attachments as { filename: string; content_type: string; content_id?: string; content: string }[];
+    // In the order of the MIME tree: the inline image sits in multipart/related, before the attachment.
+    expect(attachments.map(({ content, ...meta }) => meta)).toEqual([
+      { filename: "logo.png", content_type: "image/png", content_id: "logo@tern" },
+      { filename: "report.pdf", content_type: "application/pdf" },
+    ]);
+    expect(Buffer.compare(Buffer.from(attachments[0]!.content, "base64"), png)).toBe(0);
+    expect(Buffer.compare(Buffer.from(attachments[1]!.content, "base64"), pdf)).toBe(0);
+  });
+
+  it("makes envelope recipients that are in neither To nor Cc the Bcc, once each", async () => {
+    const s = await convert(
+      { from: "a@tern.test", to: "To@Example.com", cc: "cc@example.com", subject: "s", text: "t" },
+      { rcptTo: ["to@example.com", "cc@example.com", "hidden@example.com", "HIDDEN@example.com", "other@example.com"] },
+    );
+    expect(s.fields.bcc).toEqual(["hidden@example.com", "other@example.com"]);
+  });
+
+  it("passes custom headers through, skips the ones the API writes, and reads X-Tern-Tags and the idempotency headers", async () => {
+    const s = await convert({
+      from: "a@tern.test",
+      to: "b@example.com",
+      subject: "s",
+      text: "t",
+      messageId: "<client@example.com>",
+      headers: {
+        "X-Campaign": "spring",
+        "List-Unsubscribe": "<https://example.com/u>",
+        "In-Reply-To": "<earlier@example.com>",
+        "X-Long": "a ".repeat(60) + "end",
+        "X-Tern-Tags": "category=welcome, plan = pro",
+        "Tern-Idempotency-Key": "tern-key-1",
+        "Resend-Idempotency-Key": "resend-key-1",
+        Sender: "someone@example.com",
+        "DKIM-Signature": "v=1; a=rsa-sha256",
+        Received: "from somewhere",
+      },
+    });
+    expect(s.fields.headers).toEqual({
+      "X-Campaign": "spring",
+      "List-Unsubscribe": "<https://example.com/u>",
+      "In-Reply-To": "<earlier@example.com>",
+      "X-Long": "a ".repeat(60) + "end",
+    });
+    expect(s.fields.tags).toEqual([{ name: "category", value: "welcome" }, { name: "plan", value: "pro" }]);
+    expect(s.idempotencyKey).toBe("tern-key-1");
+    const resendOnly = await convert({ from: "a@tern.test", to: "b@example.com", subject: "s", text: "t", headers: { "Resend-Idempotency-Key": "r-2" } });
+    expect(resendOnly.idempotencyKey).toBe("r-2");
+  });
+
+  it("never passes a header name the API would refuse as its own", () => {
+    const names = ["From", "To", "Cc", "Bcc", "Subject", "Date", "Message-ID", "MIME-Version", "Content-Type", "Content-Transfer-Encoding",
+      "Content-Disposition", "Content-ID", "DKIM-Signature", "Sender", "Return-Path", "Reply-To", "Received", "X-Mailer", "References", "X-Priority"];
+    for (const name of names) {
+      if (isOwnedHeaderName(name) || name.toLowerCase() === "reply-to") expect(isHeaderNotPassed(name), name).toBe(true);
+    }
+    expect(isHeaderNotPassed("X-Mailer")).toBe(false);
+    expect(isHeaderNotPassed("References")).toBe(false);
+  });
+
+  it("leaves text out of an html-only message, so the API derives it as it does for REST", async () => {
+    const s = await convert({ from: "a@tern.test", to: "b@example.com", subject: "s", html: "<p>only html</p>" });
+    expect(s.html).toBe("<p>only html</p>");
+    expect(s.text).toBeUndefined();
+    expect(bodyJson(s).json).not.toHaveProperty("text");
+    const textOnly = await convert({ from: "a@tern.test", to: "b@example.com", subject: "s", text: "two lines\nand no final break" });
+    expect(textOnly.text).toBe("two lines\nand no final break");
+    expect(textOnly.html).toBeUndefined();
+  });
+
+  it("uses the envelope sender when the message has no From", async () => {
+    const raw = Buffer.from("To: b@example.com\r\nSubject: no from\r\n\r\nbody\r\n");
+    const read = await readMessage(Readable.from([raw]), 1024);
+    if (!read.ok) throw new Error("too big");
+    expect(toSubmission(read.message, { mailFrom: "printer@tern.test", rcptTo: ["b@example.com"] }).fields.from).toBe("printer@tern.test");
+  });
+
+  it("refuses a message over the limit and keeps none of it", async () => {
+    const { raw } = await mime({ from: "a@tern.test", to: "b@example.com", subject: "s", text: "t", attachments: [{ filename: "x.bin", content: randomBytes(200_000) }] });
+    const read = await readMessage(Readable.from([raw.subarray(0, 100_000), raw.subarray(100_000)]), 100_000);
+    expect(read).toEqual({ ok: false, reason: "too-big", bytes: raw.length });
+  });
+});
+
+describe("the request body is streamed", () => {
+  it("equals JSON.stringify of the whole request, in pieces of bounded size, for every attachment length and chunking", async () => {
+    for (const size of [0, 1, 2, 3, 4, 49_151, 49_152, 49_153, 1_000_003]) {
+      const bytes = randomBytes(size);
+      // Chunks of odd sizes, as a parser hands them over.
+      const chunks: Buffer[] = [];
+      for (let at = 0; at < size; at += 7_919) chunks.push(bytes.subarray(at, Math.min(size, at + 7_919)));
+      const s: Submission = {
+        fields: { from: "a@tern.test", to: ["b@example.com"], subject: 'quote " and \\ and \n' },
+        html: "<p>😀</p>".repeat(100_000), // surrogate pairs across every slice boundary
+        text: "line\r\n\t\u0001 ünï 😀".repeat(30_000),
+        attachments: [{ filename: "f.bin", contentType: "application/octet-stream", chunks, size }],
+        idempotencyKey: undefined,
+      };
+      const { json, length, bytes: written, largest } = bodyJson(s);
+      const expected = { ...s.fields, html: s.html, text: s.text, attachments: [{ content_type: "application/octet-stream", filename: "f.bin", content: bytes.toString("base64") }] };
+      expect(json).toEqual(expected);
+      expect(length).toBe(written);
+      expect(length).toBe(Buffer.byteLength(JSON.stringify(expected)));
+      expect(largest).toBeLessThanOrEqual(2 * 1024 * 1024);
+    }
+  });
+});
+
+describe("small rules", () => {
+  it("formats mailboxes the way the API parses them", () => {
+    expect(formatMailbox({ name: "", address: "a@b.c" })).toBe("a@b.c");
+    expect(formatMailbox({ name: "Ann Lee", address: "a@b.c" })).toBe("Ann Lee <a@b.c>");
+    expect(formatMailbox({ name: 'Lee, "Ann"', address: "a@b.c" })).toBe('"Lee, \\"Ann\\"" <a@b.c>');
+    expect(formatMailbox({ name: "Evil\r\nBcc: x@y.z", address: "a@b.c" })).toBe('"Evil Bcc: x@y.z" <a@b.c>');
+  });
+
+  it("unfolds header values and splits tags", () => {
+    expect(headerValue("X-A:  one\r\n two\r\n\tthree")).toBe("one two\tthree");
+    expect(parseTags(["a=b, c=d", "e = f,", "novalue"])).toEqual([
+      { name: "a", value: "b" }, { name: "c", value: "d" }, { name: "e", value: "f" }, { name: "novalue", value: "" },
+    ]);
+  });
+});
