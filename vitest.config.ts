@@ -26,6 +26,13 @@ export default defineConfig({
                   RELAY_URL: `smtp+plain://127.0.0.1:${peers.plain}`,
                   RELAY_FINAL: "true",
                   RETRY_SCHEDULE: "1,1,1",
+                  // Domains are checked against the test zone (test/support/dns-zone.ts).
+                  DOH_URL: `https://localhost:${peers.doh}/dns-query`,
+                  BOUNCE_HOST: "bounces.tern.test",
+                  SPF_INCLUDE: "_spf.tern.test",
+                  INBOUND_MX_HOST: "inbound.tern.test",
+                  // A test-only master secret: DKIM private keys in the test database are sealed with it.
+                  MASTER_KEY: "test-master-key-0123456789abcdef0123456789",
                 },
               },
             };

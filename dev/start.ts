@@ -5,8 +5,10 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
-import { WRANGLER, apiKeyInsert, d1Target, generateToken, isTokenShape, runWrangler, sqlString, wranglerEnv } from "../ops/d1.ts";
+import { WRANGLER, apiKeyInsert, d1Execute, d1Target, generateToken, isTokenShape, runWrangler, sqlString, wranglerEnv } from "../ops/d1.ts";
 import { PLANS, isPlan } from "../worker/plans.ts";
+import { toBase64 } from "../worker/bytes.ts";
+import { generateDkimKey, newSelector, sealPrivateKey } from "../worker/dkim/keys.ts";
 import { bridgeSettings, startDevBridge, type DevBridge } from "./bridge.ts";
 import { startDevRelay, type DevRelay } from "./relay.ts";
 
@@ -68,8 +70,30 @@ interface DevIdentity {
   keys: Record<string, string>; // token -> key id
 }
 
+/** The dev deployment's MASTER_KEY secret: random, made once, kept (mode 600) in stateDir. */
+function devMasterKey(o: StartOptions): string {
+  const file = join(o.stateDir, "master-key");
+  if (!existsSync(file)) writeFileSync(file, toBase64(crypto.getRandomValues(new Uint8Array(32))), { mode: 0o600 });
+  return readFileSync(file, "utf8").trim();
+}
+
+/** The dev domain's DKIM key, made the way POST /domains makes one (only in dev is a domain
+ * verified without DNS). Nothing is written when the domain already has an active key. */
+async function devDkimKeyInsert(o: StartOptions, masterKey: string, accountId: string, domainId: string, now: number): Promise<string[]> {
+  const found = d1Execute(d1Target(false, o.persistTo), [
+    `SELECT count(*) AS n FROM dkim_keys WHERE domain_id = ${sql(domainId)} AND state = 'active';`,
+  ], true) as { results: { n: number }[] }[];
+  if ((found[0]?.results[0]?.n ?? 0) > 0) return [];
+  const key = await generateDkimKey("rsa");
+  const selector = newSelector();
+  const sealed = await sealPrivateKey(masterKey, domainId, selector, key.pkcs8);
+  return [
+    `INSERT INTO dkim_keys (id, domain_id, account_id, selector, algorithm, public_key, private_key_sealed, state, status, created_at, activated_at) VALUES (${sql(crypto.randomUUID())}, ${sql(domainId)}, ${sql(accountId)}, ${sql(selector)}, 'rsa', ${sql(key.publicKey)}, ${sql(sealed)}, 'active', 'verified', ${now}, ${now});`,
+  ];
+}
+
 /** The dev account, its key and its verified domain: created once, kept in stateDir. */
-async function seedDevAccount(o: StartOptions): Promise<string> {
+async function seedDevAccount(o: StartOptions, masterKey: string): Promise<string> {
   const file = join(o.stateDir, "dev-account.json");
   const identity: DevIdentity = existsSync(file)
     ? JSON.parse(readFileSync(file, "utf8"))
@@ -87,6 +111,7 @@ async function seedDevAccount(o: StartOptions): Promise<string> {
     `UPDATE accounts SET rate_limit = ${Math.max(1, Math.floor(o.rateLimit)) || 10}, plan = ${sql(o.plan)} WHERE id = ${sql(identity.accountId)};`,
     `INSERT OR IGNORE INTO domains (id, account_id, name, region, status, created_at) VALUES (${sql(identity.domainId)}, ${sql(identity.accountId)}, ${sql(o.domain)}, 'us-east-1', 'verified', ${now});`,
     `UPDATE domains SET status = 'verified' WHERE account_id = ${sql(identity.accountId)} AND name = ${sql(o.domain)};`,
+    ...(await devDkimKeyInsert(o, masterKey, identity.accountId, identity.domainId, now)),
     await apiKeyInsert({ id: identity.keys[token]!, accountId: identity.accountId, name: "Dev key", token }, now),
   ];
   const seedFile = join(o.stateDir, "seed.sql");
@@ -121,7 +146,8 @@ export async function start(o: StartOptions): Promise<Running> {
   mkdirSync(o.persistTo, { recursive: true });
   o.log("applying D1 migrations...");
   runWrangler(["d1", "migrations", "apply", "DB", ...d1Target(false, o.persistTo)]);
-  const apiKey = await seedDevAccount(o);
+  const masterKey = devMasterKey(o);
+  const apiKey = await seedDevAccount(o, masterKey);
 
   const relay = await startDevRelay({
     smtpPort: o.relaySmtpPort,
@@ -134,6 +160,7 @@ export async function start(o: StartOptions): Promise<Running> {
     TERN_DEV_MODE: "true",
     RELAY_URL: `smtp+plain://127.0.0.1:${relay.smtpPort}`,
     RELAY_FINAL: "true",
+    MASTER_KEY: masterKey,
   };
   if (process.env.TERN_STUCK_AFTER_SECONDS) vars.STUCK_AFTER_SECONDS = process.env.TERN_STUCK_AFTER_SECONDS;
   const child = spawn(

@@ -1,6 +1,7 @@
 // Node-side servers the worker tests talk to over loopback: SMTP peers standing in for
-// relays of every kind. Their ports reach the workerd tests as the TEST_PEERS binding.
+// relays of every kind, an HTTPS file server, and a DNS zone served over DNS-over-HTTPS. Their ports reach the workerd tests as the TEST_PEERS binding.
 import type { TestProject } from "vitest/node";
+import { startDnsZone } from "./support/dns-zone.ts";
 import { startHttpsFiles } from "./support/https-files.ts";
 import { startSmtpPeers } from "./support/smtp-peers.ts";
 
@@ -13,8 +14,10 @@ declare module "vitest" {
 export default async function setup(project: TestProject) {
   const peers = await startSmtpPeers();
   const httpsFiles = await startHttpsFiles(); // attachment `path` fetches
-  project.provide("peers", { ...peers.ports, https: httpsFiles.port });
+  const zone = await startDnsZone(); // DNS over HTTPS for domain checks; mailauth verification
+  project.provide("peers", { ...peers.ports, https: httpsFiles.port, doh: zone.dohPort, dns: zone.controlPort });
   return async () => {
+    await zone.close();
     await peers.close();
     await httpsFiles.close();
   };

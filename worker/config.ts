@@ -12,6 +12,16 @@ export interface TernConfig {
   retrySchedule: number[];
   /** How long a queued email may wait for its queue message before the cron enqueues it again. */
   stuckAfterMs: number;
+  /** DNS-over-HTTPS resolver (JSON API) used to check domains. */
+  dohUrl: string;
+  /** The MX target of every domain's return-path subdomain: where bounces arrive. */
+  bounceHost: string;
+  /** The domain senders include in their return-path SPF record. */
+  spfInclude: string;
+  /** The MX of receiving-enabled domains. */
+  inboundMxHost: string;
+  /** The operator secret that keys are derived from (undefined when not configured). */
+  masterKey: string | undefined;
 }
 
 // 1 min, 5 min, 15 min, 30 min, 1 h, 2 h, 4 h, 8 h, 8 h: about a day, like an MTA's queue.
@@ -31,5 +41,10 @@ export function readConfig(env: Env): TernConfig {
     inlineContentLimit: Number(env.INLINE_CONTENT_LIMIT) || 65536,
     retrySchedule: retry ? retry.split(",").map((s) => Number(s.trim())).filter((n) => n >= 0) : DEFAULT_RETRY_SCHEDULE,
     stuckAfterMs: (Number(env.STUCK_AFTER_SECONDS) || 120) * 1000,
+    dohUrl: env.DOH_URL || "https://cloudflare-dns.com/dns-query",
+    bounceHost: (env.BOUNCE_HOST || "bounces.tern.localhost").toLowerCase(),
+    spfInclude: (env.SPF_INCLUDE || "_spf.tern.localhost").toLowerCase(),
+    inboundMxHost: (env.INBOUND_MX_HOST || "inbound.tern.localhost").toLowerCase(),
+    masterKey: env.MASTER_KEY || undefined,
   };
 }

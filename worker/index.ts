@@ -1,9 +1,12 @@
 // The Worker's entry: the HTTP API, the send queue's consumer and the cron.
 import { newApp } from "./app.ts";
+import { readConfig } from "./config.ts";
+import { recheckDueDomains } from "./domains/service.ts";
 import { consumeSendBatch } from "./delivery/consumer.ts";
 import { sweepDelivery } from "./delivery/cron.ts";
 import { registerApiKeyRoutes } from "./routes/api-keys.ts";
 import { registerDocRoutes } from "./routes/docs.ts";
+import { registerDomainRoutes } from "./routes/domains.ts";
 import { registerEmailRoutes } from "./routes/emails.ts";
 import type { QueueMessage } from "./sending/accept.ts";
 
@@ -13,6 +16,7 @@ export { RateLimiter } from "../durable-objects/rate-limiter.ts";
 export const app = newApp();
 registerEmailRoutes(app);
 registerApiKeyRoutes(app);
+registerDomainRoutes(app);
 registerDocRoutes(app);
 
 export default {
@@ -21,6 +25,9 @@ export default {
     await consumeSendBatch(batch as MessageBatch<QueueMessage>, env);
   },
   async scheduled(_controller, env) {
-    await sweepDelivery(env);
+    const now = Date.now();
+    // Independent duties: one failing must not keep the other from running.
+    const results = await Promise.allSettled([sweepDelivery(env, now), recheckDueDomains(env.DB, readConfig(env), now)]);
+    for (const r of results) if (r.status === "rejected") console.error("cron duty failed", r.reason);
   },
 } satisfies ExportedHandler<Env, QueueMessage>;

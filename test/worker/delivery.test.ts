@@ -5,6 +5,7 @@ import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { readConfig } from "../../worker/config.ts";
 import { consumeSendBatch } from "../../worker/delivery/consumer.ts";
+import { emailIdOfReturnPath } from "../../worker/sending/return-path.ts";
 import { relayUrlFor, transportFor } from "../../worker/transports/select.ts";
 import { createSmtpTransport } from "../../worker/transports/smtp.ts";
 import type { Transport } from "../../worker/transports/transport.ts";
@@ -58,7 +59,9 @@ describe("delivery through the relay", () => {
     const { id } = (await res.json()) as { id: string };
     const [msg] = await waitFor("the message at the relay", async () => ((await captured(to)).length ? captured(to) : undefined));
     expect(msg!.recipients.sort()).toEqual([to, cc, bcc].sort());
-    expect(msg!.envelopeFrom).toBe(`news@${acct.domain}`);
+    // The envelope sender is the email's own return-path address (VERP) on send.<domain>.
+    expect(msg!.envelopeFrom).toMatch(new RegExp(`^[0-9a-f]{32}-[0-9a-f]{12}@send\\.${acct.domain.replace(/\./g, "\\.")}$`));
+    expect(await emailIdOfReturnPath(env.MASTER_KEY, msg!.envelopeFrom)).toBe(id);
     expect(msg!.ehloName).toBe("tern.localhost");
     const raw = rawText(msg!);
     expect(raw).toMatch(/^Subject: Relay test\r$/m);

@@ -4,7 +4,8 @@ import { env, exports } from "cloudflare:workers";
 import { drizzle } from "drizzle-orm/d1";
 import { generateToken, hashToken, tokenPrefix } from "../../worker/api-key-token.ts";
 import type { Permission } from "../../worker/auth.ts";
-import { accounts, apiKeys, domains } from "../../worker/db/schema.ts";
+import { accounts, apiKeys, dkimKeys, domains } from "../../worker/db/schema.ts";
+import { generateDkimKey, newSelector, sealPrivateKey, type GeneratedKey } from "../../worker/dkim/keys.ts";
 import { uuidv7 } from "../../worker/ids.ts";
 
 export interface TestAccount {
@@ -14,17 +15,34 @@ export interface TestAccount {
   domainId: string;
 }
 
+// One RSA pair per test file: generating 2048-bit keys for every account would dominate the run.
+let sharedKey: Promise<GeneratedKey> | null = null;
+
+/** A verified domain as tern keeps one: the row and its active DKIM key, sealed. */
+export async function insertDomain(accountId: string, name: string, opts: { status?: string; region?: string } = {}): Promise<{ domainId: string; selector: string; publicKey: string }> {
+  const domainId = uuidv7();
+  const key = await (sharedKey ??= generateDkimKey("rsa"));
+  const selector = newSelector();
+  const db = drizzle(env.DB);
+  await db.insert(domains).values({
+    id: domainId, accountId, name, region: opts.region ?? "us-east-1",
+    status: opts.status ?? "verified", createdAt: Date.now(),
+  });
+  await db.insert(dkimKeys).values({
+    id: uuidv7(), domainId, accountId, selector, algorithm: "rsa", publicKey: key.publicKey,
+    privateKeySealed: await sealPrivateKey(env.MASTER_KEY, domainId, selector, key.pkcs8),
+    state: "active", status: opts.status === "verified" || !opts.status ? "verified" : "not_started", createdAt: Date.now(),
+  });
+  return { domainId, selector, publicKey: key.publicKey };
+}
+
 /** Test accounts get a high request rate unless a test is about the rate itself. */
 export async function createAccount(opts: { domainStatus?: string; region?: string; rateLimit?: number } = {}): Promise<TestAccount> {
   const db = drizzle(env.DB);
   const accountId = uuidv7();
-  const domainId = uuidv7();
   const domain = `d${accountId.slice(-12)}.example.test`;
   await db.insert(accounts).values({ id: accountId, name: "Test", rateLimit: opts.rateLimit ?? 100_000, createdAt: Date.now() });
-  await db.insert(domains).values({
-    id: domainId, accountId, name: domain, region: opts.region ?? "us-east-1",
-    status: opts.domainStatus ?? "verified", createdAt: Date.now(),
-  });
+  const { domainId } = await insertDomain(accountId, domain, { status: opts.domainStatus, region: opts.region });
   const token = await addKey(accountId, "full_access");
   return { accountId, token, domain, domainId };
 }

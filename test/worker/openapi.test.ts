@@ -3,6 +3,7 @@
 import { exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { defineRoute, newApp } from "../../worker/app.ts";
+import { CreateDomainRequest } from "../../worker/routes/domains.ts";
 import { SendEmailRequest } from "../../worker/sending/request.ts";
 
 describe("GET /openapi.json", () => {
@@ -13,9 +14,14 @@ describe("GET /openapi.json", () => {
     expect(doc.openapi).toBe("3.1.0");
     const ops = Object.entries(doc.paths).flatMap(([p, m]) => Object.keys(m).map((x) => `${x.toUpperCase()} ${p}`)).sort();
     expect(ops).toEqual([
-      "DELETE /api-keys/{id}", "GET /api-keys", "GET /emails", "GET /emails/{id}", "GET /emails/{id}/events",
-      "PATCH /emails/{id}", "POST /api-keys", "POST /emails", "POST /emails/batch", "POST /emails/{id}/cancel",
+      "DELETE /api-keys/{id}", "DELETE /domains/{id}", "GET /api-keys", "GET /domains", "GET /domains/{id}",
+      "GET /emails", "GET /emails/{id}", "GET /emails/{id}/events", "PATCH /domains/{id}", "PATCH /emails/{id}",
+      "POST /api-keys", "POST /domains", "POST /domains/{id}/dkim/rotate", "POST /domains/{id}/verify",
+      "POST /emails", "POST /emails/batch", "POST /emails/{id}/cancel",
     ]);
+    const create = doc.components.schemas.CreateDomainRequest!;
+    expect(Object.keys(create.properties!).sort()).toEqual(Object.keys(CreateDomainRequest.shape).sort());
+    expect(create.required).toEqual(["name"]);
     const send = doc.components.schemas.SendEmailRequest!;
     expect(Object.keys(send.properties!).sort()).toEqual(Object.keys(SendEmailRequest.shape).sort());
     expect(send.required!.sort()).toEqual(["from", "subject", "to"]);

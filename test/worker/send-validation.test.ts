@@ -92,6 +92,13 @@ describe("POST /emails refuses bad input and stores nothing", () => {
     expect(await countRows("emails", pending.accountId)).toBe(0);
   });
 
+  it.each(["not_started", "partially_verified", "partially_failed", "failed"])("refuses a %s domain with 403 and records nothing", async (status) => {
+    const acctWith = await createAccount({ domainStatus: status });
+    const res = await api(acctWith.token, "POST", "/emails", { ...valid(), from: `hi@${acctWith.domain}` });
+    expect(res.status).toBe(403);
+    expect(await countRows("emails", acctWith.accountId)).toBe(0);
+  });
+
   it("refuses another account's verified domain with 403", async () => {
     const other = await createAccount();
     const res = await api(acct.token, "POST", "/emails", { ...valid(), from: `hi@${other.domain}` });

@@ -52,12 +52,75 @@ export const domains = sqliteTable(
   {
     id: text("id").primaryKey(),
     accountId: text("account_id").notNull().references(() => accounts.id),
+    /** Lower case, A-labels (punycode) for internationalized names. */
     name: text("name").notNull(),
     region: text("region").notNull().default("us-east-1"),
+    /** Domain status of contract section 5 (worker/domains/status.ts). */
+    status: text("status").notNull().default("not_started"),
+    /** The subdomain of the envelope sender (bounces) and its SPF records. */
+    returnPath: text("return_path").notNull().default("send"),
+    openTracking: integer("open_tracking", { mode: "boolean" }).notNull().default(false),
+    clickTracking: integer("click_tracking", { mode: "boolean" }).notNull().default(false),
+    tls: text("tls", { enum: ["opportunistic", "enforced"] }).notNull().default("opportunistic"),
+    /** Receiving enabled: the Receiving MX record is part of the record set. */
+    receiving: integer("receiving", { mode: "boolean" }).notNull().default(false),
+    /** JSON: the status of each non-DKIM record by kind (spf_mx, spf_txt, receiving_mx). */
+    recordStatusJson: text("record_status_json").notNull().default("{}"),
+    /** JSON: what the last check found at _dmarc ({found, policy, record, inherited}). */
+    dmarcJson: text("dmarc_json"),
+    /** When the current verification window opened (POST /verify); pending ends 72 h later. */
+    verificationStartedAt: integer("verification_started_at"),
+    /** When a verified domain's records were first seen missing (temporary_failure). */
+    failingSince: integer("failing_since"),
+    lastCheckedAt: integer("last_checked_at"),
+    /** When the cron checks this domain's records next; null: not checked on a schedule. */
+    nextCheckAt: integer("next_check_at"),
+    createdAt: integer("created_at").notNull(),
+    updatedAt: integer("updated_at"),
+  },
+  (t) => [uniqueIndex("domains_account_name").on(t.accountId, t.name), index("domains_next_check").on(t.nextCheckAt)],
+);
+
+/** DKIM keys of a domain. One is active (signs); a rotation adds a pending key that becomes
+ * active, retiring the old one, once its DNS record is verified. */
+export const dkimKeys = sqliteTable(
+  "dkim_keys",
+  {
+    id: text("id").primaryKey(),
+    domainId: text("domain_id").notNull().references(() => domains.id, { onDelete: "cascade" }),
+    accountId: text("account_id").notNull(),
+    selector: text("selector").notNull(),
+    algorithm: text("algorithm", { enum: ["rsa", "ed25519"] }).notNull(),
+    /** The `p=` value published in DNS (base64). */
+    publicKey: text("public_key").notNull(),
+    /** PKCS#8 private key sealed with the master key (worker/crypto/sealed.ts); never clear. */
+    privateKeySealed: text("private_key_sealed").notNull(),
+    /** pending (published, not yet verified) | active (signs) | retired. */
+    state: text("state", { enum: ["pending", "active", "retired"] }).notNull(),
+    /** The DNS record's status, as for the other records. */
     status: text("status").notNull().default("not_started"),
     createdAt: integer("created_at").notNull(),
+    activatedAt: integer("activated_at"),
+    retiredAt: integer("retired_at"),
   },
-  (t) => [uniqueIndex("domains_account_name").on(t.accountId, t.name)],
+  (t) => [uniqueIndex("dkim_keys_domain_selector").on(t.domainId, t.selector), index("dkim_keys_account").on(t.accountId)],
+);
+
+/** Account-level events that are not about one email (domain.*, later contact.*): what the
+ * webhooks fan out. */
+export const accountEvents = sqliteTable(
+  "account_events",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    type: text("type").notNull(),
+    /** The id of the object the event is about (a domain id, a contact id). */
+    objectId: text("object_id").notNull(),
+    /** JSON: the payload's data. */
+    dataJson: text("data_json").notNull(),
+    createdAt: integer("created_at").notNull(),
+  },
+  (t) => [index("account_events_account").on(t.accountId, t.id)],
 );
 
 export const emails = sqliteTable(
@@ -84,6 +147,8 @@ export const emails = sqliteTable(
     attachmentsJson: text("attachments_json").notNull().default("[]"),
     /** R2 key of the stored content (bodies and attachments) when not inline. */
     contentKey: text("content_key"),
+    /** The sending domain (whose DKIM keys sign it); null only for rows older than domains. */
+    domainId: text("domain_id"),
     /** The region whose transport sends it. */
     region: text("region").notNull().default("us-east-1"),
     /** Delivery state machine: scheduled | queued | sending | done | canceled. */
@@ -123,3 +188,5 @@ export const emailEvents = sqliteTable(
 
 export type EmailRow = typeof emails.$inferSelect;
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
+export type DomainRow = typeof domains.$inferSelect;
+export type DkimKeyRow = typeof dkimKeys.$inferSelect;

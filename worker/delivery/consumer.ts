@@ -11,7 +11,9 @@ import { parseMailbox, toAsciiEmail, type Address } from "../mime/address.ts";
 import { buildMessage } from "../mime/build.ts";
 import type { QueueMessage } from "../sending/accept.ts";
 import { ContentMissingError, loadContent } from "../sending/content.ts";
+import { signMessage } from "../dkim/sign.ts";
 import { transportFor } from "../transports/select.ts";
+import { NoSigningKeyError, sendingIdentity } from "./sending-identity.ts";
 import { isSimulated, simulate } from "../transports/simulator.ts";
 import type { Transport, TransportSession } from "../transports/transport.ts";
 import { settleAttempt, type AttemptResult, type Settlement } from "./outcome.ts";
@@ -142,10 +144,11 @@ async function deliverEmail(
   try {
     results = await attemptDelivery(env, config, email, pending, attempt, sessions);
   } catch (err) {
-    if (!(err instanceof ContentMissingError)) throw err;
-    // Its stored content is gone: no retry can ever build this message.
+    if (!(err instanceof ContentMissingError) && !(err instanceof NoSigningKeyError)) throw err;
+    // Its stored content or its domain is gone: no retry can ever send this message.
     console.error("cannot build message", email.id, err.message);
-    results = pending.map((recipient) => ({ recipient, status: "deferred" as const, final: false, message: "The stored content of this email is missing." }));
+    const message = err instanceof NoSigningKeyError ? err.message : "The stored content of this email is missing.";
+    results = pending.map((recipient) => ({ recipient, status: "deferred" as const, final: false, message }));
     retrySchedule = [];
   }
   const settlement = settleAttempt(results, { attempt, retrySchedule, alreadyDelayed: attempt > 1 });
@@ -170,11 +173,11 @@ async function attemptDelivery(
   const real = pending.filter((r) => !isSimulated(r, config.simulatorDomains));
   const results: AttemptResult[] = simulated.map((r) => ({ ...simulate(r, attempt), final: true }));
   if (real.length > 0) {
-    const raw = await renderMessage(env, email);
-    const from = parseMailbox(email.fromAddress)!;
+    const identity = await sendingIdentity(env.DB, config, email);
+    const raw = await signMessage(await renderMessage(env, email), identity.keys);
     const session = await sessions.get(email.region);
     // The envelope carries internationalized domains as A-labels (punycode).
-    const delivered = await session.deliver({ envelopeFrom: toAsciiEmail(from.email), recipients: real.map(toAsciiEmail), raw });
+    const delivered = await session.deliver({ envelopeFrom: identity.envelopeFrom, recipients: real.map(toAsciiEmail), raw });
     for (const r of delivered) results.push({ ...r, final: r.status === "accepted" && config.relayFinal });
   }
   return results;

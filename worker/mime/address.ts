@@ -70,6 +70,12 @@ export function toAsciiEmail(email: string): string {
   return normalized.slice(0, at + 1) + (isAscii(domain) ? domain : asciiDomain(domain));
 }
 
+/** A domain as ASCII: A-labels, lower case. Throws a TypeError when it is not a domain. */
+export function toAsciiDomain(domain: string): string {
+  const lower = domain.toLowerCase();
+  return isAscii(lower) ? lower : asciiDomain(lower);
+}
+
 /**
  * The mailbox as tokens separated by single spaces; a header may fold between tokens.
  * Each name token is at most 76 characters; the last token is `<addr-spec>` (or the bare

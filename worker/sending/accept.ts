@@ -33,6 +33,7 @@ export interface PreparedEmail {
   tags: { name: string; value: string }[];
   attachments: AttachmentBytes[];
   scheduledAt: number | null;
+  domainId: string;
   region: string;
   /** Envelope recipients: to, cc and bcc, each once (case-insensitively). */
   recipients: string[];
@@ -116,6 +117,7 @@ export async function prepareEmail(deps: SendDeps, principal: Principal, req: Se
     tags: req.tags ?? [],
     attachments,
     scheduledAt,
+    domainId: domain.id,
     region: domain.region,
     recipients,
     messageId: `${id}@${domain.name}`,
@@ -157,6 +159,7 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
           tagsJson: JSON.stringify(p.tags),
           attachmentsJson: JSON.stringify(stored.attachments),
           contentKey: stored.contentKey,
+          domainId: p.domainId,
           region: p.region,
           state: first,
           lastEvent: first,

@@ -6,6 +6,7 @@ import { drizzle } from "drizzle-orm/d1";
 import { domains } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
 import type { Principal } from "../auth.ts";
+import { toAsciiDomain } from "../mime/address.ts";
 
 export interface SendingDomain {
   id: string;
@@ -15,6 +16,9 @@ export interface SendingDomain {
 }
 
 const CACHE_MS = 5_000;
+
+/** A verified domain keeps sending while its vanished records are rechecked (72 hours). */
+const SENDABLE = new Set(["verified", "temporary_failure"]);
 const cache = new Map<string, { domains: SendingDomain[]; expires: number }>();
 
 export function forgetAccountDomains(accountId: string): void {
@@ -38,7 +42,8 @@ async function accountDomains(db: D1Database, accountId: string): Promise<Sendin
 export async function authorizeSender(db: D1Database, principal: Principal, fromEmail: string): Promise<SendingDomain> {
   const domainName = fromEmail.slice(fromEmail.lastIndexOf("@") + 1).toLowerCase();
   const list = await accountDomains(db, principal.accountId);
-  const domain = list.find((d) => d.name === domainName && d.status === "verified");
+  const asciiName = toAsciiDomain(domainName);
+  const domain = list.find((d) => d.name === asciiName && SENDABLE.has(d.status));
   if (!domain) {
     throw new ApiError(
       "validation_error",

@@ -1,0 +1,70 @@
+// Who a message goes out as: the DKIM keys that sign it and the envelope sender (VERP) on the
+// domain's return-path subdomain. Read from D1 per domain and kept for a few seconds per
+// isolate; opened private keys are kept by key id (a key's material never changes).
+import { and, eq } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import type { TernConfig } from "../config.ts";
+import { dkimKeys, domains, type EmailRow } from "../db/schema.ts";
+import { openPrivateKey } from "../dkim/keys.ts";
+import type { SigningKey } from "../dkim/sign.ts";
+import { domainOf, parseMailbox, toAsciiDomain } from "../mime/address.ts";
+import { returnPathAddress } from "../sending/return-path.ts";
+
+export interface SendingIdentity {
+  keys: SigningKey[];
+  envelopeFrom: string;
+}
+
+/** The email's domain is gone (deleted) or has no key: tern does not send unsigned mail. */
+export class NoSigningKeyError extends Error {}
+
+interface DomainKeys {
+  domainId: string;
+  name: string;
+  returnPath: string;
+  keys: { id: string; selector: string; algorithm: "rsa" | "ed25519"; privateKeySealed: string }[];
+}
+
+const DOMAIN_CACHE_MS = 10_000;
+const domainCache = new Map<string, { value: DomainKeys | null; expires: number }>();
+const openedKeys = new Map<string, Promise<CryptoKey>>();
+
+async function domainKeys(d1: D1Database, email: EmailRow): Promise<DomainKeys | null> {
+  const name = toAsciiDomain(domainOf(parseMailbox(email.fromAddress)!.email));
+  const cacheKey = `${email.accountId}:${email.domainId ?? name}`;
+  const hit = domainCache.get(cacheKey);
+  if (hit && hit.expires > Date.now()) return hit.value;
+  const db = drizzle(d1);
+  const domain = await db.select({ id: domains.id, name: domains.name, returnPath: domains.returnPath }).from(domains)
+    .where(and(eq(domains.accountId, email.accountId), email.domainId ? eq(domains.id, email.domainId) : eq(domains.name, name)))
+    .get();
+  let value: DomainKeys | null = null;
+  if (domain) {
+    const keys = await db.select({ id: dkimKeys.id, selector: dkimKeys.selector, algorithm: dkimKeys.algorithm, privateKeySealed: dkimKeys.privateKeySealed })
+      .from(dkimKeys).where(and(eq(dkimKeys.domainId, domain.id), eq(dkimKeys.state, "active")));
+    value = { domainId: domain.id, name: domain.name, returnPath: domain.returnPath, keys };
+  }
+  if (domainCache.size > 5_000) domainCache.clear();
+  domainCache.set(cacheKey, { value, expires: Date.now() + DOMAIN_CACHE_MS });
+  return value;
+}
+
+function opened(config: TernConfig, domainId: string, k: DomainKeys["keys"][number]): Promise<CryptoKey> {
+  let key = openedKeys.get(k.id);
+  if (!key) {
+    if (openedKeys.size > 5_000) openedKeys.clear();
+    key = openPrivateKey(config.masterKey, { domainId, selector: k.selector, algorithm: k.algorithm, privateKeySealed: k.privateKeySealed });
+    key.catch(() => openedKeys.delete(k.id));
+    openedKeys.set(k.id, key);
+  }
+  return key;
+}
+
+export async function sendingIdentity(d1: D1Database, config: TernConfig, email: EmailRow): Promise<SendingIdentity> {
+  const d = await domainKeys(d1, email);
+  if (!d || d.keys.length === 0) throw new NoSigningKeyError("The sending domain of this email was deleted; tern does not send unsigned mail.");
+  const keys = await Promise.all(
+    d.keys.map(async (k) => ({ domain: d.name, selector: k.selector, algorithm: k.algorithm, privateKey: await opened(config, d.domainId, k) })),
+  );
+  return { keys, envelopeFrom: await returnPathAddress(config.masterKey, email.id, d.returnPath, d.name) };
+}

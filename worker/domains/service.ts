@@ -1,0 +1,384 @@
+// Domains of an account: create (with a DKIM key pair), read, change, delete, check over DNS,
+// rotate the DKIM key. Every change is written together with its domain.* event in one D1
+// batch. Routes stay thin; the rules live in verification.ts.
+import { and, asc, eq, inArray, isNotNull, lte, ne } from "drizzle-orm";
+import type { BatchItem } from "drizzle-orm/batch";
+import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
+import type { TernConfig } from "../config.ts";
+import { accountEvents, dkimKeys, domains, type DkimKeyRow, type DomainRow } from "../db/schema.ts";
+import { generateDkimKey, newSelector, sealPrivateKey } from "../dkim/keys.ts";
+import type { DkimAlgorithm } from "../dkim/sign.ts";
+import { uuidv7 } from "../ids.ts";
+import { forgetAccountDomains } from "../sending/sender.ts";
+import { dohResolver, type Resolver } from "./dns.ts";
+import {
+  dmarcOf,
+  evaluate,
+  expectedRecords,
+  judge,
+  organizationalDomain,
+  type DmarcInfo,
+  type DomainState,
+  type DomainStatus,
+  type ExpectedRecord,
+  type HostsConfig,
+  type Judgement,
+  type KeyInfo,
+  type RecordStatus,
+} from "./verification.ts";
+
+export type DkimChoice = "rsa" | "ed25519" | "rsa+ed25519";
+
+export interface DomainRecordView {
+  record: ExpectedRecord["record"];
+  name: string;
+  type: ExpectedRecord["type"];
+  ttl: "Auto";
+  status: RecordStatus;
+  value: string;
+  priority?: number;
+}
+
+export interface DomainView {
+  object: "domain";
+  id: string;
+  name: string;
+  status: DomainStatus;
+  created_at: string;
+  region: string;
+  custom_return_path: string;
+  open_tracking: boolean;
+  click_tracking: boolean;
+  tls: "opportunistic" | "enforced";
+  receiving: boolean;
+  records: DomainRecordView[];
+  /** What the last check found at _dmarc; null before the first check. */
+  dmarc: DmarcInfo | null;
+}
+
+export interface DomainWithKeys {
+  row: DomainRow;
+  keys: DkimKeyRow[];
+}
+
+function hosts(config: TernConfig): HostsConfig {
+  return { bounceHost: config.bounceHost, spfInclude: config.spfInclude, inboundMxHost: config.inboundMxHost };
+}
+
+function keyInfo(k: DkimKeyRow): KeyInfo {
+  return { id: k.id, selector: k.selector, algorithm: k.algorithm, publicKey: k.publicKey, state: k.state, status: k.status };
+}
+
+function recordStatuses(row: DomainRow, keys: DkimKeyRow[]): Record<string, RecordStatus> {
+  const out = JSON.parse(row.recordStatusJson) as Record<string, RecordStatus>;
+  for (const k of keys) out[`dkim:${k.id}`] = k.status as RecordStatus;
+  return out;
+}
+
+function expectedFor(d: DomainWithKeys, config: TernConfig): ExpectedRecord[] {
+  return expectedRecords({ name: d.row.name, returnPath: d.row.returnPath, receiving: d.row.receiving }, d.keys.map(keyInfo), hosts(config));
+}
+
+export function domainView(d: DomainWithKeys, config: TernConfig): DomainView {
+  const statuses = recordStatuses(d.row, d.keys);
+  return {
+    object: "domain",
+    id: d.row.id,
+    name: d.row.name,
+    status: d.row.status as DomainStatus,
+    created_at: new Date(d.row.createdAt).toISOString(),
+    region: d.row.region,
+    custom_return_path: d.row.returnPath,
+    open_tracking: d.row.openTracking,
+    click_tracking: d.row.clickTracking,
+    tls: d.row.tls,
+    receiving: d.row.receiving,
+    records: expectedFor(d, config).map((e) => ({
+      record: e.record,
+      name: e.name,
+      type: e.type,
+      ttl: "Auto" as const,
+      status: statuses[e.id] ?? "not_started",
+      value: e.value,
+      ...(e.priority !== undefined ? { priority: e.priority } : {}),
+    })),
+    dmarc: d.row.dmarcJson ? (JSON.parse(d.row.dmarcJson) as DmarcInfo) : null,
+  };
+}
+
+function eventStatement(db: DrizzleD1Database, type: "domain.created" | "domain.updated" | "domain.deleted", view: DomainView, accountId: string, now: number) {
+  return db.insert(accountEvents).values({ id: uuidv7(now), accountId, type, objectId: view.id, dataJson: JSON.stringify(view), createdAt: now });
+}
+
+export async function loadDomain(d1: D1Database, accountId: string, id: string): Promise<DomainWithKeys | null> {
+  const db = drizzle(d1);
+  const [rows, keys] = await db.batch([
+    db.select().from(domains).where(and(eq(domains.id, id), eq(domains.accountId, accountId))),
+    db.select().from(dkimKeys).where(and(eq(dkimKeys.domainId, id), eq(dkimKeys.accountId, accountId), ne(dkimKeys.state, "retired"))).orderBy(asc(dkimKeys.createdAt)),
+  ]);
+  const row = rows[0];
+  return row ? { row, keys } : null;
+}
+
+async function newKeyRow(config: TernConfig, accountId: string, domainId: string, algorithm: DkimAlgorithm, state: "active" | "pending", now: number): Promise<DkimKeyRow> {
+  const generated = await generateDkimKey(algorithm);
+  const selector = newSelector();
+  try {
+    return {
+      id: uuidv7(now),
+      domainId,
+      accountId,
+      selector,
+      algorithm,
+      publicKey: generated.publicKey,
+      privateKeySealed: await sealPrivateKey(config.masterKey, domainId, selector, generated.pkcs8),
+      state,
+      status: "not_started",
+      createdAt: now,
+      activatedAt: state === "active" ? now : null,
+      retiredAt: null,
+    };
+  } finally {
+    generated.pkcs8.fill(0);
+  }
+}
+
+export interface CreateDomainInput {
+  name: string;
+  region: string;
+  customReturnPath: string;
+  openTracking: boolean;
+  clickTracking: boolean;
+  tls: "opportunistic" | "enforced";
+  receiving: boolean;
+  dkimAlgorithm: DkimChoice;
+}
+
+export class DomainExistsError extends Error {}
+
+export async function createDomain(d1: D1Database, config: TernConfig, accountId: string, input: CreateDomainInput, now: number): Promise<DomainView> {
+  const db = drizzle(d1);
+  const existing = await db.select({ id: domains.id }).from(domains).where(and(eq(domains.accountId, accountId), eq(domains.name, input.name))).get();
+  if (existing) throw new DomainExistsError(input.name);
+  const id = uuidv7(now);
+  const algorithms: DkimAlgorithm[] = input.dkimAlgorithm === "rsa+ed25519" ? ["rsa", "ed25519"] : [input.dkimAlgorithm];
+  const keys = await Promise.all(algorithms.map((a) => newKeyRow(config, accountId, id, a, "active", now)));
+  const row: DomainRow = {
+    id,
+    accountId,
+    name: input.name,
+    region: input.region,
+    status: "not_started",
+    returnPath: input.customReturnPath,
+    openTracking: input.openTracking,
+    clickTracking: input.clickTracking,
+    tls: input.tls,
+    receiving: input.receiving,
+    recordStatusJson: "{}",
+    dmarcJson: null,
+    verificationStartedAt: null,
+    failingSince: null,
+    lastCheckedAt: null,
+    nextCheckAt: null,
+    createdAt: now,
+    updatedAt: now,
+  };
+  const view = domainView({ row, keys }, config);
+  try {
+    await db.batch([db.insert(domains).values(row), db.insert(dkimKeys).values(keys), eventStatement(db, "domain.created", view, accountId, now)]);
+  } catch (err) {
+    // Two creates racing for one name: the unique index decides.
+    if (/UNIQUE/i.test(String(err))) throw new DomainExistsError(input.name);
+    throw err;
+  }
+  return view;
+}
+
+export interface DomainPatch {
+  openTracking?: boolean;
+  clickTracking?: boolean;
+  tls?: "opportunistic" | "enforced";
+  receiving?: boolean;
+}
+
+export async function updateDomain(d1: D1Database, config: TernConfig, current: DomainWithKeys, patch: DomainPatch, now: number): Promise<DomainView> {
+  const db = drizzle(d1);
+  const row: DomainRow = {
+    ...current.row,
+    openTracking: patch.openTracking ?? current.row.openTracking,
+    clickTracking: patch.clickTracking ?? current.row.clickTracking,
+    tls: patch.tls ?? current.row.tls,
+    receiving: patch.receiving ?? current.row.receiving,
+    updatedAt: now,
+  };
+  let statuses = JSON.parse(row.recordStatusJson) as Record<string, RecordStatus>;
+  if (row.receiving !== current.row.receiving) {
+    // The record set changed: a verified domain must now also show its Receiving MX (checked
+    // at once by the caller); turning receiving off drops it.
+    statuses = { ...statuses };
+    delete statuses["receiving_mx"];
+    row.recordStatusJson = JSON.stringify(statuses);
+  }
+  const view = domainView({ row, keys: current.keys }, config);
+  await db.batch([
+    db.update(domains).set({
+      openTracking: row.openTracking,
+      clickTracking: row.clickTracking,
+      tls: row.tls,
+      receiving: row.receiving,
+      recordStatusJson: row.recordStatusJson,
+      updatedAt: now,
+    }).where(eq(domains.id, row.id)),
+    eventStatement(db, "domain.updated", view, row.accountId, now),
+  ]);
+  forgetAccountDomains(row.accountId);
+  return view;
+}
+
+export async function deleteDomain(d1: D1Database, config: TernConfig, current: DomainWithKeys, now: number): Promise<void> {
+  const db = drizzle(d1);
+  const view = domainView(current, config);
+  await db.batch([
+    db.delete(dkimKeys).where(eq(dkimKeys.domainId, current.row.id)),
+    db.delete(domains).where(eq(domains.id, current.row.id)),
+    eventStatement(db, "domain.deleted", view, current.row.accountId, now),
+  ]);
+  forgetAccountDomains(current.row.accountId);
+}
+
+/** Starts a rotation: a new key of `algorithm` is published and checked while the current
+ * one keeps signing; once its record is verified it takes over and the old key retires. A
+ * rotation already waiting for its record is replaced. */
+export async function rotateDkim(d1: D1Database, config: TernConfig, current: DomainWithKeys, algorithm: DkimAlgorithm, now: number): Promise<DomainWithKeys> {
+  const db = drizzle(d1);
+  const key = await newKeyRow(config, current.row.accountId, current.row.id, algorithm, "pending", now);
+  const stale = current.keys.filter((k) => k.state === "pending" && k.algorithm === algorithm).map((k) => k.id);
+  const keys = [...current.keys.filter((k) => !stale.includes(k.id)), key];
+  const row = { ...current.row, updatedAt: now };
+  const view = domainView({ row, keys }, config);
+  // The cron looks for the new record soon, whatever the domain's own schedule.
+  const soon = now + 5 * 60_000;
+  if (row.status !== "not_started") row.nextCheckAt = Math.min(row.nextCheckAt ?? soon, soon);
+  const statements: BatchItem<"sqlite">[] = [
+    db.insert(dkimKeys).values(key),
+    db.update(domains).set({ nextCheckAt: row.nextCheckAt, updatedAt: now }).where(eq(domains.id, row.id)),
+    eventStatement(db, "domain.updated", view, row.accountId, now),
+  ];
+  if (stale.length > 0) statements.unshift(db.delete(dkimKeys).where(inArray(dkimKeys.id, stale)));
+  await db.batch(statements as [BatchItem<"sqlite">]);
+  return { row, keys };
+}
+
+/** Looks every record up (in parallel) and judges it; DMARC is read for information. */
+async function lookUp(d: DomainWithKeys, config: TernConfig, resolver: Resolver): Promise<{ expected: ExpectedRecord[]; judged: Record<string, Judgement>; dmarc: DmarcInfo | null | undefined }> {
+  const expected = expectedFor(d, config);
+  const judged: Record<string, Judgement> = {};
+  const name = d.row.name;
+  const org = organizationalDomain(name);
+  const [results, own, inherited] = await Promise.all([
+    Promise.all(expected.map((e) => resolver.lookup(e.fqdn, e.type))),
+    resolver.lookup(`_dmarc.${name}`, "TXT"),
+    org ? resolver.lookup(`_dmarc.${org}`, "TXT") : Promise.resolve(null),
+  ]);
+  expected.forEach((e, i) => (judged[e.id] = judge(e, results[i]!, hosts(config))));
+  // undefined: the resolver failed, keep what was known.
+  let dmarc: DmarcInfo | null | undefined = dmarcOf(own, false) ?? (inherited ? dmarcOf(inherited, true) : null);
+  if (!dmarc && (own.kind === "error" || inherited?.kind === "error")) dmarc = undefined;
+  return { expected, judged, dmarc };
+}
+
+export interface CheckOptions {
+  resolver?: Resolver;
+  /** POST /verify: a failed domain gets a new 72-hour window. */
+  restart?: boolean;
+}
+
+/** Checks a domain's records now and records the outcome (and a domain.updated event when
+ * the status or a record's status changed). */
+export async function checkDomain(d1: D1Database, config: TernConfig, current: DomainWithKeys, now: number, opts: CheckOptions = {}): Promise<DomainWithKeys> {
+  const resolver = opts.resolver ?? dohResolver(config.dohUrl);
+  const { expected, judged, dmarc } = await lookUp(current, config, resolver);
+  const prevStatuses = recordStatuses(current.row, current.keys);
+  const restart = opts.restart && !["verified", "temporary_failure"].includes(current.row.status);
+  const prev: DomainState = {
+    status: current.row.status as DomainStatus,
+    records: prevStatuses,
+    verificationStartedAt: restart ? now : current.row.verificationStartedAt,
+    failingSince: current.row.failingSince,
+    nextCheckAt: current.row.nextCheckAt,
+  };
+  const next = evaluate(prev, expected, judged, now);
+
+  const keys = current.keys.map((k) => {
+    const updated: DkimKeyRow = { ...k, status: next.records[`dkim:${k.id}`] ?? k.status };
+    if (next.promoteKeyIds.includes(k.id)) return { ...updated, state: "active" as const, activatedAt: now };
+    const replacedBy = current.keys.find((p) => next.promoteKeyIds.includes(p.id) && p.algorithm === k.algorithm);
+    if (k.state === "active" && replacedBy) return { ...updated, state: "retired" as const, retiredAt: now };
+    return updated;
+  });
+  const otherStatuses: Record<string, RecordStatus> = {};
+  for (const [id, s] of Object.entries(next.records)) if (!id.startsWith("dkim:")) otherStatuses[id] = s;
+  const row: DomainRow = {
+    ...current.row,
+    status: next.status,
+    recordStatusJson: JSON.stringify(otherStatuses),
+    dmarcJson: dmarc === undefined ? current.row.dmarcJson : dmarc === null ? JSON.stringify({ found: false, policy: null, record: null, inherited: false }) : JSON.stringify(dmarc),
+    verificationStartedAt: next.verificationStartedAt,
+    failingSince: next.failingSince,
+    lastCheckedAt: now,
+    nextCheckAt: next.nextCheckAt,
+  };
+
+  const db = drizzle(d1);
+  const changedKeys = keys.filter((k, i) => k.status !== current.keys[i]!.status || k.state !== current.keys[i]!.state);
+  const changed = row.status !== current.row.status || row.recordStatusJson !== current.row.recordStatusJson || changedKeys.length > 0;
+  const statements: BatchItem<"sqlite">[] = [
+    db.update(domains).set({
+      status: row.status,
+      recordStatusJson: row.recordStatusJson,
+      dmarcJson: row.dmarcJson,
+      verificationStartedAt: row.verificationStartedAt,
+      failingSince: row.failingSince,
+      lastCheckedAt: row.lastCheckedAt,
+      nextCheckAt: row.nextCheckAt,
+      ...(changed ? { updatedAt: now } : {}),
+    }).where(eq(domains.id, row.id)),
+    ...changedKeys.map((k) => db.update(dkimKeys).set({ status: k.status, state: k.state, activatedAt: k.activatedAt, retiredAt: k.retiredAt }).where(eq(dkimKeys.id, k.id))),
+  ];
+  const live = keys.filter((k) => k.state !== "retired");
+  if (changed) statements.push(eventStatement(db, "domain.updated", domainView({ row, keys: live }, config), row.accountId, now));
+  await db.batch(statements as [BatchItem<"sqlite">]);
+  if (row.status !== current.row.status || changedKeys.some((k) => k.state !== "pending")) forgetAccountDomains(row.accountId);
+  return { row, keys: live };
+}
+
+/** At most this many domains per cron run: each costs a handful of DNS subrequests. */
+const CHECKS_PER_RUN = 25;
+const PARALLEL_CHECKS = 5;
+
+/** The cron's share: domains whose next check is due (pending ones in their window, verified
+ * ones on their schedule, temporary failures hourly). */
+export async function recheckDueDomains(d1: D1Database, config: TernConfig, now: number, resolver?: Resolver): Promise<number> {
+  const db = drizzle(d1);
+  const due = await db.select().from(domains)
+    .where(and(isNotNull(domains.nextCheckAt), lte(domains.nextCheckAt, now)))
+    .orderBy(asc(domains.nextCheckAt))
+    .limit(CHECKS_PER_RUN);
+  if (due.length === 0) return 0;
+  const keys = await db.select().from(dkimKeys)
+    .where(and(inArray(dkimKeys.domainId, due.map((d) => d.id)), ne(dkimKeys.state, "retired")))
+    .orderBy(asc(dkimKeys.createdAt));
+  const queue = [...due];
+  await Promise.all(
+    Array.from({ length: PARALLEL_CHECKS }, async () => {
+      for (let row = queue.shift(); row; row = queue.shift()) {
+        try {
+          await checkDomain(d1, config, { row, keys: keys.filter((k) => k.domainId === row!.id) }, now, { resolver });
+        } catch (err) {
+          console.error("domain check failed", row.id, err instanceof Error ? err.message : String(err));
+        }
+      }
+    }),
+  );
+  return due.length;
+}

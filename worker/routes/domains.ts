@@ -1,0 +1,321 @@
+// Domains (contract section 5): create with a DKIM key pair, list, read, change tracking/TLS/
+// receiving, delete, verify over DNS, rotate the DKIM key.
+import { createRoute, z } from "@hono/zod-openapi";
+import { eq } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { defineRoute, type App, type Ctx } from "../app.ts";
+import { readConfig } from "../config.ts";
+import { MasterKeyMissingError } from "../crypto/master-key.ts";
+import { domains } from "../db/schema.ts";
+import {
+  checkDomain,
+  createDomain,
+  deleteDomain,
+  DomainExistsError,
+  domainView,
+  loadDomain,
+  rotateDkim,
+  updateDomain,
+  type DomainWithKeys,
+} from "../domains/service.ts";
+import { DOMAIN_STATUSES, RECORD_STATUSES } from "../domains/verification.ts";
+import { ApiError } from "../errors.ts";
+import { readJson, validate } from "../http.ts";
+import { finishPage, ListQuery, listSchema, pageQuery, readPage } from "../pagination.ts";
+import { DeletedSchema, errorResponses, IdParam, iso, json, jsonBody } from "./schemas.ts";
+
+export const REGIONS = ["us-east-1", "eu-west-1", "sa-east-1", "ap-northeast-1"] as const;
+
+/** A DNS name as tern stores it: lower case, A-labels, at least two labels, no IP address. */
+export function normaliseDomainName(input: string): string | null {
+  const trimmed = input.trim().replace(/\.$/, "").toLowerCase();
+  if (trimmed === "" || trimmed.length > 253 || /[\s/@:?#\\]/.test(trimmed)) return null;
+  let host: string;
+  try {
+    host = new URL(`http://${trimmed}/`).hostname;
+  } catch {
+    return null;
+  }
+  const labels = host.split(".");
+  if (labels.length < 2 || host.length > 253) return null;
+  if (!labels.every((l) => /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/.test(l))) return null;
+  if (/^\d+$/.test(labels.at(-1)!)) return null; // an IPv4 address, or a numeric TLD
+  return host;
+}
+
+const ReturnPath = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .regex(/^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/, "`custom_return_path` must be a subdomain label such as `send` or `bounces`.")
+  .max(63, "`custom_return_path` must be at most 63 characters.");
+
+const Tls = z.enum(["opportunistic", "enforced"], { error: "`tls` must be `opportunistic` or `enforced`." });
+
+export const CreateDomainRequest = z
+  .object({
+    name: z
+      .string({ error: "`name` must be a string." })
+      .transform((s, ctx) => {
+        const n = normaliseDomainName(s);
+        if (!n) {
+          ctx.addIssue({ code: "custom", message: "`name` must be a domain name such as `example.com`." });
+          return z.NEVER;
+        }
+        return n;
+      })
+      .openapi({ type: "string", example: "example.com" }),
+    region: z.enum(REGIONS, { error: `\`region\` must be one of ${REGIONS.join(", ")}.` }).default("us-east-1"),
+    custom_return_path: ReturnPath.default("send"),
+    open_tracking: z.boolean({ error: "`open_tracking` must be a boolean." }).default(false),
+    click_tracking: z.boolean({ error: "`click_tracking` must be a boolean." }).default(false),
+    tls: Tls.default("opportunistic"),
+    receiving: z.boolean({ error: "`receiving` must be a boolean." }).default(false),
+    dkim_algorithm: z
+      .enum(["rsa", "ed25519", "rsa+ed25519"], { error: "`dkim_algorithm` must be `rsa`, `ed25519` or `rsa+ed25519`." })
+      .default("rsa")
+      .openapi({ description: "rsa: RSA 2048. ed25519: Ed25519 only (some receivers cannot check it). rsa+ed25519: both sign." }),
+  })
+  .openapi("CreateDomainRequest");
+
+export const UpdateDomainRequest = z
+  .object({
+    open_tracking: z.boolean({ error: "`open_tracking` must be a boolean." }).optional(),
+    click_tracking: z.boolean({ error: "`click_tracking` must be a boolean." }).optional(),
+    tls: Tls.optional(),
+    receiving: z.boolean({ error: "`receiving` must be a boolean." }).optional(),
+  })
+  .strict()
+  .openapi("UpdateDomainRequest");
+
+export const RotateDkimRequest = z
+  .object({ algorithm: z.enum(["rsa", "ed25519"], { error: "`algorithm` must be `rsa` or `ed25519`." }).optional() })
+  .openapi("RotateDkimRequest");
+
+const DomainRecord = z
+  .object({
+    record: z.enum(["DKIM", "SPF", "Receiving"]),
+    name: z.string(),
+    type: z.enum(["TXT", "MX", "CNAME"]),
+    ttl: z.literal("Auto"),
+    status: z.enum(RECORD_STATUSES),
+    value: z.string(),
+    priority: z.number().int().optional(),
+  })
+  .openapi("DomainRecord");
+
+const Domain = z
+  .object({
+    object: z.literal("domain"),
+    id: z.string(),
+    name: z.string(),
+    status: z.enum(DOMAIN_STATUSES),
+    created_at: z.string(),
+    region: z.enum(REGIONS),
+    custom_return_path: z.string(),
+    open_tracking: z.boolean(),
+    click_tracking: z.boolean(),
+    tls: z.enum(["opportunistic", "enforced"]),
+    receiving: z.boolean(),
+    records: z.array(DomainRecord),
+    dmarc: z
+      .object({
+        found: z.boolean(),
+        policy: z.enum(["none", "quarantine", "reject"]).nullable(),
+        record: z.string().nullable(),
+        inherited: z.boolean(),
+      })
+      .nullable()
+      .openapi({ description: "What the last check found at _dmarc (recommended, not required)." }),
+  })
+  .openapi("Domain");
+
+const DomainItem = z
+  .object({ id: z.string(), name: z.string(), status: z.enum(DOMAIN_STATUSES), created_at: z.string(), region: z.string() })
+  .openapi("DomainListItem");
+
+/** Key generation and sealing need the master secret; say so plainly when it is missing. */
+async function withMasterKey<T>(work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    if (err instanceof MasterKeyMissingError) {
+      console.error(err.message);
+      throw new ApiError("application_error", "Domains are unavailable: this deployment has no MASTER_KEY secret configured.");
+    }
+    throw err;
+  }
+}
+
+async function domainOr404(c: Ctx): Promise<DomainWithKeys> {
+  const found = await loadDomain(c.env.DB, c.get("principal").accountId, c.req.param("id")!);
+  if (!found) throw new ApiError("not_found", "Domain not found.");
+  return found;
+}
+
+export function registerDomainRoutes(app: App): void {
+  defineRoute(
+    app,
+    "full",
+    createRoute({
+      method: "post",
+      path: "/domains",
+      tags: ["Domains"],
+      summary: "Add a domain",
+      description: "Creates the domain with a DKIM key pair and answers the DNS records to publish.",
+      request: jsonBody(CreateDomainRequest),
+      responses: { 201: json(Domain, "The new domain and its records"), ...errorResponses(400, 401, 403, 422) },
+    }),
+    async (c) => {
+      const body = validate(CreateDomainRequest, await readJson(c.req.raw));
+      const config = readConfig(c.env);
+      try {
+        const view = await withMasterKey(() =>
+          createDomain(c.env.DB, config, c.get("principal").accountId, {
+            name: body.name,
+            region: body.region,
+            customReturnPath: body.custom_return_path,
+            openTracking: body.open_tracking,
+            clickTracking: body.click_tracking,
+            tls: body.tls,
+            receiving: body.receiving,
+            dkimAlgorithm: body.dkim_algorithm,
+          }, Date.now()),
+        );
+        return c.json(view, 201);
+      } catch (err) {
+        if (err instanceof DomainExistsError) throw new ApiError("validation_error", `The domain ${body.name} has already been added to this account.`);
+        throw err;
+      }
+    },
+  );
+
+  defineRoute(
+    app,
+    "full",
+    createRoute({
+      method: "get",
+      path: "/domains",
+      tags: ["Domains"],
+      summary: "List domains",
+      request: { query: ListQuery },
+      responses: { 200: json(listSchema(DomainItem), "Domains of the account, newest first"), ...errorResponses(401, 403, 422) },
+    }),
+    async (c) => {
+      const page = readPage(c.req.query());
+      const q = pageQuery(domains.id, page, eq(domains.accountId, c.get("principal").accountId));
+      const rows = await drizzle(c.env.DB)
+        .select({ id: domains.id, name: domains.name, status: domains.status, createdAt: domains.createdAt, region: domains.region })
+        .from(domains).where(q.where).orderBy(q.orderBy).limit(page.limit + 1);
+      return c.json(finishPage(rows.map((r) => ({ id: r.id, name: r.name, status: r.status, created_at: iso(r.createdAt)!, region: r.region })), page));
+    },
+  );
+
+  defineRoute(
+    app,
+    "full",
+    createRoute({
+      method: "get",
+      path: "/domains/{id}",
+      tags: ["Domains"],
+      summary: "Retrieve a domain",
+      request: { params: IdParam },
+      responses: { 200: json(Domain, "The domain, its records and their status"), ...errorResponses(401, 403, 404) },
+    }),
+    async (c) => c.json(domainView(await domainOr404(c), readConfig(c.env))),
+  );
+
+  defineRoute(
+    app,
+    "full",
+    createRoute({
+      method: "patch",
+      path: "/domains/{id}",
+      tags: ["Domains"],
+      summary: "Update a domain",
+      description: "Open and click tracking, TLS, receiving. Turning receiving on adds the Receiving MX record, checked at once.",
+      request: { params: IdParam, ...jsonBody(UpdateDomainRequest) },
+      responses: { 200: json(Domain, "The updated domain"), ...errorResponses(400, 401, 403, 404, 422) },
+    }),
+    async (c) => {
+      const body = validate(UpdateDomainRequest, await readJson(c.req.raw));
+      const config = readConfig(c.env);
+      const current = await domainOr404(c);
+      const view = await updateDomain(c.env.DB, config, current, {
+        openTracking: body.open_tracking,
+        clickTracking: body.click_tracking,
+        tls: body.tls,
+        receiving: body.receiving,
+      }, Date.now());
+      // A verified domain that now also receives must show the new record's real status.
+      if (body.receiving !== undefined && body.receiving !== current.row.receiving && current.row.status !== "not_started") {
+        const reloaded = (await loadDomain(c.env.DB, current.row.accountId, current.row.id))!;
+        return c.json(domainView(await checkDomain(c.env.DB, config, reloaded, Date.now()), config));
+      }
+      return c.json(view);
+    },
+  );
+
+  defineRoute(
+    app,
+    "full",
+    createRoute({
+      method: "delete",
+      path: "/domains/{id}",
+      tags: ["Domains"],
+      summary: "Delete a domain",
+      description: "Its DKIM keys are destroyed; emails from it that are still waiting are failed, never sent unsigned.",
+      request: { params: IdParam },
+      responses: { 200: json(DeletedSchema, "Deleted"), ...errorResponses(401, 403, 404) },
+    }),
+    async (c) => {
+      const current = await domainOr404(c);
+      await deleteDomain(c.env.DB, readConfig(c.env), current, Date.now());
+      return c.json({ object: "domain", id: current.row.id, deleted: true as const });
+    },
+  );
+
+  defineRoute(
+    app,
+    "full",
+    createRoute({
+      method: "post",
+      path: "/domains/{id}/verify",
+      tags: ["Domains"],
+      summary: "Verify a domain",
+      description:
+        "Checks every record over DNS now and answers the result. A domain not yet verified gets 72 hours to publish its records, re-checked on a schedule; calling this again starts a new window.",
+      request: { params: IdParam },
+      responses: { 200: json(Domain, "The domain after the check"), ...errorResponses(401, 403, 404) },
+    }),
+    async (c) => {
+      const config = readConfig(c.env);
+      const checked = await checkDomain(c.env.DB, config, await domainOr404(c), Date.now(), { restart: true });
+      return c.json(domainView(checked, config));
+    },
+  );
+
+  defineRoute(
+    app,
+    "full",
+    createRoute({
+      method: "post",
+      path: "/domains/{id}/dkim/rotate",
+      tags: ["Domains"],
+      summary: "Rotate the DKIM key",
+      description:
+        "Adds a new DKIM key with a new selector. The current key keeps signing until the new record is published and verified; then the new key signs and the old one is retired (keep its DNS record a few days for mail in transit).",
+      request: { params: IdParam, body: { required: false, content: { "application/json": { schema: RotateDkimRequest } } } },
+      responses: { 200: json(Domain, "The domain with the new key's record"), ...errorResponses(400, 401, 403, 404, 422) },
+    }),
+    async (c) => {
+      const hasBody = (c.req.header("content-length") ?? "0") !== "0" || c.req.header("transfer-encoding");
+      const body = hasBody ? validate(RotateDkimRequest, await readJson(c.req.raw)) : {};
+      const config = readConfig(c.env);
+      const current = await domainOr404(c);
+      const algorithm = body.algorithm ?? current.keys.find((k) => k.state === "active")?.algorithm ?? "rsa";
+      const rotated = await withMasterKey(() => rotateDkim(c.env.DB, config, current, algorithm, Date.now()));
+      return c.json(domainView(rotated, config));
+    },
+  );
+}
