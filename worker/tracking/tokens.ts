@@ -1,0 +1,180 @@
+// Signed tokens for the open pixel and click redirects. A token names one email (and, for a
+// click, one link of it) and carries a MAC, so a token cannot be forged, altered or moved to
+// another email or link: the redirect then goes only where that email's own link pointed.
+//
+// Layout, then URL-safe base64 without padding:
+//   open:  version(1) kind=1(1) email id(16)                                  mac(16)
+//   click: version(1) kind=2(1) email id(16) link index(2) link hash(8)       mac(16)
+// mac = the first 16 bytes of HMAC-SHA256(key, "tern-tracking" NUL <the bytes before it>);
+// link hash = the first 8 bytes of SHA-256 of the link as written in the email. The hash
+// lets a click be checked against the stored link; the MAC is checked first, so a forged
+// token costs no storage read.
+import type { Result } from "../result.ts";
+
+const VERSION = 1;
+const KIND_OPEN = 1;
+const KIND_CLICK = 2;
+const MAC_BYTES = 16;
+const LINK_HASH_BYTES = 8;
+const OPEN_BYTES = 2 + 16 + MAC_BYTES;
+const CLICK_BYTES = 2 + 16 + 2 + LINK_HASH_BYTES + MAC_BYTES;
+/** Link indexes fit in two bytes. */
+export const MAX_LINK_INDEX = 0xffff;
+const LABEL = new TextEncoder().encode("tern-tracking\0");
+
+/** The paths the tracking routes answer on; the token follows the prefix. */
+export const OPEN_PATH_PREFIX = "/t/o/";
+export const CLICK_PATH_PREFIX = "/t/c/";
+
+export interface ClickClaim {
+  emailId: string;
+  linkIndex: number;
+  /** The first bytes of SHA-256 of the link the token was made for. */
+  linkHash: Uint8Array;
+}
+
+/**
+ * An HMAC-SHA256 key from a secret, for tests and tools. The Worker uses a key derived from
+ * its master secret for this one purpose (worker/crypto's "link-token" key); any HMAC-SHA256
+ * CryptoKey that can sign works.
+ */
+export async function importTrackingKey(secret: string | Uint8Array): Promise<CryptoKey> {
+  const bytes = typeof secret === "string" ? new TextEncoder().encode(secret) : secret;
+  if (bytes.length < 32) throw new RangeError("a tracking key needs at least 32 bytes of secret");
+  return crypto.subtle.importKey("raw", bytes as BufferSource, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+}
+
+export async function signOpenToken(key: CryptoKey, emailId: string): Promise<string> {
+  const head = new Uint8Array(2 + 16);
+  head[0] = VERSION;
+  head[1] = KIND_OPEN;
+  head.set(uuidBytes(emailId), 2);
+  return toBase64Url(concat(head, await mac(key, head)));
+}
+
+export async function signClickToken(key: CryptoKey, emailId: string, linkIndex: number, link: string): Promise<string> {
+  if (!Number.isInteger(linkIndex) || linkIndex < 0 || linkIndex > MAX_LINK_INDEX) throw new RangeError("link index out of range");
+  const head = new Uint8Array(CLICK_BYTES - MAC_BYTES);
+  head[0] = VERSION;
+  head[1] = KIND_CLICK;
+  head.set(uuidBytes(emailId), 2);
+  head[18] = linkIndex >> 8;
+  head[19] = linkIndex & 0xff;
+  head.set(await linkHash(link), 20);
+  return toBase64Url(concat(head, await mac(key, head)));
+}
+
+const INVALID = { ok: false, message: "The tracking token is not valid." } as const;
+
+/** The email an open token was made for; any other token (a click token included) is refused. */
+export async function verifyOpenToken(key: CryptoKey, token: string): Promise<Result<{ emailId: string }>> {
+  const bytes = await authentic(key, token, KIND_OPEN, OPEN_BYTES);
+  if (bytes === null) return INVALID;
+  return { ok: true, value: { emailId: uuidText(bytes.subarray(2, 18)) } };
+}
+
+/** What a click token claims, once its MAC is checked. The link itself comes from storage: see clickTarget. */
+export async function verifyClickToken(key: CryptoKey, token: string): Promise<Result<ClickClaim>> {
+  const bytes = await authentic(key, token, KIND_CLICK, CLICK_BYTES);
+  if (bytes === null) return INVALID;
+  return {
+    ok: true,
+    value: {
+      emailId: uuidText(bytes.subarray(2, 18)),
+      linkIndex: (bytes[18]! << 8) | bytes[19]!,
+      linkHash: bytes.slice(20, 20 + LINK_HASH_BYTES),
+    },
+  };
+}
+
+/** The stored link a verified claim points to, or null when the email has no such link (or it changed). */
+export async function clickTarget(claim: ClickClaim, links: readonly string[]): Promise<string | null> {
+  const link = links[claim.linkIndex];
+  if (link === undefined) return null;
+  return constantTimeEqual(await linkHash(link), claim.linkHash) ? link : null;
+}
+
+/**
+ * A click token all the way to its redirect target: MAC first, then the email's stored
+ * links (`loadLinks` is asked only for authentic tokens; it answers null for an unknown email).
+ */
+export async function resolveClick(
+  key: CryptoKey,
+  token: string,
+  loadLinks: (emailId: string) => Promise<readonly string[] | null>,
+): Promise<Result<{ emailId: string; linkIndex: number; link: string }>> {
+  const claim = await verifyClickToken(key, token);
+  if (!claim.ok) return claim;
+  const links = await loadLinks(claim.value.emailId);
+  const link = links === null ? null : await clickTarget(claim.value, links);
+  if (link === null) return { ok: false, message: "The link of this tracking token is not known." };
+  return { ok: true, value: { emailId: claim.value.emailId, linkIndex: claim.value.linkIndex, link } };
+}
+
+/** The token's bytes when it is well formed, of the expected kind, and its MAC matches; otherwise null. */
+async function authentic(key: CryptoKey, token: string, kind: number, length: number): Promise<Uint8Array | null> {
+  if (typeof token !== "string" || token.length > 128) return null;
+  const bytes = fromBase64Url(token);
+  if (bytes === null || bytes.length !== length || bytes[0] !== VERSION || bytes[1] !== kind) return null;
+  const head = bytes.subarray(0, length - MAC_BYTES);
+  const expected = await mac(key, head);
+  return constantTimeEqual(expected, bytes.subarray(length - MAC_BYTES)) ? bytes : null;
+}
+
+async function mac(key: CryptoKey, head: Uint8Array): Promise<Uint8Array> {
+  const signed = await crypto.subtle.sign("HMAC", key, concat(LABEL, head) as BufferSource);
+  return new Uint8Array(signed, 0, MAC_BYTES);
+}
+
+async function linkHash(link: string): Promise<Uint8Array> {
+  const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(link) as BufferSource);
+  return new Uint8Array(digest, 0, LINK_HASH_BYTES);
+}
+
+/** Compares every byte whatever the first difference, so timing tells nothing about a MAC. */
+export function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) diff |= a[i]! ^ b[i]!;
+  return diff === 0;
+}
+
+function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a, 0);
+  out.set(b, a.length);
+  return out;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** tern's ids are UUIDs: 16 bytes in a token instead of 36 characters. */
+function uuidBytes(id: string): Uint8Array {
+  if (!UUID.test(id)) throw new TypeError("tracking tokens are made for UUID email ids");
+  const hex = id.replace(/-/g, "");
+  return Uint8Array.from({ length: 16 }, (_, i) => parseInt(hex.slice(i * 2, i * 2 + 2), 16));
+}
+
+function uuidText(bytes: Uint8Array): string {
+  const hex = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+function toBase64Url(bytes: Uint8Array): string {
+  let binary = "";
+  for (const b of bytes) binary += String.fromCharCode(b);
+  return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+/** Strict: only the URL-safe alphabet, no padding, and no length that base64 cannot produce. */
+function fromBase64Url(text: string): Uint8Array | null {
+  if (!/^[A-Za-z0-9_-]*$/.test(text) || text.length % 4 === 1) return null;
+  try {
+    const binary = atob(text.replace(/-/g, "+").replace(/_/g, "/").padEnd(Math.ceil(text.length / 4) * 4, "="));
+    const bytes = Uint8Array.from(binary, (c) => c.charCodeAt(0));
+    // Non-canonical spellings (stray low bits in the last character) would give a second token for the same bytes.
+    return toBase64Url(bytes) === text ? bytes : null;
+  } catch {
+    return null;
+  }
+}
