@@ -1,6 +1,7 @@
 // One operator secret (MASTER_KEY) and keys derived from it per purpose with HKDF, so a key
 // for one purpose (sealing DKIM private keys) says nothing about another (return-path tags).
 // The secret never leaves this module; derived keys are non-extractable CryptoKeys.
+import type { Bytes, DeriveAlgorithm, Key, Usages } from "./types.ts";
 import { fromBase64 } from "../bytes.ts";
 
 export type KeyPurpose = "dkim-private-key" | "return-path" | "link-token";
@@ -22,10 +23,10 @@ function secretBytes(secret: string | undefined): Uint8Array {
   return bytes;
 }
 
-const cache = new Map<string, Promise<CryptoKey>>();
+const cache = new Map<string, Promise<Key>>();
 
-async function derive(secret: string | undefined, purpose: KeyPurpose, algorithm: SubtleCryptoImportKeyAlgorithm, usages: string[]): Promise<CryptoKey> {
-  const base = await crypto.subtle.importKey("raw", secretBytes(secret) as BufferSource, "HKDF", false, ["deriveKey"]);
+async function derive(secret: string | undefined, purpose: KeyPurpose, algorithm: DeriveAlgorithm, usages: Usages): Promise<Key> {
+  const base = await crypto.subtle.importKey("raw", secretBytes(secret) as Bytes, "HKDF", false, ["deriveKey"]);
   return crypto.subtle.deriveKey(
     { name: "HKDF", hash: "SHA-256", salt: new Uint8Array(32), info: new TextEncoder().encode(`tern/${purpose}/v1`) },
     base,
@@ -35,7 +36,7 @@ async function derive(secret: string | undefined, purpose: KeyPurpose, algorithm
   );
 }
 
-function cached(secret: string | undefined, purpose: KeyPurpose, make: () => Promise<CryptoKey>): Promise<CryptoKey> {
+function cached(secret: string | undefined, purpose: KeyPurpose, make: () => Promise<Key>): Promise<Key> {
   secretBytes(secret); // fail fast, outside the cache
   const id = `${purpose}:${secret}`;
   let key = cache.get(id);
@@ -49,11 +50,11 @@ function cached(secret: string | undefined, purpose: KeyPurpose, make: () => Pro
 }
 
 /** AES-256-GCM key for sealing data at rest. */
-export function sealingKey(secret: string | undefined, purpose: KeyPurpose): Promise<CryptoKey> {
+export function sealingKey(secret: string | undefined, purpose: KeyPurpose): Promise<Key> {
   return cached(secret, purpose, () => derive(secret, purpose, { name: "AES-GCM", length: 256 }, ["encrypt", "decrypt"]));
 }
 
 /** HMAC-SHA-256 key for tags and tokens. */
-export function macKey(secret: string | undefined, purpose: KeyPurpose): Promise<CryptoKey> {
+export function macKey(secret: string | undefined, purpose: KeyPurpose): Promise<Key> {
   return cached(secret, purpose, () => derive(secret, purpose, { name: "HMAC", hash: "SHA-256", length: 256 }, ["sign", "verify"]));
 }

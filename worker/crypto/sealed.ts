@@ -1,6 +1,7 @@
 // Data sealed at rest with AES-256-GCM under a key derived from the master secret. The
 // context (for a DKIM key: its domain id and selector) is bound as associated data, so a
 // sealed value copied onto another row does not open there.
+import type { Bytes } from "./types.ts";
 import { fromBase64, toBase64Url } from "../bytes.ts";
 import { sealingKey, type KeyPurpose } from "./master-key.ts";
 
@@ -12,7 +13,7 @@ export async function seal(secret: string | undefined, purpose: KeyPurpose, plai
   const ct = await crypto.subtle.encrypt(
     { name: "AES-GCM", iv, additionalData: new TextEncoder().encode(context) },
     key,
-    plaintext as BufferSource,
+    plaintext as Bytes,
   );
   return `${VERSION}.${toBase64Url(iv)}.${toBase64Url(new Uint8Array(ct))}`;
 }
@@ -27,9 +28,9 @@ export async function open(secret: string | undefined, purpose: KeyPurpose, seal
   const key = await sealingKey(secret, purpose);
   try {
     const pt = await crypto.subtle.decrypt(
-      { name: "AES-GCM", iv: iv as BufferSource, additionalData: new TextEncoder().encode(context) },
+      { name: "AES-GCM", iv: iv as Bytes, additionalData: new TextEncoder().encode(context) },
       key,
-      ct as BufferSource,
+      ct as Bytes,
     );
     return new Uint8Array(pt);
   } catch {

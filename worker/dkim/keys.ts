@@ -1,5 +1,6 @@
 // DKIM key pairs: generated with Web Crypto, the public half published as the DNS record's
 // p=, the private half kept only as sealed PKCS#8 (worker/crypto/sealed.ts).
+import type { Bytes, Key } from "../crypto/types.ts";
 import { fromBase64, toBase64 } from "../bytes.ts";
 import { open, seal } from "../crypto/sealed.ts";
 import type { DkimAlgorithm } from "./sign.ts";
@@ -20,7 +21,7 @@ export interface GeneratedKey {
 }
 
 export async function generateDkimKey(algorithm: DkimAlgorithm): Promise<GeneratedKey> {
-  const pair = (await crypto.subtle.generateKey(algorithm === "rsa" ? RSA : { name: "Ed25519" }, true, ["sign", "verify"])) as CryptoKeyPair;
+  const pair = (await crypto.subtle.generateKey(algorithm === "rsa" ? RSA : { name: "Ed25519" }, true, ["sign", "verify"])) as { publicKey: Key; privateKey: Key };
   const pub = new Uint8Array((await crypto.subtle.exportKey(algorithm === "rsa" ? "spki" : "raw", pair.publicKey)) as ArrayBuffer);
   const pkcs8 = new Uint8Array((await crypto.subtle.exportKey("pkcs8", pair.privateKey)) as ArrayBuffer);
   return { algorithm, publicKey: toBase64(pub), pkcs8 };
@@ -50,10 +51,10 @@ export function sealPrivateKey(masterKey: string | undefined, domainId: string, 
 export async function openPrivateKey(
   masterKey: string | undefined,
   key: { domainId: string; selector: string; algorithm: DkimAlgorithm; privateKeySealed: string },
-): Promise<CryptoKey> {
+): Promise<Key> {
   const pkcs8 = await open(masterKey, "dkim-private-key", key.privateKeySealed, context(key.domainId, key.selector));
   try {
-    return await crypto.subtle.importKey("pkcs8", pkcs8 as BufferSource, key.algorithm === "rsa" ? RSA : { name: "Ed25519" }, false, ["sign"]);
+    return await crypto.subtle.importKey("pkcs8", pkcs8 as Bytes, key.algorithm === "rsa" ? RSA : { name: "Ed25519" }, false, ["sign"]);
   } finally {
     pkcs8.fill(0);
   }

@@ -1,6 +1,7 @@
 // DKIM signing (RFC 6376) with rsa-sha256 and ed25519-sha256 (RFC 8463), relaxed/relaxed.
 // Each key adds its own DKIM-Signature field on top of the message; signatures do not cover
 // each other, so a receiver that knows only RSA still finds one it can check.
+import type { Bytes, Key } from "../crypto/types.ts";
 import { concatBytes, toBase64 } from "../bytes.ts";
 import { relaxedBody, relaxedHeader, splitMessage } from "./canonical.ts";
 
@@ -12,7 +13,7 @@ export interface SigningKey {
   selector: string;
   algorithm: DkimAlgorithm;
   /** A private CryptoKey: RSASSA-PKCS1-v1_5/SHA-256 or Ed25519, usage "sign". */
-  privateKey: CryptoKey;
+  privateKey: Key;
 }
 
 /** Signed when present, in this order; From is signed once more than it occurs ("over-
@@ -58,7 +59,7 @@ function selectHeaders(fields: string[]): { names: string[]; data: string } {
 }
 
 async function sha256(bytes: Uint8Array): Promise<Uint8Array> {
-  return new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as BufferSource));
+  return new Uint8Array(await crypto.subtle.digest("SHA-256", bytes as Bytes));
 }
 
 /** Splits a long tag value over folded lines; whitespace in b= and bh= is ignored (3.5). */
@@ -72,9 +73,9 @@ async function signature(key: SigningKey, headerData: string): Promise<Uint8Arra
   const data = encoder.encode(headerData);
   if (key.algorithm === "ed25519") {
     // RFC 8463: PureEdDSA over the SHA-256 hash of the data.
-    return new Uint8Array(await crypto.subtle.sign("Ed25519", key.privateKey, (await sha256(data)) as BufferSource));
+    return new Uint8Array(await crypto.subtle.sign("Ed25519", key.privateKey, (await sha256(data)) as Bytes));
   }
-  return new Uint8Array(await crypto.subtle.sign("RSASSA-PKCS1-v1_5", key.privateKey, data as BufferSource));
+  return new Uint8Array(await crypto.subtle.sign("RSASSA-PKCS1-v1_5", key.privateKey, data as Bytes));
 }
 
 export interface SignOptions {
