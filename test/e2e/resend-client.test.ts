@@ -1,6 +1,7 @@
 // End to end against real processes started the way `npm start` starts them: the official
 // `resend` Node client talks to `wrangler dev`, mail arrives at the dev relay, and an
 // independent parser (mailparser) reads what a recipient would get.
+import { authenticate } from "mailauth";
 import { simpleParser } from "mailparser";
 import { Resend } from "resend";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -76,6 +77,23 @@ describe("the resend client against tern", () => {
     const logo = mail.attachments.find((a) => a.filename === "logo.png")!;
     expect(logo.contentId).toBe("<logo>");
     expect(Buffer.compare(logo.content, png)).toBe(0);
+
+    // Signed with the dev domain's DKIM key: mailauth verifies it against the record the
+    // domains API lists (through the resend client), from the envelope's return path.
+    const domains = await resend.domains.list();
+    const devDomain = domains.data!.data.find((d) => d.name === tern.domain)!;
+    const detail = await resend.domains.get(devDomain.id);
+    expect(detail.data!.status).toBe("verified");
+    const dkimRecord = detail.data!.records.find((r) => r.record === "DKIM")!;
+    const verdict = await authenticate(raw, {
+      ip: "127.0.0.1", helo: "tern.localhost", sender: meta.envelope.from, mta: "relay.test",
+      resolver: async (name: string, type: string) => {
+        if (type === "TXT" && name === `${dkimRecord.name}.${tern.domain}`) return [[dkimRecord.value]];
+        throw Object.assign(new Error(`ENOTFOUND ${name}`), { code: "ENOTFOUND" });
+      },
+    });
+    expect(verdict.dkim.results.map((r) => r.status.result)).toEqual(["pass"]);
+    expect(meta.envelope.from).toMatch(new RegExp(`@send\\.${tern.domain.replace(/\./g, "\\.")}$`));
 
     const shown = await waitForLastEvent(data!.id, "delivered");
     expect(shown).toMatchObject({ subject: "Grüße from tern ✓", bcc: ["secret@example.com"], tags: [{ name: "category", value: "e2e" }] });
