@@ -34,7 +34,7 @@ export function generateWebhookSecret(): string {
 }
 
 /** The key bytes of a `whsec_` secret, or null when it is not one we issue or accept. */
-export function decodeWebhookSecret(secret: string): Uint8Array | null {
+export function decodeWebhookSecret(secret: string): Uint8Array<ArrayBuffer> | null {
   if (typeof secret !== "string" || !secret.startsWith(SECRET_PREFIX)) return null;
   const bytes = fromBase64(secret.slice(SECRET_PREFIX.length));
   if (bytes === null || bytes.length < MIN_SECRET_BYTES || bytes.length > MAX_SECRET_BYTES) return null;
@@ -61,7 +61,7 @@ export async function signWebhook(message: WebhookMessage, secrets: readonly str
     secrets.map(async (secret) => {
       const bytes = decodeWebhookSecret(secret);
       if (bytes === null) throw new TypeError("not a valid whsec_ signing secret");
-      const key = await crypto.subtle.importKey("raw", bytes as BufferSource, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+      const key = await crypto.subtle.importKey("raw", bytes, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
       return `v1,${toBase64(new Uint8Array(await crypto.subtle.sign("HMAC", key, content)))}`;
     }),
   );
@@ -84,7 +84,7 @@ function toBase64(bytes: Uint8Array): string {
 }
 
 /** Standard padded base64 only: the receivers' libraries cannot decode any other form. */
-function fromBase64(text: string): Uint8Array | null {
+function fromBase64(text: string): Uint8Array<ArrayBuffer> | null {
   if (!/^[A-Za-z0-9+/]*={0,2}$/.test(text) || text.length % 4 !== 0) return null;
   try {
     return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
