@@ -159,5 +159,26 @@ describe("DKIM, SPF and DMARC at the receiver (mailauth)", () => {
     expect(canonicalBodyForTest("\r\n\r\n")).toBe("");
     expect(canonicalBodyForTest("no newline")).toBe("no newline\r\n");
     expect(canonicalBodyForTest("a  \r\n\r\nb")).toBe("a\r\n\r\nb\r\n");
+    expect(canonicalBodyForTest("bare\nline feeds\n\n")).toBe("bare\r\nline feeds\r\n");
+    expect(canonicalBodyForTest("lone\rCR \r\n")).toBe("lone\rCR\r\n");
+  });
+
+  it("canonicalization agrees with the RFC's rules applied line by line, on random bodies", () => {
+    // The rules of RFC 6376 3.4.4 written the plain way, on strings, as the reference.
+    const reference = (s: string) => {
+      const lines = s.split(/\r\n|\n/);
+      if (/(\r\n|\n)$/.test(s)) lines.pop();
+      const relaxed = lines.map((l) => l.replace(/[ \t]+/g, " ").replace(/ $/, ""));
+      while (relaxed.length && relaxed[relaxed.length - 1] === "") relaxed.pop();
+      return relaxed.length ? relaxed.join("\r\n") + "\r\n" : "";
+    };
+    const alphabet = " \t\r\nAB.é";
+    for (let t = 0; t < 5000; t++) {
+      let s = "";
+      for (let i = Math.floor(Math.random() * 40); i > 0; i--) s += alphabet[Math.floor(Math.random() * alphabet.length)];
+      const bytes = Uint8Array.from(s, (c) => c.charCodeAt(0) & 0xff);
+      const latin1 = String.fromCharCode(...bytes);
+      expect(String.fromCharCode(...relaxedBody(bytes)), JSON.stringify(latin1)).toBe(reference(latin1));
+    }
   });
 });

@@ -7,32 +7,52 @@ const SP = 32;
 const TAB = 9;
 
 /** The relaxed body: runs of WSP become one SP, WSP at line ends goes, empty lines at the end
- * go, and a non-empty body ends with CRLF. A bare LF is taken as a line end as well. */
+ * go, and a non-empty body ends with CRLF. A bare LF is taken as a line end as well.
+ *
+ * Runs of ordinary bytes are found with the native indexOf and copied whole: a base64 body is
+ * nearly all such runs, and a byte-by-byte loop in JavaScript costs several times the SHA-256
+ * that follows (measured: 6 ms against 1 ms for 1 MB). */
 export function relaxedBody(body: Uint8Array): Uint8Array {
-  const out = new Uint8Array(body.length + 2);
+  return alreadyRelaxed(body) ?? rewriteRelaxed(body);
+}
+
+/** Most bodies tern writes (base64 parts, quoted-printable text: no trailing or doubled
+ * whitespace, CRLF only) are relaxed already but for empty lines at the end: then the body
+ * itself, trimmed, with no copy. Null when anything needs rewriting. */
+function alreadyRelaxed(body: Uint8Array): Uint8Array | null {
+  const n = body.length;
+  if (body.indexOf(TAB) !== -1) return null;
+  for (let p = body.indexOf(SP); p !== -1; p = body.indexOf(SP, p + 1)) {
+    const next = body[p + 1];
+    if (next === SP || next === CR || next === LF || next === undefined) return null;
+  }
+  for (let p = body.indexOf(LF); p !== -1; p = body.indexOf(LF, p + 1)) if (p === 0 || body[p - 1] !== CR) return null;
+  for (let p = body.indexOf(CR); p !== -1; p = body.indexOf(CR, p + 1)) if (body[p + 1] !== LF) return null;
+  // CRLF-terminated (or empty) with no WSP at line ends: drop empty lines at the end.
+  let end = n;
+  while (end >= 2 && body[end - 1] === LF && body[end - 2] === CR && (end === 2 || (body[end - 3] === LF))) end -= 2;
+  if (end === 0) return body.subarray(0, 0);
+  if (body[end - 1] !== LF) return null; // no final line break: one must be added (copy)
+  return body.subarray(0, end);
+}
+
+function rewriteRelaxed(body: Uint8Array): Uint8Array {
+  const n = body.length;
+  // Each bare LF grows by one byte (it becomes CRLF), and a final CRLF may be added.
+  let bareLf = 0;
+  for (let p = body.indexOf(LF); p !== -1; p = body.indexOf(LF, p + 1)) if (p === 0 || body[p - 1] !== CR) bareLf++;
+  const out = new Uint8Array(n + bareLf + 2);
   let o = 0;
   let emptyLines = 0; // CRLFs owed for empty lines, written only if content follows
   let lineHasContent = false;
   let space = false; // a WSP run seen since the last content byte
-  const n = body.length;
-  for (let i = 0; i < n; i++) {
-    const b = body[i]!;
-    if (b === CR && body[i + 1] === LF) continue; // the LF ends the line
-    if (b === LF) {
-      if (lineHasContent) {
-        out[o++] = CR;
-        out[o++] = LF;
-      } else {
-        emptyLines++;
-      }
-      lineHasContent = false;
-      space = false;
-      continue;
-    }
-    if (b === SP || b === TAB) {
-      space = true;
-      continue;
-    }
+  // The next position of each special byte at or after i (-1: none left).
+  let nextSp = body.indexOf(SP);
+  let nextTab = body.indexOf(TAB);
+  let nextCr = body.indexOf(CR);
+  let nextLf = body.indexOf(LF);
+  let i = 0;
+  const content = (from: number, to: number) => {
     if (!lineHasContent) {
       for (; emptyLines > 0; emptyLines--) {
         out[o++] = CR;
@@ -44,7 +64,43 @@ export function relaxedBody(body: Uint8Array): Uint8Array {
       out[o++] = SP;
       space = false;
     }
-    out[o++] = b;
+    out.set(body.subarray(from, to), o);
+    o += to - from;
+  };
+  while (i < n) {
+    if (nextSp !== -1 && nextSp < i) nextSp = body.indexOf(SP, i);
+    if (nextTab !== -1 && nextTab < i) nextTab = body.indexOf(TAB, i);
+    if (nextCr !== -1 && nextCr < i) nextCr = body.indexOf(CR, i);
+    if (nextLf !== -1 && nextLf < i) nextLf = body.indexOf(LF, i);
+    let next = n;
+    if (nextSp !== -1 && nextSp < next) next = nextSp;
+    if (nextTab !== -1 && nextTab < next) next = nextTab;
+    if (nextCr !== -1 && nextCr < next) next = nextCr;
+    if (nextLf !== -1 && nextLf < next) next = nextLf;
+    if (next > i) {
+      content(i, next);
+      i = next;
+      continue;
+    }
+    const b = body[i]!;
+    if (b === SP || b === TAB) {
+      space = true;
+      i++;
+    } else if (b === CR && body[i + 1] !== LF) {
+      content(i, i + 1); // a lone CR is an ordinary byte
+      i++;
+    } else {
+      if (b === CR) i++; // CRLF: the LF ends the line
+      if (lineHasContent) {
+        out[o++] = CR;
+        out[o++] = LF;
+      } else {
+        emptyLines++;
+      }
+      lineHasContent = false;
+      space = false;
+      i++;
+    }
   }
   if (lineHasContent) {
     out[o++] = CR;
