@@ -27,7 +27,7 @@ export default {
   async scheduled(_controller, env) {
     const now = Date.now();
     // Independent duties: one failing must not keep the other from running.
-    const results = await Promise.allSettled([sweepDelivery(env, now), recheckDueDomains(env.DB, readConfig(env), now)]);
+    const results = await Promise.allSettled([sweepDelivery(env, now), recheckDueDomains(env, readConfig(env), now)]);
     for (const r of results) if (r.status === "rejected") console.error("cron duty failed", r.reason);
   },
 } satisfies ExportedHandler<Env, QueueMessage>;

@@ -55,7 +55,7 @@ async function get(id: string): Promise<DomainAnswer> {
 /** A check at a chosen time, the way the cron runs it. */
 async function checkAt(id: string, now: number): Promise<DomainAnswer> {
   const d = await loadDomain(env.DB, acct.accountId, id);
-  await checkDomain(env.DB, readConfig(env), d!, now);
+  await checkDomain(env, readConfig(env), d!, now);
   return get(id);
 }
 
@@ -351,11 +351,11 @@ describe("verification over DNS", () => {
     expect(row!.next_check_at).toBeGreaterThan(Date.now());
     expect(row!.next_check_at).toBeLessThanOrEqual(Date.now() + 5 * 60_000);
     // Not due yet: the cron leaves it alone.
-    await recheckDueDomains(env.DB, readConfig(env), Date.now());
+    await recheckDueDomains(env, readConfig(env), Date.now());
     expect((await get(d.id)).status).toBe("pending");
     // Due: checked and verified. (Other files' domains may be due too; run until ours is done.)
     for (let i = 0; i < 10 && (await get(d.id)).status !== "verified"; i++) {
-      await recheckDueDomains(env.DB, readConfig(env), row!.next_check_at + 1);
+      await recheckDueDomains(env, readConfig(env), row!.next_check_at + 1);
     }
     expect((await get(d.id)).status).toBe("verified");
   });

@@ -190,3 +190,166 @@ export type EmailRow = typeof emails.$inferSelect;
 export type ApiKeyRow = typeof apiKeys.$inferSelect;
 export type DomainRow = typeof domains.$inferSelect;
 export type DkimKeyRow = typeof dkimKeys.$inferSelect;
+
+// --- Webhooks (contract section 6) -----------------------------------------------------------
+
+/** Every event a webhook may be told about, with its payload as it was when it happened: the
+ * outbox. Written in the same D1 batch as the change it reports; fanned out once to the
+ * account's subscribed endpoints (fanned_out_at), and swept by the cron if a hint was lost. */
+export const webhookEvents = sqliteTable(
+  "webhook_events",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    type: text("type").notNull(),
+    /** The exact JSON body endpoints receive: {type, created_at, data}. */
+    payloadJson: text("payload_json").notNull(),
+    createdAt: integer("created_at").notNull(),
+    fannedOutAt: integer("fanned_out_at"),
+  },
+  (t) => [index("webhook_events_pending").on(t.fannedOutAt, t.createdAt), index("webhook_events_account").on(t.accountId, t.id)],
+);
+
+export const webhooks = sqliteTable(
+  "webhooks",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull().references(() => accounts.id),
+    endpoint: text("endpoint").notNull(),
+    /** JSON array of event types it is subscribed to. */
+    eventsJson: text("events_json").notNull(),
+    status: text("status", { enum: ["enabled", "disabled"] }).notNull().default("enabled"),
+    /** Why it was disabled (by the account, or by tern after 5 days of failures). */
+    disabledReason: text("disabled_reason"),
+    /** When its current run of failed attempts began; null while it succeeds. */
+    failingSince: integer("failing_since"),
+    /** The signing secret (whsec_...), sealed under the master key; never clear. */
+    secretSealed: text("secret_sealed").notNull(),
+    /** During a rotation the previous secret also signs, until previous_secret_expires_at. */
+    previousSecretSealed: text("previous_secret_sealed"),
+    previousSecretExpiresAt: integer("previous_secret_expires_at"),
+    createdAt: integer("created_at").notNull(),
+    updatedAt: integer("updated_at").notNull(),
+  },
+  (t) => [index("webhooks_account").on(t.accountId, t.id)],
+);
+
+/** One event for one endpoint: its id is the webhook-id header, the same on every attempt. */
+export const webhookDeliveries = sqliteTable(
+  "webhook_deliveries",
+  {
+    id: text("id").primaryKey(),
+    webhookId: text("webhook_id").notNull().references(() => webhooks.id, { onDelete: "cascade" }),
+    accountId: text("account_id").notNull(),
+    eventId: text("event_id").notNull(),
+    eventType: text("event_type").notNull(),
+    /** pending | delivered | failed */
+    status: text("status", { enum: ["pending", "delivered", "failed"] }).notNull(),
+    attempts: integer("attempts").notNull().default(0),
+    nextAttemptAt: integer("next_attempt_at"),
+    lastAttemptAt: integer("last_attempt_at"),
+    createdAt: integer("created_at").notNull(),
+  },
+  (t) => [
+    uniqueIndex("webhook_deliveries_event").on(t.webhookId, t.eventId),
+    index("webhook_deliveries_webhook").on(t.webhookId, t.id),
+    index("webhook_deliveries_due").on(t.status, t.nextAttemptAt),
+  ],
+);
+
+export const webhookAttempts = sqliteTable(
+  "webhook_attempts",
+  {
+    id: text("id").primaryKey(),
+    deliveryId: text("delivery_id").notNull().references(() => webhookDeliveries.id, { onDelete: "cascade" }),
+    webhookId: text("webhook_id").notNull(),
+    attempt: integer("attempt").notNull(),
+    startedAt: integer("started_at").notNull(),
+    durationMs: integer("duration_ms").notNull(),
+    /** The HTTP status, null when there was no answer (timeout, refused). */
+    statusCode: integer("status_code"),
+    ok: integer("ok", { mode: "boolean" }).notNull(),
+    /** At most 1 KB of the answer, for people to see what the endpoint said. */
+    responseExcerpt: text("response_excerpt"),
+    error: text("error"),
+  },
+  (t) => [index("webhook_attempts_delivery").on(t.deliveryId, t.attempt)],
+);
+
+// --- Contacts, suppressions, tracking, inbound ------------------------------------------------
+
+export const contacts = sqliteTable(
+  "contacts",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull().references(() => accounts.id),
+    /** Lower case. */
+    email: text("email").notNull(),
+    firstName: text("first_name"),
+    lastName: text("last_name"),
+    unsubscribed: integer("unsubscribed", { mode: "boolean" }).notNull().default(false),
+    createdAt: integer("created_at").notNull(),
+    updatedAt: integer("updated_at").notNull(),
+  },
+  (t) => [uniqueIndex("contacts_account_email").on(t.accountId, t.email), index("contacts_account").on(t.accountId, t.id)],
+);
+
+/** Addresses an account does not send to: hard bounces, complaints, or added by hand. */
+export const suppressions = sqliteTable(
+  "suppressions",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull().references(() => accounts.id),
+    /** Lower case. */
+    email: text("email").notNull(),
+    reason: text("reason", { enum: ["bounce", "complaint", "manual"] }).notNull(),
+    /** The email whose bounce or complaint put it here. */
+    emailId: text("email_id"),
+    /** The bounce's diagnostic or the complaint's feedback type, for people. */
+    detail: text("detail"),
+    createdAt: integer("created_at").notNull(),
+  },
+  (t) => [uniqueIndex("suppressions_account_email").on(t.accountId, t.email), index("suppressions_account").on(t.accountId, t.id)],
+);
+
+/** Tracked links of an email (click tracking): a click may only redirect to one of these. */
+export const emailLinks = sqliteTable(
+  "email_links",
+  {
+    emailId: text("email_id").primaryKey(),
+    /** JSON array of the original URLs, by link index. */
+    linksJson: text("links_json").notNull(),
+  },
+);
+
+/** Mail received for a receiving-enabled domain (contract section 8). */
+export const inboundEmails = sqliteTable(
+  "inbound_emails",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull().references(() => accounts.id),
+    domainId: text("domain_id"),
+    fromAddress: text("from_address").notNull(),
+    toJson: text("to_json").notNull(),
+    ccJson: text("cc_json").notNull().default("[]"),
+    subject: text("subject").notNull(),
+    messageId: text("message_id"),
+    /** R2 key of the raw message as received. */
+    rawKey: text("raw_key").notNull(),
+    size: integer("size").notNull(),
+    /** R2 key of the parsed content (html, text, headers) as JSON. */
+    contentKey: text("content_key").notNull(),
+    /** JSON array: {id, filename, content_type, content_disposition, content_id, size, key}. */
+    attachmentsJson: text("attachments_json").notNull().default("[]"),
+    /** JSON: {spf, dkim, dmarc} results. */
+    authJson: text("auth_json").notNull().default("{}"),
+    createdAt: integer("created_at").notNull(),
+  },
+  (t) => [index("inbound_emails_account").on(t.accountId, t.id)],
+);
+
+export type WebhookRow = typeof webhooks.$inferSelect;
+export type WebhookDeliveryRow = typeof webhookDeliveries.$inferSelect;
+export type ContactRow = typeof contacts.$inferSelect;
+export type SuppressionRow = typeof suppressions.$inferSelect;
+export type InboundEmailRow = typeof inboundEmails.$inferSelect;

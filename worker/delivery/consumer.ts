@@ -16,7 +16,9 @@ import { transportFor } from "../transports/select.ts";
 import { NoSigningKeyError, sendingIdentity } from "./sending-identity.ts";
 import { isSimulated, simulate } from "../transports/simulator.ts";
 import type { Transport, TransportSession } from "../transports/transport.ts";
-import { settleAttempt, type AttemptResult, type Settlement } from "./outcome.ts";
+import { settleAttempt, type AttemptResult, type EventRecord, type Settlement } from "./outcome.ts";
+import { announce, emailFacts, emailOutboxEvent, outboxInsert, type OutboxEvent } from "../events/outbox.ts";
+import type { Bounce } from "../webhooks/payloads.ts";
 
 /** How long a consumer owns an email it claimed; past this the cron hands it back to the queue. */
 export const LEASE_MS = 10 * 60_000;
@@ -82,6 +84,7 @@ export async function consumeSendBatch(batch: MessageBatch<QueueMessage>, env: E
   if (simulatedWrites.length > 0) {
     try {
       await drizzle(env.DB).batch(simulatedWrites.flatMap((w) => w.statements) as unknown as [BatchItem<"sqlite">]);
+      await announce(env, simulatedWrites.flatMap((w) => w.outbox));
     } catch (err) {
       console.error("recording simulated outcomes failed; will retry", err);
       for (const w of simulatedWrites) {
@@ -126,6 +129,7 @@ async function releaseClaim(db: D1Database, emailId: string): Promise<void> {
 interface SimulatedWrite {
   emailId: string;
   statements: BatchItem<"sqlite">[];
+  outbox: OutboxEvent[];
 }
 
 async function deliverEmail(
@@ -152,12 +156,16 @@ async function deliverEmail(
     retrySchedule = [];
   }
   const settlement = settleAttempt(results, { attempt, retrySchedule, alreadyDelayed: attempt > 1 });
-  const statements = settlementStatements(env.DB, email, attempt, settlement, now());
+  const { statements, outbox } = settlementStatements(env.DB, email, attempt, settlement, now());
   const leftTern = pending.some((r) => !isSimulated(r, config.simulatorDomains));
   // Mail that left tern is recorded before anything else happens: a crash after this point
   // must not send it again.
-  if (leftTern) await drizzle(env.DB).batch(statements as [BatchItem<"sqlite">]);
-  else simulatedWrites.push({ emailId: email.id, statements });
+  if (leftTern) {
+    await drizzle(env.DB).batch(statements as [BatchItem<"sqlite">]);
+    await announce(env, outbox);
+  } else {
+    simulatedWrites.push({ emailId: email.id, statements, outbox });
+  }
   return settlement.state === "queued" ? settlement.retryInSeconds : null;
 }
 
@@ -205,7 +213,7 @@ export async function renderMessage(env: Env, email: EmailRow): Promise<Uint8Arr
   });
 }
 
-function settlementStatements(d1: D1Database, email: EmailRow, attempt: number, s: Settlement, now: number): BatchItem<"sqlite">[] {
+function settlementStatements(d1: D1Database, email: EmailRow, attempt: number, s: Settlement, now: number): { statements: BatchItem<"sqlite">[]; outbox: OutboxEvent[] } {
   const db = drizzle(d1);
   const update = db.update(emails).set({
     state: s.state,
@@ -225,5 +233,22 @@ function settlementStatements(d1: D1Database, email: EmailRow, attempt: number, 
       createdAt: now,
     }),
   );
-  return [update, ...inserts];
+  const outbox = webhookEventsOf(email, s.events, now);
+  return { statements: [update, ...inserts, ...outbox.map((e) => outboxInsert(db, e))], outbox };
+}
+
+/** The webhook events of a settlement, for the outbox. */
+function webhookEventsOf(email: EmailRow, events: EventRecord[], now: number): OutboxEvent[] {
+  const facts = emailFacts(email);
+  return events.map((e) => {
+    const base = { email: facts, at: now };
+    switch (e.type) {
+      case "bounced":
+        return emailOutboxEvent(email.accountId, { ...base, type: "email.bounced", bounce: e.data.bounce as Bounce }, now);
+      case "failed":
+        return emailOutboxEvent(email.accountId, { ...base, type: "email.failed", failed: e.data.failed as { reason: string } }, now);
+      default:
+        return emailOutboxEvent(email.accountId, { ...base, type: `email.${e.type}` }, now);
+    }
+  });
 }

@@ -9,6 +9,8 @@ import { accountEvents, dkimKeys, domains, type DkimKeyRow, type DomainRow } fro
 import { generateDkimKey, newSelector, sealPrivateKey } from "../dkim/keys.ts";
 import type { DkimAlgorithm } from "../dkim/sign.ts";
 import { uuidv7 } from "../ids.ts";
+import { announce, domainOutboxEvent, outboxInsert, type OutboxEvent } from "../events/outbox.ts";
+import type { DomainEventType } from "../webhooks/payloads.ts";
 import { forgetAccountDomains } from "../sending/sender.ts";
 import { dohResolver, type Resolver } from "./dns.ts";
 import {
@@ -106,8 +108,24 @@ export function domainView(d: DomainWithKeys, config: TernConfig): DomainView {
   };
 }
 
-function eventStatement(db: DrizzleD1Database, type: "domain.created" | "domain.updated" | "domain.deleted", view: DomainView, accountId: string, now: number) {
-  return db.insert(accountEvents).values({ id: uuidv7(now), accountId, type, objectId: view.id, dataJson: JSON.stringify(view), createdAt: now });
+type Events = Pick<Env, "DB" | "WEBHOOK_QUEUE">;
+
+/** The event's history row and its webhook outbox row; the outbox event is collected in
+ * `outbox` to be announced once the batch has committed. */
+function eventStatements(db: DrizzleD1Database, type: DomainEventType, view: DomainView, accountId: string, now: number, outbox: OutboxEvent[]): BatchItem<"sqlite">[] {
+  const event = domainOutboxEvent(accountId, type, {
+    id: view.id,
+    name: view.name,
+    status: view.status,
+    region: view.region,
+    createdAt: view.created_at,
+    records: view.records,
+  }, now);
+  outbox.push(event);
+  return [
+    db.insert(accountEvents).values({ id: event.id, accountId, type, objectId: view.id, dataJson: JSON.stringify(view), createdAt: now }),
+    outboxInsert(db, event),
+  ];
 }
 
 export async function loadDomain(d1: D1Database, accountId: string, id: string): Promise<DomainWithKeys | null> {
@@ -156,8 +174,9 @@ export interface CreateDomainInput {
 
 export class DomainExistsError extends Error {}
 
-export async function createDomain(d1: D1Database, config: TernConfig, accountId: string, input: CreateDomainInput, now: number): Promise<DomainView> {
-  const db = drizzle(d1);
+export async function createDomain(env: Events, config: TernConfig, accountId: string, input: CreateDomainInput, now: number): Promise<DomainView> {
+  const db = drizzle(env.DB);
+  const outbox: OutboxEvent[] = [];
   const existing = await db.select({ id: domains.id }).from(domains).where(and(eq(domains.accountId, accountId), eq(domains.name, input.name))).get();
   if (existing) throw new DomainExistsError(input.name);
   const id = uuidv7(now);
@@ -185,12 +204,13 @@ export async function createDomain(d1: D1Database, config: TernConfig, accountId
   };
   const view = domainView({ row, keys }, config);
   try {
-    await db.batch([db.insert(domains).values(row), db.insert(dkimKeys).values(keys), eventStatement(db, "domain.created", view, accountId, now)]);
+    await db.batch([db.insert(domains).values(row), db.insert(dkimKeys).values(keys), ...eventStatements(db, "domain.created", view, accountId, now, outbox)]);
   } catch (err) {
     // Two creates racing for one name: the unique index decides.
     if (/UNIQUE/i.test(String(err))) throw new DomainExistsError(input.name);
     throw err;
   }
+  await announce(env, outbox);
   return view;
 }
 
@@ -201,8 +221,9 @@ export interface DomainPatch {
   receiving?: boolean;
 }
 
-export async function updateDomain(d1: D1Database, config: TernConfig, current: DomainWithKeys, patch: DomainPatch, now: number): Promise<DomainView> {
-  const db = drizzle(d1);
+export async function updateDomain(env: Events, config: TernConfig, current: DomainWithKeys, patch: DomainPatch, now: number): Promise<DomainView> {
+  const db = drizzle(env.DB);
+  const outbox: OutboxEvent[] = [];
   const row: DomainRow = {
     ...current.row,
     openTracking: patch.openTracking ?? current.row.openTracking,
@@ -229,28 +250,32 @@ export async function updateDomain(d1: D1Database, config: TernConfig, current: 
       recordStatusJson: row.recordStatusJson,
       updatedAt: now,
     }).where(eq(domains.id, row.id)),
-    eventStatement(db, "domain.updated", view, row.accountId, now),
+    ...eventStatements(db, "domain.updated", view, row.accountId, now, outbox),
   ]);
+  await announce(env, outbox);
   forgetAccountDomains(row.accountId);
   return view;
 }
 
-export async function deleteDomain(d1: D1Database, config: TernConfig, current: DomainWithKeys, now: number): Promise<void> {
-  const db = drizzle(d1);
+export async function deleteDomain(env: Events, config: TernConfig, current: DomainWithKeys, now: number): Promise<void> {
+  const db = drizzle(env.DB);
+  const outbox: OutboxEvent[] = [];
   const view = domainView(current, config);
   await db.batch([
     db.delete(dkimKeys).where(eq(dkimKeys.domainId, current.row.id)),
     db.delete(domains).where(eq(domains.id, current.row.id)),
-    eventStatement(db, "domain.deleted", view, current.row.accountId, now),
+    ...eventStatements(db, "domain.deleted", view, current.row.accountId, now, outbox),
   ]);
+  await announce(env, outbox);
   forgetAccountDomains(current.row.accountId);
 }
 
 /** Starts a rotation: a new key of `algorithm` is published and checked while the current
  * one keeps signing; once its record is verified it takes over and the old key retires. A
  * rotation already waiting for its record is replaced. */
-export async function rotateDkim(d1: D1Database, config: TernConfig, current: DomainWithKeys, algorithm: DkimAlgorithm, now: number): Promise<DomainWithKeys> {
-  const db = drizzle(d1);
+export async function rotateDkim(env: Events, config: TernConfig, current: DomainWithKeys, algorithm: DkimAlgorithm, now: number): Promise<DomainWithKeys> {
+  const db = drizzle(env.DB);
+  const outbox: OutboxEvent[] = [];
   const key = await newKeyRow(config, current.row.accountId, current.row.id, algorithm, "pending", now);
   const stale = current.keys.filter((k) => k.state === "pending" && k.algorithm === algorithm).map((k) => k.id);
   const keys = [...current.keys.filter((k) => !stale.includes(k.id)), key];
@@ -262,10 +287,11 @@ export async function rotateDkim(d1: D1Database, config: TernConfig, current: Do
   const statements: BatchItem<"sqlite">[] = [
     db.insert(dkimKeys).values(key),
     db.update(domains).set({ nextCheckAt: row.nextCheckAt, updatedAt: now }).where(eq(domains.id, row.id)),
-    eventStatement(db, "domain.updated", view, row.accountId, now),
+    ...eventStatements(db, "domain.updated", view, row.accountId, now, outbox),
   ];
   if (stale.length > 0) statements.unshift(db.delete(dkimKeys).where(inArray(dkimKeys.id, stale)));
   await db.batch(statements as [BatchItem<"sqlite">]);
+  await announce(env, outbox);
   return { row, keys };
 }
 
@@ -295,7 +321,7 @@ export interface CheckOptions {
 
 /** Checks a domain's records now and records the outcome (and a domain.updated event when
  * the status or a record's status changed). */
-export async function checkDomain(d1: D1Database, config: TernConfig, current: DomainWithKeys, now: number, opts: CheckOptions = {}): Promise<DomainWithKeys> {
+export async function checkDomain(env: Events, config: TernConfig, current: DomainWithKeys, now: number, opts: CheckOptions = {}): Promise<DomainWithKeys> {
   const resolver = opts.resolver ?? dohResolver(config.dohUrl);
   const { expected, judged, dmarc } = await lookUp(current, config, resolver);
   const prevStatuses = recordStatuses(current.row, current.keys);
@@ -329,7 +355,8 @@ export async function checkDomain(d1: D1Database, config: TernConfig, current: D
     nextCheckAt: next.nextCheckAt,
   };
 
-  const db = drizzle(d1);
+  const db = drizzle(env.DB);
+  const outbox: OutboxEvent[] = [];
   const changedKeys = keys.filter((k, i) => k.status !== current.keys[i]!.status || k.state !== current.keys[i]!.state);
   const changed = row.status !== current.row.status || row.recordStatusJson !== current.row.recordStatusJson || changedKeys.length > 0;
   const statements: BatchItem<"sqlite">[] = [
@@ -346,8 +373,9 @@ export async function checkDomain(d1: D1Database, config: TernConfig, current: D
     ...changedKeys.map((k) => db.update(dkimKeys).set({ status: k.status, state: k.state, activatedAt: k.activatedAt, retiredAt: k.retiredAt }).where(eq(dkimKeys.id, k.id))),
   ];
   const live = keys.filter((k) => k.state !== "retired");
-  if (changed) statements.push(eventStatement(db, "domain.updated", domainView({ row, keys: live }, config), row.accountId, now));
+  if (changed) statements.push(...eventStatements(db, "domain.updated", domainView({ row, keys: live }, config), row.accountId, now, outbox));
   await db.batch(statements as [BatchItem<"sqlite">]);
+  await announce(env, outbox);
   if (row.status !== current.row.status || changedKeys.some((k) => k.state !== "pending")) forgetAccountDomains(row.accountId);
   return { row, keys: live };
 }
@@ -358,8 +386,8 @@ const PARALLEL_CHECKS = 5;
 
 /** The cron's share: domains whose next check is due (pending ones in their window, verified
  * ones on their schedule, temporary failures hourly). */
-export async function recheckDueDomains(d1: D1Database, config: TernConfig, now: number, resolver?: Resolver): Promise<number> {
-  const db = drizzle(d1);
+export async function recheckDueDomains(env: Events, config: TernConfig, now: number, resolver?: Resolver): Promise<number> {
+  const db = drizzle(env.DB);
   const due = await db.select().from(domains)
     .where(and(isNotNull(domains.nextCheckAt), lte(domains.nextCheckAt, now)))
     .orderBy(asc(domains.nextCheckAt))
@@ -373,7 +401,7 @@ export async function recheckDueDomains(d1: D1Database, config: TernConfig, now:
     Array.from({ length: PARALLEL_CHECKS }, async () => {
       for (let row = queue.shift(); row; row = queue.shift()) {
         try {
-          await checkDomain(d1, config, { row, keys: keys.filter((k) => k.domainId === row!.id) }, now, { resolver });
+          await checkDomain(env, config, { row, keys: keys.filter((k) => k.domainId === row!.id) }, now, { resolver });
         } catch (err) {
           console.error("domain check failed", row.id, err instanceof Error ? err.message : String(err));
         }

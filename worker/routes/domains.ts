@@ -171,7 +171,7 @@ export function registerDomainRoutes(app: App): void {
       const config = readConfig(c.env);
       try {
         const view = await withMasterKey(() =>
-          createDomain(c.env.DB, config, c.get("principal").accountId, {
+          createDomain(c.env, config, c.get("principal").accountId, {
             name: body.name,
             region: body.region,
             customReturnPath: body.custom_return_path,
@@ -241,7 +241,7 @@ export function registerDomainRoutes(app: App): void {
       const body = validate(UpdateDomainRequest, await readJson(c.req.raw));
       const config = readConfig(c.env);
       const current = await domainOr404(c);
-      const view = await updateDomain(c.env.DB, config, current, {
+      const view = await updateDomain(c.env, config, current, {
         openTracking: body.open_tracking,
         clickTracking: body.click_tracking,
         tls: body.tls,
@@ -250,7 +250,7 @@ export function registerDomainRoutes(app: App): void {
       // A verified domain that now also receives must show the new record's real status.
       if (body.receiving !== undefined && body.receiving !== current.row.receiving && current.row.status !== "not_started") {
         const reloaded = (await loadDomain(c.env.DB, current.row.accountId, current.row.id))!;
-        return c.json(domainView(await checkDomain(c.env.DB, config, reloaded, Date.now()), config));
+        return c.json(domainView(await checkDomain(c.env, config, reloaded, Date.now()), config));
       }
       return c.json(view);
     },
@@ -270,7 +270,7 @@ export function registerDomainRoutes(app: App): void {
     }),
     async (c) => {
       const current = await domainOr404(c);
-      await deleteDomain(c.env.DB, readConfig(c.env), current, Date.now());
+      await deleteDomain(c.env, readConfig(c.env), current, Date.now());
       return c.json({ object: "domain", id: current.row.id, deleted: true as const });
     },
   );
@@ -290,7 +290,7 @@ export function registerDomainRoutes(app: App): void {
     }),
     async (c) => {
       const config = readConfig(c.env);
-      const checked = await checkDomain(c.env.DB, config, await domainOr404(c), Date.now(), { restart: true });
+      const checked = await checkDomain(c.env, config, await domainOr404(c), Date.now(), { restart: true });
       return c.json(domainView(checked, config));
     },
   );
@@ -314,7 +314,7 @@ export function registerDomainRoutes(app: App): void {
       const config = readConfig(c.env);
       const current = await domainOr404(c);
       const algorithm = body.algorithm ?? current.keys.find((k) => k.state === "active")?.algorithm ?? "rsa";
-      const rotated = await withMasterKey(() => rotateDkim(c.env.DB, config, current, algorithm, Date.now()));
+      const rotated = await withMasterKey(() => rotateDkim(c.env, config, current, algorithm, Date.now()));
       return c.json(domainView(rotated, config));
     },
   );

@@ -17,6 +17,7 @@ import { asList, type SendEmailRequest } from "./request.ts";
 import { consumeStatements, d1ErrorText, isQuotaViolation, quotaError, type QuotaUse } from "./quota.ts";
 import { parseScheduledAt } from "./schedule.ts";
 import { authorizeSender } from "./sender.ts";
+import { announce, emailFacts, emailOutboxEvent, outboxInsert } from "../events/outbox.ts";
 
 export interface PreparedEmail {
   id: string;
@@ -181,7 +182,14 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
       };
     }),
   );
-  const records = rows.flatMap((r) => [db.insert(emails).values(r.email), db.insert(emailEvents).values(r.event)]);
+  // A scheduled email is a webhook event (email.scheduled); a queued one is not.
+  const outbox = rows
+    .filter((r) => r.email.state === "scheduled")
+    .map((r) => emailOutboxEvent(r.email.accountId, { type: "email.scheduled", email: emailFacts(r.email), at: r.email.createdAt }, r.email.createdAt));
+  const records = [
+    ...rows.flatMap((r) => [db.insert(emails).values(r.email), db.insert(emailEvents).values(r.event)]),
+    ...outbox.map((e) => outboxInsert(db, e)),
+  ];
   let results: unknown[];
   try {
     results = await db.batch([quota.monthly, ...(quota.daily ? [quota.daily] : []), ...records]);
@@ -198,6 +206,7 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
   const use: QuotaUse = { monthlyUsed: used(results[0]) };
   if (quota.daily) use.dailyUsed = used(results[1]);
 
+  await announce(env, outbox);
   const due = prepared.filter((p) => p.scheduledAt === null);
   if (due.length > 0) {
     try {

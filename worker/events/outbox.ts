@@ -1,0 +1,79 @@
+// The webhook outbox: every event a webhook may hear about is written as a webhook_events row
+// in the same D1 batch as the change it reports, with the payload as it is at that moment.
+// After the batch, a hint goes to the webhook queue; the webhook consumer fans each event out
+// to the account's subscribed endpoints once. A lost hint is found by the cron (fanned_out_at
+// still null), so an event is never lost between the change and its webhooks.
+import type { BatchItem } from "drizzle-orm/batch";
+import type { DrizzleD1Database } from "drizzle-orm/d1";
+import { webhookEvents, type EmailRow } from "../db/schema.ts";
+import { uuidv7 } from "../ids.ts";
+import {
+  contactEventPayload,
+  domainEventPayload,
+  emailEventPayload,
+  type ContactEventType,
+  type ContactFacts,
+  type DomainEventType,
+  type DomainFacts,
+  type EmailEventInput,
+  type EmailFacts,
+  type WebhookEventType,
+} from "../webhooks/payloads.ts";
+
+/** What the webhook queue carries: an event to fan out, or one delivery to (re)attempt. */
+export type WebhookQueueMessage = { kind: "event"; eventId: string } | { kind: "delivery"; deliveryId: string };
+
+export interface OutboxEvent {
+  id: string;
+  accountId: string;
+  type: WebhookEventType;
+  /** The exact body endpoints receive. */
+  body: string;
+  createdAt: number;
+}
+
+export function outboxEvent(accountId: string, payload: { type: WebhookEventType; created_at: string }, now: number): OutboxEvent {
+  return { id: uuidv7(now), accountId, type: payload.type, body: JSON.stringify(payload), createdAt: now };
+}
+
+export function outboxInsert(db: DrizzleD1Database, e: OutboxEvent): BatchItem<"sqlite"> {
+  return db.insert(webhookEvents).values({ id: e.id, accountId: e.accountId, type: e.type, payloadJson: e.body, createdAt: e.createdAt });
+}
+
+/** The facts every email event repeats, from the stored row. */
+export function emailFacts(email: Pick<EmailRow, "id" | "createdAt" | "fromAddress" | "toJson" | "subject" | "messageId" | "tagsJson">): EmailFacts {
+  return {
+    id: email.id,
+    createdAt: email.createdAt,
+    from: email.fromAddress,
+    to: JSON.parse(email.toJson) as string[],
+    subject: email.subject,
+    messageId: email.messageId,
+    tags: JSON.parse(email.tagsJson) as { name: string; value: string }[],
+  };
+}
+
+export function emailOutboxEvent(accountId: string, input: EmailEventInput, now: number): OutboxEvent {
+  return outboxEvent(accountId, emailEventPayload(input), now);
+}
+
+export function domainOutboxEvent(accountId: string, type: DomainEventType, domain: DomainFacts, now: number): OutboxEvent {
+  return outboxEvent(accountId, domainEventPayload(type, domain, now), now);
+}
+
+export function contactOutboxEvent(accountId: string, type: ContactEventType, contact: ContactFacts, now: number): OutboxEvent {
+  return outboxEvent(accountId, contactEventPayload(type, contact, now), now);
+}
+
+/** Tells the webhook consumer about committed events. Best effort: the cron finds any event
+ * whose hint was lost. */
+export async function announce(env: Pick<Env, "WEBHOOK_QUEUE">, events: readonly OutboxEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  try {
+    for (let i = 0; i < events.length; i += 100) {
+      await env.WEBHOOK_QUEUE.sendBatch(events.slice(i, i + 100).map((e) => ({ body: { kind: "event", eventId: e.id } satisfies WebhookQueueMessage })));
+    }
+  } catch (err) {
+    console.error("webhook hint not sent; the cron will fan the events out", err instanceof Error ? err.message : String(err));
+  }
+}
