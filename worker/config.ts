@@ -20,6 +20,8 @@ export interface TernConfig {
   spfInclude: string;
   /** The MX of receiving-enabled domains. */
   inboundMxHost: string;
+  /** The authserv-id of the MX that receives inbound mail: only its Authentication-Results count. */
+  inboundAuthservId: string;
   /** The operator secret that keys are derived from (undefined when not configured). */
   masterKey: string | undefined;
 }
@@ -46,5 +48,6 @@ export function readConfig(env: Env): TernConfig {
     spfInclude: (env.SPF_INCLUDE || "_spf.tern.localhost").toLowerCase(),
     inboundMxHost: (env.INBOUND_MX_HOST || "inbound.tern.localhost").toLowerCase(),
     masterKey: env.MASTER_KEY || undefined,
+    inboundAuthservId: env.INBOUND_AUTHSERV_ID || "mx.cloudflare.net",
   };
 }

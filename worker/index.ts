@@ -1,12 +1,14 @@
 // The Worker's entry: the HTTP API, the send queue's consumer and the cron.
 import { newApp } from "./app.ts";
 import { readConfig } from "./config.ts";
+import { handleEmail } from "./inbound/email-handler.ts";
 import { recheckDueDomains } from "./domains/service.ts";
 import { consumeSendBatch } from "./delivery/consumer.ts";
 import { sweepDelivery } from "./delivery/cron.ts";
 import { registerApiKeyRoutes } from "./routes/api-keys.ts";
 import { registerDocRoutes } from "./routes/docs.ts";
 import { registerDomainRoutes } from "./routes/domains.ts";
+import { registerReceivingRoutes } from "./routes/receiving.ts";
 import { registerEmailRoutes } from "./routes/emails.ts";
 import type { QueueMessage } from "./sending/accept.ts";
 
@@ -17,6 +19,7 @@ export const app = newApp();
 registerEmailRoutes(app);
 registerApiKeyRoutes(app);
 registerDomainRoutes(app);
+registerReceivingRoutes(app);
 registerDocRoutes(app);
 
 export default {
@@ -29,5 +32,8 @@ export default {
     // Independent duties: one failing must not keep the other from running.
     const results = await Promise.allSettled([sweepDelivery(env, now), recheckDueDomains(env, readConfig(env), now)]);
     for (const r of results) if (r.status === "rejected") console.error("cron duty failed", r.reason);
+  },
+  async email(message, env) {
+    await handleEmail(message, env);
   },
 } satisfies ExportedHandler<Env, QueueMessage>;

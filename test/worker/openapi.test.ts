@@ -15,7 +15,8 @@ describe("GET /openapi.json", () => {
     const ops = Object.entries(doc.paths).flatMap(([p, m]) => Object.keys(m).map((x) => `${x.toUpperCase()} ${p}`)).sort();
     expect(ops).toEqual([
       "DELETE /api-keys/{id}", "DELETE /domains/{id}", "GET /api-keys", "GET /domains", "GET /domains/{id}",
-      "GET /emails", "GET /emails/{id}", "GET /emails/{id}/events", "PATCH /domains/{id}", "PATCH /emails/{id}",
+      "GET /emails", "GET /emails/receiving", "GET /emails/receiving/{id}", "GET /emails/receiving/{id}/attachments/{attachment_id}",
+      "GET /emails/receiving/{id}/raw", "GET /emails/{id}", "GET /emails/{id}/events", "PATCH /domains/{id}", "PATCH /emails/{id}",
       "POST /api-keys", "POST /domains", "POST /domains/{id}/dkim/rotate", "POST /domains/{id}/verify",
       "POST /emails", "POST /emails/batch", "POST /emails/{id}/cancel",
     ]);

@@ -1,0 +1,264 @@
+// The Worker's email() handler: delivery reports that come back to an email's return path
+// become its events (and suppress hard bounces and complaints); mail for receiving-enabled
+// domains is stored, parsed, announced and readable through the API with signed links; the
+// rest is refused cleanly. Reports are the real-world-shaped samples of test/fixtures/reports.
+import { env } from "cloudflare:workers";
+import { beforeAll, describe, expect, it } from "vitest";
+import { readConfig } from "../../worker/config.ts";
+import { handleEmail } from "../../worker/inbound/email-handler.ts";
+import { returnPathAddress } from "../../worker/sending/return-path.ts";
+import worker from "../../worker/index.ts";
+import { api, createAccount, insertDomain, type TestAccount } from "./fixtures.ts";
+
+const files = import.meta.glob("../fixtures/reports/*.eml", { query: "?raw", import: "default", eager: true }) as Record<string, string>;
+const fixture = (name: string) => files[`../fixtures/reports/${name}.eml`]!;
+
+interface Incoming {
+  message: ForwardableEmailMessage;
+  rejected: () => string | null;
+}
+
+/** A message as Email Routing hands it to the Worker. */
+function incoming(from: string, to: string, raw: string | Uint8Array, claimedSize?: number): Incoming {
+  const bytes = typeof raw === "string" ? new TextEncoder().encode(raw) : raw;
+  let rejected: string | null = null;
+  const message = {
+    from,
+    to,
+    headers: new Headers(),
+    raw: new ReadableStream<Uint8Array>({
+      start(c) {
+        for (let i = 0; i < bytes.length; i += 65536) c.enqueue(bytes.subarray(i, i + 65536));
+        c.close();
+      },
+    }),
+    rawSize: claimedSize ?? bytes.length,
+    canBeForwarded: false,
+    setReject(reason: string) {
+      rejected = reason;
+    },
+    forward: () => Promise.reject(new Error("not used")),
+    reply: () => Promise.reject(new Error("not used")),
+  } as unknown as ForwardableEmailMessage;
+  return { message, rejected: () => rejected };
+}
+
+let acct: TestAccount;
+
+beforeAll(async () => {
+  acct = await createAccount();
+});
+
+async function sentEmail(): Promise<{ id: string; returnPath: string }> {
+  const res = await api(acct.token, "POST", "/emails", { from: `news@${acct.domain}`, to: "delivered@simulator.tern.test", subject: "Report me", text: "x" });
+  const { id } = (await res.json()) as { id: string };
+  return { id, returnPath: await returnPathAddress(env.MASTER_KEY, id, "send", acct.domain) };
+}
+
+async function events(id: string): Promise<{ type: string; data: Record<string, unknown> }[]> {
+  const res = await api(acct.token, "GET", `/emails/${id}/events`);
+  return ((await res.json()) as { data: { type: string; data: Record<string, unknown> }[] }).data;
+}
+
+async function webhookEvents(emailId: string): Promise<{ type: string; data: Record<string, unknown> }[]> {
+  const rows = await env.DB.prepare("SELECT payload_json FROM webhook_events WHERE account_id = ? ORDER BY id").bind(acct.accountId).all<{ payload_json: string }>();
+  return rows.results.map((r) => JSON.parse(r.payload_json)).filter((p) => p.data?.email_id === emailId);
+}
+
+async function suppressed(email: string, accountId = acct.accountId): Promise<{ reason: string; email_id: string } | null> {
+  return env.DB.prepare("SELECT reason, email_id FROM suppressions WHERE account_id = ? AND email = ?").bind(accountId, email).first();
+}
+
+describe("reports at the return path", () => {
+  it("a hard bounce (Postfix DSN) becomes email.bounced with its details, suppresses the address, once", async () => {
+    const { id, returnPath } = await sentEmail();
+    const msg = incoming("", returnPath, fixture("postfix-bounce-user-unknown"));
+    expect(await handleEmail(msg.message, env)).toMatchObject({ kind: "report", applied: true, detail: "bounced" });
+    expect(msg.rejected()).toBeNull();
+    const bounced = (await events(id)).find((e) => e.type === "bounced" && e.data.source === "report")!;
+    expect(bounced.data).toMatchObject({
+      recipients: ["nobody@example.org"],
+      bounce: { type: "Permanent", subType: "NoEmail", diagnosticCode: [expect.stringContaining("550 5.1.1")] },
+    });
+    const hooks = await webhookEvents(id);
+    expect(hooks.at(-1)).toMatchObject({ type: "email.bounced", data: { email_id: id, bounce: { type: "Permanent", subType: "NoEmail" } } });
+    expect(await suppressed("nobody@example.org")).toMatchObject({ reason: "bounce", email_id: id });
+    const email = (await (await api(acct.token, "GET", `/emails/${id}`)).json()) as { last_event: string };
+    expect(email.last_event).toBe("bounced");
+
+    // The same report again (MTAs retry, people forward): nothing new.
+    const before = (await events(id)).length;
+    expect(await handleEmail(incoming("", returnPath, fixture("postfix-bounce-user-unknown")).message, env)).toMatchObject({ applied: true, detail: "" });
+    expect((await events(id)).length).toBe(before);
+  });
+
+  it.each([
+    ["postfix-delayed", "delivery_delayed", "email.delivery_delayed", null],
+    ["postfix-delivered", "delivered", "email.delivered", null],
+    ["arf-yahoo", "complained", "email.complained", "pat.smith@yahoo.com"],
+    ["arf-microsoft-jmrp", "complained", "email.complained", null],
+    ["microsoft-policy-5.7.1", "bounced", "email.bounced", null],
+    ["gmail-bounce-no-such-user", "bounced", "email.bounced", "*"],
+    ["exim-plain-bounce", "bounced", "email.bounced", "*"],
+  ])("%s becomes %s", async (name, type, webhook, suppressedAddress) => {
+    const { id, returnPath } = await sentEmail();
+    const result = await handleEmail(incoming("", returnPath, fixture(name)).message, env);
+    expect(result).toMatchObject({ kind: "report", applied: true });
+    const event = (await events(id)).find((e) => e.type === type && e.data.source === "report");
+    expect(event, JSON.stringify(await events(id))).toBeDefined();
+    expect((await webhookEvents(id)).some((w) => w.type === webhook)).toBe(true);
+    const recipients = event!.data.recipients as string[];
+    if (suppressedAddress === "*") {
+      for (const r of recipients) expect(await suppressed(r.toLowerCase())).not.toBeNull();
+    } else if (suppressedAddress) {
+      expect(await suppressed(suppressedAddress)).toMatchObject({ reason: "complaint" });
+    } else if (type === "bounced") {
+      // 5.7.1 is the sender's problem (policy): Transient, and the address stays usable.
+      expect((event!.data.bounce as { type: string }).type).toBe("Transient");
+      for (const r of recipients) expect(await suppressed(r.toLowerCase())).toBeNull();
+    }
+  });
+
+  it("a report for a forged or altered return path, or chatter at a real one, changes nothing and bounces nothing", async () => {
+    const { id, returnPath } = await sentEmail();
+    const forged = returnPath.replace(/-([0-9a-f]{12})@/, (_m, tag: string) => `-${tag.slice(0, 11)}${tag.endsWith("0") ? "1" : "0"}@`);
+    const a = incoming("", forged, fixture("postfix-bounce-user-unknown"));
+    const outcome = await handleEmail(a.message, env);
+    // Not a return path tern made: not a report, and no receiving domain either.
+    expect(outcome.kind).toBe("rejected");
+    const b = incoming("someone@example.org", returnPath, fixture("malformed-auto-reply"));
+    expect(await handleEmail(b.message, env)).toMatchObject({ kind: "report", applied: false });
+    expect(b.rejected()).toBeNull();
+    expect((await events(id)).filter((e) => e.data.source === "report")).toEqual([]);
+  });
+});
+
+describe("inbound mail", () => {
+  let domain: string;
+  beforeAll(async () => {
+    domain = `in-${crypto.randomUUID().slice(0, 8)}.example.test`;
+    const { domainId } = await insertDomain(acct.accountId, domain);
+    await env.DB.prepare("UPDATE domains SET receiving = 1 WHERE id = ?").bind(domainId).run();
+  });
+
+  const message = (to: string, extraHeaders = "") =>
+    [
+      "Authentication-Results: mx.cloudflare.net; dkim=pass header.d=sender.example; spf=pass smtp.mailfrom=sender.example; dmarc=pass header.from=sender.example",
+      "Authentication-Results: forged.example; dkim=fail; spf=fail; dmarc=fail",
+      extraHeaders,
+      "From: Alice <alice@sender.example>",
+      `To: Support <${to}>`,
+      "Cc: bob@sender.example",
+      "Subject: =?UTF-8?B?SGVsbG8g8J+RiyDDvG1sYXV0?=",
+      "Message-ID: <in-1@sender.example>",
+      "MIME-Version: 1.0",
+      'Content-Type: multipart/mixed; boundary="b1"',
+      "",
+      "--b1",
+      'Content-Type: multipart/alternative; boundary="b2"',
+      "",
+      "--b2",
+      "Content-Type: text/plain; charset=utf-8",
+      "",
+      "Hello there",
+      "--b2",
+      "Content-Type: text/html; charset=utf-8",
+      "",
+      "<p>Hello <b>there</b></p>",
+      "--b2--",
+      "--b1",
+      'Content-Type: application/pdf; name="report.pdf"',
+      'Content-Disposition: attachment; filename="report.pdf"',
+      "Content-Transfer-Encoding: base64",
+      "",
+      btoa("%PDF-1.4 inbound attachment \u00ff\u0000"),
+      "--b1--",
+      "",
+    ].filter((l, i) => i !== 2 || l !== "").join("\r\n");
+
+  it("is stored, parsed, announced with metadata only, and readable with signed links", async () => {
+    const raw = message(`support@${domain}`);
+    const msg = incoming("alice@sender.example", `support@${domain}`, raw);
+    const outcome = await handleEmail(msg.message, env);
+    expect(outcome.kind).toBe("inbound");
+    const id = (outcome as { ids: string[] }).ids[0]!;
+
+    const list = (await (await api(acct.token, "GET", "/emails/receiving")).json()) as { data: { id: string; subject: string; attachment_count: number }[] };
+    expect(list.data[0]).toMatchObject({ id, subject: "Hello 👋 ümlaut", attachment_count: 1 });
+
+    const got = (await (await api(acct.token, "GET", `/emails/receiving/${id}`)).json()) as Record<string, any>;
+    expect(got).toMatchObject({
+      object: "received_email", id, from: "Alice <alice@sender.example>", to: [`Support <support@${domain}>`], cc: ["bob@sender.example"],
+      subject: "Hello 👋 ümlaut", message_id: "in-1@sender.example", text: "Hello there\n", html: "<p>Hello <b>there</b></p>\n",
+      // Only the receiving MX's own verdicts count, not a field the sender wrote.
+      authentication: { spf: "pass", dkim: "pass", dmarc: "pass", authserv_id: "mx.cloudflare.net" },
+    });
+    expect(got.headers.some((h: { name: string }) => h.name === "Subject")).toBe(true);
+
+    // The links work without an API key, give the exact bytes, and stop working when altered.
+    const rawRes = await worker.fetch(new Request(got.raw.download_url), env, {} as ExecutionContext);
+    expect(rawRes.status).toBe(200);
+    expect(await rawRes.text()).toBe(raw);
+    const att = got.attachments[0];
+    expect(att).toMatchObject({ filename: "report.pdf", content_type: "application/pdf", size: 30 });
+    const attRes = await worker.fetch(new Request(att.download_url), env, {} as ExecutionContext);
+    expect(new Uint8Array(await attRes.arrayBuffer())).toEqual(Uint8Array.from("%PDF-1.4 inbound attachment \u00ff\u0000", (c) => c.charCodeAt(0)));
+    expect(attRes.headers.get("content-disposition")).toMatch(/^attachment/);
+    for (const bad of [
+      got.raw.download_url.replace(/signature=./, "signature=A"),
+      got.raw.download_url.replace(/expires=\d+/, `expires=${Date.now() + 9e9}`),
+      att.download_url.replace(att.id, crypto.randomUUID()), // another attachment, same signature
+      `${got.raw.download_url.split("?")[0]}`,
+    ]) {
+      const r = await worker.fetch(new Request(bad), env, {} as ExecutionContext);
+      expect(r.status, bad).toBe(404);
+    }
+
+    // The webhook payload carries metadata only.
+    const rows = await env.DB.prepare("SELECT payload_json FROM webhook_events WHERE account_id = ? AND type = 'email.received'").bind(acct.accountId).all<{ payload_json: string }>();
+    const payload = rows.results.map((r) => JSON.parse(r.payload_json)).find((p) => p.data.email_id === id);
+    expect(payload.data).toMatchObject({ email_id: id, from: "Alice <alice@sender.example>", subject: "Hello 👋 ümlaut", message_id: "<in-1@sender.example>", attachments: [{ filename: "report.pdf", size: 30 }] });
+    expect(JSON.stringify(payload)).not.toContain("Hello there");
+
+    // Another account sees none of it.
+    const other = await createAccount();
+    expect((await api(other.token, "GET", `/emails/receiving/${id}`)).status).toBe(404);
+    expect(((await (await api(other.token, "GET", "/emails/receiving")).json()) as { data: unknown[] }).data).toEqual([]);
+  });
+
+  it("expired links stop working", async () => {
+    const { signedQuery, verifyLink } = await import("../../worker/inbound/links.ts");
+    const s = await signedQuery(env.MASTER_KEY, "raw:x", Date.now() - 2 * 3600_000);
+    const p = new URLSearchParams(s.query);
+    expect(await verifyLink(env.MASTER_KEY, "raw:x", p.get("expires")!, p.get("signature")!, Date.now())).toBe(false);
+    expect(await verifyLink(env.MASTER_KEY, "raw:x", p.get("expires")!, p.get("signature")!, Number(p.get("expires")) - 1)).toBe(true);
+  });
+
+  it.each([
+    ["a domain tern does not receive for", () => "x@nowhere.example", () => message("x@nowhere.example"), undefined, /^550 5\.1\.1/],
+    ["a message over 25 MiB", () => `support@${domain}`, () => message(`support@${domain}`), 26 * 1024 * 1024, /^552 5\.3\.4/],
+    ["a message with no headers", () => `support@${domain}`, () => "\u0000\u0001 garbage without any header", undefined, /^550 5\.6\.0/],
+  ])("refuses %s cleanly and stores nothing", async (_what, to, raw, size, reason) => {
+    const before = await env.DB.prepare("SELECT count(*) AS n FROM inbound_emails").first<{ n: number }>();
+    const msg = incoming("a@b.example", to(), raw(), size);
+    const outcome = await handleEmail(msg.message, env);
+    expect(outcome.kind).toBe("rejected");
+    expect(msg.rejected()).toMatch(reason);
+    const after = await env.DB.prepare("SELECT count(*) AS n FROM inbound_emails").first<{ n: number }>();
+    expect(after!.n).toBe(before!.n);
+  });
+
+  it("a domain with receiving off refuses mail", async () => {
+    const off = `off-${crypto.randomUUID().slice(0, 8)}.example.test`;
+    await insertDomain(acct.accountId, off);
+    const msg = incoming("a@b.example", `x@${off}`, message(`x@${off}`));
+    expect((await handleEmail(msg.message, env)).kind).toBe("rejected");
+  });
+
+  it("the Worker's email entry handles a message", async () => {
+    const msg = incoming("alice@sender.example", `support@${domain}`, message(`support@${domain}`));
+    await worker.email(msg.message, env);
+    expect(msg.rejected()).toBeNull();
+    expect(readConfig(env).inboundAuthservId).toBe("mx.cloudflare.net");
+  });
+});

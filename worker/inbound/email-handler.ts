@@ -1,0 +1,61 @@
+// The Worker's email() entry (Cloudflare Email Routing): what arrives at a return-path address
+// is a delivery report about an email tern sent; what arrives for a receiving-enabled domain
+// is inbound mail; anything else is refused. Nothing here throws at the sender: a message
+// tern cannot use is rejected with an SMTP reason, or (a report that says nothing) dropped.
+import { and, eq, inArray } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { readConfig } from "../config.ts";
+import { domains } from "../db/schema.ts";
+import { MAX_REPORT_BYTES } from "../reports/parse.ts";
+import { emailIdOfReturnPath } from "../sending/return-path.ts";
+import { readBounded } from "./read.ts";
+import { applyReport } from "./reports.ts";
+import { INBOUND_MAX_BYTES, MalformedMessageError, parseInbound, receiveInbound } from "./receive.ts";
+
+export type EmailOutcome =
+  | { kind: "report"; applied: boolean; detail: string }
+  | { kind: "inbound"; ids: string[] }
+  | { kind: "rejected"; reason: string };
+
+/** Domains that verified their records and turned receiving on: sending and receiving are
+ * proven the same way, by DNS. */
+const RECEIVING_STATUSES = ["verified", "temporary_failure"];
+
+export async function handleEmail(message: ForwardableEmailMessage, env: Env, now: number = Date.now()): Promise<EmailOutcome> {
+  const config = readConfig(env);
+  const to = message.to.trim().toLowerCase();
+  const reject = (reason: string): EmailOutcome => {
+    message.setReject(reason);
+    return { kind: "rejected", reason };
+  };
+
+  if (await emailIdOfReturnPath(config.masterKey, to)) {
+    const { bytes } = await readBounded(message.raw, MAX_REPORT_BYTES);
+    const result = await applyReport(env, config, to, bytes, now);
+    // Auto-replies and other chatter to a return path are dropped, not bounced: rejecting
+    // them would send mail back to whoever forged or misdirected them.
+    if (!result.applied) console.log("return-path message ignored", result.reason);
+    return { kind: "report", applied: result.applied, detail: result.applied ? result.events.join(",") : result.reason };
+  }
+
+  const domain = to.slice(to.lastIndexOf("@") + 1);
+  const owners = await drizzle(env.DB)
+    .select({ id: domains.id, accountId: domains.accountId })
+    .from(domains)
+    .where(and(eq(domains.name, domain), eq(domains.receiving, true), inArray(domains.status, RECEIVING_STATUSES)));
+  if (owners.length === 0) return reject("550 5.1.1 No such recipient here");
+  if (message.rawSize > INBOUND_MAX_BYTES) return reject("552 5.3.4 Message exceeds the 25 MiB limit");
+  const { bytes, truncated } = await readBounded(message.raw, INBOUND_MAX_BYTES);
+  if (truncated) return reject("552 5.3.4 Message exceeds the 25 MiB limit");
+  let parsed;
+  try {
+    parsed = await parseInbound(bytes);
+  } catch (err) {
+    if (err instanceof MalformedMessageError) return reject(`550 5.6.0 Malformed message: ${err.message}`);
+    throw err;
+  }
+  // Each account that proved it owns the domain and asked to receive gets its own copy.
+  const ids: string[] = [];
+  for (const owner of owners) ids.push(await receiveInbound(env, config, to, bytes, parsed, { accountId: owner.accountId, domainId: owner.id }, now));
+  return { kind: "inbound", ids };
+}

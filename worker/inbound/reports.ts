@@ -1,0 +1,111 @@
+// Delivery reports that come back to an email's return-path address (RFC 3464 DSNs, ARF
+// complaints, plain-text bounces) become that email's events: delivered, bounced (with type,
+// subType, diagnosticCode), delivery_delayed, complained. Permanent bounces and complaints put
+// the address on the account's suppression list. A report seen twice changes nothing twice.
+import { and, eq } from "drizzle-orm";
+import type { BatchItem } from "drizzle-orm/batch";
+import { drizzle } from "drizzle-orm/d1";
+import type { TernConfig } from "../config.ts";
+import { emailEvents, emails, suppressions, type EmailRow } from "../db/schema.ts";
+import { announce, emailFacts, emailOutboxEvent, outboxInsert, type OutboxEvent } from "../events/outbox.ts";
+import { uuidv7 } from "../ids.ts";
+import { parseReport, type Report, type ReportOutcome } from "../reports/parse.ts";
+import { emailIdOfReturnPath } from "../sending/return-path.ts";
+
+export type ReportResult =
+  | { applied: true; emailId: string; events: string[] }
+  | { applied: false; reason: string };
+
+type Kind = "bounced" | "delivery_delayed" | "delivered" | "complained";
+const KIND: Record<ReportOutcome["kind"], Kind> = { bounce: "bounced", delay: "delivery_delayed", delivered: "delivered", complaint: "complained" };
+
+function eventData(o: ReportOutcome): Record<string, unknown> {
+  const base = { recipients: o.recipients, status: o.status, source: "report" };
+  switch (o.kind) {
+    case "bounce":
+      return { ...base, bounce: o.bounce };
+    case "delay":
+      return { ...base, message: o.diagnosticCode[0] ?? "Delivery is delayed.", diagnosticCode: o.diagnosticCode };
+    case "complaint":
+      return { ...base, complaint: o.complaint };
+    default:
+      return base;
+  }
+}
+
+/** Same type, recipients and status: the same report again (or the same fact twice). */
+function fingerprint(type: string, data: { recipients?: unknown; status?: unknown }): string {
+  const recipients = Array.isArray(data.recipients) ? [...(data.recipients as string[])].map((r) => r.toLowerCase()).sort() : [];
+  return JSON.stringify([type, recipients, data.status ?? null]);
+}
+
+/** The email a report is about: from the address it came to, or (a feedback loop that
+ * reports to a fixed address) from the reported message's envelope sender. */
+export async function reportedEmailId(masterKey: string | undefined, to: string, report: Report | null): Promise<string | null> {
+  const direct = await emailIdOfReturnPath(masterKey, to);
+  if (direct) return direct;
+  return report?.originalMailFrom ? emailIdOfReturnPath(masterKey, report.originalMailFrom) : null;
+}
+
+export async function applyReport(env: Env, config: TernConfig, to: string, raw: Uint8Array, now: number): Promise<ReportResult> {
+  const parsed = parseReport(raw, { returnPath: to });
+  if (!parsed.ok) return { applied: false, reason: parsed.message };
+  const emailId = await reportedEmailId(config.masterKey, to, parsed.report);
+  if (!emailId) return { applied: false, reason: "The report is not about an email tern sent." };
+  const db = drizzle(env.DB);
+  const email = await db.select().from(emails).where(eq(emails.id, emailId)).get();
+  if (!email) return { applied: false, reason: "The reported email does not exist (any more)." };
+
+  const seen = new Set(
+    (await db.select({ type: emailEvents.type, dataJson: emailEvents.dataJson }).from(emailEvents).where(eq(emailEvents.emailId, emailId)))
+      .map((e) => fingerprint(e.type, JSON.parse(e.dataJson) as { recipients?: unknown; status?: unknown })),
+  );
+  const statements: BatchItem<"sqlite">[] = [];
+  const outbox: OutboxEvent[] = [];
+  const types: string[] = [];
+  for (const [i, o] of parsed.report.outcomes.entries()) {
+    const type = KIND[o.kind];
+    // A complaint that hides its recipient is about the email's only recipient, if it had one.
+    const outcome = o.kind === "complaint" && o.recipients.length === 0 ? { ...o, recipients: soleRecipient(email) } : o;
+    const data = eventData(outcome);
+    const key = fingerprint(type, data);
+    if (seen.has(key)) continue;
+    seen.add(key);
+    const at = now + i;
+    statements.push(db.insert(emailEvents).values({ id: uuidv7(at), emailId, accountId: email.accountId, type, dataJson: JSON.stringify(data), createdAt: at }));
+    const facts = emailFacts(email);
+    const event =
+      outcome.kind === "bounce"
+        ? emailOutboxEvent(email.accountId, { type: "email.bounced", email: facts, at, bounce: outcome.bounce! }, at)
+        : emailOutboxEvent(email.accountId, { type: `email.${type as Exclude<Kind, "bounced">}`, email: facts, at }, at);
+    outbox.push(event);
+    statements.push(outboxInsert(db, event));
+    const suppress = (outcome.kind === "bounce" && outcome.bounce?.type === "Permanent") || outcome.kind === "complaint";
+    if (suppress) {
+      for (const r of outcome.recipients) {
+        statements.push(
+          db.insert(suppressions).values({
+            id: uuidv7(at),
+            accountId: email.accountId,
+            email: r.toLowerCase(),
+            reason: outcome.kind === "complaint" ? "complaint" : "bounce",
+            emailId,
+            detail: outcome.kind === "complaint" ? `complaint: ${outcome.complaint?.feedbackType ?? "abuse"}` : (outcome.diagnosticCode[0] ?? outcome.bounce?.message ?? null),
+            createdAt: at,
+          }).onConflictDoNothing(),
+        );
+      }
+    }
+    types.push(type);
+  }
+  if (statements.length === 0) return { applied: true, emailId, events: [] };
+  statements.push(db.update(emails).set({ lastEvent: types[types.length - 1]! }).where(and(eq(emails.id, emailId))));
+  await db.batch(statements as [BatchItem<"sqlite">]);
+  await announce(env, outbox);
+  return { applied: true, emailId, events: types };
+}
+
+function soleRecipient(email: EmailRow): string[] {
+  const all = [...(JSON.parse(email.toJson) as string[]), ...(JSON.parse(email.ccJson) as string[]), ...(JSON.parse(email.bccJson) as string[])];
+  return all.length === 1 ? [all[0]!.replace(/^.*<([^>]+)>.*$/, "$1").toLowerCase()] : [];
+}
