@@ -95,7 +95,7 @@ export class ApiClient {
 }
 
 async function writeBody(req: ReturnType<typeof httpRequest>, body: RequestBody): Promise<void> {
-  for (const chunk of body.chunks()) {
+  for await (const chunk of body.chunks()) {
     if (req.destroyed) throw new Error("request closed");
     if (!req.write(chunk)) {
       await new Promise<void>((resolve, reject) => {

@@ -32,6 +32,9 @@ export interface BridgeConfig {
   maxConnections: number;
   maxConnectionsPerIp: number;
   maxRecipients: number;
+  /** Messages read and submitted at once; DATA of the others waits unread (TCP holds it), so
+   * memory stays bounded however many sessions send at the same moment. */
+  maxSubmissions: number;
   /** Idle time allowed between commands (and between chunks of DATA). */
   socketTimeoutMs: number;
   /** The whole submission to the API, body upload included. */
@@ -46,6 +49,9 @@ export interface BridgeConfig {
   authFailureWindowMs: number;
   /** On a 429 rate_limit_exceeded the bridge waits retry-after and tries again, for up to this long in all. */
   rateLimitWaitMs: number;
+  /** Where attachments larger than spoolThresholdBytes wait for the API's answer (spool.ts). */
+  spoolDir: string | undefined;
+  spoolThresholdBytes: number;
   /** On SIGTERM: how long sessions in flight may take to finish. */
   shutdownGraceMs: number;
   logLevel: "debug" | "info" | "warn" | "error";
@@ -111,6 +117,7 @@ export function configFromEnv(env: Env): BridgeConfig {
     maxConnections: int(env, "TERN_BRIDGE_MAX_CONNECTIONS", 1000, 1),
     maxConnectionsPerIp: int(env, "TERN_BRIDGE_MAX_CONNECTIONS_PER_IP", 50, 1),
     maxRecipients: int(env, "TERN_BRIDGE_MAX_RECIPIENTS", 150, 1, 150),
+    maxSubmissions: int(env, "TERN_BRIDGE_MAX_SUBMISSIONS", 64, 1),
     socketTimeoutMs: int(env, "TERN_BRIDGE_SOCKET_TIMEOUT_MS", 120_000, 1000),
     apiTimeoutMs: int(env, "TERN_BRIDGE_API_TIMEOUT_MS", 120_000, 1000),
     authCacheMs: int(env, "TERN_BRIDGE_AUTH_CACHE_MS", 5_000, 0, 60_000),
@@ -119,6 +126,8 @@ export function configFromEnv(env: Env): BridgeConfig {
     authMaxFailures: int(env, "TERN_BRIDGE_AUTH_MAX_FAILURES", 10, 1),
     authFailureWindowMs: int(env, "TERN_BRIDGE_AUTH_FAILURE_WINDOW_MS", 15 * 60_000, 1000),
     rateLimitWaitMs: int(env, "TERN_BRIDGE_RATE_LIMIT_WAIT_MS", 10_000, 0),
+    spoolDir: env.TERN_BRIDGE_SPOOL_DIR || undefined,
+    spoolThresholdBytes: int(env, "TERN_BRIDGE_SPOOL_THRESHOLD_BYTES", 256 * 1024, 0, 40 * MB),
     shutdownGraceMs: int(env, "TERN_BRIDGE_SHUTDOWN_GRACE_MS", 30_000, 0),
     logLevel: logLevel as BridgeConfig["logLevel"],
   };

@@ -7,8 +7,12 @@ export interface HealthStatus {
   status: "ok" | "draining";
   ports: { port: number; tls: string }[];
   sessions: number;
+  /** Messages being read and submitted, and messages whose DATA waits for a slot. */
+  submissions: { active: number; waiting: number };
   certificate: { subject: string; notAfter: string; fingerprint: string; loadedAt: string };
   uptimeSeconds: number;
+  /** MB: resident set, V8 heap (reserved, in use), and memory outside it (buffers). */
+  memory: { rss: number; heapTotal: number; heapUsed: number; external: number; arrayBuffers: number };
 }
 
 export function startHealthServer(host: string, port: number, status: () => HealthStatus): Promise<Server> {

@@ -1,9 +1,10 @@
 // Reads a message from the DATA stream with mailparser, as it arrives: the raw message is
 // never kept; what stays is the top-level header, the decoded html and text, and each
-// attachment's decoded bytes as the chunks the parser produced. Past the size limit the
-// rest of the stream is read and dropped, so an oversized message costs no memory.
+// attachment's decoded bytes (in memory, or in the spool when large: spool.ts). Past the size
+// limit the rest of the stream is read and dropped, so an oversized message costs no memory.
 import { Transform, type Readable, type TransformCallback } from "node:stream";
 import { MailParser, type AddressObject, type AttachmentStream, type EmailAddress, type HeaderValue, type MessageText } from "mailparser";
+import { discardParts, PartSink, type Spool } from "./spool.ts";
 import type { Mailbox, MessagePart, ParsedMessage } from "./submission.ts";
 
 export interface Envelope {
@@ -48,7 +49,7 @@ function mailboxes(value: HeaderValue | undefined): Mailbox[] {
   return out;
 }
 
-export function readMessage(input: Readable, maxBytes: number): Promise<ReadResult> {
+export function readMessage(input: Readable, maxBytes: number, spool: Spool): Promise<ReadResult> {
   return new Promise((resolve, reject) => {
     const guard = new SizeGuard(maxBytes);
     const parser = new MailParser({ skipHtmlToText: true, skipTextToHtml: true, skipTextLinks: true, skipImageLinks: true });
@@ -64,7 +65,9 @@ export function readMessage(input: Readable, maxBytes: number): Promise<ReadResu
       failed = true;
       input.unpipe(guard);
       input.resume(); // read the rest of DATA, so the SMTP session can answer
-      reject(err);
+      Promise.all(reading.map((r) => r.catch(() => {})))
+        .then(() => discardParts(message.attachments))
+        .finally(() => reject(err));
     };
 
     parser.on("headerLines", (lines: { key: string; line: string }[]) => {
@@ -91,18 +94,25 @@ export function readMessage(input: Readable, maxBytes: number): Promise<ReadResu
       const related = (data as { related?: boolean }).related === true;
       if (data.cid && (related || data.contentDisposition === "inline")) part.contentId = data.cid;
       message.attachments.push(part);
+      const sink = new PartSink(part, spool);
+      const content = data.content as Readable;
       reading.push(
         new Promise<void>((done, broken) => {
-          data.content.on("data", (chunk: Buffer) => {
+          content.on("data", (chunk: Buffer) => {
             if (guard.exceeded) return; // dropped: the message is refused anyway
-            part.chunks.push(chunk);
-            part.size += chunk.length;
+            const written = sink.write(chunk);
+            if (written) {
+              content.pause();
+              written.then(() => content.resume(), broken);
+            }
           });
-          data.content.once("end", () => {
-            data.release();
-            done();
+          content.once("end", () => {
+            sink.end().then(() => {
+              data.release();
+              done();
+            }, broken);
           });
-          data.content.once("error", broken);
+          content.once("error", broken);
         }),
       );
     });
@@ -114,9 +124,8 @@ export function readMessage(input: Readable, maxBytes: number): Promise<ReadResu
         () => {
           if (failed) return;
           if (guard.exceeded) {
-            message.attachments = [];
             message.html = message.text = undefined;
-            resolve({ ok: false, reason: "too-big", bytes: guard.bytes });
+            discardParts(message.attachments).finally(() => resolve({ ok: false, reason: "too-big", bytes: guard.bytes }));
           } else resolve({ ok: true, message, bytes: guard.bytes });
         },
         fail,

@@ -13,6 +13,7 @@ import { MB } from "./config.ts";
 import { startHealthServer, type HealthStatus } from "./health.ts";
 import type { Logger } from "./log.ts";
 import { readMessage } from "./message.ts";
+import { discardParts, openSpool, SpoolError } from "./spool.ts";
 import { keyVerdictFor, replyForSubmission, type ApiOutcome } from "./replies.ts";
 import { requestBody, toSubmission } from "./submission.ts";
 
@@ -45,9 +46,42 @@ interface SessionState {
   connection: Connection | null;
 }
 
+/** A counting semaphore: at most `size` holders, the rest wait in order. */
+class Slots {
+  readonly #size: number;
+  #held = 0;
+  readonly #waiting: (() => void)[] = [];
+  constructor(size: number) {
+    this.#size = size;
+  }
+  get held(): number {
+    return this.#held;
+  }
+  get waiting(): number {
+    return this.#waiting.length;
+  }
+  acquire(): Promise<void> {
+    if (this.#held < this.#size) {
+      this.#held++;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.#waiting.push(resolve));
+  }
+  release(): void {
+    const next = this.#waiting.shift();
+    if (next) next();
+    else this.#held--;
+  }
+}
+
 type SmtpError = Error & { responseCode: number };
 const smtpError = (code: number, text: string): SmtpError => Object.assign(new Error(text), { responseCode: code });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const memoryMb = () => {
+  const m = process.memoryUsage();
+  const mb = (n: number) => Math.round(n / 1024 / 102.4) / 10;
+  return { rss: mb(m.rss), heapTotal: mb(m.heapTotal), heapUsed: mb(m.heapUsed), external: mb(m.external), arrayBuffers: mb(m.arrayBuffers) };
+};
 
 export async function startBridge(config: BridgeConfig, log: Logger): Promise<Bridge> {
   const started = Date.now();
@@ -59,7 +93,9 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
     baseDelayMs: config.authFailureDelayMs,
     maxDelayMs: config.authFailureDelayMaxMs,
   });
+  const spool = openSpool(config.spoolDir, config.spoolThresholdBytes);
   const sessions = new Map<string, SessionState>();
+  const slots = new Slots(config.maxSubmissions);
   const perClient = new Map<string, number>();
   const servers: { server: SMTPServer; port: number; tls: TlsMode }[] = [];
   let draining = false;
@@ -195,13 +231,18 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
       rcptTo: session.envelope.rcptTo.map((r) => r.address),
     };
     const fields = { session: session.id, ip: state.remoteAddress, key: keyFingerprint(key), recipients: envelope.rcptTo.length };
+    let holding = false;
     const finish = (err: SmtpError | null, text?: string) => {
       state.busy = false;
+      if (holding) slots.release();
+      holding = false;
       callback(err, text);
       if (draining) setImmediate(() => hangUp(session.id));
     };
     (async () => {
-      const read = await readMessage(stream, config.maxMessageBytes);
+      await slots.acquire();
+      holding = true;
+      const read = await readMessage(stream, config.maxMessageBytes, spool);
       if (!read.ok) {
         log.warn("message_refused", { ...fields, bytes: read.bytes, reason: "too_big" });
         return finish(smtpError(552, `5.3.4 Message too big: the limit is ${config.maxMessageBytes} bytes`));
@@ -209,10 +250,11 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
       const submission = toSubmission(read.message, envelope);
       const body = requestBody(submission);
       if (body.length > API_MAX_BODY_BYTES) {
+        await discardParts(submission.attachments);
         log.warn("message_refused", { ...fields, bytes: read.bytes, json_bytes: body.length, reason: "too_big_as_json" });
         return finish(smtpError(552, `5.3.4 Message too big: as a request to the API it is ${body.length} bytes, over its limit of ${API_MAX_BODY_BYTES}`));
       }
-      const { outcome, attempts } = await submit(key, body, submission.idempotencyKey);
+      const { outcome, attempts } = await submit(key, body, submission.idempotencyKey).finally(() => discardParts(submission.attachments));
       const reply = replyForSubmission(outcome);
       if (outcome.kind === "answer" && outcome.name === "invalid_api_key") verdicts.forget(key);
       log[reply.class === "accepted" ? "info" : "warn"]("message", {
@@ -220,6 +262,7 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
         bytes: read.bytes,
         json_bytes: body.length,
         attachments: submission.attachments.length,
+        spooled: submission.attachments.filter((a) => a.file).length,
         idempotent: submission.idempotencyKey !== undefined,
         status: outcome.kind === "answer" ? outcome.status : null,
         error: outcome.kind === "answer" ? (outcome.name ?? null) : outcome.reason,
@@ -232,7 +275,8 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
       else finish(smtpError(reply.code, reply.text));
     })().catch((err: Error) => {
       log.error("message_failed", { ...fields, error: err.message });
-      finish(smtpError(554, "5.6.0 The message could not be read"));
+      if (err instanceof SpoolError) finish(smtpError(452, "4.3.1 Insufficient system storage; try again later"));
+      else finish(smtpError(554, "5.6.0 The message could not be read"));
     });
   };
 
@@ -302,6 +346,7 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
     if (servers.length === 0) throw new Error("no SMTP port could be opened");
   } catch (err) {
     certificates.stop();
+    spool.close();
     await Promise.all(servers.map((s) => new Promise<void>((r) => s.server.close(() => r()))));
     api.close();
     throw err;
@@ -313,8 +358,10 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
       status: draining ? "draining" : "ok",
       ports: servers.map((s) => ({ port: s.port, tls: s.tls })),
       sessions: sessions.size,
+      submissions: { active: slots.held, waiting: slots.waiting },
       certificate: { subject: c.subject, notAfter: c.notAfter, fingerprint: c.fingerprint, loadedAt: c.loadedAt },
       uptimeSeconds: Math.round((Date.now() - started) / 1000),
+      memory: memoryMb(),
     };
   };
   let health: HttpServer | null = null;
@@ -341,6 +388,7 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
         }
         await Promise.all(closed);
         api.close();
+        spool.close();
         if (health) {
           const h = health;
           await new Promise<void>((r) => {

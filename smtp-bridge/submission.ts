@@ -4,6 +4,7 @@
 // API does not build itself passes through. The JSON body is produced in pieces: attachments
 // are base64-encoded while the request is written, never as one big string.
 import type { Envelope } from "./message.ts";
+import { partBytes } from "./spool.ts";
 
 export interface Mailbox {
   name: string;
@@ -15,8 +16,9 @@ export interface MessagePart {
   contentType: string;
   /** Without angle brackets; set when the part is shown inline (cid: references). */
   contentId?: string;
-  /** Decoded content, as the parser produced it (no copy is made). */
+  /** Decoded content in memory, or (when large) the spool file that holds it. */
   chunks: Buffer[];
+  file?: string;
   size: number;
 }
 
@@ -162,9 +164,9 @@ function* escapedSlices(s: string): Generator<string> {
   }
 }
 
-function* base64Of(chunks: Buffer[]): Generator<Buffer> {
+async function* base64Of(part: MessagePart): AsyncGenerator<Buffer> {
   let carry: Buffer = Buffer.alloc(0);
-  for (const chunk of chunks) {
+  for await (const chunk of partBytes(part)) {
     for (let at = 0; at < chunk.length; ) {
       const take = Math.min(chunk.length - at, BASE64_GROUP - carry.length);
       const piece = carry.length ? Buffer.concat([carry, chunk.subarray(at, at + take)]) : chunk.subarray(at, at + take);
@@ -177,7 +179,7 @@ function* base64Of(chunks: Buffer[]): Generator<Buffer> {
   if (carry.length) yield Buffer.from(carry.toString("base64"), "latin1");
 }
 
-type Piece = { small: string } | { big: string } | { bytes: Buffer[]; size: number };
+type Piece = { small: string } | { big: string } | { part: MessagePart };
 
 function pieces(s: Submission): Piece[] {
   const head = JSON.stringify(s.fields);
@@ -192,7 +194,7 @@ function pieces(s: Submission): Piece[] {
       const meta: Record<string, string> = { content_type: a.contentType };
       if (a.filename) meta.filename = a.filename;
       if (a.contentId) meta.content_id = a.contentId;
-      out.push({ small: `${i ? "," : ""}${JSON.stringify(meta).slice(0, -1)},"content":"` }, { bytes: a.chunks, size: a.size }, { small: '"}' });
+      out.push({ small: `${i ? "," : ""}${JSON.stringify(meta).slice(0, -1)},"content":"` }, { part: a }, { small: '"}' });
     });
     out.push({ small: "]" });
   }
@@ -204,7 +206,7 @@ export interface RequestBody {
   /** Bytes in all: the Content-Length. */
   length: number;
   /** The body, in pieces of at most a few hundred KB; may be called again (a retry). */
-  chunks(): Generator<Buffer>;
+  chunks(): AsyncGenerator<Buffer>;
 }
 
 export function requestBody(s: Submission): RequestBody {
@@ -213,15 +215,15 @@ export function requestBody(s: Submission): RequestBody {
   for (const p of list) {
     if ("small" in p) length += Buffer.byteLength(p.small);
     else if ("big" in p) for (const slice of escapedSlices(p.big)) length += Buffer.byteLength(slice);
-    else length += 4 * Math.ceil(p.size / 3);
+    else length += 4 * Math.ceil(p.part.size / 3);
   }
   return {
     length,
-    *chunks() {
+    async *chunks() {
       for (const p of list) {
         if ("small" in p) yield Buffer.from(p.small);
         else if ("big" in p) for (const slice of escapedSlices(p.big)) yield Buffer.from(slice);
-        else yield* base64Of(p.bytes);
+        else yield* base64Of(p.part);
       }
     },
   };

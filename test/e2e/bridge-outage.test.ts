@@ -39,8 +39,8 @@ describe("the bridge in front of an API that goes away and comes back", () => {
   it("answers 4xx while the API is stopped, and the client's retry is delivered once when it is back", async () => {
     const b = await bridge();
     const t = nodemailer.createTransport({
-      host: "localhost", port: b.startTlsPort, secure: false, requireTLS: true, pool: true, maxConnections: 1,
-      auth: { user: "tern", pass: tern.apiKey }, tls: { ca: readFileSync(b.caCertPath) },
+      host: "127.0.0.1", port: b.startTlsPort, secure: false, requireTLS: true, pool: true, maxConnections: 1,
+      auth: { user: "tern", pass: tern.apiKey }, tls: { ca: readFileSync(b.caCertPath), servername: "localhost" },
     });
     try {
       const before = await t.sendMail({ from: `hello@${tern.domain}`, to: "outage-before@example.com", subject: "before", text: "t" });

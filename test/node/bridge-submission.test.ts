@@ -1,11 +1,13 @@
 // How the bridge turns an SMTP message into a `POST /emails` body, without sockets: real MIME
 // written by nodemailer, read by the bridge's reader (mailparser), converted and streamed.
 import { randomBytes } from "node:crypto";
+import { existsSync, readdirSync, statSync } from "node:fs";
 import { Readable } from "node:stream";
 import nodemailer from "nodemailer";
 import type Mail from "nodemailer/lib/mailer";
 import { describe, expect, it } from "vitest";
 import { readMessage, type Envelope } from "../../smtp-bridge/message.ts";
+import { discardParts, memoryOnly, openSpool } from "../../smtp-bridge/spool.ts";
 import { formatMailbox, headerValue, isHeaderNotPassed, parseTags, requestBody, toSubmission, type Submission } from "../../smtp-bridge/submission.ts";
 import { isOwnedHeaderName } from "../../worker/mime/build.ts";
 
@@ -18,14 +20,15 @@ async function mime(options: Mail.Options): Promise<{ raw: Buffer; envelope: Env
 
 async function convert(options: Mail.Options, envelope?: Partial<Envelope>): Promise<Submission> {
   const m = await mime(options);
-  const read = await readMessage(Readable.from([m.raw]), 40 * 1024 * 1024);
+  const read = await readMessage(Readable.from([m.raw]), 40 * 1024 * 1024, memoryOnly);
   if (!read.ok) throw new Error("too big");
   return toSubmission(read.message, { ...m.envelope, ...envelope });
 }
 
-function bodyJson(s: Submission): { json: Record<string, unknown>; length: number; bytes: number; largest: number } {
+async function bodyJson(s: Submission): Promise<{ json: Record<string, unknown>; length: number; bytes: number; largest: number }> {
   const body = requestBody(s);
-  const chunks = [...body.chunks()];
+  const chunks: Buffer[] = [];
+  for await (const c of body.chunks()) chunks.push(c);
   const all = Buffer.concat(chunks);
   return { json: JSON.parse(all.toString("utf8")), length: body.length, bytes: all.length, largest: Math.max(...chunks.map((c) => c.length)) };
 }
@@ -48,7 +51,7 @@ describe("an SMTP message becomes the send request", () => {
         { filename: "logo.png", content: png, cid: "logo@tern" },
       ],
     });
-    const { json, length, bytes } = bodyJson(s);
+    const { json, length, bytes } = await bodyJson(s);
     expect(length).toBe(bytes);
     expect(json).toMatchObject({
       from: '"Acme, Inc." <hello@tern.test>',
@@ -124,7 +127,7 @@ describe("an SMTP message becomes the send request", () => {
     const s = await convert({ from: "a@tern.test", to: "b@example.com", subject: "s", html: "<p>only html</p>" });
     expect(s.html).toBe("<p>only html</p>");
     expect(s.text).toBeUndefined();
-    expect(bodyJson(s).json).not.toHaveProperty("text");
+    expect((await bodyJson(s)).json).not.toHaveProperty("text");
     const textOnly = await convert({ from: "a@tern.test", to: "b@example.com", subject: "s", text: "two lines\nand no final break" });
     expect(textOnly.text).toBe("two lines\nand no final break");
     expect(textOnly.html).toBeUndefined();
@@ -132,14 +135,14 @@ describe("an SMTP message becomes the send request", () => {
 
   it("uses the envelope sender when the message has no From", async () => {
     const raw = Buffer.from("To: b@example.com\r\nSubject: no from\r\n\r\nbody\r\n");
-    const read = await readMessage(Readable.from([raw]), 1024);
+    const read = await readMessage(Readable.from([raw]), 1024, memoryOnly);
     if (!read.ok) throw new Error("too big");
     expect(toSubmission(read.message, { mailFrom: "printer@tern.test", rcptTo: ["b@example.com"] }).fields.from).toBe("printer@tern.test");
   });
 
   it("refuses a message over the limit and keeps none of it", async () => {
     const { raw } = await mime({ from: "a@tern.test", to: "b@example.com", subject: "s", text: "t", attachments: [{ filename: "x.bin", content: randomBytes(200_000) }] });
-    const read = await readMessage(Readable.from([raw.subarray(0, 100_000), raw.subarray(100_000)]), 100_000);
+    const read = await readMessage(Readable.from([raw.subarray(0, 100_000), raw.subarray(100_000)]), 100_000, memoryOnly);
     expect(read).toEqual({ ok: false, reason: "too-big", bytes: raw.length });
   });
 });
@@ -158,13 +161,46 @@ describe("the request body is streamed", () => {
         attachments: [{ filename: "f.bin", contentType: "application/octet-stream", chunks, size }],
         idempotencyKey: undefined,
       };
-      const { json, length, bytes: written, largest } = bodyJson(s);
+      const { json, length, bytes: written, largest } = await bodyJson(s);
       const expected = { ...s.fields, html: s.html, text: s.text, attachments: [{ content_type: "application/octet-stream", filename: "f.bin", content: bytes.toString("base64") }] };
       expect(json).toEqual(expected);
       expect(length).toBe(written);
       expect(length).toBe(Buffer.byteLength(JSON.stringify(expected)));
       expect(largest).toBeLessThanOrEqual(2 * 1024 * 1024);
     }
+  });
+});
+
+describe("large attachments wait in the spool", () => {
+  it("writes an attachment past the threshold to a private file, streams it into the body, and removes it after", async () => {
+    const spool = openSpool(undefined, 100_000);
+    try {
+      expect(statSync(spool.dir!).mode & 0o777).toBe(0o700);
+      const small = randomBytes(50_000);
+      const big = randomBytes(1_000_001);
+      const m = await mime({ from: "a@tern.test", to: "b@example.com", subject: "s", text: "t", attachments: [{ filename: "small.bin", content: small }, { filename: "big.bin", content: big }] });
+      const read = await readMessage(Readable.from([m.raw]), 40 * 1024 * 1024, spool);
+      if (!read.ok) throw new Error("too big");
+      const [a, b] = read.message.attachments;
+      expect(a!.file).toBeUndefined();
+      expect(b!.file).toMatch(new RegExp(`^${spool.dir}/`));
+      expect(b!.chunks).toEqual([]);
+      expect(statSync(b!.file!).size).toBe(big.length);
+      const { json, length, bytes } = await bodyJson(toSubmission(read.message, m.envelope));
+      expect(length).toBe(bytes);
+      const attachments = json.attachments as { content: string }[];
+      expect(Buffer.compare(Buffer.from(attachments[0]!.content, "base64"), small)).toBe(0);
+      expect(Buffer.compare(Buffer.from(attachments[1]!.content, "base64"), big)).toBe(0);
+      await discardParts(read.message.attachments);
+      expect(readdirSync(spool.dir!)).toEqual([]);
+      // A refused message leaves nothing behind either.
+      const refused = await readMessage(Readable.from([m.raw]), 600_000, spool);
+      expect(refused.ok).toBe(false);
+      expect(readdirSync(spool.dir!)).toEqual([]);
+    } finally {
+      spool.close();
+    }
+    expect(existsSync(spool.dir!)).toBe(false);
   });
 });
 

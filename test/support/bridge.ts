@@ -38,25 +38,26 @@ export async function startBridgeProcess(o: { apiUrl: string; env?: Record<strin
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
+  // Keep the tail only: at the default level it logs a line per message.
   let out = "";
-  child.stdout!.on("data", (d: Buffer) => (out += d));
-  child.stderr!.on("data", (d: Buffer) => (out += d));
+  const keep = (d: Buffer) => {
+    out += d;
+    if (out.length > 512 * 1024) out = out.slice(-256 * 1024);
+  };
+  child.stdout!.on("data", keep);
+  child.stderr!.on("data", keep);
   const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
-  await new Promise<void>((res, rej) => {
-    const timer = setTimeout(() => rej(new Error(`the bridge did not start:\n${out}`)), 20_000);
-    const check = () => {
-      if (out.includes('"event":"ready"')) {
-        clearTimeout(timer);
-        child.stdout!.off("data", check);
-        res();
-      }
-    };
-    child.stdout!.on("data", check);
-    child.once("exit", (code) => {
-      clearTimeout(timer);
-      rej(new Error(`the bridge exited with ${code}:\n${out}`));
-    });
-  });
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the bridge exited with ${child.exitCode ?? child.signalCode}:\n${out}`);
+    const up = await fetch(`http://127.0.0.1:${healthPort}/health`).then((r) => r.ok, () => false);
+    if (up) break;
+    if (Date.now() > deadline) {
+      child.kill("SIGKILL");
+      throw new Error(`the bridge did not start:\n${out}`);
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
   return {
     tlsPort,
     startTlsPort,

@@ -1,0 +1,121 @@
+// Where an attachment waits between the end of DATA and the API's answer. Small ones stay in
+// memory; once one passes the threshold it is written to a file in the bridge's private spool
+// directory (as an MTA writes its queue), so the bridge's memory does not grow with message
+// size or with the number of sessions sending large messages at once. A part's file is removed
+// as soon as its message is answered; the directory goes when the bridge stops.
+import { randomUUID } from "node:crypto";
+import { createReadStream, mkdtempSync, rmSync } from "node:fs";
+import { open, unlink, type FileHandle } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { MessagePart } from "./submission.ts";
+
+export interface Spool {
+  dir: string | null;
+  /** Bytes an attachment may hold in memory before it goes to a file. */
+  threshold: number;
+  close(): void;
+}
+
+/** A spool under `base` (default: the system's temporary directory), readable only by this user. */
+export function openSpool(base: string | undefined, threshold: number): Spool {
+  const dir = mkdtempSync(join(base || tmpdir(), "tern-smtp-bridge-")); // mode 0700
+  return { dir, threshold, close: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+/** Keeps everything in memory (tests of the conversion). */
+export const memoryOnly: Spool = { dir: null, threshold: Infinity, close() {} };
+
+/** A failure of the spool (disk full, I/O error): the client should try again later. */
+export class SpoolError extends Error {}
+
+const BLOCK = 64 * 1024;
+
+/** Collects one attachment's decoded bytes: in whole blocks of its own in memory (the
+ * decoder's chunks are small views of larger buffers, which would be kept alive with them),
+ * then, past the threshold, in a file. */
+export class PartSink {
+  readonly #part: MessagePart;
+  readonly #spool: Spool;
+  #block: Buffer | null = null;
+  #used = 0;
+  #file: FileHandle | null = null;
+
+  constructor(part: MessagePart, spool: Spool) {
+    this.#part = part;
+    this.#spool = spool;
+  }
+
+  /** Takes a chunk; when it returns a promise, wait for it before the next one. */
+  write(chunk: Buffer): Promise<void> | null {
+    this.#part.size += chunk.length;
+    let waiting: Promise<void> | null = null;
+    for (let at = 0; at < chunk.length; ) {
+      if (!this.#block || this.#used === this.#block.length) {
+        const full = this.#takeBlock();
+        if (full) waiting = chain(waiting, () => this.#keep(full));
+        this.#block = Buffer.allocUnsafeSlow(BLOCK);
+        this.#used = 0;
+      }
+      const n = chunk.copy(this.#block, this.#used, at);
+      this.#used += n;
+      at += n;
+    }
+    return waiting;
+  }
+
+  async end(): Promise<void> {
+    // The last block is cut to size (one small copy), so no unused tail stays in memory.
+    const last = this.#takeBlock();
+    if (last) await this.#keep(this.#file ? last : Buffer.from(last));
+    if (this.#file) {
+      await this.#file.close().catch(() => {});
+      this.#file = null;
+    }
+  }
+
+  #takeBlock(): Buffer | null {
+    const b = this.#block && this.#used ? this.#block.subarray(0, this.#used) : null;
+    this.#block = null;
+    this.#used = 0;
+    return b;
+  }
+
+  async #keep(block: Buffer): Promise<void> {
+    const part = this.#part;
+    if (!this.#file && (this.#spool.dir === null || part.size <= this.#spool.threshold)) {
+      part.chunks.push(block);
+      return;
+    }
+    try {
+      if (!this.#file) {
+        part.file = join(this.#spool.dir!, randomUUID());
+        this.#file = await open(part.file, "wx", 0o600);
+        for (const kept of part.chunks) await this.#file.write(kept);
+        part.chunks = [];
+      }
+      await this.#file.write(block);
+    } catch (err) {
+      throw new SpoolError(`the spool could not take an attachment: ${(err as Error).message}`);
+    }
+  }
+}
+
+function chain(p: Promise<void> | null, next: () => Promise<void>): Promise<void> {
+  return p ? p.then(next) : next();
+}
+
+/** A part's bytes, from memory or from its file. */
+export async function* partBytes(part: MessagePart): AsyncGenerator<Buffer> {
+  if (!part.file) {
+    yield* part.chunks;
+    return;
+  }
+  for await (const chunk of createReadStream(part.file, { highWaterMark: BLOCK })) yield chunk as Buffer;
+}
+
+/** Removes the files of a message's parts (after its answer, or when it is refused). */
+export async function discardParts(parts: MessagePart[]): Promise<void> {
+  await Promise.all(parts.map((p) => (p.file ? unlink(p.file).catch(() => {}) : undefined)));
+  for (const p of parts) p.chunks = [];
+}
