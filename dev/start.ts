@@ -11,6 +11,7 @@ import { toBase64 } from "../worker/bytes.ts";
 import { generateDkimKey, newSelector, sealPrivateKey } from "../worker/dkim/keys.ts";
 import { bridgeSettings, startDevBridge, type DevBridge } from "./bridge.ts";
 import { startDevRelay, type DevRelay } from "./relay.ts";
+import { deliverReport, reportsFor } from "./reports.ts";
 
 const root = resolve(import.meta.dirname, "..");
 
@@ -154,6 +155,14 @@ export async function start(o: StartOptions): Promise<Running> {
     httpPort: o.relayHttpPort,
     mailDir: join(o.stateDir, "mailbox"),
     log: (line) => o.log(`[relay] ${line}`),
+    // Some recipients answer later by mail, as the outside world does (dev/reports.ts).
+    onMessage: async (m) => {
+      for (const report of reportsFor(m)) {
+        await new Promise((r) => setTimeout(r, 200));
+        await deliverReport(`http://127.0.0.1:${o.port}`, report);
+        o.log(`[relay] sent a delivery report about ${m.id} to ${report.to}`);
+      }
+    },
   });
 
   const vars: Record<string, string> = {
