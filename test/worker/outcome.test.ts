@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { settleAttempt, type AttemptResult } from "../../worker/delivery/outcome.ts";
 
 const ok = (recipient: string, final = false): AttemptResult => ({ recipient, status: "accepted", code: 250, message: "250 ok", final });
-const rejected = (recipient: string, enhancedCode = "5.1.1"): AttemptResult => ({ recipient, status: "rejected", code: 550, enhancedCode, message: `550 ${enhancedCode} no such user`, final: false });
+const rejected = (recipient: string, enhancedCode = "5.1.1", text = "no such user"): AttemptResult => ({ recipient, status: "rejected", code: 550, enhancedCode, message: `550 ${enhancedCode} ${text}`, final: false });
 const deferred = (recipient: string): AttemptResult => ({ recipient, status: "deferred", code: 451, message: "451 try later", final: false });
 const ctx = { attempt: 1, retrySchedule: [60, 300], alreadyDelayed: false };
 
@@ -39,9 +39,18 @@ describe("settling an attempt", () => {
     expect((s.events[0]!.data.failed as { reason: string }).reason).toMatch(/451 try later/);
   });
   it("mixed results: only the deferred recipients stay pending", () => {
-    const s = settleAttempt([ok("a@x.test", true), rejected("b@x.test", "5.0.0"), deferred("c@x.test")], ctx);
+    const s = settleAttempt([ok("a@x.test", true), rejected("b@x.test", "5.0.0", "requested action not taken"), deferred("c@x.test")], ctx);
     expect(s.pending).toEqual(["c@x.test"]);
     expect(s.events.map((e) => e.type)).toEqual(["sent", "delivered", "bounced", "delivery_delayed"]);
     expect((s.events[2]!.data.bounce as { subType: string }).subType).toBe("General");
+  });
+  it.each([
+    ["5.1.1", "user unknown", "Permanent", "NoEmail"],
+    ["5.2.2", "mailbox full", "Transient", "MailboxFull"],
+    ["5.3.4", "message too big", "Transient", "MessageTooLarge"],
+    ["5.7.1", "rejected by policy", "Transient", "ContentRejected"],
+  ])("a %s reply at delivery is classified as reports are: %s", (code, text, type, subType) => {
+    const s = settleAttempt([rejected("b@x.test", code, text)], ctx);
+    expect(s.events[0]!.data.bounce).toMatchObject({ type, subType });
   });
 });

@@ -1,5 +1,6 @@
 // What one delivery attempt means for an email: the rules from per-recipient results to
 // events, the next state and the retry. Pure, so every rule is tested without a socket.
+import { classifyBounce } from "../reports/classify.ts";
 import type { RecipientResult } from "../transports/transport.ts";
 
 export interface AttemptResult extends RecipientResult {
@@ -30,14 +31,6 @@ export interface AttemptContext {
   retrySchedule: number[];
   /** Whether a delivery_delayed event was already recorded for this email. */
   alreadyDelayed: boolean;
-}
-
-function bounceSubType(r: RecipientResult): string {
-  const e = r.enhancedCode ?? "";
-  if (/^5\.1\.\d+$/.test(e)) return "NoEmail";
-  if (e === "5.2.2") return "MailboxFull";
-  if (e === "5.3.4" || e === "5.2.3") return "MessageTooLarge";
-  return "General";
 }
 
 /** The reply as a receiving MTA would quote it: "451 4.2.0 Mailbox busy". */
@@ -71,7 +64,9 @@ export function settleAttempt(results: AttemptResult[], ctx: AttemptContext): Se
       type: "bounced",
       data: {
         recipients: [r.recipient],
-        bounce: { type: "Permanent", subType: bounceSubType(r), message: replyText(r), diagnosticCode: [diagnostic(r)] },
+        // One classification for a 5xx at delivery and for a bounce reported later (reports/):
+        // a full mailbox or a policy block is Transient and never suppresses the address.
+        bounce: { ...classifyBounce(r.enhancedCode ?? null, replyText(r)), message: replyText(r), diagnosticCode: [diagnostic(r)] },
       },
     });
   }
