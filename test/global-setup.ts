@@ -4,6 +4,7 @@ import type { TestProject } from "vitest/node";
 import { startDnsZone } from "./support/dns-zone.ts";
 import { startHttpsFiles } from "./support/https-files.ts";
 import { startSmtpPeers } from "./support/smtp-peers.ts";
+import { startWebhookPeers } from "./support/webhook-control.ts";
 
 declare module "vitest" {
   export interface ProvidedContext {
@@ -15,10 +16,12 @@ export default async function setup(project: TestProject) {
   const peers = await startSmtpPeers();
   const httpsFiles = await startHttpsFiles(); // attachment `path` fetches
   const zone = await startDnsZone(); // DNS over HTTPS for domain checks; mailauth verification
-  project.provide("peers", { ...peers.ports, https: httpsFiles.port, doh: zone.dohPort, dns: zone.controlPort });
+  const webhookPeers = await startWebhookPeers(); // webhook receivers verifying every delivery
+  project.provide("peers", { ...peers.ports, https: httpsFiles.port, doh: zone.dohPort, dns: zone.controlPort, ...webhookPeers.ports });
   return async () => {
     await zone.close();
     await peers.close();
     await httpsFiles.close();
+    await webhookPeers.close();
   };
 }

@@ -24,6 +24,8 @@ export interface TernConfig {
   inboundAuthservId: string;
   /** The operator secret that keys are derived from (undefined when not configured). */
   masterKey: string | undefined;
+  /** The operator allows webhook endpoints on http and on private or loopback hosts (dev mode always does). */
+  webhookAllowPrivateTargets: boolean;
 }
 
 // 1 min, 5 min, 15 min, 30 min, 1 h, 2 h, 4 h, 8 h, 8 h: about a day, like an MTA's queue.
@@ -48,6 +50,7 @@ export function readConfig(env: Env): TernConfig {
     spfInclude: (env.SPF_INCLUDE || "_spf.tern.localhost").toLowerCase(),
     inboundMxHost: (env.INBOUND_MX_HOST || "inbound.tern.localhost").toLowerCase(),
     masterKey: env.MASTER_KEY || undefined,
+    webhookAllowPrivateTargets: env.TERN_DEV_MODE === "true" || env.WEBHOOK_ALLOW_PRIVATE_TARGETS === "true",
     inboundAuthservId: env.INBOUND_AUTHSERV_ID || "mx.cloudflare.net",
   };
 }

@@ -10,6 +10,9 @@ import { registerDocRoutes } from "./routes/docs.ts";
 import { registerDomainRoutes } from "./routes/domains.ts";
 import { registerReceivingRoutes } from "./routes/receiving.ts";
 import { registerEmailRoutes } from "./routes/emails.ts";
+import { registerWebhookRoutes } from "./routes/webhooks.ts";
+import type { WebhookQueueMessage } from "./events/outbox.ts";
+import { consumeWebhookBatch, sweepWebhooks } from "./webhooks/consumer.ts";
 import type { QueueMessage } from "./sending/accept.ts";
 
 export { IdempotencyKey } from "../durable-objects/idempotency-key.ts";
@@ -20,17 +23,19 @@ registerEmailRoutes(app);
 registerApiKeyRoutes(app);
 registerDomainRoutes(app);
 registerReceivingRoutes(app);
+registerWebhookRoutes(app);
 registerDocRoutes(app);
 
 export default {
   fetch: app.fetch,
   async queue(batch, env) {
-    await consumeSendBatch(batch as MessageBatch<QueueMessage>, env);
+    if (batch.queue === "tern-webhooks") await consumeWebhookBatch(batch as unknown as MessageBatch<WebhookQueueMessage>, env);
+    else await consumeSendBatch(batch as MessageBatch<QueueMessage>, env);
   },
   async scheduled(_controller, env) {
     const now = Date.now();
     // Independent duties: one failing must not keep the other from running.
-    const results = await Promise.allSettled([sweepDelivery(env, now), recheckDueDomains(env, readConfig(env), now)]);
+    const results = await Promise.allSettled([sweepDelivery(env, now), recheckDueDomains(env, readConfig(env), now), sweepWebhooks(env, now)]);
     for (const r of results) if (r.status === "rejected") console.error("cron duty failed", r.reason);
   },
   async email(message, env) {

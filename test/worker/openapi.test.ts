@@ -14,11 +14,14 @@ describe("GET /openapi.json", () => {
     expect(doc.openapi).toBe("3.1.0");
     const ops = Object.entries(doc.paths).flatMap(([p, m]) => Object.keys(m).map((x) => `${x.toUpperCase()} ${p}`)).sort();
     expect(ops).toEqual([
-      "DELETE /api-keys/{id}", "DELETE /domains/{id}", "GET /api-keys", "GET /domains", "GET /domains/{id}",
+      "DELETE /api-keys/{id}", "DELETE /domains/{id}", "DELETE /webhooks/{id}", "GET /api-keys", "GET /domains", "GET /domains/{id}",
       "GET /emails", "GET /emails/receiving", "GET /emails/receiving/{id}", "GET /emails/receiving/{id}/attachments/{attachment_id}",
-      "GET /emails/receiving/{id}/raw", "GET /emails/{id}", "GET /emails/{id}/events", "PATCH /domains/{id}", "PATCH /emails/{id}",
+      "GET /emails/receiving/{id}/raw", "GET /emails/{id}", "GET /emails/{id}/events",
+      "GET /webhooks", "GET /webhooks/{id}", "GET /webhooks/{id}/events", "GET /webhooks/{id}/events/{event_id}",
+      "GET /webhooks/{id}/events/{event_id}/attempts", "PATCH /domains/{id}", "PATCH /emails/{id}", "PATCH /webhooks/{id}",
       "POST /api-keys", "POST /domains", "POST /domains/{id}/dkim/rotate", "POST /domains/{id}/verify",
       "POST /emails", "POST /emails/batch", "POST /emails/{id}/cancel",
+      "POST /webhooks", "POST /webhooks/{id}/events/{event_id}/replay", "POST /webhooks/{id}/signing-secret/rotate",
     ]);
     const create = doc.components.schemas.CreateDomainRequest!;
     expect(Object.keys(create.properties!).sort()).toEqual(Object.keys(CreateDomainRequest.shape).sort());
