@@ -5,10 +5,19 @@ import { env } from "cloudflare:workers";
 import { drizzle } from "drizzle-orm/d1";
 import { emailOutboxEvent, outboxInsert, type OutboxEvent, type WebhookQueueMessage } from "../../worker/events/outbox.ts";
 import { consumeWebhookBatch } from "../../worker/webhooks/consumer.ts";
-import type { Answer, Delivery } from "../support/webhook-receiver.ts";
 import { api } from "./fixtures.ts";
 
-export type { Delivery };
+// The receiver's records as JSON (test/support/webhook-receiver.ts: a Node module, so only its shapes here).
+export type Answer = { status: number; body?: string; delayMs?: number } | { hang: true } | { reset: true };
+export interface Delivery {
+  path: string;
+  headers: Record<string, string>;
+  body: string;
+  receivedAt: number;
+  verifications: { secret: string; svix: string | null; standardwebhooks: string | null }[];
+  verified: boolean;
+  timestampSkewSeconds: number | null;
+}
 /** real: checks signed timestamps against the clock; driven: signatures only (the test runs tern's clock ahead). */
 export type ReceiverKind = "real" | "driven";
 
