@@ -31,6 +31,8 @@ export default defineConfig({
                   BOUNCE_HOST: "bounces.tern.test",
                   SPF_INCLUDE: "_spf.tern.test",
                   INBOUND_MX_HOST: "inbound.tern.test",
+                  // Open pixels, click redirects and unsubscribe links point here.
+                  PUBLIC_URL: "https://t.tern.test",
                   // The operator allows loopback webhook targets: the test receivers listen there.
                   WEBHOOK_ALLOW_PRIVATE_TARGETS: "true",
                   // A test-only master secret: DKIM private keys in the test database are sealed with it.

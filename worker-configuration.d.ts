@@ -18,6 +18,7 @@ interface __BaseEnv_Env {
 	BOUNCE_HOST: string;
 	SPF_INCLUDE: string;
 	INBOUND_MX_HOST: string;
+	PUBLIC_URL: string;
 	WEBHOOK_ALLOW_PRIVATE_TARGETS: string;
 	INBOUND_AUTHSERV_ID: string;
 	MASTER_KEY: string;
@@ -36,7 +37,7 @@ type StringifyValues<EnvType extends Record<string, unknown>> = {
 	[Binding in keyof EnvType]: EnvType[Binding] extends string ? EnvType[Binding] : string;
 };
 declare namespace NodeJS {
-	interface ProcessEnv extends StringifyValues<Pick<Cloudflare.Env, "TERN_DEV_MODE" | "RELAY_URL" | "RELAY_FINAL" | "SMTP_HELO_NAME" | "SIMULATOR_DOMAINS" | "INLINE_CONTENT_LIMIT" | "RETRY_SCHEDULE" | "STUCK_AFTER_SECONDS" | "DOH_URL" | "BOUNCE_HOST" | "SPF_INCLUDE" | "INBOUND_MX_HOST" | "WEBHOOK_ALLOW_PRIVATE_TARGETS" | "INBOUND_AUTHSERV_ID" | "MASTER_KEY">> {}
+	interface ProcessEnv extends StringifyValues<Pick<Cloudflare.Env, "TERN_DEV_MODE" | "RELAY_URL" | "RELAY_FINAL" | "SMTP_HELO_NAME" | "SIMULATOR_DOMAINS" | "INLINE_CONTENT_LIMIT" | "RETRY_SCHEDULE" | "STUCK_AFTER_SECONDS" | "DOH_URL" | "BOUNCE_HOST" | "SPF_INCLUDE" | "INBOUND_MX_HOST" | "PUBLIC_URL" | "WEBHOOK_ALLOW_PRIVATE_TARGETS" | "INBOUND_AUTHSERV_ID" | "MASTER_KEY">> {}
 }
 declare module "*.txt" {
 	const value: string;

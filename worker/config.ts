@@ -24,6 +24,9 @@ export interface TernConfig {
   inboundAuthservId: string;
   /** The operator secret that keys are derived from (undefined when not configured). */
   masterKey: string | undefined;
+  /** Where the Worker answers on the internet (open pixel, click redirects, unsubscribe
+   * links); "" when not set: mail then goes out untracked and without tern's unsubscribe URL. */
+  publicUrl: string;
   /** The operator allows webhook endpoints on http and on private or loopback hosts (dev mode always does). */
   webhookAllowPrivateTargets: boolean;
 }
@@ -50,6 +53,7 @@ export function readConfig(env: Env): TernConfig {
     spfInclude: (env.SPF_INCLUDE || "_spf.tern.localhost").toLowerCase(),
     inboundMxHost: (env.INBOUND_MX_HOST || "inbound.tern.localhost").toLowerCase(),
     masterKey: env.MASTER_KEY || undefined,
+    publicUrl: (env.PUBLIC_URL ?? "").replace(/\/+$/, ""),
     webhookAllowPrivateTargets: env.TERN_DEV_MODE === "true" || env.WEBHOOK_ALLOW_PRIVATE_TARGETS === "true",
     inboundAuthservId: env.INBOUND_AUTHSERV_ID || "mx.cloudflare.net",
   };

@@ -10,6 +10,9 @@ import { registerDocRoutes } from "./routes/docs.ts";
 import { registerDomainRoutes } from "./routes/domains.ts";
 import { registerReceivingRoutes } from "./routes/receiving.ts";
 import { registerEmailRoutes } from "./routes/emails.ts";
+import { registerContactRoutes } from "./routes/contacts.ts";
+import { registerSuppressionRoutes } from "./routes/suppressions.ts";
+import { registerTrackingRoutes } from "./routes/tracking.ts";
 import { registerWebhookRoutes } from "./routes/webhooks.ts";
 import type { WebhookQueueMessage } from "./events/outbox.ts";
 import { consumeWebhookBatch, sweepWebhooks } from "./webhooks/consumer.ts";
@@ -24,6 +27,9 @@ registerApiKeyRoutes(app);
 registerDomainRoutes(app);
 registerReceivingRoutes(app);
 registerWebhookRoutes(app);
+registerContactRoutes(app);
+registerSuppressionRoutes(app);
+registerTrackingRoutes(app);
 registerDocRoutes(app);
 
 export default {

@@ -22,7 +22,9 @@ describe("GET /openapi.json", () => {
       "POST /api-keys", "POST /domains", "POST /domains/{id}/dkim/rotate", "POST /domains/{id}/verify",
       "POST /emails", "POST /emails/batch", "POST /emails/{id}/cancel",
       "POST /webhooks", "POST /webhooks/{id}/events/{event_id}/replay", "POST /webhooks/{id}/signing-secret/rotate",
-    ]);
+      "POST /contacts", "GET /contacts", "GET /contacts/{id}", "PATCH /contacts/{id}", "DELETE /contacts/{id}",
+      "GET /suppressions", "POST /suppressions", "DELETE /suppressions", "DELETE /suppressions/{id}",
+    ].sort());
     const create = doc.components.schemas.CreateDomainRequest!;
     expect(Object.keys(create.properties!).sort()).toEqual(Object.keys(CreateDomainRequest.shape).sort());
     expect(create.required).toEqual(["name"]);

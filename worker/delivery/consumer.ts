@@ -10,7 +10,7 @@ import { uuidv7 } from "../ids.ts";
 import { parseMailbox, toAsciiEmail, type Address } from "../mime/address.ts";
 import { buildMessage } from "../mime/build.ts";
 import type { QueueMessage } from "../sending/accept.ts";
-import { ContentMissingError, loadContent } from "../sending/content.ts";
+import { ContentMissingError, loadContent, type EmailContent } from "../sending/content.ts";
 import { signMessage } from "../dkim/sign.ts";
 import { transportFor } from "../transports/select.ts";
 import { NoSigningKeyError, sendingIdentity } from "./sending-identity.ts";
@@ -19,6 +19,9 @@ import type { Transport, TransportSession } from "../transports/transport.ts";
 import { settleAttempt, type AttemptResult, type EventRecord, type Settlement } from "./outcome.ts";
 import { announce, emailFacts, emailOutboxEvent, outboxInsert, type OutboxEvent } from "../events/outbox.ts";
 import type { Bounce } from "../webhooks/payloads.ts";
+import { suppressedAmong, suppressionKey, suppressStatement } from "../suppressions/suppress.ts";
+import { linkTokenKey, trackedHtml } from "../tracking/outgoing.ts";
+import { asksForUnsubscribe, unsubscribeUrl, withUnsubscribeUrl, type MessageParts } from "../contacts/list-unsubscribe.ts";
 
 /** How long a consumer owns an email it claimed; past this the cron hands it back to the queue. */
 export const LEASE_MS = 10 * 60_000;
@@ -142,22 +145,28 @@ async function deliverEmail(
 ): Promise<number | null> {
   const attempt = email.attempts + 1;
   const pending = JSON.parse(email.pendingJson) as string[];
+  // Suppressed addresses are settled without an attempt; the other recipients go on.
+  const suppressedSet = await suppressedAmong(drizzle(env.DB), email.accountId, pending);
+  const suppressed = pending.filter((r) => suppressedSet.has(suppressionKey(r)));
+  const toAttempt = pending.filter((r) => !suppressedSet.has(suppressionKey(r)));
 
   let results: AttemptResult[];
   let retrySchedule = config.retrySchedule;
   try {
-    results = await attemptDelivery(env, config, email, pending, attempt, sessions);
+    results = await attemptDelivery(env, config, email, toAttempt, attempt, sessions);
   } catch (err) {
     if (!(err instanceof ContentMissingError) && !(err instanceof NoSigningKeyError)) throw err;
     // Its stored content or its domain is gone: no retry can ever send this message.
     console.error("cannot build message", email.id, err.message);
     const message = err instanceof NoSigningKeyError ? err.message : "The stored content of this email is missing.";
-    results = pending.map((recipient) => ({ recipient, status: "deferred" as const, final: false, message }));
+    results = toAttempt.map((recipient) => ({ recipient, status: "deferred" as const, final: false, message }));
     retrySchedule = [];
   }
-  const settlement = settleAttempt(results, { attempt, retrySchedule, alreadyDelayed: attempt > 1 });
-  const { statements, outbox } = settlementStatements(env.DB, email, attempt, settlement, now());
-  const leftTern = pending.some((r) => !isSimulated(r, config.simulatorDomains));
+  const settlement = withSuppressed(settleAttempt(results, { attempt, retrySchedule, alreadyDelayed: attempt > 1 }), suppressed);
+  const t = now();
+  const { statements, outbox } = settlementStatements(env.DB, email, attempt, settlement, t);
+  statements.push(...suppressionStatements(env.DB, email, results, t));
+  const leftTern = toAttempt.some((r) => !isSimulated(r, config.simulatorDomains));
   // Mail that left tern is recorded before anything else happens: a crash after this point
   // must not send it again.
   if (leftTern) {
@@ -182,13 +191,55 @@ async function attemptDelivery(
   const results: AttemptResult[] = simulated.map((r) => ({ ...simulate(r, attempt), final: true }));
   if (real.length > 0) {
     const identity = await sendingIdentity(env.DB, config, email);
-    const raw = await signMessage(await renderMessage(env, email), identity.keys);
+    const content = await loadContent(env.BLOBS, email);
+    const parts: MessageParts = {
+      html: await trackedHtml(env, config, email, content.html),
+      text: content.text,
+      headers: JSON.parse(email.headersJson) as Record<string, string>,
+    };
     const session = await sessions.get(email.region);
     // The envelope carries internationalized domains as A-labels (punycode).
-    const delivered = await session.deliver({ envelopeFrom: identity.envelopeFrom, recipients: real.map(toAsciiEmail), raw });
-    for (const r of delivered) results.push({ ...r, final: r.status === "accepted" && config.relayFinal });
+    const deliver = async (recipients: string[], message: MessageParts) => {
+      const raw = await signMessage(buildEmailMessage(email, content, message), identity.keys);
+      const delivered = await session.deliver({ envelopeFrom: identity.envelopeFrom, recipients: recipients.map(toAsciiEmail), raw });
+      for (const r of delivered) results.push({ ...r, final: r.status === "accepted" && config.relayFinal });
+    };
+    if (asksForUnsubscribe(parts.headers)) {
+      // Each recipient gets a message with its own unsubscribe link.
+      const key = config.publicUrl ? await linkTokenKey(config) : null;
+      for (const recipient of real) {
+        const url = key && (await unsubscribeUrl(key, config.publicUrl, { accountId: email.accountId, emailId: email.id, recipient }));
+        await deliver([recipient], withUnsubscribeUrl(parts, url || null));
+      }
+    } else {
+      await deliver(real, parts);
+    }
   }
   return results;
+}
+
+/** Recipients on the suppression list were not attempted: one `suppressed` event for them. */
+function withSuppressed(s: Settlement, suppressed: string[]): RecordedSettlement {
+  if (suppressed.length === 0) return s;
+  const event: RecordedEvent = {
+    type: "suppressed",
+    data: { recipients: suppressed, message: "The address is on the account's suppression list; tern did not send to it." },
+  };
+  return { ...s, events: [event, ...s.events], lastEvent: s.lastEvent ?? "suppressed" };
+}
+
+/** Hard bounces and complaints put the address on the account's suppression list. */
+function suppressionStatements(d1: D1Database, email: EmailRow, results: AttemptResult[], now: number): BatchItem<"sqlite">[] {
+  const db = drizzle(d1);
+  const out: BatchItem<"sqlite">[] = [];
+  for (const r of results) {
+    if (r.status === "rejected") {
+      out.push(suppressStatement(db, { accountId: email.accountId, email: r.recipient, reason: "bounce", emailId: email.id, detail: r.message, now }));
+    } else if (r.complained) {
+      out.push(suppressStatement(db, { accountId: email.accountId, email: r.recipient, reason: "complaint", emailId: email.id, detail: "abuse", now }));
+    }
+  }
+  return out;
 }
 
 function mailboxes(json: string): Address[] {
@@ -198,22 +249,31 @@ function mailboxes(json: string): Address[] {
 /** The message as recipients see it. Bcc recipients are only in the envelope, never a header. */
 export async function renderMessage(env: Env, email: EmailRow): Promise<Uint8Array> {
   const content = await loadContent(env.BLOBS, email);
+  return buildEmailMessage(email, content, { html: content.html, text: content.text, headers: JSON.parse(email.headersJson) as Record<string, string> });
+}
+
+/** The message from the stored email with its html, text and headers as they are sent (tracked, personalized). */
+function buildEmailMessage(email: EmailRow, content: EmailContent, parts: MessageParts): Uint8Array {
   return buildMessage({
     from: parseMailbox(email.fromAddress)!,
     to: mailboxes(email.toJson),
     cc: mailboxes(email.ccJson),
     replyTo: mailboxes(email.replyToJson),
     subject: email.subject,
-    html: content.html ?? undefined,
-    text: content.text ?? undefined,
-    headers: JSON.parse(email.headersJson) as Record<string, string>,
+    html: parts.html ?? undefined,
+    text: parts.text ?? undefined,
+    headers: parts.headers,
     attachments: content.attachments,
     messageId: email.messageId,
     date: new Date(email.createdAt),
   });
 }
 
-function settlementStatements(d1: D1Database, email: EmailRow, attempt: number, s: Settlement, now: number): { statements: BatchItem<"sqlite">[]; outbox: OutboxEvent[] } {
+/** A settlement, with the events of recipients that were not attempted. */
+type RecordedEvent = EventRecord | { type: "suppressed"; data: Record<string, unknown> };
+type RecordedSettlement = Omit<Settlement, "events"> & { events: RecordedEvent[] };
+
+function settlementStatements(d1: D1Database, email: EmailRow, attempt: number, s: RecordedSettlement, now: number): { statements: BatchItem<"sqlite">[]; outbox: OutboxEvent[] } {
   const db = drizzle(d1);
   const update = db.update(emails).set({
     state: s.state,
@@ -238,7 +298,7 @@ function settlementStatements(d1: D1Database, email: EmailRow, attempt: number, 
 }
 
 /** The webhook events of a settlement, for the outbox. */
-function webhookEventsOf(email: EmailRow, events: EventRecord[], now: number): OutboxEvent[] {
+function webhookEventsOf(email: EmailRow, events: RecordedEvent[], now: number): OutboxEvent[] {
   const facts = emailFacts(email);
   return events.map((e) => {
     const base = { email: facts, at: now };

@@ -1,0 +1,138 @@
+// Suppression on the real send path: hard bounces (the simulator's and a relay's 5xx) and
+// complaints put the address on the account's list; a later send to it is not attempted and
+// gives `suppressed` / email.suppressed while the other recipients go on; transient bounces do
+// not suppress; /suppressions lists, adds and removes, and a removed address is sent to again.
+import { env } from "cloudflare:workers";
+import { beforeAll, describe, expect, it } from "vitest";
+import { api, createAccount, type TestAccount } from "./fixtures.ts";
+import { address, capturedFor } from "./peers.ts";
+import { waitFor } from "./wait.ts";
+
+let acct: TestAccount;
+beforeAll(async () => {
+  acct = await createAccount();
+});
+
+async function send(to: string | string[], a = acct) {
+  const res = await api(a.token, "POST", "/emails", { from: `Acme <news@${a.domain}>`, to, subject: "Suppression", text: "hello" });
+  expect(res.status, await res.clone().text()).toBe(200);
+  return ((await res.json()) as { id: string }).id;
+}
+async function settled(id: string, lastEvent: string, a = acct) {
+  return waitFor(`${id} to reach ${lastEvent}`, async () => {
+    const email = (await (await api(a.token, "GET", `/emails/${id}`)).json()) as { last_event: string };
+    return email.last_event === lastEvent ? email : undefined;
+  }, 15_000);
+}
+async function events(id: string) {
+  return ((await (await api(acct.token, "GET", `/emails/${id}/events`)).json()) as { data: { type: string; data: Record<string, unknown> }[] }).data;
+}
+interface Suppression { id: string; email: string; reason: string; email_id: string | null; detail: string | null }
+async function list(a = acct): Promise<Suppression[]> {
+  return ((await (await api(a.token, "GET", "/suppressions?limit=100")).json()) as { data: Suppression[] }).data;
+}
+async function suppressedWebhooks(emailId: string) {
+  const rows = await env.DB.prepare("SELECT payload_json FROM webhook_events WHERE account_id = ? AND type = 'email.suppressed'").bind(acct.accountId).all<{ payload_json: string }>();
+  return rows.results.map((r) => JSON.parse(r.payload_json) as { data: { email_id: string } }).filter((p) => p.data.email_id === emailId);
+}
+
+describe("suppression", () => {
+  it("a simulated hard bounce suppresses the address; the next send to it is not attempted", async () => {
+    const to = `bounced+${crypto.randomUUID().slice(0, 8)}@simulator.tern.test`;
+    const first = await send(to);
+    await settled(first, "bounced");
+    const entry = (await list()).find((s) => s.email === to);
+    expect(entry).toMatchObject({ reason: "bounce", email_id: first });
+    expect(entry!.detail).toContain("550");
+
+    const second = await send(to.toUpperCase().replace("SIMULATOR.TERN.TEST", "simulator.tern.test"));
+    await settled(second, "suppressed");
+    expect((await events(second)).map((e) => e.type)).toEqual(["queued", "suppressed"]);
+    expect(await suppressedWebhooks(second)).toHaveLength(1);
+  });
+
+  it("a simulated complaint suppresses the address", async () => {
+    const to = `complained+${crypto.randomUUID().slice(0, 8)}@simulator.tern.test`;
+    await settled(await send(to), "complained");
+    expect((await list()).find((s) => s.email === to)).toMatchObject({ reason: "complaint" });
+  });
+
+  it("a relay's 5xx suppresses the address; later the suppressed recipient is skipped and the others delivered", async () => {
+    const bad = address("reject", "example.com"), ok = address("fine", "example.com");
+    await settled(await send(bad), "bounced");
+    expect((await list()).find((s) => s.email === bad)).toMatchObject({ reason: "bounce" });
+    const id = await send([bad, ok]);
+    await settled(id, "delivered");
+    const evs = await events(id);
+    expect(evs.map((e) => e.type)).toEqual(["queued", "suppressed", "sent", "delivered"]);
+    expect(evs[1]!.data).toMatchObject({ recipients: [bad] });
+    const [msg] = await capturedFor(ok);
+    expect(msg!.recipients).toEqual([ok]);
+    expect(await suppressedWebhooks(id)).toHaveLength(1);
+  });
+
+  it("a transient bounce does not suppress", async () => {
+    const later = address("tempfail", "example.com");
+    await settled(await send(later), "delivery_delayed");
+    expect((await list()).find((s) => s.email === later)).toBeUndefined();
+  });
+
+  it("a manually suppressed address is not sent to (the relay sees nothing); removing it makes sending work again", async () => {
+    const to = address("manual", "example.com");
+    const added = await api(acct.token, "POST", "/suppressions", { email: to.toUpperCase(), detail: "asked by phone" });
+    expect(added.status).toBe(201);
+    const entry = (await added.json()) as Suppression & { object: string };
+    expect(entry).toMatchObject({ object: "suppression", email: to, reason: "manual", detail: "asked by phone", email_id: null });
+
+    const blocked = await send(to);
+    await settled(blocked, "suppressed");
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await capturedFor(to)).toEqual([]);
+
+    const removed = await api(acct.token, "DELETE", `/suppressions/${entry.id}`);
+    expect(await removed.json()).toEqual({ object: "suppression", id: entry.id, deleted: true });
+    const again = await send(to);
+    await settled(again, "delivered");
+    expect(await capturedFor(to)).toHaveLength(1);
+  });
+});
+
+describe("/suppressions", () => {
+  it("adds once (201, then 200 with the same entry), lists newest first, removes by id or by address", async () => {
+    const a = await createAccount();
+    const one = address("one"), two = address("two");
+    const r1 = await api(a.token, "POST", "/suppressions", { email: one });
+    expect(r1.status).toBe(201);
+    const first = (await r1.json()) as Suppression;
+    const again = await api(a.token, "POST", "/suppressions", { email: one });
+    expect(again.status).toBe(200);
+    expect(((await again.json()) as Suppression).id).toBe(first.id);
+    await api(a.token, "POST", "/suppressions", { email: two });
+    expect((await list(a)).map((s) => s.email)).toEqual([two, one]);
+    const page = (await (await api(a.token, "GET", "/suppressions?limit=1")).json()) as { object: string; has_more: boolean; data: Suppression[] };
+    expect(page).toMatchObject({ object: "list", has_more: true });
+    expect(page.data).toHaveLength(1);
+
+    const byEmail = await api(a.token, "DELETE", `/suppressions?email=${encodeURIComponent(two.toUpperCase())}`);
+    expect(byEmail.status).toBe(200);
+    expect(((await byEmail.json()) as { deleted: boolean }).deleted).toBe(true);
+    expect((await list(a)).map((s) => s.email)).toEqual([one]);
+    expect((await api(a.token, "DELETE", `/suppressions?email=${encodeURIComponent(two)}`)).status).toBe(404);
+  });
+
+  it("validates input", async () => {
+    for (const body of [{}, { email: "not an address" }, { email: "Name <a@example.com>" }, { email: 5 }]) {
+      const res = await api(acct.token, "POST", "/suppressions", body);
+      expect(res.status, JSON.stringify(body)).toBe(422);
+    }
+    expect((await api(acct.token, "DELETE", "/suppressions?email=nope")).status).toBe(422);
+  });
+
+  it("is per account: another account's entries are invisible and cannot be removed", async () => {
+    const other = await createAccount();
+    const entry = (await (await api(other.token, "POST", "/suppressions", { email: address("theirs") })).json()) as Suppression;
+    expect((await list()).find((s) => s.id === entry.id)).toBeUndefined();
+    expect((await api(acct.token, "DELETE", `/suppressions/${entry.id}`)).status).toBe(404);
+    expect((await list(other)).map((s) => s.id)).toEqual([entry.id]);
+  });
+});

@@ -1,0 +1,121 @@
+// The minimal contact model: an address per account, with a name and whether it unsubscribed.
+// Every change writes its contact.* event to the webhook outbox in the same D1 batch.
+import { and, eq } from "drizzle-orm";
+import type { BatchItem } from "drizzle-orm/batch";
+import { drizzle } from "drizzle-orm/d1";
+import { contacts, type ContactRow } from "../db/schema.ts";
+import { ApiError } from "../errors.ts";
+import { announce, contactOutboxEvent, outboxInsert, type OutboxEvent } from "../events/outbox.ts";
+import { uuidv7 } from "../ids.ts";
+import { d1ErrorText } from "../sending/quota.ts";
+import type { ContactFacts, ContactEventType } from "../webhooks/payloads.ts";
+
+type ContactEnv = Pick<Env, "DB" | "WEBHOOK_QUEUE">;
+
+export function contactFacts(row: ContactRow): ContactFacts {
+  return {
+    id: row.id,
+    email: row.email,
+    firstName: row.firstName,
+    lastName: row.lastName,
+    unsubscribed: row.unsubscribed,
+    createdAt: row.createdAt,
+    updatedAt: row.updatedAt,
+  };
+}
+
+/** The change and its event, committed together; the webhook queue is told afterwards. */
+async function commit(env: ContactEnv, change: BatchItem<"sqlite">, type: ContactEventType, row: ContactRow, now: number): Promise<void> {
+  const db = drizzle(env.DB);
+  const event: OutboxEvent = contactOutboxEvent(row.accountId, type, contactFacts(row), now);
+  await db.batch([change, outboxInsert(db, event)]);
+  await announce(env, [event]);
+}
+
+export interface NewContact {
+  email: string;
+  firstName?: string | null;
+  lastName?: string | null;
+  unsubscribed?: boolean;
+}
+
+export async function createContact(env: ContactEnv, accountId: string, input: NewContact, now = Date.now()): Promise<ContactRow> {
+  const row: ContactRow = {
+    id: uuidv7(now),
+    accountId,
+    email: input.email.trim().toLowerCase(),
+    firstName: input.firstName ?? null,
+    lastName: input.lastName ?? null,
+    unsubscribed: input.unsubscribed ?? false,
+    createdAt: now,
+    updatedAt: now,
+  };
+  try {
+    await commit(env, drizzle(env.DB).insert(contacts).values(row), "contact.created", row, now);
+  } catch (err) {
+    if (/UNIQUE constraint failed/i.test(d1ErrorText(err))) throw new ApiError("validation_error", `A contact with the email ${row.email} already exists.`);
+    throw err;
+  }
+  return row;
+}
+
+export async function findContact(db: D1Database, accountId: string, id: string): Promise<ContactRow | undefined> {
+  return drizzle(db).select().from(contacts).where(and(eq(contacts.accountId, accountId), eq(contacts.id, id))).get();
+}
+
+export interface ContactPatch {
+  firstName?: string | null;
+  lastName?: string | null;
+  unsubscribed?: boolean;
+}
+
+/** The contact after the change; undefined when the account has no such contact. No event when nothing changes. */
+export async function updateContact(env: ContactEnv, accountId: string, id: string, patch: ContactPatch, now = Date.now()): Promise<ContactRow | undefined> {
+  const before = await findContact(env.DB, accountId, id);
+  if (!before) return undefined;
+  const after: ContactRow = {
+    ...before,
+    firstName: patch.firstName !== undefined ? patch.firstName : before.firstName,
+    lastName: patch.lastName !== undefined ? patch.lastName : before.lastName,
+    unsubscribed: patch.unsubscribed ?? before.unsubscribed,
+  };
+  if (after.firstName === before.firstName && after.lastName === before.lastName && after.unsubscribed === before.unsubscribed) return before;
+  after.updatedAt = now;
+  const change = drizzle(env.DB).update(contacts)
+    .set({ firstName: after.firstName, lastName: after.lastName, unsubscribed: after.unsubscribed, updatedAt: now })
+    .where(and(eq(contacts.accountId, accountId), eq(contacts.id, id)));
+  await commit(env, change, "contact.updated", after, now);
+  return after;
+}
+
+export async function deleteContact(env: ContactEnv, accountId: string, id: string, now = Date.now()): Promise<boolean> {
+  const before = await findContact(env.DB, accountId, id);
+  if (!before) return false;
+  const change = drizzle(env.DB).delete(contacts).where(and(eq(contacts.accountId, accountId), eq(contacts.id, id)));
+  await commit(env, change, "contact.deleted", before, now);
+  return true;
+}
+
+/**
+ * An unsubscribe from a link tern signed: the account's contact for the address becomes
+ * unsubscribed, created if there is none (contact.created), else updated (contact.updated).
+ * Unsubscribing twice changes nothing and says nothing.
+ */
+export async function unsubscribeAddress(env: ContactEnv, accountId: string, email: string, now = Date.now()): Promise<{ contact: ContactRow; event: ContactEventType | null }> {
+  const address = email.trim().toLowerCase();
+  // Twice at most: a contact created between the read and the insert is then read again.
+  for (let round = 0; ; round++) {
+    const existing = await drizzle(env.DB).select().from(contacts)
+      .where(and(eq(contacts.accountId, accountId), eq(contacts.email, address))).get();
+    if (existing) {
+      if (existing.unsubscribed) return { contact: existing, event: null };
+      const contact = (await updateContact(env, accountId, existing.id, { unsubscribed: true }, now))!;
+      return { contact, event: "contact.updated" };
+    }
+    try {
+      return { contact: await createContact(env, accountId, { email: address, unsubscribed: true }, now), event: "contact.created" };
+    } catch (err) {
+      if (!(err instanceof ApiError) || round > 0) throw err;
+    }
+  }
+}

@@ -1,0 +1,52 @@
+// The account's suppression list: addresses tern does not send to, because they bounced hard,
+// complained, or were added by hand. Writers (the consumer's immediate bounces, DSN and ARF
+// reports, the API) add rows with suppressStatement inside the batch of their own change; the
+// consumer asks suppressedAmong before each attempt and settles those recipients as suppressed.
+import { and, eq, inArray } from "drizzle-orm";
+import type { BatchItem } from "drizzle-orm/batch";
+import type { DrizzleD1Database } from "drizzle-orm/d1";
+import { suppressions } from "../db/schema.ts";
+import { uuidv7 } from "../ids.ts";
+
+export type SuppressionReason = "bounce" | "complaint" | "manual";
+
+export interface SuppressionInput {
+  accountId: string;
+  email: string;
+  reason: SuppressionReason;
+  /** The email whose bounce or complaint put the address here. */
+  emailId?: string | null;
+  /** The bounce's diagnostic or the complaint's feedback type, for people. */
+  detail?: string | null;
+  now: number;
+}
+
+/** Suppression is per address, whatever its case: the list keeps addresses lower-cased. */
+export function suppressionKey(email: string): string {
+  return email.trim().toLowerCase();
+}
+
+/** INSERT OR IGNORE: an address already on the list keeps its first reason. */
+export function suppressStatement(db: DrizzleD1Database, s: SuppressionInput): BatchItem<"sqlite"> {
+  return db.insert(suppressions).values({
+    id: uuidv7(s.now),
+    accountId: s.accountId,
+    email: suppressionKey(s.email),
+    reason: s.reason,
+    emailId: s.emailId ?? null,
+    detail: s.detail == null ? null : s.detail.slice(0, 1000),
+    createdAt: s.now,
+  }).onConflictDoNothing();
+}
+
+/** The addresses of `emails` that are on the account's list (lower-cased), as a set. */
+export async function suppressedAmong(db: DrizzleD1Database, accountId: string, emails: readonly string[]): Promise<Set<string>> {
+  const keys = [...new Set(emails.map(suppressionKey))];
+  const found = new Set<string>();
+  for (let i = 0; i < keys.length; i += 90) {
+    const rows = await db.select({ email: suppressions.email }).from(suppressions)
+      .where(and(eq(suppressions.accountId, accountId), inArray(suppressions.email, keys.slice(i, i + 90))));
+    for (const r of rows) found.add(r.email);
+  }
+  return found;
+}
