@@ -170,6 +170,8 @@ export async function start(o: StartOptions): Promise<Running> {
     RELAY_URL: `smtp+plain://127.0.0.1:${relay.smtpPort}`,
     RELAY_FINAL: "true",
     MASTER_KEY: masterKey,
+    // Open pixels, click redirects and unsubscribe links in dev mail point at this API.
+    PUBLIC_URL: `http://127.0.0.1:${o.port}`,
   };
   if (process.env.TERN_STUCK_AFTER_SECONDS) vars.STUCK_AFTER_SECONDS = process.env.TERN_STUCK_AFTER_SECONDS;
   const child = spawn(
