@@ -128,6 +128,8 @@ export async function startSmtpPeers(): Promise<SmtpPeers> {
     smtpPeer("plain", { disabledCommands: ["STARTTLS"] }),
     smtpPeer("nostarttls", { disabledCommands: ["STARTTLS"] }),
     smtpPeer("starttls", {}),
+    // Offers REQUIRETLS (RFC 8689) once the session is encrypted.
+    smtpPeer("requiretls", { hideREQUIRETLS: false }),
     smtpPeer("tls", { secure: true }),
     smtpPeer("auth", { authOptional: false }),
     smtpPeer("authlogin", { authOptional: false, authMethods: ["LOGIN"] }),

@@ -152,6 +152,20 @@ describe("DKIM, SPF and DMARC at the receiver (mailauth)", () => {
     expect(verdict.dkim[0]).toMatchObject({ result: "pass", selector: next.name.split(".")[0] });
   }, 40_000);
 
+  it("a domain with tls: enforced never goes over the plain relay: delayed, with the reason", async () => {
+    const d = await verifiedDomain();
+    expect((await api(acct.token, "PATCH", `/domains/${d.id}`, { tls: "enforced" })).status).toBe(200);
+    const to = address("enforced");
+    const res = await api(acct.token, "POST", "/emails", { from: `news@${d.name}`, to, subject: "secret", text: "x" });
+    const { id } = (await res.json()) as { id: string };
+    const delayed = await waitFor("delivery_delayed", async () => {
+      const events = ((await (await api(acct.token, "GET", `/emails/${id}/events`)).json()) as { data: { type: string; data: { message?: string } }[] }).data;
+      return events.find((e) => e.type === "delivery_delayed");
+    }, 15_000);
+    expect(delayed.data.message).toMatch(/enforces TLS/);
+    expect(await capturedFor(to)).toEqual([]);
+  });
+
   it("canonicalization matches RFC 6376's relaxed body examples", () => {
     const canonicalBodyForTest = (s: string) => new TextDecoder().decode(relaxedBody(new TextEncoder().encode(s)));
     expect(canonicalBodyForTest(" C \r\nD \t E\r\n\r\n\r\n")).toBe(" C\r\nD E\r\n");

@@ -67,8 +67,8 @@ describe("reply parsing", () => {
   });
 
   it("reads the EHLO capabilities", () => {
-    const caps = parseCapabilities(["relay greets you", "SIZE 10000", "STARTTLS", "AUTH PLAIN LOGIN", "AUTH=CRAM-MD5", "8BITMIME", "SMTPUTF8", "PIPELINING", "ENHANCEDSTATUSCODES"]);
-    expect(caps).toEqual({ sizeAdvertised: true, maxSize: 10000, starttls: true, auth: ["PLAIN", "LOGIN", "CRAM-MD5"], eightBitMime: true, smtpUtf8: true, pipelining: true, enhancedStatusCodes: true });
+    const caps = parseCapabilities(["relay greets you", "SIZE 10000", "STARTTLS", "AUTH PLAIN LOGIN", "AUTH=CRAM-MD5", "8BITMIME", "SMTPUTF8", "PIPELINING", "ENHANCEDSTATUSCODES", "REQUIRETLS"]);
+    expect(caps).toEqual({ sizeAdvertised: true, maxSize: 10000, starttls: true, auth: ["PLAIN", "LOGIN", "CRAM-MD5"], eightBitMime: true, smtpUtf8: true, pipelining: true, enhancedStatusCodes: true, requireTls: true });
     const unlimited = parseCapabilities(["hi", "SIZE"]);
     expect(unlimited.sizeAdvertised).toBe(true);
     expect(unlimited.maxSize).toBeUndefined();

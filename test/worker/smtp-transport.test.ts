@@ -257,3 +257,33 @@ describe("smtp transport", () => {
     expect(received).toEqual(message.raw);
   });
 });
+
+describe("a domain that enforces TLS", () => {
+  it("asks the relay for REQUIRETLS when it offers it, after STARTTLS", async () => {
+    const to = address("ok");
+    const [r] = await deliverOnce(relay("requiretls", "starttls"), { ...outbound([to]), requireTls: true });
+    expect(r).toMatchObject({ status: "accepted" });
+    const [got] = await capturedFor(to);
+    expect(got).toMatchObject({ secure: true, mailParams: { REQUIRETLS: true } });
+  });
+
+  it("still sends over an encrypted hop to a relay without REQUIRETLS (the relay's onward policy is its own)", async () => {
+    const to = address("ok");
+    const [r] = await deliverOnce(relay("starttls", "starttls"), { ...outbound([to]), requireTls: true });
+    expect(r).toMatchObject({ status: "accepted" });
+    const [got] = await capturedFor(to);
+    expect(got!.secure).toBe(true);
+    expect(got!.mailParams.REQUIRETLS).toBeUndefined();
+  });
+
+  it("is deferred, never sent in clear, over a plain relay connection", async () => {
+    const to = address("ok");
+    const [r] = await deliverOnce(relay("plain", "plain"), { ...outbound([to]), requireTls: true });
+    expect(r).toMatchObject({ status: "deferred", enhancedCode: "4.7.10" });
+    expect(r!.message).toMatch(/enforces TLS/);
+    expect(await capturedFor(to)).toEqual([]);
+    // Without the requirement the same relay takes it.
+    const [plain] = await deliverOnce(relay("plain", "plain"), outbound([to]));
+    expect(plain!.status).toBe("accepted");
+  });
+});

@@ -13,6 +13,8 @@ import { returnPathAddress } from "../sending/return-path.ts";
 export interface SendingIdentity {
   keys: SigningKey[];
   envelopeFrom: string;
+  /** The domain's `tls: enforced`. */
+  requireTls: boolean;
 }
 
 /** The email's domain is gone (deleted) or has no key: tern does not send unsigned mail. */
@@ -22,6 +24,7 @@ interface DomainKeys {
   domainId: string;
   name: string;
   returnPath: string;
+  tls: "opportunistic" | "enforced";
   keys: { id: string; selector: string; algorithm: "rsa" | "ed25519"; privateKeySealed: string }[];
 }
 
@@ -35,14 +38,14 @@ async function domainKeys(d1: D1Database, email: EmailRow): Promise<DomainKeys |
   const hit = domainCache.get(cacheKey);
   if (hit && hit.expires > Date.now()) return hit.value;
   const db = drizzle(d1);
-  const domain = await db.select({ id: domains.id, name: domains.name, returnPath: domains.returnPath }).from(domains)
+  const domain = await db.select({ id: domains.id, name: domains.name, returnPath: domains.returnPath, tls: domains.tls }).from(domains)
     .where(and(eq(domains.accountId, email.accountId), email.domainId ? eq(domains.id, email.domainId) : eq(domains.name, name)))
     .get();
   let value: DomainKeys | null = null;
   if (domain) {
     const keys = await db.select({ id: dkimKeys.id, selector: dkimKeys.selector, algorithm: dkimKeys.algorithm, privateKeySealed: dkimKeys.privateKeySealed })
       .from(dkimKeys).where(and(eq(dkimKeys.domainId, domain.id), eq(dkimKeys.state, "active")));
-    value = { domainId: domain.id, name: domain.name, returnPath: domain.returnPath, keys };
+    value = { domainId: domain.id, name: domain.name, returnPath: domain.returnPath, tls: domain.tls, keys };
   }
   if (domainCache.size > 5_000) domainCache.clear();
   domainCache.set(cacheKey, { value, expires: Date.now() + DOMAIN_CACHE_MS });
@@ -66,5 +69,5 @@ export async function sendingIdentity(d1: D1Database, config: TernConfig, email:
   const keys = await Promise.all(
     d.keys.map(async (k) => ({ domain: d.name, selector: k.selector, algorithm: k.algorithm, privateKey: await opened(config, d.domainId, k) })),
   );
-  return { keys, envelopeFrom: await returnPathAddress(config.masterKey, email.id, d.returnPath, d.name) };
+  return { keys, envelopeFrom: await returnPathAddress(config.masterKey, email.id, d.returnPath, d.name), requireTls: d.tls === "enforced" };
 }

@@ -50,6 +50,8 @@ export interface SmtpCapabilities {
   smtpUtf8: boolean;
   pipelining: boolean;
   enhancedStatusCodes: boolean;
+  /** RFC 8689: the relay will only pass the message on over TLS when MAIL FROM asks. */
+  requireTls: boolean;
 }
 
 export interface SmtpErrorDetails {
@@ -86,6 +88,9 @@ export interface SmtpMessage {
   from: string;
   recipients: string[];
   raw: Uint8Array;
+  /** The sending domain enforces TLS: this hop must be encrypted, and REQUIRETLS (RFC 8689)
+   * asks the relay to keep every onward hop encrypted when it offers that. */
+  requireTls?: boolean;
 }
 
 export interface SmtpRecipientOutcome {
@@ -214,6 +219,7 @@ export function parseCapabilities(lines: string[]): SmtpCapabilities {
     smtpUtf8: false,
     pipelining: false,
     enhancedStatusCodes: false,
+    requireTls: false,
   };
   // The first line of an EHLO reply is the relay's greeting, not a capability.
   for (const line of lines.slice(1)) {
@@ -233,6 +239,7 @@ export function parseCapabilities(lines: string[]): SmtpCapabilities {
       case "SMTPUTF8": caps.smtpUtf8 = true; break;
       case "PIPELINING": caps.pipelining = true; break;
       case "ENHANCEDSTATUSCODES": caps.enhancedStatusCodes = true; break;
+      case "REQUIRETLS": caps.requireTls = true; break;
     }
   }
   return caps;
@@ -449,6 +456,11 @@ export class SmtpClient {
     }
     const caps = this.capabilitiesValue;
 
+    if (message.requireTls && !this.secure) {
+      // Deferred, not refused: it is tern's relay configuration that must change, not the mail.
+      result.error = new SmtpError("message", `the sending domain enforces TLS and the connection to ${this.where} is not encrypted`, { enhancedCode: "4.7.10", transient: true });
+      return result;
+    }
     const fromProblem = addressProblem(message.from, true);
     if (fromProblem) {
       result.error = new SmtpError("message", `envelope sender refused: ${fromProblem}`, { enhancedCode: "5.1.7", transient: false });
@@ -477,6 +489,7 @@ export class SmtpClient {
     // Without 8BITMIME on offer the bytes go as they are: refusing would help nobody.
     if (caps.eightBitMime && hasEightBit(message.raw)) mailCommand += " BODY=8BITMIME";
     if (caps.smtpUtf8 && (!isAscii(message.from) || sendable.some((r) => !isAscii(r.recipient)))) mailCommand += " SMTPUTF8";
+    if (message.requireTls && caps.requireTls) mailCommand += " REQUIRETLS";
     const rcptCommands = sendable.map((r) => `RCPT TO:<${r.recipient}>`);
 
     let phase: SmtpPhase = "mail";

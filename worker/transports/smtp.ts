@@ -114,7 +114,7 @@ class SmtpSession implements TransportSession {
     const reused = this.client?.usable === true && this.client.messagesSent > 0;
     const client = await this.connection();
     if (!client) return deferAll(message.recipients, this.setupFailure ?? "could not connect to the relay");
-    const smtpMessage = { from: message.envelopeFrom, recipients: message.recipients, raw: message.raw };
+    const smtpMessage = { from: message.envelopeFrom, recipients: message.recipients, raw: message.raw, requireTls: message.requireTls };
     let result = await client.send(smtpMessage);
     // A relay may drop an idle connection between two messages; nothing of this message went
     // through, so one fresh connection is tried before giving up on it.

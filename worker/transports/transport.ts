@@ -9,6 +9,8 @@ export interface OutboundMessage {
   recipients: string[];
   /** The whole RFC 5322 message with CRLF line endings, not dot-stuffed. */
   raw: Uint8Array;
+  /** The sending domain's `tls: enforced`: never over an unencrypted hop (see smtp-client). */
+  requireTls?: boolean;
 }
 
 export type RecipientStatus = "accepted" | "rejected" | "deferred";
