@@ -201,7 +201,7 @@ async function attemptDelivery(
     // The envelope carries internationalized domains as A-labels (punycode).
     const deliver = async (recipients: string[], message: MessageParts) => {
       const raw = await signMessage(buildEmailMessage(email, content, message), identity.keys);
-      const delivered = await session.deliver({ envelopeFrom: identity.envelopeFrom, recipients: recipients.map(toAsciiEmail), raw });
+      const delivered = await session.deliver({ envelopeFrom: identity.envelopeFrom, recipients: recipients.map(toAsciiEmail), raw, requireTls: identity.requireTls });
       for (const r of delivered) results.push({ ...r, final: r.status === "accepted" && config.relayFinal });
     };
     if (asksForUnsubscribe(parts.headers)) {
