@@ -117,7 +117,7 @@ export function configFromEnv(env: Env): BridgeConfig {
     maxConnections: int(env, "TERN_BRIDGE_MAX_CONNECTIONS", 1000, 1),
     maxConnectionsPerIp: int(env, "TERN_BRIDGE_MAX_CONNECTIONS_PER_IP", 50, 1),
     maxRecipients: int(env, "TERN_BRIDGE_MAX_RECIPIENTS", 150, 1, 150),
-    maxSubmissions: int(env, "TERN_BRIDGE_MAX_SUBMISSIONS", 64, 1),
+    maxSubmissions: int(env, "TERN_BRIDGE_MAX_SUBMISSIONS", 32, 1),
     socketTimeoutMs: int(env, "TERN_BRIDGE_SOCKET_TIMEOUT_MS", 120_000, 1000),
     apiTimeoutMs: int(env, "TERN_BRIDGE_API_TIMEOUT_MS", 120_000, 1000),
     authCacheMs: int(env, "TERN_BRIDGE_AUTH_CACHE_MS", 5_000, 0, 60_000),

@@ -4,7 +4,7 @@
 // size or with the number of sessions sending large messages at once. A part's file is removed
 // as soon as its message is answered; the directory goes when the bridge stops.
 import { randomUUID } from "node:crypto";
-import { createReadStream, mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { open, unlink, type FileHandle } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -48,6 +48,11 @@ export class PartSink {
 
   /** Takes a chunk; when it returns a promise, wait for it before the next one. */
   write(chunk: Buffer): Promise<void> | null {
+    // Once in a file, chunks go straight there: no copy, no block to collect later.
+    if (this.#file) {
+      this.#part.size += chunk.length;
+      return this.#append(chunk);
+    }
     this.#part.size += chunk.length;
     let waiting: Promise<void> | null = null;
     for (let at = 0; at < chunk.length; ) {
@@ -99,19 +104,38 @@ export class PartSink {
       throw new SpoolError(`the spool could not take an attachment: ${(err as Error).message}`);
     }
   }
+
+  async #append(chunk: Buffer): Promise<void> {
+    try {
+      await this.#file!.write(chunk);
+    } catch (err) {
+      throw new SpoolError(`the spool could not take an attachment: ${(err as Error).message}`);
+    }
+  }
 }
 
 function chain(p: Promise<void> | null, next: () => Promise<void>): Promise<void> {
   return p ? p.then(next) : next();
 }
 
-/** A part's bytes, from memory or from its file. */
+/** A part's bytes, from memory or from its file. A file is read into one buffer, reused for
+ * each read: use each chunk before asking for the next. */
 export async function* partBytes(part: MessagePart): AsyncGenerator<Buffer> {
   if (!part.file) {
     yield* part.chunks;
     return;
   }
-  for await (const chunk of createReadStream(part.file, { highWaterMark: BLOCK })) yield chunk as Buffer;
+  const file = await open(part.file, "r");
+  try {
+    const buffer = Buffer.allocUnsafeSlow(48 * 1024); // a multiple of 3: base64 without carry
+    for (;;) {
+      const { bytesRead } = await file.read(buffer, 0, buffer.length, null);
+      if (!bytesRead) return;
+      yield buffer.subarray(0, bytesRead);
+    }
+  } finally {
+    await file.close();
+  }
 }
 
 /** Removes the files of a message's parts (after its answer, or when it is refused). */

@@ -164,7 +164,8 @@ function* escapedSlices(s: string): Generator<string> {
   }
 }
 
-async function* base64Of(part: MessagePart): AsyncGenerator<Buffer> {
+/** Base64 text of a part, in pieces (strings: they go to the socket without another buffer). */
+async function* base64Of(part: MessagePart): AsyncGenerator<string> {
   let carry: Buffer = Buffer.alloc(0);
   for await (const chunk of partBytes(part)) {
     for (let at = 0; at < chunk.length; ) {
@@ -172,11 +173,11 @@ async function* base64Of(part: MessagePart): AsyncGenerator<Buffer> {
       const piece = carry.length ? Buffer.concat([carry, chunk.subarray(at, at + take)]) : chunk.subarray(at, at + take);
       at += take;
       const whole = piece.length - (piece.length % 3);
-      if (whole) yield Buffer.from(piece.subarray(0, whole).toString("base64"), "latin1");
+      if (whole) yield piece.subarray(0, whole).toString("base64");
       carry = Buffer.from(piece.subarray(whole));
     }
   }
-  if (carry.length) yield Buffer.from(carry.toString("base64"), "latin1");
+  if (carry.length) yield carry.toString("base64");
 }
 
 type Piece = { small: string } | { big: string } | { part: MessagePart };
@@ -205,8 +206,9 @@ function pieces(s: Submission): Piece[] {
 export interface RequestBody {
   /** Bytes in all: the Content-Length. */
   length: number;
-  /** The body, in pieces of at most a few hundred KB; may be called again (a retry). */
-  chunks(): AsyncGenerator<Buffer>;
+  /** The body, in pieces of at most a few hundred KB (UTF-8 strings or bytes); may be called
+   * again (a retry). */
+  chunks(): AsyncGenerator<string | Buffer>;
 }
 
 export function requestBody(s: Submission): RequestBody {
@@ -221,8 +223,8 @@ export function requestBody(s: Submission): RequestBody {
     length,
     async *chunks() {
       for (const p of list) {
-        if ("small" in p) yield Buffer.from(p.small);
-        else if ("big" in p) for (const slice of escapedSlices(p.big)) yield Buffer.from(slice);
+        if ("small" in p) yield p.small;
+        else if ("big" in p) yield* escapedSlices(p.big);
         else yield* base64Of(p.part);
       }
     },

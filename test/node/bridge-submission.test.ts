@@ -28,7 +28,7 @@ async function convert(options: Mail.Options, envelope?: Partial<Envelope>): Pro
 async function bodyJson(s: Submission): Promise<{ json: Record<string, unknown>; length: number; bytes: number; largest: number }> {
   const body = requestBody(s);
   const chunks: Buffer[] = [];
-  for await (const c of body.chunks()) chunks.push(c);
+  for await (const c of body.chunks()) chunks.push(typeof c === "string" ? Buffer.from(c) : c);
   const all = Buffer.concat(chunks);
   return { json: JSON.parse(all.toString("utf8")), length: body.length, bytes: all.length, largest: Math.max(...chunks.map((c) => c.length)) };
 }
