@@ -378,15 +378,15 @@ ${BEGIN}
 ${END}
 `;
 
-/** Replaces the generated block of the doc, keeping the rest. */
-export function writeDoc(path: string, block: string): void {
+/** Replaces a generated block of the doc (by default the main one), keeping the rest. */
+export function writeDoc(path: string, block: string, markers: { begin: string; end: string } = { begin: BEGIN, end: END }): void {
   let doc = existsSync(path) ? readFileSync(path, "utf8") : SKELETON;
-  let begin = doc.indexOf(BEGIN);
-  let end = doc.indexOf(END);
+  let begin = doc.indexOf(markers.begin);
+  let end = doc.indexOf(markers.end);
   if (begin < 0 || end < begin) {
-    doc = `${doc.trimEnd()}\n\n${BEGIN}\n${END}\n`;
-    begin = doc.indexOf(BEGIN);
-    end = doc.indexOf(END);
+    doc = `${doc.trimEnd()}\n\n${markers.begin}\n${markers.end}\n`;
+    begin = doc.indexOf(markers.begin);
+    end = doc.indexOf(markers.end);
   }
-  writeFileSync(path, `${doc.slice(0, begin + BEGIN.length)}\n${block}\n${doc.slice(end)}`);
+  writeFileSync(path, `${doc.slice(0, begin + markers.begin.length)}\n${block}\n${doc.slice(end)}`);
 }

@@ -3,7 +3,9 @@
 //   2. K emails end to end into the dev relay vs the same K sent straight to it by nodemailer;
 //   3. D1 round trips and queue sends per accepted email, from test/worker/round-trips.test.ts;
 //   4. (run after 1) POST /emails with a fresh Idempotency-Key vs without, and the rate limiter's
-//      cost on a bare authenticated route (bench/exactly-once.ts).
+//      cost on a bare authenticated route (bench/exactly-once.ts);
+//   5. the SMTP bridge: messages/s at 100 sessions vs the API and vs Postfix, its memory
+//      (bench/bridge.ts). BENCH_ONLY=bridge runs this part alone.
 // Prints the results and writes them into docs/benchmarks.md. Stops everything it started,
 // also on failure, Ctrl-C or its own time limit. BENCH_QUICK=1 is a short smoke run that
 // does not touch the doc.
@@ -12,6 +14,7 @@ import { readFileSync, rmSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { startTern, type TernProcess } from "../test/support/processes.ts";
+import { BRIDGE_BEGIN, BRIDGE_END, BRIDGE_OVERHEAD_TARGET, bridgeSummary, renderBridge, runBridgeBench, stopBridgeBench, type BridgeSettings } from "./bridge.ts";
 import { cpuDelta, measuredLoad, sampleCpu, type CpuSample } from "./cpu.ts";
 import { phaseFour } from "./exactly-once.ts";
 import { clearRelay, directToRelay, htmlOfSize, throughTern, type DeliveryResult, type Target } from "./delivery.ts";
@@ -23,9 +26,17 @@ import { runWrk, wrkAvailable, type WrkResult } from "./wrk.ts";
 const root = resolve(import.meta.dirname, "..");
 const DOC = join(root, "docs", "benchmarks.md");
 const QUICK = process.env.BENCH_QUICK === "1";
-const TIME_LIMIT_MS = 540_000;
+const ONLY = process.env.BENCH_ONLY ?? "";
+if (ONLY !== "" && ONLY !== "bridge") throw new Error(`BENCH_ONLY may only be "bridge", not ${JSON.stringify(ONLY)}`);
+/** Parts 1-4 (everything but the bridge). */
+const CORE = ONLY === "";
+const TIME_LIMIT_MS = (CORE ? 540_000 : 60_000) + 360_000;
 const DRAIN_LIMIT_MS = 60_000;
 const MAX_ERROR_SHARE = 0.001;
+
+const bridgeSettings: BridgeSettings = QUICK
+  ? { sessions: 100, rounds: 1, warmupMs: 1000, durationMs: 3000, bigMessage: false }
+  : { sessions: 100, rounds: 2, warmupMs: 2000, durationMs: 6000, bigMessage: true };
 
 const settings: Settings = QUICK
   ? { rounds: 1, connections: [2, 32], warmupMs: 500, durationMs: 1500, deliveryCount: 100, deliveryConcurrency: 16, deliveryRounds: 1, htmlBytes: 5 * 1024 }
@@ -49,6 +60,7 @@ function exitOf(child: ChildProcess): Promise<number | null> {
 
 function cleanup(): Promise<void> {
   return (cleaning ??= (async () => {
+    await stopBridgeBench();
     for (const h of helpers) {
       try {
         if (typeof h === "number") process.kill(h, "SIGTERM");
@@ -243,13 +255,16 @@ async function main(): Promise<number> {
   const f = facts();
   log(`${QUICK ? "QUICK smoke run; " : ""}nproc ${f.nproc}, load ${f.loadBefore}, node ${f.node}, wrangler ${f.wrangler}`);
 
-  log("phase 3: running test/worker/round-trips.test.ts (before tern starts, so it does not compete)");
-  const roundTrips: RoundTrips = await measureRoundTrips(root, (child) => {
-    for (const h of helpers) if (typeof h !== "number") helpers.delete(h);
-    if (child) helpers.add(child);
-  });
-  log(`  ${roundTrips.status}${roundTrips.asserted ? `: asserts ${JSON.stringify(roundTrips.asserted)}` : ""}`);
-  if (roundTrips.status === "failed") console.log(roundTrips.output.split("\n").slice(-40).join("\n"));
+  let roundTrips: RoundTrips | null = null;
+  if (CORE) {
+    log("phase 3: running test/worker/round-trips.test.ts (before tern starts, so it does not compete)");
+    roundTrips = await measureRoundTrips(root, (child) => {
+      for (const h of helpers) if (typeof h !== "number") helpers.delete(h);
+      if (child) helpers.add(child);
+    });
+    log(`  ${roundTrips.status}${roundTrips.asserted ? `: asserts ${JSON.stringify(roundTrips.asserted)}` : ""}`);
+    if (roundTrips.status === "failed") console.log(roundTrips.output.split("\n").slice(-40).join("\n"));
+  }
 
   log("starting tern as npm start does (dev/start.ts: migrations, dev relay, wrangler dev)...");
   tern = await startTern({ env: { X_LOCAL_OBSERVABILITY: "false", WRANGLER_SEND_METRICS: "false", TERN_CRON_INTERVAL_MS: "15000", TERN_DEV_RATE_LIMIT: "1000000", TERN_DEV_PLAN: "scale_2_5m" } });
@@ -261,6 +276,29 @@ async function main(): Promise<number> {
   const probe = await api(t, "/emails", { method: "POST", body: JSON.stringify({ from: "Bench <bench@tern.test>", to: "delivered@simulator.tern.test", subject: "probe", text: "hello" }) });
   if (probe.status !== 200) throw new Error(`POST /emails answered ${probe.status}: ${JSON.stringify(probe.json)}`);
 
+  if (CORE) await coreParts(t, f, roundTrips!);
+  log("phase 5: the SMTP bridge (its own process) vs the API and vs Postfix, and its memory");
+  const bridge = await runBridgeBench(t, bridgeSettings, log);
+  await cleanup();
+  const bridgeBlock = renderBridge(bridge, { date: f.date, commit: f.commit, node: f.node, nproc: f.nproc, load: `${f.loadBefore} before, ${loadavg().map((x) => x.toFixed(2)).join(" ")} after` });
+  console.log(`\n${bridgeBlock}\n`);
+  for (const x of bridgeSummary(bridge)) {
+    log(`bridge ${x.label}: bridge/API throughput ${x.bridgeOverApi.toFixed(2)} (target >= ${(1 / (1 + BRIDGE_OVERHEAD_TARGET)).toFixed(2)}), bridge/Postfix ${x.bridgeOverPostfix.toFixed(2)}, peak RSS ${x.peakRssMb.toFixed(0)} MB`);
+  }
+  if (QUICK) log("quick run: docs/benchmarks.md left as it is");
+  else {
+    writeDoc(DOC, bridgeBlock, { begin: BRIDGE_BEGIN, end: BRIDGE_END });
+    log(`wrote the SMTP bridge section of ${DOC}`);
+  }
+  if (roundTrips?.status === "failed") {
+    log("FAILED: test/worker/round-trips.test.ts fails, so its figure is not what the code does");
+    return 1;
+  }
+  return 0;
+}
+
+/** Parts 1, 4 and 2 on the running tern, then their report. */
+async function coreParts(t: TernProcess, f: Facts, roundTrips: RoundTrips): Promise<void> {
   const one = await phaseOne(t);
   const wrk = await crossCheck(t);
   const once = await phaseFour({
@@ -269,7 +307,6 @@ async function main(): Promise<number> {
   });
   log("phase 2: end-to-end delivery into the dev relay vs nodemailer straight to it");
   const two = await phaseTwo(t);
-  await cleanup();
 
   f.loadAfter = loadavg().map((x) => x.toFixed(2)).join(" ");
   const results: Results = { facts: f, settings, ...one, wrk, ...two, roundTrips, once, seconds: (performance.now() - started) / 1000 };
@@ -284,16 +321,10 @@ async function main(): Promise<number> {
         `throughput ${s.keyRpsRatio.toFixed(2)}. Rate limiter: auth - auth-unlimited p50 ${s.limiterP50Ms >= 0 ? "+" : ""}${s.limiterP50Ms.toFixed(2)} ms, throughput ${s.limiterRpsRatio.toFixed(2)}`,
     );
   }
-  if (QUICK) log("quick run: docs/benchmarks.md left as it is");
-  else {
+  if (!QUICK) {
     writeDoc(DOC, block);
     log(`wrote ${DOC}`);
   }
-  if (roundTrips.status === "failed") {
-    log("FAILED: test/worker/round-trips.test.ts fails, so its figure is not what the code does");
-    return 1;
-  }
-  return 0;
 }
 
 let code = 1;

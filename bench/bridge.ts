@@ -1,0 +1,469 @@
+// The SMTP bridge's benchmark (part 5 of `npm run bench`; alone with BENCH_ONLY=bridge):
+//   a. messages per second the bridge accepts from many concurrent SMTP sessions (nodemailer
+//      pools: one pooled connection per session, STARTTLS + AUTH, the same prebuilt MIME sent
+//      again and again), for a 10 KB and a 1 MB message, next to the same messages posted
+//      straight to the API as JSON by as many keep-alive connections, and next to Postfix
+//      accepting the same SMTP load on the same machine (STARTTLS, no AUTH: Postfix's AUTH needs
+//      a SASL server; its queue is real, delivery goes to its `discard` transport);
+//   b. the bridge's memory: peak RSS of its process during each bridge run, and a 40 MB message
+//      sent to a fresh bridge process, peak RSS over its idle RSS.
+// The bridge runs as its own process (as in production), in front of the bench's tern.
+// postfix's smtp-source cannot speak TLS or AUTH, so nodemailer pools generate the load for all
+// three. Postfix is installed with apt-get when missing and runs as a private instance (its own
+// config and queue directory under a temporary directory; the only change to the machine's
+// default instance is one `alternate_config_directories` entry, which postfix requires).
+import { execFileSync, spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import nodemailer from "nodemailer";
+import { startBridgeProcess, type BridgeProcess } from "../test/support/bridge.ts";
+import { prepareTestCertificates } from "../test/support/certificates.ts";
+import { freePort, type TernProcess } from "../test/support/processes.ts";
+import { htmlOfSize } from "./delivery.ts";
+import { median, quantile, runLoad } from "./load.ts";
+
+export interface BridgeSettings {
+  sessions: number;
+  rounds: number;
+  warmupMs: number;
+  durationMs: number;
+  /** Sends the 40 MB message (needs about a minute). */
+  bigMessage: boolean;
+}
+
+export interface SmtpRun {
+  messages: number;
+  errors: number;
+  firstError: string | null;
+  seconds: number;
+  rate: number;
+  p50: number;
+  p99: number;
+  /** Bridge runs: peak RSS (MB) of the bridge process and its CPU ms per message in the window. */
+  peakRssMb: number | null;
+  cpuMsPerMessage: number | null;
+}
+
+export type Path = "api" | "bridge" | "postfix";
+export const PATHS: Path[] = ["api", "bridge", "postfix"];
+
+export interface SizeResult {
+  label: string;
+  mimeBytes: number;
+  jsonBytes: number;
+  runs: Record<Path, SmtpRun[]>;
+}
+
+export interface BigMessageResult {
+  mimeBytes: number;
+  jsonBytes: number;
+  reply: string;
+  seconds: number;
+  idleRssMb: number;
+  peakRssMb: number;
+  /** (peak - idle) / message size */
+  ratio: number;
+}
+
+export interface BridgeResults {
+  settings: BridgeSettings;
+  sizes: SizeResult[];
+  postfix: string | null; // version, or why it was not measured
+  big: BigMessageResult | null;
+  seconds: number;
+}
+
+type Log = (line: string) => void;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const MB = 1024 * 1024;
+
+// ---------------------------------------------------------------------------------------
+// What the bridge's process uses, from /proc.
+
+function procStatus(pid: number, field: "VmRSS" | "VmHWM"): number {
+  const m = readFileSync(`/proc/${pid}/status`, "utf8").match(new RegExp(`^${field}:\\s+(\\d+) kB`, "m"));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+function procCpuSeconds(pid: number): number {
+  const s = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const f = s.slice(s.lastIndexOf(")") + 2).split(" ");
+  return (Number(f[11]) + Number(f[12])) / 100;
+}
+
+// ---------------------------------------------------------------------------------------
+// The messages: one MIME source for the SMTP paths, its JSON twin for the API.
+
+interface Message {
+  label: string;
+  raw: Buffer;
+  json: string;
+}
+
+const FROM = "bench@tern.test";
+const TO = "delivered@simulator.tern.test";
+
+async function message(label: string, attachmentBytes: number): Promise<Message> {
+  const html = htmlOfSize(10 * 1024);
+  const attachments = attachmentBytes ? [{ filename: "data.bin", content: randomBytes(attachmentBytes), contentType: "application/octet-stream" }] : [];
+  const composer = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: "windows" });
+  const info = (await composer.sendMail({ from: `Bench <${FROM}>`, to: TO, subject: `bridge bench ${label}`, html, attachments })) as unknown as { message: Buffer };
+  const json = JSON.stringify({
+    from: `Bench <${FROM}>`,
+    to: [TO],
+    subject: `bridge bench ${label}`,
+    html,
+    attachments: attachments.map((a) => ({ filename: a.filename, content_type: a.contentType, content: a.content.toString("base64") })),
+  });
+  return { label, raw: info.message, json };
+}
+
+// ---------------------------------------------------------------------------------------
+// Closed-loop SMTP load: `sessions` pooled connections sending back to back.
+
+interface SmtpTarget {
+  port: number;
+  auth?: { user: string; pass: string };
+  ca: Buffer;
+}
+
+async function runSmtpLoad(target: SmtpTarget, raw: Buffer, o: { sessions: number; warmupMs: number; durationMs: number; bridgePid?: number; onId?: (id: string) => void }): Promise<SmtpRun> {
+  const start = performance.now();
+  const from = start + o.warmupMs;
+  const to = from + o.durationMs;
+  const latencies: number[] = [];
+  let errors = 0;
+  let firstError: string | null = null;
+  let peakRss = 0;
+  let cpuAtStart = NaN;
+  let cpuAtEnd = NaN;
+  const sampler = o.bridgePid
+    ? setInterval(() => {
+        const now = performance.now();
+        if (now >= from && now <= to) peakRss = Math.max(peakRss, procStatus(o.bridgePid!, "VmRSS"));
+      }, 100)
+    : null;
+  const edges = o.bridgePid
+    ? [setTimeout(() => (cpuAtStart = procCpuSeconds(o.bridgePid!)), o.warmupMs), setTimeout(() => (cpuAtEnd = procCpuSeconds(o.bridgePid!)), o.warmupMs + o.durationMs)]
+    : [];
+  const transports = Array.from({ length: o.sessions }, () =>
+    nodemailer.createTransport({
+      // By address: a host name would have nodemailer ask DNS first, which stalls where there is none.
+      host: "127.0.0.1", port: target.port, secure: false, requireTLS: true, pool: true, maxConnections: 1, maxMessages: Infinity,
+      auth: target.auth, tls: { ca: target.ca, servername: "localhost" }, socketTimeout: 120_000,
+    }),
+  );
+  const session = async (t: (typeof transports)[number]) => {
+    while (performance.now() < to) {
+      const t0 = performance.now();
+      let ok = true;
+      let response = "";
+      try {
+        response = (await t.sendMail({ envelope: { from: FROM, to: [TO] }, raw })).response;
+      } catch (err) {
+        ok = false;
+        firstError ??= String((err as Error).message).slice(0, 200);
+        await sleep(50);
+      }
+      const t1 = performance.now();
+      if (t1 < from || t1 > to) continue;
+      if (ok) {
+        latencies.push(t1 - t0);
+        const id = response.match(/queued as ([0-9a-f-]{36})/)?.[1];
+        if (id) o.onId?.(id);
+      } else errors++;
+    }
+  };
+  try {
+    await Promise.all(transports.map(session));
+  } finally {
+    for (const t of transports) t.close();
+    if (sampler) clearInterval(sampler);
+    for (const e of edges) clearTimeout(e);
+  }
+  if (o.bridgePid && Number.isNaN(cpuAtEnd)) cpuAtEnd = procCpuSeconds(o.bridgePid);
+  latencies.sort((a, b) => a - b);
+  const seconds = o.durationMs / 1000;
+  return {
+    messages: latencies.length,
+    errors,
+    firstError,
+    seconds,
+    rate: latencies.length / seconds,
+    p50: quantile(latencies, 0.5),
+    p99: quantile(latencies, 0.99),
+    peakRssMb: o.bridgePid ? peakRss : null,
+    cpuMsPerMessage: o.bridgePid && latencies.length ? ((cpuAtEnd - cpuAtStart) * 1000) / latencies.length : null,
+  };
+}
+
+// ---------------------------------------------------------------------------------------
+// A private Postfix instance that accepts on loopback and discards.
+
+export interface Postfix {
+  port: number;
+  version: string;
+  stop(): void;
+}
+
+export function startPostfix(log: Log, certPath: string, keyPath: string, port: number): Postfix | string {
+  const has = () => spawnSync("sh", ["-c", "command -v postfix"], { encoding: "utf8" }).status === 0;
+  if (!has()) {
+    log("postfix is not installed: apt-get install -y postfix ...");
+    const r = spawnSync("sh", ["-c", "apt-get update -qq && apt-get install -y -qq postfix"], {
+      encoding: "utf8",
+      env: { ...process.env, DEBIAN_FRONTEND: "noninteractive" },
+      timeout: 240_000,
+    });
+    if (r.status !== 0 || !has()) return `postfix could not be installed (${(r.stderr || r.error?.message || "").trim().split("\n").at(-1)})`;
+  }
+  const dir = mkdtempSync(join(tmpdir(), "tern-bench-postfix-"));
+  chmodSync(dir, 0o755); // postfix's own processes run as the postfix user
+  const etc = join(dir, "etc");
+  mkdirSync(etc);
+  mkdirSync(join(dir, "spool"));
+  mkdirSync(join(dir, "data"));
+  try {
+    execFileSync("chown", ["postfix", join(dir, "data")]);
+    writeFileSync(join(etc, "main.cf"), [
+      "compatibility_level = 3.6",
+      `queue_directory = ${dir}/spool`,
+      `data_directory = ${dir}/data`,
+      "myhostname = postfix.bench.test",
+      "inet_interfaces = loopback-only",
+      "inet_protocols = ipv4",
+      "mynetworks = 127.0.0.0/8",
+      "mydestination =",
+      "relay_domains =",
+      "smtpd_relay_restrictions = permit_mynetworks, reject",
+      "default_transport = discard",
+      "local_transport = discard",
+      "relay_transport = discard",
+      "alias_maps =",
+      "alias_database =",
+      `message_size_limit = ${40 * MB}`,
+      `smtpd_tls_cert_file = ${certPath}`,
+      `smtpd_tls_key_file = ${keyPath}`,
+      "smtpd_tls_security_level = may",
+      // One smtpd process per session: room for every bench session, and no per-client caps.
+      "default_process_limit = 400",
+      "smtpd_client_connection_count_limit = 0",
+      "smtpd_client_connection_rate_limit = 0",
+      `maillog_file = ${dir}/maillog`,
+      `maillog_file_prefixes = ${dir}`,
+      "",
+    ].join("\n"));
+    // The stock master.cf with smtpd on our loopback port, nothing chrooted.
+    const master = readFileSync("/etc/postfix/master.cf", "utf8")
+      .split("\n")
+      .map((line) => {
+        if (/^smtp\s+inet\s/.test(line)) return `127.0.0.1:${port} inet n - n - - smtpd`;
+        const f = line.split(/\s+/);
+        if (/^[a-z0-9.:-]+$/.test(f[0] ?? "") && ["unix", "inet", "fifo", "unix-dgram", "pass"].includes(f[1] ?? "") && f.length >= 8) {
+          f[4] = "n";
+          return f.join(" ");
+        }
+        return line;
+      });
+    if (!master.some((l) => /^postlog\s/.test(l))) master.push("postlog unix-dgram n - n - 1 postlogd");
+    writeFileSync(join(etc, "master.cf"), master.join("\n") + "\n");
+    // postfix -c needs the directory listed in the default instance's configuration.
+    const listed = execFileSync("postconf", ["-h", "alternate_config_directories"], { encoding: "utf8" }).trim();
+    execFileSync("postconf", ["-e", `alternate_config_directories = ${[listed, etc].filter(Boolean).join(", ")}`]);
+    execFileSync("postfix", ["-c", etc, "start"], { stdio: "pipe" });
+    const version = execFileSync("postconf", ["-c", etc, "-h", "mail_version"], { encoding: "utf8" }).trim();
+    return {
+      port,
+      version,
+      stop() {
+        spawnSync("postfix", ["-c", etc, "stop"], { stdio: "ignore" });
+        const still = execFileSync("postconf", ["-h", "alternate_config_directories"], { encoding: "utf8" }).split(/[\s,]+/).filter((d) => d && d !== etc);
+        spawnSync("postconf", ["-e", `alternate_config_directories = ${still.join(", ")}`]);
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  } catch (err) {
+    spawnSync("postfix", ["-c", etc, "stop"], { stdio: "ignore" });
+    rmSync(dir, { recursive: true, force: true });
+    return `postfix did not start: ${(err as Error).message.split("\n")[0]}`;
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+
+/** Everything the phase starts, so that the bench's cleanup can stop it on any exit. */
+const running = { bridges: new Set<BridgeProcess>(), postfix: null as Postfix | null };
+
+export async function stopBridgeBench(): Promise<void> {
+  for (const b of running.bridges) await b.stop("SIGKILL");
+  running.bridges.clear();
+  running.postfix?.stop();
+  running.postfix = null;
+}
+
+async function drain(t: TernProcess, id: string | null): Promise<void> {
+  if (!id) return;
+  const deadline = Date.now() + 120_000;
+  while (Date.now() < deadline) {
+    const res = await fetch(`${t.url}/emails/${id}`, { headers: { authorization: `Bearer ${t.apiKey}` } });
+    const last = ((await res.json()) as { last_event?: string }).last_event;
+    if (last !== "queued" && last !== "sending") return;
+    await sleep(200);
+  }
+  throw new Error(`the send queue did not drain (email ${id})`);
+}
+
+export async function runBridgeBench(t: TernProcess, settings: BridgeSettings, log: Log): Promise<BridgeResults> {
+  const started = performance.now();
+  const certs = prepareTestCertificates();
+  const ca = readFileSync(certs.caCertPath);
+  // As in production: info level, a log line per message.
+  const bridgeEnv = { TERN_BRIDGE_MAX_CONNECTIONS_PER_IP: "1000" };
+  const bridge = await startBridgeProcess({ apiUrl: t.url, env: bridgeEnv });
+  running.bridges.add(bridge);
+  const pf = startPostfix(log, certs.certPath, certs.keyPath, await freePort());
+  const postfix = typeof pf === "string" ? null : pf;
+  running.postfix = postfix;
+  log(postfix ? `postfix ${postfix.version} accepting on 127.0.0.1:${postfix.port} (discard transport)` : `no postfix comparison: ${pf}`);
+
+  const messages = [await message("10 KB", 0), await message("1 MB", 740 * 1024)];
+  const sizes: SizeResult[] = [];
+  for (const m of messages) {
+    const runs: Record<Path, SmtpRun[]> = { api: [], bridge: [], postfix: [] };
+    // Not recorded: the Worker's first sends, TLS session setup, V8 warm-up in the bridge.
+    let lastId: string | null = null;
+    await runSmtpLoad({ port: bridge.startTlsPort, auth: { user: "tern", pass: t.apiKey }, ca }, m.raw, { sessions: settings.sessions, warmupMs: 0, durationMs: 1_500, onId: (id) => (lastId = id) });
+    await drain(t, lastId);
+    const viaApi = async () => {
+      lastId = null;
+      const api = await runLoad({
+        url: `${t.url}/emails`, method: "POST", body: m.json, connections: settings.sessions, warmupMs: settings.warmupMs, durationMs: settings.durationMs, timeoutMs: 60_000,
+        headers: { authorization: `Bearer ${t.apiKey}`, "content-type": "application/json" },
+        onBody: (b) => (lastId = (JSON.parse(b) as { id: string }).id),
+      });
+      runs.api.push({ messages: api.requests - api.errors, errors: api.errors, firstError: api.errors ? JSON.stringify(api.statuses) : null, seconds: api.seconds, rate: (api.requests - api.errors) / api.seconds, p50: api.p50, p99: api.p99, peakRssMb: null, cpuMsPerMessage: null });
+      await drain(t, lastId);
+    };
+    const viaBridge = async () => {
+      lastId = null;
+      runs.bridge.push(await runSmtpLoad({ port: bridge.startTlsPort, auth: { user: "tern", pass: t.apiKey }, ca }, m.raw, {
+        sessions: settings.sessions, warmupMs: settings.warmupMs, durationMs: settings.durationMs, bridgePid: bridge.child.pid, onId: (id) => (lastId = id),
+      }));
+      await drain(t, lastId);
+    };
+    for (let round = 1; round <= settings.rounds; round++) {
+      // ABBA across rounds, so a slow drift of the machine favours neither.
+      if (round % 2) {
+        await viaApi();
+        await viaBridge();
+      } else {
+        await viaBridge();
+        await viaApi();
+      }
+      if (postfix) runs.postfix.push(await runSmtpLoad({ port: postfix.port, ca }, m.raw, { sessions: settings.sessions, warmupMs: settings.warmupMs, durationMs: settings.durationMs }));
+      const b = runs.bridge.at(-1)!;
+      const fmt = (r: SmtpRun | undefined) => (r ? `${r.rate.toFixed(0)}/s p50 ${r.p50.toFixed(0)} ms${r.errors ? ` (${r.errors} errors: ${r.firstError})` : ""}` : "-");
+      log(`bridge bench ${m.label} round ${round}/${settings.rounds}, ${settings.sessions} sessions: API ${fmt(runs.api.at(-1))}; bridge ${fmt(b)}, peak RSS ${b.peakRssMb?.toFixed(0)} MB; postfix ${fmt(runs.postfix.at(-1))}`);
+    }
+    sizes.push({ label: m.label, mimeBytes: m.raw.length, jsonBytes: Buffer.byteLength(m.json), runs });
+  }
+  postfix?.stop();
+  running.postfix = null;
+  await bridge.stop("SIGTERM");
+  running.bridges.delete(bridge);
+
+  let big: BigMessageResult | null = null;
+  if (settings.bigMessage) {
+    // A fresh process, so its peak is this message's and not the load runs'.
+    const fresh = await startBridgeProcess({ apiUrl: t.url, env: bridgeEnv });
+    running.bridges.add(fresh);
+    const pid = fresh.child.pid!;
+    const t0 = nodemailer.createTransport({ host: "127.0.0.1", port: fresh.startTlsPort, secure: false, requireTLS: true, auth: { user: "tern", pass: t.apiKey }, tls: { ca, servername: "localhost" } });
+    await t0.sendMail({ envelope: { from: FROM, to: [TO] }, raw: messages[0]!.raw }); // warm: code loaded, first session done
+    await sleep(1000);
+    const idle = procStatus(pid, "VmRSS");
+    const m = await message("40 MB", 29 * MB);
+    const jsonBytes = Buffer.byteLength(m.json);
+    m.json = "";
+    const s0 = performance.now();
+    const reply = (await t0.sendMail({ envelope: { from: FROM, to: [TO] }, raw: m.raw }).catch((e: Error) => ({ response: `failed: ${e.message}` }))).response;
+    const seconds = (performance.now() - s0) / 1000;
+    const peak = procStatus(pid, "VmHWM");
+    t0.close();
+    big = { mimeBytes: m.raw.length, jsonBytes, reply: reply.slice(0, 80), seconds, idleRssMb: idle, peakRssMb: peak, ratio: ((peak - idle) * MB) / m.raw.length };
+    log(`40 MB message (${(m.raw.length / MB).toFixed(1)} MB of MIME): ${big.reply}; bridge RSS ${idle.toFixed(0)} MB idle, ${peak.toFixed(0)} MB peak: +${(peak - idle).toFixed(0)} MB = ${big.ratio.toFixed(2)}x the message`);
+    await fresh.stop("SIGTERM");
+    running.bridges.delete(fresh);
+    const id = reply.match(/queued as ([0-9a-f-]{36})/)?.[1] ?? null;
+    await drain(t, id);
+  }
+  return { settings, sizes, postfix: postfix ? postfix.version : typeof pf === "string" ? pf : null, big, seconds: (performance.now() - started) / 1000 };
+}
+
+// ---------------------------------------------------------------------------------------
+
+export const BRIDGE_BEGIN = "<!-- bench:bridge:begin (written by `npm run bench`; edit outside these markers) -->";
+export const BRIDGE_END = "<!-- bench:bridge:end -->";
+/** The bridge may cost at most this much over posting straight to the API (throughput ratio at least 1/1.25). */
+export const BRIDGE_OVERHEAD_TARGET = 0.25;
+export const BRIDGE_RSS_TARGET_MB = 200;
+
+const f0 = (n: number | null | undefined) => (n !== null && n !== undefined && Number.isFinite(n) ? Math.round(n).toLocaleString("en-US") : "n/a");
+const f2 = (n: number | null | undefined) => (n !== null && n !== undefined && Number.isFinite(n) ? n.toFixed(2) : "n/a");
+
+export function bridgeSummary(r: BridgeResults): { label: string; bridgeOverApi: number; bridgeOverPostfix: number; peakRssMb: number }[] {
+  return r.sizes.map((s) => ({
+    label: s.label,
+    bridgeOverApi: median(s.runs.bridge.map((x) => x.rate)) / median(s.runs.api.map((x) => x.rate)),
+    bridgeOverPostfix: median(s.runs.bridge.map((x) => x.rate)) / median(s.runs.postfix.map((x) => x.rate)),
+    peakRssMb: Math.max(...s.runs.bridge.map((x) => x.peakRssMb ?? NaN)),
+  }));
+}
+
+export function renderBridge(r: BridgeResults, facts: { date: string; commit: string; node: string; nproc: string; load: string }): string {
+  const L: string[] = [];
+  const s = r.settings;
+  L.push(`### Last run: ${facts.date}`);
+  L.push("");
+  L.push(
+    `Command: \`BENCH_ONLY=bridge npm run bench\` or part 5 of \`npm run bench\` (Node ${facts.node}, commit \`${facts.commit}\`, nproc ${facts.nproc}, load ${facts.load}), ${f0(r.seconds)} s. ` +
+      `${s.sessions} concurrent sessions (or connections) per run, ${s.warmupMs / 1000} s warm-up then ${s.durationMs / 1000} s measured, ${s.rounds} interleaved rounds (API, bridge, Postfix); medians. ` +
+      `Every message goes to \`delivered@simulator.tern.test\`, so tern accepts and records it and its consumer does the simulator's work; the queue is drained between runs.`,
+  );
+  L.push("");
+  L.push(`Postfix: ${r.postfix ? (/^\d/.test(r.postfix) ? `${r.postfix}, private instance on loopback, STARTTLS, no AUTH, \`discard\` transport` : r.postfix) : "n/a"}.`);
+  L.push("");
+  L.push("| message | path | messages/s | p50 ms | p99 ms | errors | bridge peak RSS MB | bridge CPU ms/message |");
+  L.push("|---|---|---:|---:|---:|---:|---:|---:|");
+  const label: Record<Path, string> = { api: "`POST /emails` straight to the API (JSON)", bridge: "SMTP -> bridge -> `POST /emails`", postfix: "SMTP -> Postfix (queued, discarded)" };
+  for (const z of r.sizes) {
+    for (const p of PATHS) {
+      const runs = z.runs[p];
+      if (!runs.length) continue;
+      const med = (f: (x: SmtpRun) => number | null) => median(runs.map((x) => f(x) ?? NaN));
+      L.push(
+        `| ${z.label} (${f0(z.mimeBytes / 1024)} KB MIME, ${f0(z.jsonBytes / 1024)} KB JSON) | ${label[p]} | ${f0(med((x) => x.rate))} | ${f0(med((x) => x.p50))} | ${f0(med((x) => x.p99))} | ` +
+          `${runs.reduce((a, x) => a + x.errors, 0)} | ${p === "bridge" ? f0(Math.max(...runs.map((x) => x.peakRssMb ?? NaN))) : "-"} | ${p === "bridge" ? f2(med((x) => x.cpuMsPerMessage)) : "-"} |`,
+      );
+    }
+  }
+  L.push("");
+  for (const x of bridgeSummary(r)) {
+    const overhead = 1 / x.bridgeOverApi - 1;
+    L.push(
+      `- ${x.label}: bridge / API throughput **${f2(x.bridgeOverApi)}** (the bridge adds ${f0(overhead * 100)}% per message; target at most ${BRIDGE_OVERHEAD_TARGET * 100}%: ` +
+        `${overhead <= BRIDGE_OVERHEAD_TARGET ? "met" : "missed"}); bridge / Postfix **${f2(x.bridgeOverPostfix)}**; peak RSS ${f0(x.peakRssMb)} MB at ${s.sessions} sessions ` +
+        `(target under ${BRIDGE_RSS_TARGET_MB} MB: ${x.peakRssMb < BRIDGE_RSS_TARGET_MB ? "met" : "missed"}).`,
+    );
+  }
+  if (r.big) {
+    const b = r.big;
+    L.push(
+      `- One ${f2(b.mimeBytes / MB)} MB message (a 29 MB attachment; ${f2(b.jsonBytes / MB)} MB as JSON) to a fresh bridge process: \`${b.reply}\` after ${f2(b.seconds)} s; ` +
+        `RSS ${f0(b.idleRssMb)} MB idle, ${f0(b.peakRssMb)} MB peak (VmHWM): **+${f0(b.peakRssMb - b.idleRssMb)} MB = ${f2(b.ratio)}x the message** (bound: 2x: ${b.ratio <= 2 ? "met" : "missed"}).`,
+    );
+  }
+  return L.join("\n");
+}
