@@ -6,7 +6,7 @@ import { env, exports } from "cloudflare:workers";
 import PostalMime from "postal-mime";
 import { beforeAll, describe, expect, it } from "vitest";
 import { readConfig } from "../../worker/config.ts";
-import { linkTokenKey } from "../../worker/tracking/outgoing.ts";
+import { linkTokenKey, trackedHtml } from "../../worker/tracking/outgoing.ts";
 import { signClickToken } from "../../worker/tracking/tokens.ts";
 import { api, createAccount, type TestAccount } from "./fixtures.ts";
 import { address, bytesOf, capturedFor, type Captured } from "./peers.ts";
@@ -141,6 +141,18 @@ describe("open and click tracking", () => {
     expect([(await events(sent.id)).length, (await events(other.id)).length]).toEqual(before);
     // The other email's own token goes to its own link only.
     expect((await visit(pathOf(clickUrls(other.html)[0]!))).headers.get("location")).toBe("https://other.example/only-here");
+  });
+
+  it("a retry rewrites the same way: the same html and the same stored links", async () => {
+    const row = (await env.DB.prepare("SELECT * FROM emails WHERE id = ?").bind(sent.id).first<Record<string, unknown>>())!;
+    const email = { id: sent.id, accountId: acct.accountId, domainId: row.domain_id } as Parameters<typeof trackedHtml>[2];
+    const stored = await env.DB.prepare("SELECT links_json FROM email_links WHERE email_id = ?").bind(sent.id).first("links_json");
+    expect(JSON.parse(stored as string)).toEqual([LINK_A, LINK_B]);
+    const config = readConfig(env);
+    const once = await trackedHtml(env, config, email, HTML);
+    expect(await trackedHtml(env, config, email, HTML)).toBe(once);
+    expect(clickUrls(once!)).toEqual(clickUrls(sent.html));
+    expect(await env.DB.prepare("SELECT links_json FROM email_links WHERE email_id = ?").bind(sent.id).first("links_json")).toBe(stored);
   });
 
   it("with tracking off the html goes out as written", async () => {
