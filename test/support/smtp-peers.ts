@@ -27,11 +27,11 @@ export interface SmtpPeers {
 export const PEER_USER = "relay-user";
 export const PEER_PASSWORD = "relay-pass";
 
-type Outcome = "accept" | "tempfail" | "reject" | "datatemp" | "dataperm" | "hangup";
+type Outcome = "accept" | "tempfail" | "reject" | "policy" | "datatemp" | "dataperm" | "hangup";
 
 function outcomeOf(address: string): Outcome {
   const local = address.split("@")[0]?.toLowerCase() ?? "";
-  for (const o of ["tempfail", "reject", "datatemp", "dataperm", "hangup"] as const) if (local.startsWith(o)) return o;
+  for (const o of ["tempfail", "reject", "policy", "datatemp", "dataperm", "hangup"] as const) if (local.startsWith(o)) return o;
   return "accept";
 }
 
@@ -49,6 +49,7 @@ function smtpError(code: number, message: string): Error & { responseCode: numbe
 const RCPT_REPLIES: Partial<Record<Outcome, [number, string]>> = {
   tempfail: [451, "4.2.0 Mailbox temporarily unavailable, try again later"],
   reject: [550, "5.1.1 No such user here"],
+  policy: [550, "5.7.1 Message rejected by local policy"],
 };
 const DATA_REPLIES: Partial<Record<Outcome, [number, string]>> = {
   datatemp: [451, "4.3.0 Temporary failure after DATA, try again later"],

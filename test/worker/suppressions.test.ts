@@ -71,6 +71,15 @@ describe("suppression", () => {
     expect(await suppressedWebhooks(id)).toHaveLength(1);
   });
 
+  it("a 5xx policy block (5.7.1) bounces as Transient and does not suppress: the address is fine", async () => {
+    const blocked = address("policy", "example.com");
+    const id = await send(blocked);
+    await settled(id, "bounced");
+    const bounced = (await events(id)).find((e) => e.type === "bounced")!;
+    expect(bounced.data).toMatchObject({ bounce: { type: "Transient", subType: "ContentRejected" } });
+    expect((await list()).find((s) => s.email === blocked)).toBeUndefined();
+  });
+
   it("a transient bounce does not suppress", async () => {
     const later = address("tempfail", "example.com");
     await settled(await send(later), "delivery_delayed");

@@ -165,7 +165,7 @@ async function deliverEmail(
   const settlement = withSuppressed(settleAttempt(results, { attempt, retrySchedule, alreadyDelayed: attempt > 1 }), suppressed);
   const t = now();
   const { statements, outbox } = settlementStatements(env.DB, email, attempt, settlement, t);
-  statements.push(...suppressionStatements(env.DB, email, results, t));
+  statements.push(...suppressionStatements(env.DB, email, settlement.events, t));
   const leftTern = toAttempt.some((r) => !isSimulated(r, config.simulatorDomains));
   // Mail that left tern is recorded before anything else happens: a crash after this point
   // must not send it again.
@@ -228,15 +228,20 @@ function withSuppressed(s: Settlement, suppressed: string[]): RecordedSettlement
   return { ...s, events: [event, ...s.events], lastEvent: s.lastEvent ?? "suppressed" };
 }
 
-/** Hard bounces and complaints put the address on the account's suppression list. */
-function suppressionStatements(d1: D1Database, email: EmailRow, results: AttemptResult[], now: number): BatchItem<"sqlite">[] {
+/** Hard bounces and complaints put the address on the account's suppression list. Only a
+ * Permanent bounce counts (reports/classify.ts): a full mailbox or a policy block (5.7.x) is
+ * the sender's or the moment's problem, and suppressing it would drop a good address. */
+function suppressionStatements(d1: D1Database, email: EmailRow, events: RecordedEvent[], now: number): BatchItem<"sqlite">[] {
   const db = drizzle(d1);
   const out: BatchItem<"sqlite">[] = [];
-  for (const r of results) {
-    if (r.status === "rejected") {
-      out.push(suppressStatement(db, { accountId: email.accountId, email: r.recipient, reason: "bounce", emailId: email.id, detail: r.message, now }));
-    } else if (r.complained) {
-      out.push(suppressStatement(db, { accountId: email.accountId, email: r.recipient, reason: "complaint", emailId: email.id, detail: "abuse", now }));
+  for (const e of events) {
+    const recipients = (e.data.recipients as string[] | undefined) ?? [];
+    if (e.type === "bounced") {
+      const bounce = e.data.bounce as Bounce;
+      if (bounce.type !== "Permanent") continue;
+      for (const r of recipients) out.push(suppressStatement(db, { accountId: email.accountId, email: r, reason: "bounce", emailId: email.id, detail: bounce.message, now }));
+    } else if (e.type === "complained") {
+      for (const r of recipients) out.push(suppressStatement(db, { accountId: email.accountId, email: r, reason: "complaint", emailId: email.id, detail: "abuse", now }));
     }
   }
   return out;

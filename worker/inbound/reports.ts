@@ -6,7 +6,8 @@ import { and, eq } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
 import type { TernConfig } from "../config.ts";
-import { emailEvents, emails, suppressions, type EmailRow } from "../db/schema.ts";
+import { emailEvents, emails, type EmailRow } from "../db/schema.ts";
+import { suppressStatement } from "../suppressions/suppress.ts";
 import { announce, emailFacts, emailOutboxEvent, outboxInsert, type OutboxEvent } from "../events/outbox.ts";
 import { uuidv7 } from "../ids.ts";
 import { parseReport, type Report, type ReportOutcome } from "../reports/parse.ts";
@@ -83,17 +84,14 @@ export async function applyReport(env: Env, config: TernConfig, to: string, raw:
     const suppress = (outcome.kind === "bounce" && outcome.bounce?.type === "Permanent") || outcome.kind === "complaint";
     if (suppress) {
       for (const r of outcome.recipients) {
-        statements.push(
-          db.insert(suppressions).values({
-            id: uuidv7(at),
-            accountId: email.accountId,
-            email: r.toLowerCase(),
-            reason: outcome.kind === "complaint" ? "complaint" : "bounce",
-            emailId,
-            detail: outcome.kind === "complaint" ? `complaint: ${outcome.complaint?.feedbackType ?? "abuse"}` : (outcome.diagnosticCode[0] ?? outcome.bounce?.message ?? null),
-            createdAt: at,
-          }).onConflictDoNothing(),
-        );
+        statements.push(suppressStatement(db, {
+          accountId: email.accountId,
+          email: r,
+          reason: outcome.kind === "complaint" ? "complaint" : "bounce",
+          emailId,
+          detail: outcome.kind === "complaint" ? `complaint: ${outcome.complaint?.feedbackType ?? "abuse"}` : (outcome.diagnosticCode[0] ?? outcome.bounce?.message ?? null),
+          now: at,
+        }));
       }
     }
     types.push(type);
