@@ -5,7 +5,9 @@
 //   4. (run after 1) POST /emails with a fresh Idempotency-Key vs without, and the rate limiter's
 //      cost on a bare authenticated route (bench/exactly-once.ts);
 //   5. the SMTP bridge: messages/s at 100 sessions vs the API and vs Postfix, its memory
-//      (bench/bridge.ts). BENCH_ONLY=bridge runs this part alone.
+//      (bench/bridge.ts). BENCH_ONLY=bridge runs this part alone;
+//   6. DKIM signing in workerd: messages signed per second, 5 KB and 1 MB, RSA and Ed25519, next
+//      to unsigned (bench/dkim.ts), once tern has stopped. BENCH_ONLY=dkim runs it alone.
 // Prints the results and writes them into docs/benchmarks.md. Stops everything it started,
 // also on failure, Ctrl-C or its own time limit. BENCH_QUICK=1 is a short smoke run that
 // does not touch the doc.
@@ -16,6 +18,7 @@ import { join, resolve } from "node:path";
 import { startTern, type TernProcess } from "../test/support/processes.ts";
 import { BRIDGE_BEGIN, BRIDGE_END, BRIDGE_OVERHEAD_TARGET, bridgeSummary, renderBridge, runBridgeBench, stopBridgeBench, type BridgeSettings } from "./bridge.ts";
 import { cpuDelta, measuredLoad, sampleCpu, type CpuSample } from "./cpu.ts";
+import { renderDkim, runDkimBench, writeDkimDoc } from "./dkim.ts";
 import { phaseFour } from "./exactly-once.ts";
 import { clearRelay, directToRelay, htmlOfSize, throughTern, type DeliveryResult, type Target } from "./delivery.ts";
 import { runLoad, type LoadOptions, type LoadResult } from "./load.ts";
@@ -27,7 +30,7 @@ const root = resolve(import.meta.dirname, "..");
 const DOC = join(root, "docs", "benchmarks.md");
 const QUICK = process.env.BENCH_QUICK === "1";
 const ONLY = process.env.BENCH_ONLY ?? "";
-if (ONLY !== "" && ONLY !== "bridge") throw new Error(`BENCH_ONLY may only be "bridge", not ${JSON.stringify(ONLY)}`);
+if (!["", "bridge", "dkim"].includes(ONLY)) throw new Error(`BENCH_ONLY may only be "bridge" or "dkim", not ${JSON.stringify(ONLY)}`);
 /** Parts 1-4 (everything but the bridge). */
 const CORE = ONLY === "";
 const TIME_LIMIT_MS = (CORE ? 540_000 : 60_000) + 360_000;
@@ -254,6 +257,10 @@ async function phaseTwo(t: TernProcess): Promise<Pick<Results, "tern" | "direct"
 async function main(): Promise<number> {
   const f = facts();
   log(`${QUICK ? "QUICK smoke run; " : ""}nproc ${f.nproc}, load ${f.loadBefore}, node ${f.node}, wrangler ${f.wrangler}`);
+  if (ONLY === "dkim") {
+    await dkimPart(f);
+    return 0;
+  }
 
   let roundTrips: RoundTrips | null = null;
   if (CORE) {
@@ -290,11 +297,24 @@ async function main(): Promise<number> {
     writeDoc(DOC, bridgeBlock, { begin: BRIDGE_BEGIN, end: BRIDGE_END });
     log(`wrote the SMTP bridge section of ${DOC}`);
   }
+  if (CORE) await dkimPart(f);
   if (roundTrips?.status === "failed") {
     log("FAILED: test/worker/round-trips.test.ts fails, so its figure is not what the code does");
     return 1;
   }
   return 0;
+}
+
+/** Part 6: DKIM signing in its own workerd, after tern has stopped. */
+async function dkimPart(f: Facts): Promise<void> {
+  log("phase 6: DKIM signing in workerd (bench/dkim.ts), 5 KB and 1 MB, signed vs unsigned");
+  const results = await runDkimBench({ quick: QUICK, log });
+  const block = renderDkim(results, f.date, `${f.nproc} cores (${f.cpu}), load ${loadavg().map((x) => x.toFixed(2)).join(" ")} after, commit ${f.commit}`);
+  console.log(`\n${block}\n`);
+  if (!QUICK) {
+    writeDkimDoc(block);
+    log(`wrote the DKIM section of ${DOC}`);
+  }
 }
 
 /** Parts 1, 4 and 2 on the running tern, then their report. */
