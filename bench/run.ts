@@ -7,7 +7,9 @@
 //   5. the SMTP bridge: messages/s at 100 sessions vs the API and vs Postfix, its memory
 //      (bench/bridge.ts). BENCH_ONLY=bridge runs this part alone;
 //   6. DKIM signing in workerd: messages signed per second, 5 KB and 1 MB, RSA and Ed25519, next
-//      to unsigned (bench/dkim.ts), once tern has stopped. BENCH_ONLY=dkim runs it alone.
+//      to unsigned (bench/dkim.ts), once tern has stopped. BENCH_ONLY=dkim runs it alone;
+//   7. webhooks: events per second from delivered emails to a verified webhook at a loopback
+//      receiver, and outcome-to-receipt latency (bench/webhooks.ts, its own tern). BENCH_ONLY=webhooks.
 // Prints the results and writes them into docs/benchmarks.md. Stops everything it started,
 // also on failure, Ctrl-C or its own time limit. BENCH_QUICK=1 is a short smoke run that
 // does not touch the doc.
@@ -19,6 +21,7 @@ import { startTern, type TernProcess } from "../test/support/processes.ts";
 import { BRIDGE_BEGIN, BRIDGE_END, BRIDGE_OVERHEAD_TARGET, bridgeSummary, renderBridge, runBridgeBench, stopBridgeBench, type BridgeSettings } from "./bridge.ts";
 import { cpuDelta, measuredLoad, sampleCpu, type CpuSample } from "./cpu.ts";
 import { renderDkim, runDkimBench, writeDkimDoc } from "./dkim.ts";
+import { renderWebhooks, runWebhookBench, writeWebhooksDoc } from "./webhooks.ts";
 import { phaseFour } from "./exactly-once.ts";
 import { clearRelay, directToRelay, htmlOfSize, throughTern, type DeliveryResult, type Target } from "./delivery.ts";
 import { runLoad, type LoadOptions, type LoadResult } from "./load.ts";
@@ -30,7 +33,7 @@ const root = resolve(import.meta.dirname, "..");
 const DOC = join(root, "docs", "benchmarks.md");
 const QUICK = process.env.BENCH_QUICK === "1";
 const ONLY = process.env.BENCH_ONLY ?? "";
-if (!["", "bridge", "dkim"].includes(ONLY)) throw new Error(`BENCH_ONLY may only be "bridge" or "dkim", not ${JSON.stringify(ONLY)}`);
+if (!["", "bridge", "dkim", "webhooks"].includes(ONLY)) throw new Error(`BENCH_ONLY may only be "bridge", "dkim" or "webhooks", not ${JSON.stringify(ONLY)}`);
 /** Parts 1-4 (everything but the bridge). */
 const CORE = ONLY === "";
 const TIME_LIMIT_MS = (CORE ? 540_000 : 60_000) + 360_000;
@@ -261,6 +264,10 @@ async function main(): Promise<number> {
     await dkimPart(f);
     return 0;
   }
+  if (ONLY === "webhooks") {
+    await webhooksPart(f);
+    return 0;
+  }
 
   let roundTrips: RoundTrips | null = null;
   if (CORE) {
@@ -297,12 +304,27 @@ async function main(): Promise<number> {
     writeDoc(DOC, bridgeBlock, { begin: BRIDGE_BEGIN, end: BRIDGE_END });
     log(`wrote the SMTP bridge section of ${DOC}`);
   }
-  if (CORE) await dkimPart(f);
+  if (CORE) {
+    await dkimPart(f);
+    await webhooksPart(f);
+  }
   if (roundTrips?.status === "failed") {
     log("FAILED: test/worker/round-trips.test.ts fails, so its figure is not what the code does");
     return 1;
   }
   return 0;
+}
+
+/** Part 7: webhooks, on a tern of their own (bench/webhooks.ts starts and stops it). */
+async function webhooksPart(f: Facts): Promise<void> {
+  log("phase 7: webhooks from delivered emails to a loopback receiver (bench/webhooks.ts)");
+  const result = await runWebhookBench({ quick: QUICK, log });
+  const block = renderWebhooks(result, f.date, `${f.nproc} cores (${f.cpu}), commit ${f.commit}`);
+  console.log(`\n${block}\n`);
+  if (!QUICK) {
+    writeWebhooksDoc(block);
+    log(`wrote the webhooks section of ${DOC}`);
+  }
 }
 
 /** Part 6: DKIM signing in its own workerd, after tern has stopped. */
