@@ -174,6 +174,7 @@ export async function start(o: StartOptions): Promise<Running> {
     PUBLIC_URL: `http://127.0.0.1:${o.port}`,
   };
   if (process.env.TERN_STUCK_AFTER_SECONDS) vars.STUCK_AFTER_SECONDS = process.env.TERN_STUCK_AFTER_SECONDS;
+  if (process.env.TERN_RETRY_SCHEDULE) vars.RETRY_SCHEDULE = process.env.TERN_RETRY_SCHEDULE;
   const child = spawn(
     process.execPath,
     [WRANGLER, "dev", "--ip", "127.0.0.1", "--port", String(o.port), "--persist-to", o.persistTo,
