@@ -21,6 +21,7 @@ import nodemailer from "nodemailer";
 import { startBridgeProcess, type BridgeProcess } from "../test/support/bridge.ts";
 import { prepareTestCertificates } from "../test/support/certificates.ts";
 import { freePort, type TernProcess } from "../test/support/processes.ts";
+import { PARTS, sampleCpu } from "./cpu.ts";
 import { htmlOfSize } from "./delivery.ts";
 import { median, quantile, runLoad } from "./load.ts";
 
@@ -41,9 +42,30 @@ export interface SmtpRun {
   rate: number;
   p50: number;
   p99: number;
-  /** Bridge runs: peak RSS (MB) of the bridge process and its CPU ms per message in the window. */
+  /** Bridge runs: peak RSS (MB) of the bridge process. */
   peakRssMb: number | null;
-  cpuMsPerMessage: number | null;
+  /** CPU ms per message in the measured window: tern's processes, the bridge, the load generator. */
+  cpu: CpuUse | null;
+}
+
+export interface CpuUse {
+  /** The server's processes: tern's tree, or Postfix's for the Postfix runs. */
+  tern: number;
+  bridge: number;
+  generator: number;
+}
+
+/** CPU seconds so far of the server's process tree (tern's, or Postfix's master), the bridge process and this one. */
+function sampleUse(server: { pid: number | undefined; port: number }, bridgePid: number | undefined): CpuUse | null {
+  const s = sampleCpu(server.pid, server.port);
+  if (!s) return null;
+  return { tern: PARTS.filter((p) => p !== "generator").reduce((a, p) => a + s[p], 0), bridge: bridgePid ? procCpuSeconds(bridgePid) : 0, generator: s.generator };
+}
+
+function perMessage(a: CpuUse | null, b: CpuUse | null, messages: number): CpuUse | null {
+  if (!a || !b || !messages) return null;
+  const ms = (x: number, y: number) => ((y - x) * 1000) / messages;
+  return { tern: ms(a.tern, b.tern), bridge: ms(a.bridge, b.bridge), generator: ms(a.generator, b.generator) };
 }
 
 export type Path = "api" | "bridge" | "postfix";
@@ -129,7 +151,7 @@ interface SmtpTarget {
   ca: Buffer;
 }
 
-async function runSmtpLoad(target: SmtpTarget, raw: Buffer, o: { sessions: number; warmupMs: number; durationMs: number; bridgePid?: number; onId?: (id: string) => void }): Promise<SmtpRun> {
+async function runSmtpLoad(target: SmtpTarget, raw: Buffer, o: { sessions: number; warmupMs: number; durationMs: number; bridgePid?: number; sample?: () => CpuUse | null; onId?: (id: string) => void }): Promise<SmtpRun> {
   const start = performance.now();
   const from = start + o.warmupMs;
   const to = from + o.durationMs;
@@ -137,16 +159,16 @@ async function runSmtpLoad(target: SmtpTarget, raw: Buffer, o: { sessions: numbe
   let errors = 0;
   let firstError: string | null = null;
   let peakRss = 0;
-  let cpuAtStart = NaN;
-  let cpuAtEnd = NaN;
+  let cpuAtStart: CpuUse | null = null;
+  let cpuAtEnd: CpuUse | null = null;
   const sampler = o.bridgePid
     ? setInterval(() => {
         const now = performance.now();
         if (now >= from && now <= to) peakRss = Math.max(peakRss, procStatus(o.bridgePid!, "VmRSS"));
       }, 100)
     : null;
-  const edges = o.bridgePid
-    ? [setTimeout(() => (cpuAtStart = procCpuSeconds(o.bridgePid!)), o.warmupMs), setTimeout(() => (cpuAtEnd = procCpuSeconds(o.bridgePid!)), o.warmupMs + o.durationMs)]
+  const edges = o.sample
+    ? [setTimeout(() => (cpuAtStart = o.sample!()), o.warmupMs), setTimeout(() => (cpuAtEnd = o.sample!()), o.warmupMs + o.durationMs)]
     : [];
   const transports = Array.from({ length: o.sessions }, () =>
     nodemailer.createTransport({
@@ -183,7 +205,6 @@ async function runSmtpLoad(target: SmtpTarget, raw: Buffer, o: { sessions: numbe
     if (sampler) clearInterval(sampler);
     for (const e of edges) clearTimeout(e);
   }
-  if (o.bridgePid && Number.isNaN(cpuAtEnd)) cpuAtEnd = procCpuSeconds(o.bridgePid);
   latencies.sort((a, b) => a - b);
   const seconds = o.durationMs / 1000;
   return {
@@ -195,7 +216,7 @@ async function runSmtpLoad(target: SmtpTarget, raw: Buffer, o: { sessions: numbe
     p50: quantile(latencies, 0.5),
     p99: quantile(latencies, 0.99),
     peakRssMb: o.bridgePid ? peakRss : null,
-    cpuMsPerMessage: o.bridgePid && latencies.length ? ((cpuAtEnd - cpuAtStart) * 1000) / latencies.length : null,
+    cpu: perMessage(cpuAtStart, cpuAtEnd, latencies.length),
   };
 }
 
@@ -205,6 +226,7 @@ async function runSmtpLoad(target: SmtpTarget, raw: Buffer, o: { sessions: numbe
 export interface Postfix {
   port: number;
   version: string;
+  masterPid(): number | undefined;
   stop(): void;
 }
 
@@ -277,6 +299,7 @@ export function startPostfix(log: Log, certPath: string, keyPath: string, port: 
     return {
       port,
       version,
+      masterPid: () => Number(readFileSync(join(dir, "spool", "pid", "master.pid"), "utf8").trim()) || undefined,
       stop() {
         spawnSync("postfix", ["-c", etc, "stop"], { stdio: "ignore" });
         const still = execFileSync("postconf", ["-h", "alternate_config_directories"], { encoding: "utf8" }).split(/[\s,]+/).filter((d) => d && d !== etc);
@@ -329,6 +352,7 @@ export async function runBridgeBench(t: TernProcess, settings: BridgeSettings, l
   log(postfix ? `postfix ${postfix.version} accepting on 127.0.0.1:${postfix.port} (discard transport)` : `no postfix comparison: ${pf}`);
 
   const messages = [await message("10 KB", 0), await message("1 MB", 740 * 1024)];
+  const ternTree = { pid: t.child.pid, port: Number(new URL(t.url).port) };
   const sizes: SizeResult[] = [];
   for (const m of messages) {
     const runs: Record<Path, SmtpRun[]> = { api: [], bridge: [], postfix: [] };
@@ -338,18 +362,22 @@ export async function runBridgeBench(t: TernProcess, settings: BridgeSettings, l
     await drain(t, lastId);
     const viaApi = async () => {
       lastId = null;
+      let a: CpuUse | null = null;
+      let b: CpuUse | null = null;
       const api = await runLoad({
+        onWindow: (edge) => (edge === "start" ? (a = sampleUse(ternTree, undefined)) : (b = sampleUse(ternTree, undefined))),
         url: `${t.url}/emails`, method: "POST", body: m.json, connections: settings.sessions, warmupMs: settings.warmupMs, durationMs: settings.durationMs, timeoutMs: 60_000,
         headers: { authorization: `Bearer ${t.apiKey}`, "content-type": "application/json" },
         onBody: (b) => (lastId = (JSON.parse(b) as { id: string }).id),
       });
-      runs.api.push({ messages: api.requests - api.errors, errors: api.errors, firstError: api.errors ? JSON.stringify(api.statuses) : null, seconds: api.seconds, rate: (api.requests - api.errors) / api.seconds, p50: api.p50, p99: api.p99, peakRssMb: null, cpuMsPerMessage: null });
+      runs.api.push({ messages: api.requests - api.errors, errors: api.errors, firstError: api.errors ? JSON.stringify(api.statuses) : null, seconds: api.seconds, rate: (api.requests - api.errors) / api.seconds, p50: api.p50, p99: api.p99, peakRssMb: null, cpu: perMessage(a, b, api.requests - api.errors) });
       await drain(t, lastId);
     };
     const viaBridge = async () => {
       lastId = null;
       runs.bridge.push(await runSmtpLoad({ port: bridge.startTlsPort, auth: { user: "tern", pass: t.apiKey }, ca }, m.raw, {
         sessions: settings.sessions, warmupMs: settings.warmupMs, durationMs: settings.durationMs, bridgePid: bridge.child.pid, onId: (id) => (lastId = id),
+        sample: () => sampleUse(ternTree, bridge.child.pid),
       }));
       await drain(t, lastId);
     };
@@ -362,7 +390,7 @@ export async function runBridgeBench(t: TernProcess, settings: BridgeSettings, l
         await viaBridge();
         await viaApi();
       }
-      if (postfix) runs.postfix.push(await runSmtpLoad({ port: postfix.port, ca }, m.raw, { sessions: settings.sessions, warmupMs: settings.warmupMs, durationMs: settings.durationMs }));
+      if (postfix) runs.postfix.push(await runSmtpLoad({ port: postfix.port, ca }, m.raw, { sessions: settings.sessions, warmupMs: settings.warmupMs, durationMs: settings.durationMs, sample: () => sampleUse({ pid: postfix.masterPid(), port: 0 }, undefined) }));
       const b = runs.bridge.at(-1)!;
       const fmt = (r: SmtpRun | undefined) => (r ? `${r.rate.toFixed(0)}/s p50 ${r.p50.toFixed(0)} ms${r.errors ? ` (${r.errors} errors: ${r.firstError})` : ""}` : "-");
       log(`bridge bench ${m.label} round ${round}/${settings.rounds}, ${settings.sessions} sessions: API ${fmt(runs.api.at(-1))}; bridge ${fmt(b)}, peak RSS ${b.peakRssMb?.toFixed(0)} MB; postfix ${fmt(runs.postfix.at(-1))}`);
@@ -435,8 +463,10 @@ export function renderBridge(r: BridgeResults, facts: { date: string; commit: st
   L.push("");
   L.push(`Postfix: ${r.postfix ? (/^\d/.test(r.postfix) ? `${r.postfix}, private instance on loopback, STARTTLS, no AUTH, \`discard\` transport` : r.postfix) : "n/a"}.`);
   L.push("");
-  L.push("| message | path | messages/s | p50 ms | p99 ms | errors | bridge peak RSS MB | bridge CPU ms/message |");
-  L.push("|---|---|---:|---:|---:|---:|---:|---:|");
+  L.push("CPU ms per message over the measured window: the server (tern's whole process tree: both workerd processes, wrangler, the dev relay; for the Postfix rows, Postfix's processes), the bridge process, and the load generator (this bench: the HTTP client, or the nodemailer pools with their TLS).");
+  L.push("");
+  L.push("| message | path | messages/s | p50 ms | p99 ms | errors | bridge peak RSS MB | CPU ms: server | bridge | generator |");
+  L.push("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
   const label: Record<Path, string> = { api: "`POST /emails` straight to the API (JSON)", bridge: "SMTP -> bridge -> `POST /emails`", postfix: "SMTP -> Postfix (queued, discarded)" };
   for (const z of r.sizes) {
     for (const p of PATHS) {
@@ -445,7 +475,8 @@ export function renderBridge(r: BridgeResults, facts: { date: string; commit: st
       const med = (f: (x: SmtpRun) => number | null) => median(runs.map((x) => f(x) ?? NaN));
       L.push(
         `| ${z.label} (${f0(z.mimeBytes / 1024)} KB MIME, ${f0(z.jsonBytes / 1024)} KB JSON) | ${label[p]} | ${f0(med((x) => x.rate))} | ${f0(med((x) => x.p50))} | ${f0(med((x) => x.p99))} | ` +
-          `${runs.reduce((a, x) => a + x.errors, 0)} | ${p === "bridge" ? f0(Math.max(...runs.map((x) => x.peakRssMb ?? NaN))) : "-"} | ${p === "bridge" ? f2(med((x) => x.cpuMsPerMessage)) : "-"} |`,
+          `${runs.reduce((a, x) => a + x.errors, 0)} | ${p === "bridge" ? f0(Math.max(...runs.map((x) => x.peakRssMb ?? NaN))) : "-"} | ` +
+          `${f2(med((x) => x.cpu?.tern ?? null))} | ${p === "bridge" ? f2(med((x) => x.cpu?.bridge ?? null)) : "-"} | ${f2(med((x) => x.cpu?.generator ?? null))} |`,
       );
     }
   }
