@@ -169,7 +169,6 @@ export async function start(o: StartOptions): Promise<Running> {
     TERN_DEV_MODE: "true",
     RELAY_URL: `smtp+plain://127.0.0.1:${relay.smtpPort}`,
     RELAY_FINAL: "true",
-    MASTER_KEY: masterKey,
     // Open pixels, click redirects and unsubscribe links in dev mail point at this API.
     PUBLIC_URL: `http://127.0.0.1:${o.port}`,
   };
@@ -179,7 +178,9 @@ export async function start(o: StartOptions): Promise<Running> {
     process.execPath,
     [WRANGLER, "dev", "--ip", "127.0.0.1", "--port", String(o.port), "--persist-to", o.persistTo,
       "--show-interactive-dev-session=false", ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`])],
-    { cwd: root, env: wranglerEnv(), stdio: ["ignore", "pipe", "pipe"], detached: true },
+    // The secret goes in the environment (wrangler reads required secrets from it), not on the
+    // command line where any process listing shows it.
+    { cwd: root, env: { ...wranglerEnv(), MASTER_KEY: masterKey }, stdio: ["ignore", "pipe", "pipe"], detached: true },
   );
   // Tests that kill tern hard need wrangler's process group (it is detached from this one).
   writeFileSync(join(o.stateDir, "wrangler.pid"), String(child.pid));
