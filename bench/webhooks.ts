@@ -24,6 +24,8 @@ export interface WebhookBenchResult {
   p99Ms: number;
   maxMs: number;
   verified: number;
+  /** The same, with the emails paced (one every 100 ms): latency when the queues are idle. */
+  paced: { events: number; p50Ms: number; p99Ms: number; maxMs: number; verified: number };
 }
 
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
@@ -44,6 +46,26 @@ export async function runWebhookBench(opts: { quick: boolean; log: (line: string
     };
     const hook = await call("/webhooks", { endpoint: receiver.url("/bench"), events: ["email.delivered"] });
     receiver.setSecrets([hook.signing_secret], "/bench");
+    // Paced first: one email every 100 ms, so each event meets idle queues.
+    const pacedCount = opts.quick ? 20 : 100;
+    opts.log(`paced: ${pacedCount} emails, one every 100 ms`);
+    for (let i = 0; i < pacedCount; i++) {
+      const t0 = performance.now();
+      await call("/emails", { from: `Bench <bench@${tern.domain}>`, to: "delivered@simulator.tern.test", subject: `webhook bench paced ${i}`, text: "x" });
+      await new Promise((r) => setTimeout(r, Math.max(0, 100 - (performance.now() - t0))));
+    }
+    const pacedGot = await receiver.waitForDeliveries(pacedCount, { path: "/bench", timeoutMs: 120_000 });
+    const pacedLatencies = pacedGot.map((d) => d.receivedAt - Date.parse((JSON.parse(d.body) as { created_at: string }).created_at)).sort((a, b) => a - b);
+    const paced = {
+      events: pacedGot.length,
+      p50Ms: quantile(pacedLatencies, 0.5),
+      p99Ms: quantile(pacedLatencies, 0.99),
+      maxMs: pacedLatencies.at(-1)!,
+      verified: pacedGot.filter((d) => d.verified).length,
+    };
+    opts.log(`paced: ${paced.events} events, ${paced.verified} verified, p50 ${paced.p50Ms} ms, p99 ${paced.p99Ms} ms`);
+    receiver.reset();
+
     opts.log(`sending ${events} emails to delivered@simulator.tern.test`);
     for (let i = 0; i < events; i += 100) {
       const n = Math.min(100, events - i);
@@ -69,9 +91,10 @@ export async function runWebhookBench(opts: { quick: boolean; log: (line: string
       p99Ms: quantile(latencies, 0.99),
       maxMs: latencies.at(-1)!,
       verified: got.filter((d) => d.verified).length,
+      paced,
     };
     opts.log(`${result.events} events, ${result.verified} verified, ${result.perSecond.toFixed(0)}/s, p50 ${result.p50Ms} ms, p99 ${result.p99Ms} ms`);
-    if (result.verified !== result.events) throw new Error(`${result.events - result.verified} deliveries failed verification`);
+    if (result.verified !== result.events || paced.verified !== paced.events) throw new Error("some deliveries failed verification");
     return result;
   } finally {
     await tern.stop();
@@ -88,11 +111,13 @@ export function renderWebhooks(r: WebhookBenchResult, when: string, machine: str
     "Queues), each giving an email.delivered event fanned out to one webhook on a loopback receiver",
     "that verifies every delivery with svix and standardwebhooks. Latency runs from the outcome (the",
     "event's created_at) to the receipt of the signed POST. The emails are sent as one burst (batches",
-    "of 100), so the latency includes the webhook queue's backlog: it is the worst case, not the idle one.",
+    "of 100), so its latency includes the webhook queue's backlog: the worst case. The paced row is the",
+    "idle case: each event meets empty queues (the send and webhook queues each wait up to their 1 s batch timeout).",
     "",
-    "| events | verified | events/s | p50 outcome → receipt | p99 | max |",
-    "|---|---|---|---|---|---|",
-    `| ${r.events} | ${r.verified} | ${r.perSecond.toFixed(0)} | ${r.p50Ms} ms | ${r.p99Ms} ms | ${r.maxMs} ms |`,
+    "| load | events | verified | events/s | p50 outcome → receipt | p99 | max |",
+    "|---|---|---|---|---|---|---|",
+    `| paced, 1 email / 100 ms (idle queues) | ${r.paced.events} | ${r.paced.verified} | - | ${r.paced.p50Ms} ms | ${r.paced.p99Ms} ms | ${r.paced.maxMs} ms |`,
+    `| one burst (batches of 100) | ${r.events} | ${r.verified} | ${r.perSecond.toFixed(0)} | ${r.p50Ms} ms | ${r.p99Ms} ms | ${r.maxMs} ms |`,
   ].join("\n");
 }
 
