@@ -2,7 +2,9 @@
 // `npm start` starts it: when the API goes away the client is told to try again later and the
 // retried message is delivered once; SIGTERM finishes the message in flight before exiting;
 // repeated wrong keys from one address lock it out.
+import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
 import nodemailer from "nodemailer";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startBridgeProcess, type BridgeProcess } from "../support/bridge.ts";
@@ -31,6 +33,14 @@ async function bridge(extra: Record<string, string> = {}): Promise<BridgeProcess
 async function relayCount(rcpt: string, waitMs = 0): Promise<number> {
   const res = await fetch(`${tern.relayHttp}/api/messages?to=${encodeURIComponent(rcpt)}${waitMs ? `&wait=${waitMs}` : ""}`);
   return ((await res.json()) as { data: unknown[] }).data.length;
+}
+
+/** `npm run admin` against this tern's local state. */
+function admin(...args: string[]): string {
+  const root = resolve(import.meta.dirname, "..", "..");
+  const r = spawnSync(process.execPath, [join(root, "ops", "admin.ts"), ...args, "--persist-to", join(tern.stateDir, "wrangler")], { cwd: root, encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`admin ${args[0]}: ${r.stderr}`);
+  return r.stdout;
 }
 
 const plainLogin = (key: string) => `AUTH PLAIN ${Buffer.from(`\0tern\0${key}`).toString("base64")}`;
@@ -95,6 +105,33 @@ describe("the bridge in front of an API that goes away and comes back", () => {
     expect(await exited).toBe(0);
     expect(await relayCount("drain@example.com", 30_000)).toBe(1);
     expect(b.output()).toMatch(/"event":"draining"/);
+  });
+
+  it("the account's rate limit: waited out and retried by the bridge, or, when it may not wait, a temporary 451", async () => {
+    // An account allowed one API request a second. It has no verified domain, so a send that
+    // gets past the limit is refused with the API's own verdict (550 5.7.1).
+    const created = JSON.parse(admin("create-account", "rate limited", "--plan", "pro_50k")) as { account_id: string; api_key: string };
+    admin("set-rate-limit", created.account_id, "1");
+    const send = async (b: BridgeProcess) => {
+      const { dialog } = await SmtpDialog.open(b.tlsPort, { tls: true, ca: readFileSync(b.caCertPath) });
+      expect((await dialog.login(created.api_key)).code).toBe(235); // the key check takes the second's request
+      expect((await dialog.command("MAIL FROM:<someone@limited.test>")).code).toBe(250);
+      expect((await dialog.command("RCPT TO:<x@example.com>")).code).toBe(250);
+      expect((await dialog.command("DATA")).code).toBe(354);
+      const reply = await dialog.command("From: someone@limited.test\r\nTo: x@example.com\r\nSubject: s\r\n\r\nt\r\n.");
+      dialog.close();
+      return reply;
+    };
+    const impatient = await bridge({ TERN_BRIDGE_RATE_LIMIT_WAIT_MS: "0" });
+    const refused = await send(impatient);
+    expect(refused.code).toBe(451);
+    expect(refused.text).toMatch(/^4\.7\.0 /);
+    await new Promise((r) => setTimeout(r, 1500));
+    const patient = await bridge({ TERN_BRIDGE_RATE_LIMIT_WAIT_MS: "10000" });
+    const answered = await send(patient);
+    expect(answered.code).toBe(550);
+    expect(answered.text).toMatch(/^5\.7\.1 .*limited\.test/);
+    expect(patient.output()).toMatch(/"event":"message".*"attempts":[2-9]/);
   });
 
   it("repeated wrong keys from one address lock it out for a while, even with the right key", async () => {
