@@ -8,15 +8,27 @@ import { join, resolve } from "node:path";
 
 const root = resolve(import.meta.dirname, "..", "..");
 
-export async function freePort(): Promise<number> {
-  return new Promise((res, rej) => {
+const handedOut = new Set<number>();
+
+function bindable(port: number): Promise<boolean> {
+  return new Promise((res) => {
     const s = createServer();
-    s.on("error", rej);
-    s.listen(0, "127.0.0.1", () => {
-      const port = (s.address() as { port: number }).port;
-      s.close(() => res(port));
-    });
+    s.once("error", () => res(false));
+    s.listen(port, "127.0.0.1", () => s.close(() => res(true)));
   });
+}
+
+/** A port nothing listens on, below Linux's ephemeral range (32768-60999): a port the kernel
+ * picked (listen on 0) comes from the range outgoing connections use too, and a test making
+ * hundreds of connections could take it before the server that was meant to bind it does. */
+export async function freePort(): Promise<number> {
+  for (let i = 0; i < 200; i++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (handedOut.has(port) || !(await bindable(port))) continue;
+    handedOut.add(port);
+    return port;
+  }
+  throw new Error("no free port found between 20000 and 32000");
 }
 
 export interface TernProcess {
