@@ -3,6 +3,7 @@
 // Python's smtplib, a line-by-line dialog), and mail read back from the relay by mailparser.
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
+import { authenticate } from "mailauth";
 import { simpleParser, type ParsedMail } from "mailparser";
 import nodemailer from "nodemailer";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -140,6 +141,21 @@ describe("sending through the bridge", () => {
     expect(Buffer.compare(b.attachments.find((x) => x.filename === "report.pdf")!.content, pdf)).toBe(0);
     expect(Buffer.compare(b.attachments.find((x) => x.filename === "logo.png")!.content, png)).toBe(0);
     expect(b.messageId).toBe(`<${smtpId}@${tern.domain}>`);
+
+    // DKIM-signed like the REST send: mailauth verifies the signature against the record the
+    // domains API lists for the dev domain.
+    const domains = await api("/domains");
+    const dev = (domains.json.data as { id: string; name: string }[]).find((d) => d.name === tern.domain)!;
+    const records = (await api(`/domains/${dev.id}`)).json.records as { record: string; name: string; value: string }[];
+    const dkim = records.find((r) => r.record === "DKIM")!;
+    const verdict = await authenticate(viaSmtp.raw, {
+      ip: "127.0.0.1", helo: "tern.localhost", sender: viaSmtp.meta.envelope.from, mta: "relay.test",
+      resolver: async (name: string, type: string) => {
+        if (type === "TXT" && name === `${dkim.name}.${tern.domain}`) return [[dkim.value]];
+        throw Object.assign(new Error(`ENOTFOUND ${name}`), { code: "ENOTFOUND" });
+      },
+    });
+    expect(verdict.dkim.results.map((r: { status: { result: string } }) => r.status.result)).toEqual(["pass"]);
 
     const shown = await api(`/emails/${smtpId}`);
     expect(shown.json).toMatchObject({
