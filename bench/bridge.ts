@@ -242,8 +242,14 @@ export function startPostfix(log: Log, certPath: string, keyPath: string, port: 
     if (r.status !== 0 || !has()) return `postfix could not be installed (${(r.stderr || r.error?.message || "").trim().split("\n").at(-1)})`;
   }
   const dir = mkdtempSync(join(tmpdir(), "tern-bench-postfix-"));
-  chmodSync(dir, 0o755); // postfix's own processes run as the postfix user
   const etc = join(dir, "etc");
+  /** Takes our directory off the default instance's list again. */
+  const unlist = () => {
+    const listed = spawnSync("postconf", ["-h", "alternate_config_directories"], { encoding: "utf8" }).stdout ?? "";
+    const rest = listed.split(/[\s,]+/).filter((d) => d && d !== etc);
+    spawnSync("postconf", ["-e", `alternate_config_directories = ${rest.join(", ")}`]);
+  };
+  chmodSync(dir, 0o755); // postfix's own processes run as the postfix user
   mkdirSync(etc);
   mkdirSync(join(dir, "spool"));
   mkdirSync(join(dir, "data"));
@@ -302,13 +308,13 @@ export function startPostfix(log: Log, certPath: string, keyPath: string, port: 
       masterPid: () => Number(readFileSync(join(dir, "spool", "pid", "master.pid"), "utf8").trim()) || undefined,
       stop() {
         spawnSync("postfix", ["-c", etc, "stop"], { stdio: "ignore" });
-        const still = execFileSync("postconf", ["-h", "alternate_config_directories"], { encoding: "utf8" }).split(/[\s,]+/).filter((d) => d && d !== etc);
-        spawnSync("postconf", ["-e", `alternate_config_directories = ${still.join(", ")}`]);
+        unlist();
         rmSync(dir, { recursive: true, force: true });
       },
     };
   } catch (err) {
     spawnSync("postfix", ["-c", etc, "stop"], { stdio: "ignore" });
+    unlist();
     rmSync(dir, { recursive: true, force: true });
     return `postfix did not start: ${(err as Error).message.split("\n")[0]}`;
   }
