@@ -137,7 +137,11 @@ export async function fanOut(d1: D1Database, eventIds: string[], t: number): Pro
         status: "pending", attempts: 0, nextAttemptAt: t, createdAt: t,
       }).onConflictDoNothing());
     }
-    statements.push(db.update(webhookEvents).set({ fannedOutAt: t }).where(and(eq(webhookEvents.id, event.id), isNull(webhookEvents.fannedOutAt))));
+  }
+  // One statement marks a whole chunk fanned out, in the batch that creates its deliveries.
+  for (let i = 0; i < events.length; i += 90) {
+    const ids = events.slice(i, i + 90).map((e) => e.id);
+    statements.push(db.update(webhookEvents).set({ fannedOutAt: t }).where(and(inArray(webhookEvents.id, ids), isNull(webhookEvents.fannedOutAt))));
   }
   await db.batch(statements as [BatchItem<"sqlite">]);
   return created;
