@@ -5,6 +5,7 @@ import { OpenAPIHono, type RouteConfig } from "@hono/zod-openapi";
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { authenticate, requireFullAccess, type Principal } from "./auth.ts";
+import { MasterKeyMissingError } from "./crypto/master-key.ts";
 import { ApiError, errorResponse, unexpectedError } from "./errors.ts";
 import { rateHeaders, takeRequest } from "./rate-limit.ts";
 
@@ -63,6 +64,11 @@ export function defineRoute(
 
 function errorToResponse(err: unknown): Response {
   if (err instanceof ApiError) return errorResponse(err);
+  if (err instanceof MasterKeyMissingError) {
+    // An operator's omission, not a bug: say what is missing (the secret's name, not a value).
+    console.error(err.message);
+    return errorResponse(new ApiError("application_error", "This deployment has no MASTER_KEY secret configured, which keys, webhooks and links need. See the README, Configuration."));
+  }
   if (err instanceof HTTPException && err.status < 500) {
     return errorResponse(new ApiError("validation_error", err.message || "The request is invalid.", err.status));
   }

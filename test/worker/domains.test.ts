@@ -401,3 +401,18 @@ describe("DKIM rotation", () => {
     expect((await verify(d.id)).status).toBe("verified");
   });
 });
+
+describe("a deployment without MASTER_KEY", () => {
+  it("answers the contract's 500 naming the missing secret (never a value), for domains and webhooks alike, and stores nothing", async () => {
+    const { MASTER_KEY: _omitted, ...withoutKey } = env;
+    const call = (path: string, body: unknown) =>
+      worker.fetch(new Request(`http://tern.test${path}`, { method: "POST", headers: { authorization: `Bearer ${acct.token}`, "content-type": "application/json" }, body: JSON.stringify(body) }), withoutKey as Env, {} as ExecutionContext);
+    const before = await countRows("domains", acct.accountId);
+    for (const [path, body] of [["/domains", { name: uniqueDomain() }], ["/webhooks", { endpoint: "https://hooks.example.com/x", events: ["email.sent"] }]] as const) {
+      const res = await call(path, body);
+      expect(res.status).toBe(500);
+      expect(await res.json()).toEqual({ statusCode: 500, name: "application_error", message: expect.stringMatching(/no MASTER_KEY secret configured/) });
+    }
+    expect(await countRows("domains", acct.accountId)).toBe(before);
+  });
+});

@@ -5,7 +5,6 @@ import { eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { defineRoute, type App, type Ctx } from "../app.ts";
 import { readConfig } from "../config.ts";
-import { MasterKeyMissingError } from "../crypto/master-key.ts";
 import { domains } from "../db/schema.ts";
 import {
   checkDomain,
@@ -134,19 +133,6 @@ const DomainItem = z
   .object({ id: z.string(), name: z.string(), status: z.enum(DOMAIN_STATUSES), created_at: z.string(), region: z.string() })
   .openapi("DomainListItem");
 
-/** Key generation and sealing need the master secret; say so plainly when it is missing. */
-async function withMasterKey<T>(work: () => Promise<T>): Promise<T> {
-  try {
-    return await work();
-  } catch (err) {
-    if (err instanceof MasterKeyMissingError) {
-      console.error(err.message);
-      throw new ApiError("application_error", "Domains are unavailable: this deployment has no MASTER_KEY secret configured.");
-    }
-    throw err;
-  }
-}
-
 async function domainOr404(c: Ctx): Promise<DomainWithKeys> {
   const found = await loadDomain(c.env.DB, c.get("principal").accountId, c.req.param("id")!);
   if (!found) throw new ApiError("not_found", "Domain not found.");
@@ -170,18 +156,16 @@ export function registerDomainRoutes(app: App): void {
       const body = validate(CreateDomainRequest, await readJson(c.req.raw));
       const config = readConfig(c.env);
       try {
-        const view = await withMasterKey(() =>
-          createDomain(c.env, config, c.get("principal").accountId, {
-            name: body.name,
-            region: body.region,
-            customReturnPath: body.custom_return_path,
-            openTracking: body.open_tracking,
-            clickTracking: body.click_tracking,
-            tls: body.tls,
-            receiving: body.receiving,
-            dkimAlgorithm: body.dkim_algorithm,
-          }, Date.now()),
-        );
+        const view = await createDomain(c.env, config, c.get("principal").accountId, {
+          name: body.name,
+          region: body.region,
+          customReturnPath: body.custom_return_path,
+          openTracking: body.open_tracking,
+          clickTracking: body.click_tracking,
+          tls: body.tls,
+          receiving: body.receiving,
+          dkimAlgorithm: body.dkim_algorithm,
+        }, Date.now());
         return c.json(view, 201);
       } catch (err) {
         if (err instanceof DomainExistsError) throw new ApiError("validation_error", `The domain ${body.name} has already been added to this account.`);
@@ -314,7 +298,7 @@ export function registerDomainRoutes(app: App): void {
       const config = readConfig(c.env);
       const current = await domainOr404(c);
       const algorithm = body.algorithm ?? current.keys.find((k) => k.state === "active")?.algorithm ?? "rsa";
-      const rotated = await withMasterKey(() => rotateDkim(c.env, config, current, algorithm, Date.now()));
+      const rotated = await rotateDkim(c.env, config, current, algorithm, Date.now());
       return c.json(domainView(rotated, config));
     },
   );

@@ -6,7 +6,6 @@ import { and, eq, or } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { defineRoute, type App, type Ctx } from "../app.ts";
 import { readConfig, type TernConfig } from "../config.ts";
-import { MasterKeyMissingError } from "../crypto/master-key.ts";
 import { webhookAttempts, webhookDeliveries, webhookEvents, webhooks, type WebhookDeliveryRow, type WebhookRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
 import { readJson, validate } from "../http.ts";
@@ -143,18 +142,6 @@ function acceptedEndpoint(url: string, config: TernConfig): string {
   return checked.value.href;
 }
 
-async function withMasterKey<T>(work: () => Promise<T>): Promise<T> {
-  try {
-    return await work();
-  } catch (err) {
-    if (err instanceof MasterKeyMissingError) {
-      console.error(err.message);
-      throw new ApiError("application_error", "Webhooks are unavailable: this deployment has no MASTER_KEY secret configured.");
-    }
-    throw err;
-  }
-}
-
 async function webhookOr404(c: Ctx): Promise<WebhookRow> {
   const row = await drizzle(c.env.DB).select().from(webhooks)
     .where(and(eq(webhooks.id, c.req.param("id")!), eq(webhooks.accountId, c.get("principal").accountId))).get();
@@ -189,7 +176,7 @@ export function registerWebhookRoutes(app: App): void {
       const endpoint = acceptedEndpoint(body.endpoint, config);
       const id = uuidv7();
       const secret = generateWebhookSecret();
-      const secretSealed = await withMasterKey(() => sealWebhookSecret(config.masterKey, id, secret));
+      const secretSealed = await sealWebhookSecret(config.masterKey, id, secret);
       const now = Date.now();
       await drizzle(c.env.DB).insert(webhooks).values({
         id, accountId: c.get("principal").accountId, endpoint, eventsJson: JSON.stringify(body.events),
@@ -300,7 +287,7 @@ export function registerWebhookRoutes(app: App): void {
       const current = await webhookOr404(c);
       const config = readConfig(c.env);
       const secret = generateWebhookSecret();
-      const sealed = await withMasterKey(() => sealWebhookSecret(config.masterKey, current.id, secret));
+      const sealed = await sealWebhookSecret(config.masterKey, current.id, secret);
       const now = Date.now();
       const expires = now + ROTATION_OVERLAP_MS;
       // Sealed under the same context (the webhook's id), so the current value moves over as is.
@@ -402,9 +389,7 @@ export function registerWebhookRoutes(app: App): void {
       const config = readConfig(c.env);
       const event = await drizzle(c.env.DB).select({ body: webhookEvents.payloadJson }).from(webhookEvents).where(eq(webhookEvents.id, delivery.eventId)).get();
       if (!event) throw new ApiError("validation_error", "This event is no longer kept, so it cannot be replayed.");
-      const outcome = await withMasterKey(() =>
-        claimAndAttempt(c.env, config, { delivery, webhook: hook, body: event.body }, "replay", new SecretCache(config.masterKey), {}),
-      );
+      const outcome = await claimAndAttempt(c.env, config, { delivery, webhook: hook, body: event.body }, "replay", new SecretCache(config.masterKey), {});
       if (outcome === null) throw new ApiError("validation_error", "This event is being attempted right now; try again in a moment.", 409);
       if (outcome.retryInSeconds !== null) {
         await c.env.WEBHOOK_QUEUE.send({ kind: "delivery", deliveryId: delivery.id }, { delaySeconds: outcome.retryInSeconds }).catch(() => {});
