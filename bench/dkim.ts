@@ -5,11 +5,12 @@
 // machine. Run alone: `node bench/dkim.ts` (BENCH_QUICK=1 for a smoke run); `npm run bench`
 // runs it too. Writes its block of docs/benchmarks.md between its own markers.
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { WRANGLER, wranglerEnv } from "../ops/d1.ts";
 import { freePort } from "../test/support/processes.ts";
+import { writeDoc } from "./report.ts";
 
 const root = resolve(import.meta.dirname, "..");
 const DOC = join(root, "docs", "benchmarks.md");
@@ -125,15 +126,7 @@ export function renderDkim(results: DkimResult[], when: string, machine: string)
 }
 
 export function writeDkimDoc(block: string): void {
-  let doc = existsSync(DOC) ? readFileSync(DOC, "utf8") : "# Benchmarks\n";
-  let begin = doc.indexOf(BEGIN);
-  let end = doc.indexOf(END);
-  if (begin < 0 || end < begin) {
-    doc = `${doc.trimEnd()}\n\n## DKIM signing\n\n${BEGIN}\n${END}\n`;
-    begin = doc.indexOf(BEGIN);
-    end = doc.indexOf(END);
-  }
-  writeFileSync(DOC, `${doc.slice(0, begin + BEGIN.length)}\n${block}\n${doc.slice(end)}`);
+  writeDoc(DOC, block, { begin: BEGIN, end: END });
 }
 
 if (import.meta.main) {

@@ -5,11 +5,12 @@
 // receipt, and per event the time from the outcome (the delivered event's created_at) to its
 // receipt, p50 and p99. Run alone: `node bench/webhooks.ts` (BENCH_QUICK=1 for a smoke run).
 // Writes its block of docs/benchmarks.md between its own markers.
-import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { rmSync } from "node:fs";
 import { cpus } from "node:os";
 import { join, resolve } from "node:path";
 import { startTern } from "../test/support/processes.ts";
 import { startWebhookReceiver } from "../test/support/webhook-receiver.ts";
+import { writeDoc } from "./report.ts";
 
 const root = resolve(import.meta.dirname, "..");
 const DOC = join(root, "docs", "benchmarks.md");
@@ -122,15 +123,7 @@ export function renderWebhooks(r: WebhookBenchResult, when: string, machine: str
 }
 
 export function writeWebhooksDoc(block: string): void {
-  let doc = existsSync(DOC) ? readFileSync(DOC, "utf8") : "# Benchmarks\n";
-  let begin = doc.indexOf(BEGIN);
-  let end = doc.indexOf(END);
-  if (begin < 0 || end < begin) {
-    doc = `${doc.trimEnd()}\n\n## Webhooks\n\n${BEGIN}\n${END}\n`;
-    begin = doc.indexOf(BEGIN);
-    end = doc.indexOf(END);
-  }
-  writeFileSync(DOC, `${doc.slice(0, begin + BEGIN.length)}\n${block}\n${doc.slice(end)}`);
+  writeDoc(DOC, block, { begin: BEGIN, end: END });
 }
 
 if (import.meta.main) {
