@@ -25,6 +25,23 @@ function kindOf(recipient: string): Kind | null {
 
 const CRLF = "\r\n";
 
+/** The report's text/rfc822-headers part: the original's headers that tie it to the email. */
+function returnedHeaders(boundary: string, m: MessageSummary, recipient?: string): string[] {
+  return [
+    `--${boundary}`,
+    "Content-Type: text/rfc822-headers",
+    "",
+    `Return-Path: <${m.envelope.from}>`,
+    `From: ${m.from}`,
+    ...(recipient ? [`To: ${recipient}`] : []),
+    `Subject: ${m.subject}`,
+    ...(m.messageId ? [`Message-ID: <${m.messageId}>`] : []),
+    "",
+    `--${boundary}--`,
+    "",
+  ];
+}
+
 function dsn(m: MessageSummary, recipient: string, kind: Exclude<Kind, "complain">, host: string, now: Date): string {
   const boundary = `dsn-${m.id}-${now.getTime()}`;
   const [action, status, diagnostic, human] =
@@ -64,17 +81,7 @@ function dsn(m: MessageSummary, recipient: string, kind: Exclude<Kind, "complain
     `Status: ${status}`,
     `Diagnostic-Code: ${diagnostic}`,
     "",
-    `--${boundary}`,
-    "Content-Description: Undelivered Message Headers",
-    "Content-Type: text/rfc822-headers",
-    "",
-    `Return-Path: <${m.envelope.from}>`,
-    `From: ${m.from}`,
-    `Subject: ${m.subject}`,
-    ...(m.messageId ? [`Message-ID: <${m.messageId}>`] : []),
-    "",
-    `--${boundary}--`,
-    "",
+    ...returnedHeaders(boundary, m),
   ].join(CRLF);
 }
 
@@ -105,17 +112,7 @@ function arf(m: MessageSummary, recipient: string, host: string, now: Date): str
     `Arrival-Date: ${now.toUTCString()}`,
     "Source-IP: 127.0.0.1",
     "",
-    `--${boundary}`,
-    "Content-Type: text/rfc822-headers",
-    "",
-    `Return-Path: <${m.envelope.from}>`,
-    `From: ${m.from}`,
-    `To: ${recipient}`,
-    `Subject: ${m.subject}`,
-    ...(m.messageId ? [`Message-ID: <${m.messageId}>`] : []),
-    "",
-    `--${boundary}--`,
-    "",
+    ...returnedHeaders(boundary, m, recipient),
   ].join(CRLF);
 }
 
