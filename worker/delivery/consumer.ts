@@ -57,6 +57,7 @@ export async function consumeSendBatch(batch: MessageBatch<QueueMessage>, env: E
   const now = deps.now ?? Date.now;
   const makeTransport = deps.transportFor ?? ((region: string) => transportFor(env, config, region));
   const claimed = await claimEmails(env.DB, [...new Set(batch.messages.map((m) => m.body.emailId))], now());
+  const suppressed = await suppressedInBatch(env.DB, claimed);
   const outcome = new Map<string, number | null | "error">();
 
   // A few workers, each with its own connection per region, take the claimed emails in turn;
@@ -69,7 +70,7 @@ export async function consumeSendBatch(batch: MessageBatch<QueueMessage>, env: E
       try {
         for (let email = queue.shift(); email; email = queue.shift()) {
           try {
-            outcome.set(email.id, await deliverEmail(env, config, email, sessions, now, simulatedWrites));
+            outcome.set(email.id, await deliverEmail(env, config, email, suppressed.get(email.accountId)!, sessions, now, simulatedWrites));
           } catch (err) {
             console.error("delivery failed unexpectedly; will retry", email.id, err);
             await releaseClaim(env.DB, email.id).catch(() => {});
@@ -135,10 +136,21 @@ interface SimulatedWrite {
   outbox: OutboxEvent[];
 }
 
+/** The suppressed addresses among the claimed emails' recipients, by account: one read per
+ * account for the whole batch rather than one per email. */
+async function suppressedInBatch(d1: D1Database, claimed: EmailRow[]): Promise<Map<string, Set<string>>> {
+  const byAccount = new Map<string, string[]>();
+  for (const e of claimed) byAccount.set(e.accountId, [...(byAccount.get(e.accountId) ?? []), ...(JSON.parse(e.pendingJson) as string[])]);
+  const out = new Map<string, Set<string>>();
+  for (const [accountId, recipients] of byAccount) out.set(accountId, await suppressedAmong(drizzle(d1), accountId, recipients));
+  return out;
+}
+
 async function deliverEmail(
   env: Env,
   config: TernConfig,
   email: EmailRow,
+  suppressedSet: Set<string>,
   sessions: Sessions,
   now: () => number,
   simulatedWrites: SimulatedWrite[],
@@ -146,7 +158,6 @@ async function deliverEmail(
   const attempt = email.attempts + 1;
   const pending = JSON.parse(email.pendingJson) as string[];
   // Suppressed addresses are settled without an attempt; the other recipients go on.
-  const suppressedSet = await suppressedAmong(drizzle(env.DB), email.accountId, pending);
   const suppressed = pending.filter((r) => suppressedSet.has(suppressionKey(r)));
   const toAttempt = pending.filter((r) => !suppressedSet.has(suppressionKey(r)));
 
