@@ -149,8 +149,9 @@ describe("open and click tracking", () => {
     const stored = await env.DB.prepare("SELECT links_json FROM email_links WHERE email_id = ?").bind(sent.id).first("links_json");
     expect(JSON.parse(stored as string)).toEqual([LINK_A, LINK_B]);
     const config = readConfig(env);
-    const once = await trackedHtml(env, config, email, HTML);
-    expect(await trackedHtml(env, config, email, HTML)).toBe(once);
+    const settings = { openTracking: true, clickTracking: true };
+    const once = await trackedHtml(env, config, email, settings, HTML);
+    expect(await trackedHtml(env, config, email, settings, HTML)).toBe(once);
     expect(clickUrls(once!)).toEqual(clickUrls(sent.html));
     expect(await env.DB.prepare("SELECT links_json FROM email_links WHERE email_id = ?").bind(sent.id).first("links_json")).toBe(stored);
   });

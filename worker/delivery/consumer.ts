@@ -204,7 +204,7 @@ async function attemptDelivery(
     const identity = await sendingIdentity(env.DB, config, email);
     const content = await loadContent(env.BLOBS, email);
     const parts: MessageParts = {
-      html: await trackedHtml(env, config, email, content.html),
+      html: await trackedHtml(env, config, email, identity.tracking, content.html),
       text: content.text,
       headers: JSON.parse(email.headersJson) as Record<string, string>,
     };

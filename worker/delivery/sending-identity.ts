@@ -9,12 +9,14 @@ import { openPrivateKey } from "../dkim/keys.ts";
 import type { SigningKey } from "../dkim/sign.ts";
 import { domainOf, parseMailbox, toAsciiDomain } from "../mime/address.ts";
 import { returnPathAddress } from "../sending/return-path.ts";
+import type { TrackingSettings } from "../tracking/outgoing.ts";
 
 export interface SendingIdentity {
   keys: SigningKey[];
   envelopeFrom: string;
   /** The domain's `tls: enforced`. */
   requireTls: boolean;
+  tracking: TrackingSettings;
 }
 
 /** The email's domain is gone (deleted) or has no key: tern does not send unsigned mail. */
@@ -25,11 +27,18 @@ interface DomainKeys {
   name: string;
   returnPath: string;
   tls: "opportunistic" | "enforced";
+  tracking: TrackingSettings;
   keys: { id: string; selector: string; algorithm: "rsa" | "ed25519"; privateKeySealed: string }[];
 }
 
 const DOMAIN_CACHE_MS = 10_000;
 const domainCache = new Map<string, { value: DomainKeys | null; expires: number }>();
+
+/** After a domain is deleted or changed: this isolate forgets what it read of the account's
+ * domains, so no message is signed with a destroyed key. */
+export function forgetSendingIdentities(accountId: string): void {
+  for (const key of domainCache.keys()) if (key.startsWith(`${accountId}:`)) domainCache.delete(key);
+}
 const openedKeys = new Map<string, Promise<CryptoKey>>();
 
 async function domainKeys(d1: D1Database, email: EmailRow): Promise<DomainKeys | null> {
@@ -38,14 +47,14 @@ async function domainKeys(d1: D1Database, email: EmailRow): Promise<DomainKeys |
   const hit = domainCache.get(cacheKey);
   if (hit && hit.expires > Date.now()) return hit.value;
   const db = drizzle(d1);
-  const domain = await db.select({ id: domains.id, name: domains.name, returnPath: domains.returnPath, tls: domains.tls }).from(domains)
+  const domain = await db.select({ id: domains.id, name: domains.name, returnPath: domains.returnPath, tls: domains.tls, openTracking: domains.openTracking, clickTracking: domains.clickTracking }).from(domains)
     .where(and(eq(domains.accountId, email.accountId), email.domainId ? eq(domains.id, email.domainId) : eq(domains.name, name)))
     .get();
   let value: DomainKeys | null = null;
   if (domain) {
     const keys = await db.select({ id: dkimKeys.id, selector: dkimKeys.selector, algorithm: dkimKeys.algorithm, privateKeySealed: dkimKeys.privateKeySealed })
       .from(dkimKeys).where(and(eq(dkimKeys.domainId, domain.id), eq(dkimKeys.state, "active")));
-    value = { domainId: domain.id, name: domain.name, returnPath: domain.returnPath, tls: domain.tls, keys };
+    value = { domainId: domain.id, name: domain.name, returnPath: domain.returnPath, tls: domain.tls, tracking: { openTracking: domain.openTracking, clickTracking: domain.clickTracking }, keys };
   }
   if (domainCache.size > 5_000) domainCache.clear();
   domainCache.set(cacheKey, { value, expires: Date.now() + DOMAIN_CACHE_MS });
@@ -69,5 +78,5 @@ export async function sendingIdentity(d1: D1Database, config: TernConfig, email:
   const keys = await Promise.all(
     d.keys.map(async (k) => ({ domain: d.name, selector: k.selector, algorithm: k.algorithm, privateKey: await opened(config, d.domainId, k) })),
   );
-  return { keys, envelopeFrom: await returnPathAddress(config.masterKey, email.id, d.returnPath, d.name), requireTls: d.tls === "enforced" };
+  return { keys, envelopeFrom: await returnPathAddress(config.masterKey, email.id, d.returnPath, d.name), requireTls: d.tls === "enforced", tracking: d.tracking };
 }

@@ -11,6 +11,7 @@ import type { DkimAlgorithm } from "../dkim/sign.ts";
 import { uuidv7 } from "../ids.ts";
 import { announce, domainOutboxEvent, outboxInsert, type OutboxEvent } from "../events/outbox.ts";
 import type { DomainEventType } from "../webhooks/payloads.ts";
+import { forgetSendingIdentities } from "../delivery/sending-identity.ts";
 import { forgetAccountDomains } from "../sending/sender.ts";
 import { dohResolver, type Resolver } from "./dns.ts";
 import {
@@ -254,6 +255,7 @@ export async function updateDomain(env: Events, config: TernConfig, current: Dom
   ]);
   await announce(env, outbox);
   forgetAccountDomains(row.accountId);
+  forgetSendingIdentities(row.accountId);
   return view;
 }
 
@@ -268,6 +270,7 @@ export async function deleteDomain(env: Events, config: TernConfig, current: Dom
   ]);
   await announce(env, outbox);
   forgetAccountDomains(current.row.accountId);
+  forgetSendingIdentities(current.row.accountId);
 }
 
 /** Starts a rotation: a new key of `algorithm` is published and checked while the current
@@ -376,7 +379,10 @@ export async function checkDomain(env: Events, config: TernConfig, current: Doma
   if (changed) statements.push(...eventStatements(db, "domain.updated", domainView({ row, keys: live }, config), row.accountId, now, outbox));
   await db.batch(statements as [BatchItem<"sqlite">]);
   await announce(env, outbox);
-  if (row.status !== current.row.status || changedKeys.some((k) => k.state !== "pending")) forgetAccountDomains(row.accountId);
+  if (row.status !== current.row.status || changedKeys.some((k) => k.state !== "pending")) {
+    forgetAccountDomains(row.accountId);
+    forgetSendingIdentities(row.accountId);
+  }
   return { row, keys: live };
 }
 

@@ -2,11 +2,10 @@
 // rewritten (worker/tracking/rewrite.ts) and the original links are stored before the message
 // leaves, so every click token of it can be resolved. The rewrite is deterministic (same
 // email, same html, same key: same tokens and links), so a retry stores and sends the same.
-import { and, eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import type { TernConfig } from "../config.ts";
 import { macKey } from "../crypto/master-key.ts";
-import { domains, emailLinks, type EmailRow } from "../db/schema.ts";
+import { emailLinks, type EmailRow } from "../db/schema.ts";
 import { rewriteHtml } from "./rewrite.ts";
 
 /** The key of tracking and unsubscribe tokens, derived from the master secret for links alone. */
@@ -14,16 +13,10 @@ export function linkTokenKey(config: Pick<TernConfig, "masterKey">): Promise<Cry
   return macKey(config.masterKey, "link-token") as Promise<CryptoKey>;
 }
 
+/** The domain's tracking switches (read with its keys, worker/delivery/sending-identity.ts). */
 export interface TrackingSettings {
   openTracking: boolean;
   clickTracking: boolean;
-}
-
-export async function trackingSettings(d1: D1Database, email: EmailRow): Promise<TrackingSettings> {
-  if (!email.domainId) return { openTracking: false, clickTracking: false };
-  const row = await drizzle(d1).select({ openTracking: domains.openTracking, clickTracking: domains.clickTracking }).from(domains)
-    .where(and(eq(domains.id, email.domainId), eq(domains.accountId, email.accountId))).get();
-  return row ?? { openTracking: false, clickTracking: false };
 }
 
 /**
@@ -34,12 +27,12 @@ export async function trackingSettings(d1: D1Database, email: EmailRow): Promise
 export async function trackedHtml(
   env: Pick<Env, "DB">,
   config: Pick<TernConfig, "masterKey" | "publicUrl">,
-  email: EmailRow,
+  email: Pick<EmailRow, "id">,
+  settings: TrackingSettings,
   html: string | null,
   untracked: readonly string[] = [],
 ): Promise<string | null> {
   if (html === null || html === "" || !config.publicUrl) return html;
-  const settings = await trackingSettings(env.DB, email);
   if (!settings.openTracking && !settings.clickTracking) return html;
   const rewritten = await rewriteHtml(html, {
     emailId: email.id,
