@@ -6,6 +6,7 @@ import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { readConfig } from "../../worker/config.ts";
 import { handleEmail } from "../../worker/inbound/email-handler.ts";
+import { parseReport } from "../../worker/reports/parse.ts";
 import { returnPathAddress } from "../../worker/sending/return-path.ts";
 import worker from "../../worker/index.ts";
 import { api, createAccount, insertDomain, type TestAccount } from "./fixtures.ts";
@@ -49,8 +50,14 @@ beforeAll(async () => {
   acct = await createAccount();
 });
 
-async function sentEmail(): Promise<{ id: string; returnPath: string }> {
-  const res = await api(acct.token, "POST", "/emails", { from: `news@${acct.domain}`, to: "delivered@simulator.tern.test", subject: "Report me", text: "x" });
+/** The addresses a report names: the email it is about must have been sent to them. */
+function reportRecipients(name: string): string[] {
+  const parsed = parseReport(fixture(name), { returnPath: "x@send.example.test" });
+  return parsed.ok ? [...new Set(parsed.report.outcomes.flatMap((o) => o.recipients))] : [];
+}
+
+async function sentEmail(to: string[] = ["delivered@simulator.tern.test"]): Promise<{ id: string; returnPath: string }> {
+  const res = await api(acct.token, "POST", "/emails", { from: `news@${acct.domain}`, to: to.length ? to : ["someone@example.net"], subject: "Report me", text: "x" });
   const { id } = (await res.json()) as { id: string };
   return { id, returnPath: await returnPathAddress(env.MASTER_KEY, id, "send", acct.domain) };
 }
@@ -71,7 +78,7 @@ async function suppressed(email: string, accountId = acct.accountId): Promise<{ 
 
 describe("reports at the return path", () => {
   it("a hard bounce (Postfix DSN) becomes email.bounced with its details, suppresses the address, once", async () => {
-    const { id, returnPath } = await sentEmail();
+    const { id, returnPath } = await sentEmail(reportRecipients("postfix-bounce-user-unknown"));
     const msg = incoming("", returnPath, fixture("postfix-bounce-user-unknown"));
     expect(await handleEmail(msg.message, env)).toMatchObject({ kind: "report", applied: true, detail: "bounced" });
     expect(msg.rejected()).toBeNull();
@@ -101,7 +108,7 @@ describe("reports at the return path", () => {
     ["gmail-bounce-no-such-user", "bounced", "email.bounced", "*"],
     ["exim-plain-bounce", "bounced", "email.bounced", "*"],
   ])("%s becomes %s", async (name, type, webhook, suppressedAddress) => {
-    const { id, returnPath } = await sentEmail();
+    const { id, returnPath } = await sentEmail(reportRecipients(name));
     const result = await handleEmail(incoming("", returnPath, fixture(name)).message, env);
     expect(result).toMatchObject({ kind: "report", applied: true });
     const event = (await events(id)).find((e) => e.type === type && e.data.source === "report");
@@ -117,6 +124,30 @@ describe("reports at the return path", () => {
       expect((event!.data.bounce as { type: string }).type).toBe("Transient");
       for (const r of recipients) expect(await suppressed(r.toLowerCase())).toBeNull();
     }
+  });
+
+  it("a report naming addresses the email was not sent to changes nothing (a reader cannot suppress others)", async () => {
+    const victim = "ceo@bigcustomer.example";
+    const { id, returnPath } = await sentEmail(["reader@example.org"]);
+    const forged = fixture("postfix-bounce-user-unknown").replaceAll("nobody@example.org", victim);
+    expect(await handleEmail(incoming("", returnPath, forged).message, env)).toMatchObject({ kind: "report", applied: true, detail: "" });
+    expect((await events(id)).filter((e) => e.data.source === "report")).toEqual([]);
+    expect(await suppressed(victim)).toBeNull();
+    // A complaint that names someone else is about the email's only reader, not the one named.
+    const complaint = fixture("arf-yahoo").replaceAll("pat.smith@yahoo.com", victim);
+    await handleEmail(incoming("", returnPath, complaint).message, env);
+    expect(await suppressed(victim)).toBeNull();
+    expect(await suppressed("reader@example.org")).toMatchObject({ reason: "complaint" });
+  });
+
+  it("a complaint about an email with several recipients that does not say which suppresses none of them", async () => {
+    const { id, returnPath } = await sentEmail(["one@example.org", "two@example.org"]);
+    const complaint = fixture("arf-yahoo").replace(/^Original-Rcpt-To:.*\r?\n/im, "").replaceAll("pat.smith@yahoo.com", "hidden@example.invalid");
+    await handleEmail(incoming("", returnPath, complaint).message, env);
+    const complained = (await events(id)).find((e) => e.type === "complained");
+    expect(complained?.data.recipients).toEqual([]);
+    expect(await suppressed("one@example.org")).toBeNull();
+    expect(await suppressed("two@example.org")).toBeNull();
   });
 
   it("a report for a forged or altered return path, or chatter at a real one, changes nothing and bounces nothing", async () => {
@@ -143,8 +174,9 @@ describe("inbound mail", () => {
 
   const message = (to: string, extraHeaders = "") =>
     [
+      // A sender's field first, spelled to look like the MX's own: it must not count.
+      "Authentication-Results: mx.cloudflare.net.forged.example; dkim=fail; spf=fail; dmarc=fail",
       "Authentication-Results: mx.cloudflare.net; dkim=pass header.d=sender.example; spf=pass smtp.mailfrom=sender.example; dmarc=pass header.from=sender.example",
-      "Authentication-Results: forged.example; dkim=fail; spf=fail; dmarc=fail",
       extraHeaders,
       "From: Alice <alice@sender.example>",
       `To: Support <${to}>`,

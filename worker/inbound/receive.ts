@@ -50,7 +50,9 @@ function mailboxes(list: Address[] | Address | undefined): string[] {
 /** The verdicts of the MX that received the message, from its own Authentication-Results
  * field only (RFC 8601 5: trust the fields of your own boundary, not what a sender wrote). */
 export function authenticationResults(headers: { key: string; value: string }[], authservId: string): AuthResults {
-  const ours = headers.find((h) => h.key === "authentication-results" && h.value.trim().toLowerCase().startsWith(authservId.toLowerCase()));
+  // The authserv-id is the first token, ended by ";" (or the end): "mx.cloudflare.net.evil" is not ours.
+  const id = new RegExp(`^\\s*${authservId.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}\\s*(;|$)`, "i");
+  const ours = headers.find((h) => h.key === "authentication-results" && id.test(h.value));
   const result = (method: string) => ours?.value.match(new RegExp(`(?:^|[;\\s])${method}\\s*=\\s*([a-z]+)`, "i"))?.[1]?.toLowerCase() ?? null;
   return { spf: result("spf"), dkim: result("dkim"), dmarc: result("dmarc"), authservId: ours ? authservId : null };
 }

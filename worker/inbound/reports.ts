@@ -10,6 +10,7 @@ import { emailEvents, emails, type EmailRow } from "../db/schema.ts";
 import { suppressStatement } from "../suppressions/suppress.ts";
 import { announce, emailFacts, emailOutboxEvent, outboxInsert, type OutboxEvent } from "../events/outbox.ts";
 import { uuidv7 } from "../ids.ts";
+import { parseMailbox, toAsciiEmail } from "../mime/address.ts";
 import { parseReport, type Report, type ReportOutcome } from "../reports/parse.ts";
 import { emailIdOfReturnPath } from "../sending/return-path.ts";
 
@@ -64,10 +65,19 @@ export async function applyReport(env: Env, config: TernConfig, to: string, raw:
   const statements: BatchItem<"sqlite">[] = [];
   const outbox: OutboxEvent[] = [];
   const types: string[] = [];
+  // A report speaks only for the email's own recipients: anyone who received the email can see
+  // its return path and mail a forged report naming other addresses, which must neither become
+  // events of this email nor land on the suppression list.
+  const ownRecipients = recipientsOf(email);
   for (const [i, o] of parsed.report.outcomes.entries()) {
     const type = KIND[o.kind];
-    // A complaint that hides its recipient is about the email's only recipient, if it had one.
-    const outcome = o.kind === "complaint" && o.recipients.length === 0 ? { ...o, recipients: soleRecipient(email) } : o;
+    const named = o.recipients.map((r) => r.toLowerCase()).filter((r) => ownRecipients.has(r));
+    if (o.recipients.length > 0 && named.length === 0 && o.kind !== "complaint") continue;
+    // A complaint is about one reader: the one it names, or the email's only recipient when it
+    // hides (or over-reports) who complained.
+    const recipients = o.kind === "complaint" ? (named.length === 1 ? named : soleRecipient(email)) : named;
+    if (recipients.length === 0 && o.kind !== "complaint") continue;
+    const outcome = { ...o, recipients };
     const data = eventData(outcome);
     const key = fingerprint(type, data);
     if (seen.has(key)) continue;
@@ -103,7 +113,24 @@ export async function applyReport(env: Env, config: TernConfig, to: string, raw:
   return { applied: true, emailId, events: types };
 }
 
-function soleRecipient(email: EmailRow): string[] {
+/** The email's envelope recipients, lower case, as the report names them (ASCII domains). */
+function recipientsOf(email: EmailRow): Set<string> {
   const all = [...(JSON.parse(email.toJson) as string[]), ...(JSON.parse(email.ccJson) as string[]), ...(JSON.parse(email.bccJson) as string[])];
-  return all.length === 1 ? [all[0]!.replace(/^.*<([^>]+)>.*$/, "$1").toLowerCase()] : [];
+  const out = new Set<string>();
+  for (const a of all) {
+    const box = parseMailbox(a);
+    if (!box) continue;
+    out.add(box.email.toLowerCase());
+    try {
+      out.add(toAsciiEmail(box.email).toLowerCase());
+    } catch {}
+  }
+  return out;
+}
+
+function soleRecipient(email: EmailRow): string[] {
+  const all = [...recipientsOf(email)];
+  // One address, possibly in two spellings (U-label and A-label domain): the ASCII one.
+  const ascii = all.filter((a) => /^[\x00-\x7f]*$/.test(a));
+  return new Set(ascii).size === 1 ? [ascii[0]!] : [];
 }
