@@ -402,6 +402,37 @@ describe("DKIM rotation", () => {
   });
 });
 
+describe("DKIM rotation to another algorithm", () => {
+  it("RSA to Ed25519: the new key replaces the old one, which can then be unpublished", async () => {
+    const d = await addDomain();
+    await publishRecords(d.name, d.records);
+    expect((await verify(d.id)).status).toBe("verified");
+    const oldName = d.records.find((r) => r.record === "DKIM")!.name;
+    const rotated = (await (await api(acct.token, "POST", `/domains/${d.id}/dkim/rotate`, { algorithm: "ed25519" })).json()) as DomainAnswer;
+    const next = rotated.records.filter((r) => r.record === "DKIM").find((r) => r.value.includes("k=ed25519"))!;
+    await publishRecords(d.name, [next]);
+    const v = await verify(d.id);
+    expect(v.records.filter((r) => r.record === "DKIM").map((r) => [r.name, r.status])).toEqual([[next.name, "verified"]]);
+    const states = await env.DB.prepare("SELECT algorithm, state FROM dkim_keys WHERE domain_id = ? ORDER BY created_at").bind(d.id).all<{ algorithm: string; state: string }>();
+    expect(states.results).toEqual([{ algorithm: "rsa", state: "retired" }, { algorithm: "ed25519", state: "active" }]);
+    await unpublish(`${oldName}.${d.name}`);
+    expect((await checkAt(d.id, Date.now() + 7 * HOUR)).status).toBe("verified");
+  });
+
+  it("a dual-key domain rotating its RSA key keeps its Ed25519 key", async () => {
+    const d = await addDomain({ dkim_algorithm: "rsa+ed25519" });
+    await publishRecords(d.name, d.records);
+    expect((await verify(d.id)).status).toBe("verified");
+    const rotated = (await (await api(acct.token, "POST", `/domains/${d.id}/dkim/rotate`, { algorithm: "rsa" })).json()) as DomainAnswer;
+    const known = new Set(d.records.map((r) => r.name));
+    const next = rotated.records.find((r) => r.record === "DKIM" && !known.has(r.name))!;
+    await publishRecords(d.name, [next]);
+    await verify(d.id);
+    const states = await env.DB.prepare("SELECT algorithm, state FROM dkim_keys WHERE domain_id = ? AND state = 'active' ORDER BY algorithm").bind(d.id).all<{ algorithm: string }>();
+    expect(states.results.map((r) => r.algorithm)).toEqual(["ed25519", "rsa"]);
+  });
+});
+
 describe("a deployment without MASTER_KEY", () => {
   it("answers the contract's 500 naming the missing secret (never a value), for domains and webhooks alike, and stores nothing", async () => {
     const { MASTER_KEY: _omitted, ...withoutKey } = env;

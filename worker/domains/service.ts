@@ -341,8 +341,7 @@ export async function checkDomain(env: Events, config: TernConfig, current: Doma
   const keys = current.keys.map((k) => {
     const updated: DkimKeyRow = { ...k, status: next.records[`dkim:${k.id}`] ?? k.status };
     if (next.promoteKeyIds.includes(k.id)) return { ...updated, state: "active" as const, activatedAt: now };
-    const replacedBy = current.keys.find((p) => next.promoteKeyIds.includes(p.id) && p.algorithm === k.algorithm);
-    if (k.state === "active" && replacedBy) return { ...updated, state: "retired" as const, retiredAt: now };
+    if (next.retireKeyIds.includes(k.id)) return { ...updated, state: "retired" as const, retiredAt: now };
     return updated;
   });
   const otherStatuses: Record<string, RecordStatus> = {};

@@ -137,6 +137,8 @@ export interface Evaluation extends DomainState {
   /** Rotation keys whose records are now published: each becomes the active key of its
    * algorithm, retiring the one before it. */
   promoteKeyIds: string[];
+  /** The keys they replace. */
+  retireKeyIds: string[];
 }
 
 /** The next state of a domain after a check whose judgements are given by record id. */
@@ -144,10 +146,15 @@ export function evaluate(prev: DomainState, expected: ExpectedRecord[], judged: 
   // A rotation's key that is published takes over signing; the old key of its algorithm then
   // no longer matters for the domain's status.
   const promoted = expected.filter((e) => e.record === "DKIM" && !e.required && judged[e.id] === "match");
-  const replaced = new Set(promoted.map((e) => e.algorithm));
-  const required = expected.filter((e) =>
-    e.record === "DKIM" ? (e.required && !replaced.has(e.algorithm)) || promoted.includes(e) : e.required,
-  );
+  // A new key replaces the active key of its algorithm; a key of an algorithm the domain did not
+  // sign with yet (a switch, say RSA to Ed25519) replaces every active key.
+  const active = expected.filter((e) => e.record === "DKIM" && e.required);
+  const retired = new Set<ExpectedRecord>();
+  for (const p of promoted) {
+    const same = active.filter((a) => a.algorithm === p.algorithm);
+    for (const a of same.length > 0 ? same : active) retired.add(a);
+  }
+  const required = expected.filter((e) => (e.record === "DKIM" ? (e.required && !retired.has(e)) || promoted.includes(e) : e.required));
   const records: Record<string, RecordStatus> = {};
   for (const e of expected) {
     const j = judged[e.id];
@@ -162,7 +169,8 @@ export function evaluate(prev: DomainState, expected: ExpectedRecord[], judged: 
   const anyError = results.includes("error");
   const wasVerified = prev.status === "verified" || prev.status === "temporary_failure";
 
-  const out: Evaluation = { ...prev, records, promoteKeyIds: promoted.map((e) => e.id.slice("dkim:".length)) };
+  const keyId = (e: ExpectedRecord) => e.id.slice("dkim:".length);
+  const out: Evaluation = { ...prev, records, promoteKeyIds: promoted.map(keyId), retireKeyIds: [...retired].map(keyId) };
 
   if (allMatch) {
     // A rotation waiting for its record is looked for often, not on the verified schedule.

@@ -288,7 +288,7 @@ export function registerDomainRoutes(app: App): void {
       tags: ["Domains"],
       summary: "Rotate the DKIM key",
       description:
-        "Adds a new DKIM key with a new selector. The current key keeps signing until the new record is published and verified; then the new key signs and the old one is retired (keep its DNS record a few days for mail in transit).",
+        "Adds a new DKIM key with a new selector. The current key keeps signing until the new record is published and verified; then the new key signs and the old one is retired (keep its DNS record a few days for mail in transit). The new key replaces the active key of its algorithm, or every active key when the domain did not sign with that algorithm yet (a switch from RSA to Ed25519).",
       request: { params: IdParam, body: { required: false, content: { "application/json": { schema: RotateDkimRequest } } } },
       responses: { 200: json(Domain, "The domain with the new key's record"), ...errorResponses(400, 401, 403, 404, 422) },
     }),
