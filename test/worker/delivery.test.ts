@@ -82,6 +82,47 @@ describe("delivery through the relay", () => {
     expect((await events(id)).filter((e) => e.type === "sent")).toHaveLength(1);
   });
 
+  it("a D1 failure while recording a delivery never sends the email again", async () => {
+    // The real D1, with its next `failures` batch calls failing: the settlement after the relay
+    // took the mail is the consumer's only batch call.
+    const flaky = (failures: number): Env => {
+      let left = failures;
+      const db = new Proxy(env.DB, {
+        get(target, prop) {
+          if (prop === "batch") {
+            return (...args: unknown[]) => (left-- > 0 ? Promise.reject(new Error("D1_ERROR: injected")) : (target.batch as (...a: unknown[]) => unknown).apply(target, args));
+          }
+          const v = Reflect.get(target, prop);
+          return typeof v === "function" ? v.bind(target) : v;
+        },
+      });
+      return { ...env, DB: db };
+    };
+    const consumeWith = async (e: Env, id: string) => {
+      const batch = createMessageBatch("tern-send", [{ id: "m0", timestamp: new Date(), attempts: 1, body: { emailId: id } }]);
+      const ctx = createExecutionContext();
+      await consumeSendBatch(batch as MessageBatch<{ emailId: string }>, e, { transportFor: peerTransport("plain") });
+      return getQueueResult(batch, ctx);
+    };
+
+    // One failure: the write is retried and the email settles normally.
+    const once = unique("flaky-once");
+    const a = await recordedEmail([once]);
+    expect(await consumeWith(flaky(1), a)).toMatchObject({ retryMessages: [] });
+    expect(await captured(once)).toHaveLength(1);
+    expect((await events(a)).filter((e) => e.type === "sent")).toHaveLength(1);
+
+    // D1 down for good: nothing is handed back for a quick retry; the row waits in `sending` for
+    // its lease (10 minutes), and a redelivered queue message does not send it again.
+    const down = unique("flaky-down");
+    const b = await recordedEmail([down]);
+    expect(await consumeWith(flaky(100), b)).toMatchObject({ retryMessages: [] });
+    const row = await env.DB.prepare("SELECT state FROM emails WHERE id = ?").bind(b).first<{ state: string }>();
+    expect(row!.state).toBe("sending");
+    await consumeWith(env, b);
+    expect(await captured(down)).toHaveLength(1);
+  });
+
   it("messages of one batch share a few SMTP connections, not one each", async () => {
     const recipients = Array.from({ length: 9 }, () => unique("conn"));
     const ids = [];

@@ -72,6 +72,13 @@ export async function consumeSendBatch(batch: MessageBatch<QueueMessage>, env: E
           try {
             outcome.set(email.id, await deliverEmail(env, config, email, suppressed.get(email.accountId)!, sessions, now, simulatedWrites));
           } catch (err) {
+            if (err instanceof UnrecordedDeliveryError) {
+              // The mail left tern: handing the claim back would send it again in 30 s. The row
+              // stays in `sending` until its lease ends, the longest wait before a resend.
+              console.error("delivered but not recorded; left to its lease", email.id, err.cause);
+              outcome.set(email.id, null);
+              continue;
+            }
             console.error("delivery failed unexpectedly; will retry", email.id, err);
             await releaseClaim(env.DB, email.id).catch(() => {});
             outcome.set(email.id, "error");
@@ -136,6 +143,31 @@ interface SimulatedWrite {
   outbox: OutboxEvent[];
 }
 
+/** Recording failed after the relay took the mail. */
+class UnrecordedDeliveryError extends Error {}
+
+/** Records what happened to mail that already left tern. A transient D1 failure must not turn
+ * into a second send, so the write is retried (it is guarded by state = 'sending', so running
+ * it twice changes nothing) before giving up. */
+async function recordAfterSend(d1: D1Database, emailId: string, statements: BatchItem<"sqlite">[]): Promise<void> {
+  let last: unknown;
+  for (let attempt = 0; attempt < 4; attempt++) {
+    try {
+      // A batch that failed on the way back may have committed: then there is nothing to redo.
+      if (attempt > 0) {
+        const row = await drizzle(d1).select({ state: emails.state }).from(emails).where(eq(emails.id, emailId)).get();
+        if (row && row.state !== "sending") return;
+      }
+      await drizzle(d1).batch(statements as [BatchItem<"sqlite">]);
+      return;
+    } catch (err) {
+      last = err;
+      await new Promise((r) => setTimeout(r, 100 * 2 ** attempt));
+    }
+  }
+  throw new UnrecordedDeliveryError("recording the delivery failed", { cause: last });
+}
+
 /** The suppressed addresses among the claimed emails' recipients, by account: one read per
  * account for the whole batch rather than one per email. */
 async function suppressedInBatch(d1: D1Database, claimed: EmailRow[]): Promise<Map<string, Set<string>>> {
@@ -181,7 +213,7 @@ async function deliverEmail(
   // Mail that left tern is recorded before anything else happens: a crash after this point
   // must not send it again.
   if (leftTern) {
-    await drizzle(env.DB).batch(statements as [BatchItem<"sqlite">]);
+    await recordAfterSend(env.DB, email.id, statements);
     await announce(env, outbox);
   } else {
     simulatedWrites.push({ emailId: email.id, statements, outbox });
