@@ -1,5 +1,7 @@
 // API key tokens: `tern_` + 40 base62 characters; only their SHA-256 is stored, with a short
 // prefix people can recognise. Web Crypto only, so the Worker and the Node tools share it.
+import { toHex } from "./bytes.ts";
+
 export const TOKEN_PREFIX = "tern_";
 const TOKEN_RANDOM_LENGTH = 40;
 const BASE62 = "0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
@@ -23,7 +25,7 @@ export function isTokenShape(token: string): boolean {
 
 export async function hashToken(token: string): Promise<string> {
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(token));
-  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+  return toHex(new Uint8Array(digest));
 }
 
 /** What people see of a key: enough to recognise it, far too little to use it. */

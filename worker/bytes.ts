@@ -34,3 +34,26 @@ export function fromBase64(text: string): Uint8Array | null {
 export function toBase64Url(bytes: Uint8Array): string {
   return toBase64(bytes).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
 }
+
+/** Strict URL-safe base64 for tokens: only that alphabet, no padding, and one spelling per byte
+ * string (stray low bits in the last character would give a second token for the same bytes). */
+export function fromBase64UrlStrict(text: string): Uint8Array | null {
+  if (!/^[A-Za-z0-9_-]*$/.test(text) || text.length % 4 === 1) return null;
+  const bytes = fromBase64(text);
+  return bytes !== null && toBase64Url(bytes) === text ? bytes : null;
+}
+
+/** Lower-case hex of bytes. */
+export function toHex(bytes: Uint8Array): string {
+  let out = "";
+  for (const b of bytes) out += b.toString(16).padStart(2, "0");
+  return out;
+}
+
+/** Compares every byte whatever the first difference, so timing tells nothing about a MAC. */
+export function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  let diff = 0;
+  for (let i = 0; i < a.length; i++) diff |= a[i]! ^ b[i]!;
+  return diff === 0;
+}

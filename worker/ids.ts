@@ -1,5 +1,7 @@
 // UUIDv7 (RFC 9562): a UUID the .NET client can parse as a Guid, sorting by creation time so
 // that cursor pagination and indexes follow insertion order.
+import { toHex } from "./bytes.ts";
+
 let lastMs = 0;
 let seq = 0;
 
@@ -20,7 +22,19 @@ export function uuidv7(now: number = Date.now()): string {
   bytes[6] = 0x70 | ((seq >> 8) & 0x0f);
   bytes[7] = seq & 0xff;
   bytes[8] = (bytes[8]! & 0x3f) | 0x80;
-  const hex = [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+  return uuidFromBytes(bytes);
+}
+
+/** The 16 bytes of a UUID (tokens carry ids as bytes, not 36 characters). */
+export function uuidToBytes(id: string): Uint8Array {
+  if (!isUuid(id)) throw new TypeError("not a UUID");
+  const hex = id.replace(/-/g, "");
+  return Uint8Array.from({ length: 16 }, (_, i) => parseInt(hex.slice(i * 2, i * 2 + 2), 16));
+}
+
+/** A UUID's text from 16 bytes, or from its 32 hex digits. */
+export function uuidFromBytes(bytes: Uint8Array | string): string {
+  const hex = typeof bytes === "string" ? bytes : toHex(bytes);
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 

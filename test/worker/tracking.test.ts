@@ -2,12 +2,12 @@
 // moved to another email or link, and the HTML rewrite, whose output is read back with the
 // Workers runtime's own HTML parser (HTMLRewriter) to show that only the hrefs changed.
 import { describe, expect, it } from "vitest";
+import { constantTimeEqual } from "../../worker/bytes.ts";
 import { decodeAttributeValue, scanTags } from "../../worker/tracking/html.ts";
 import { clickUrl, MAX_TRACKED_LINKS, openPixelUrl, rewriteHtml, trackableLink, type RewriteOptions } from "../../worker/tracking/rewrite.ts";
 import {
   CLICK_PATH_PREFIX,
   clickTarget,
-  constantTimeEqual,
   importTrackingKey,
   OPEN_PATH_PREFIX,
   resolveClick,

@@ -7,8 +7,8 @@
 // mac = the first 16 bytes of HMAC-SHA256(key, "tern-unsubscribe" NUL <every byte but the mac>).
 // The key is the tracking tokens' ("link-token"); the label and kind keep the two apart.
 import type { Result } from "../result.ts";
-import { concatBytes as concat, fromBase64, toBase64Url } from "../bytes.ts";
-import { constantTimeEqual } from "../tracking/tokens.ts";
+import { concatBytes as concat, constantTimeEqual, fromBase64UrlStrict, toBase64Url } from "../bytes.ts";
+import { uuidFromBytes, uuidToBytes } from "../ids.ts";
 
 const VERSION = 1;
 const KIND_UNSUBSCRIBE = 3;
@@ -34,8 +34,8 @@ export async function signUnsubscribeToken(key: CryptoKey, claim: UnsubscribeCla
   const head = new Uint8Array(HEAD_BYTES);
   head[0] = VERSION;
   head[1] = KIND_UNSUBSCRIBE;
-  head.set(uuidBytes(claim.emailId), 2);
-  head.set(uuidBytes(claim.accountId), 18);
+  head.set(uuidToBytes(claim.emailId), 2);
+  head.set(uuidToBytes(claim.accountId), 18);
   const mac = await macOf(key, head, recipient);
   return toBase64Url(concat([head, mac, recipient]));
 }
@@ -44,7 +44,7 @@ const INVALID = { ok: false, message: "The unsubscribe link is not valid." } as 
 
 export async function verifyUnsubscribeToken(key: CryptoKey, token: string): Promise<Result<UnsubscribeClaim>> {
   if (typeof token !== "string" || token.length > 1024) return INVALID;
-  const bytes = fromBase64Url(token);
+  const bytes = fromBase64UrlStrict(token);
   if (bytes === null || bytes.length <= HEAD_BYTES + MAC_BYTES || bytes[0] !== VERSION || bytes[1] !== KIND_UNSUBSCRIBE) return INVALID;
   const head = bytes.subarray(0, HEAD_BYTES);
   const recipient = bytes.subarray(HEAD_BYTES + MAC_BYTES);
@@ -55,30 +55,10 @@ export async function verifyUnsubscribeToken(key: CryptoKey, token: string): Pro
   } catch {
     return INVALID;
   }
-  return { ok: true, value: { emailId: uuidText(head.subarray(2, 18)), accountId: uuidText(head.subarray(18, 34)), recipient: address } };
+  return { ok: true, value: { emailId: uuidFromBytes(head.subarray(2, 18)), accountId: uuidFromBytes(head.subarray(18, 34)), recipient: address } };
 }
 
 async function macOf(key: CryptoKey, head: Uint8Array, recipient: Uint8Array): Promise<Uint8Array> {
   const signed = await crypto.subtle.sign("HMAC", key, concat([LABEL, head, recipient]) as BufferSource);
   return new Uint8Array(signed, 0, MAC_BYTES);
-}
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-function uuidBytes(id: string): Uint8Array {
-  if (!UUID.test(id)) throw new TypeError("unsubscribe tokens are made for UUID ids");
-  const hex = id.replace(/-/g, "");
-  return Uint8Array.from({ length: 16 }, (_, i) => parseInt(hex.slice(i * 2, i * 2 + 2), 16));
-}
-
-function uuidText(bytes: Uint8Array): string {
-  const hex = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
-}
-
-/** Strict: only the URL-safe alphabet, no padding, one spelling per byte string. */
-function fromBase64Url(text: string): Uint8Array | null {
-  if (!/^[A-Za-z0-9_-]*$/.test(text) || text.length % 4 === 1) return null;
-  const bytes = fromBase64(text);
-  return bytes !== null && toBase64Url(bytes) === text ? bytes : null;
 }

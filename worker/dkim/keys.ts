@@ -1,7 +1,7 @@
 // DKIM key pairs: generated with Web Crypto, the public half published as the DNS record's
 // p=, the private half kept only as sealed PKCS#8 (worker/crypto/sealed.ts).
 import type { Bytes, Key } from "../crypto/types.ts";
-import { fromBase64, toBase64 } from "../bytes.ts";
+import { fromBase64, toBase64, toHex } from "../bytes.ts";
 import { open, seal } from "../crypto/sealed.ts";
 import type { DkimAlgorithm } from "./sign.ts";
 
@@ -35,7 +35,7 @@ export function dkimRecordValue(algorithm: DkimAlgorithm, publicKey: string): st
 /** A fresh selector: "tern" and 8 random hex digits, unique enough for rotations. */
 export function newSelector(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(4));
-  return "tern" + [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+  return "tern" + toHex(bytes);
 }
 
 /** The sealing context binds a sealed key to its domain and selector. */

@@ -1,7 +1,7 @@
 // Signed, expiring download links for received mail: the link itself is the credential, so
 // it names exactly one object (the raw message or one attachment of one email) and a time
 // after which it stops working. HMAC-SHA-256 under a key derived from the master secret.
-import { toBase64Url } from "../bytes.ts";
+import { constantTimeEqual, toBase64Url } from "../bytes.ts";
 import { macKey } from "../crypto/master-key.ts";
 
 /** How long a download link works. */
@@ -21,9 +21,6 @@ export async function signedQuery(masterKey: string | undefined, subject: string
 export async function verifyLink(masterKey: string | undefined, subject: string, expiresText: string | undefined, signature: string | undefined, now: number): Promise<boolean> {
   const expires = Number(expiresText);
   if (!Number.isSafeInteger(expires) || expires < now || !signature) return false;
-  const expected = await mac(masterKey, subject, expires);
-  if (expected.length !== signature.length) return false;
-  let diff = 0;
-  for (let i = 0; i < expected.length; i++) diff |= expected.charCodeAt(i) ^ signature.charCodeAt(i);
-  return diff === 0;
+  const encoder = new TextEncoder();
+  return constantTimeEqual(encoder.encode(await mac(masterKey, subject, expires)), encoder.encode(signature));
 }

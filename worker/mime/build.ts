@@ -2,6 +2,7 @@
 // endings, deterministic for a given input and boundary seed (DKIM signs these exact bytes),
 // and not dot-stuffed: the SMTP transport does that.
 
+import { toHex } from "../bytes.ts";
 import type { Address } from "./address.ts";
 import { formatMailboxTokens } from "./address.ts";
 import {
@@ -227,7 +228,7 @@ function boundaries(seed: string | undefined): (tag: string) => string {
 
 function randomHex(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(8));
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  return toHex(bytes);
 }
 
 // Two independent 32-bit FNV-1a style hashes: a stable, well-spread id for a seed.

@@ -2,6 +2,7 @@
 // that carry Tern-Idempotency-Key: one mechanism, keyed by (account, method + path, key).
 // A request without a key never comes here.
 import type { Principal } from "../auth.ts";
+import { toHex } from "../bytes.ts";
 import { ApiError } from "../errors.ts";
 import { emailCount, performSend, type Answer, type SendRequest } from "./send.ts";
 
@@ -27,7 +28,7 @@ export function canonicalJson(value: unknown): string {
 export async function fingerprint(req: SendRequest): Promise<string> {
   const text = `${req.kind}\n${req.kind === "batch" ? req.batchMode : ""}\n${canonicalJson(req.body)}`;
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(text));
-  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+  return toHex(new Uint8Array(digest));
 }
 
 export function keyObjectName(accountId: string, route: string, key: string): string {

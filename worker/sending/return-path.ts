@@ -3,18 +3,16 @@
 // tag (an HMAC of the id under a key derived from the master secret) makes forged reports for
 // made-up or guessed ids recognisable. The return-path subdomain shares the From domain's
 // organizational domain, so SPF aligns for DMARC.
+import { constantTimeEqual, toHex } from "../bytes.ts";
 import { macKey } from "../crypto/master-key.ts";
+import { uuidFromBytes } from "../ids.ts";
 
 const TAG_HEX = 12;
-
-function hex(bytes: Uint8Array): string {
-  return [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
-}
 
 async function tag(masterKey: string | undefined, emailId: string): Promise<string> {
   const key = await macKey(masterKey, "return-path");
   const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(emailId)));
-  return hex(mac).slice(0, TAG_HEX);
+  return toHex(mac).slice(0, TAG_HEX);
 }
 
 /** The address an email is sent from in MAIL FROM. */
@@ -29,11 +27,8 @@ export async function emailIdOfReturnPath(masterKey: string | undefined, address
   const local = address.slice(0, address.lastIndexOf("@")).toLowerCase();
   const m = /^([0-9a-f]{32})-([0-9a-f]{12})$/.exec(local);
   if (!m) return null;
-  const h = m[1]!;
-  const id = `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
-  const expected = await tag(masterKey, id);
-  // Compare in constant time: the tag is a secret-derived value.
-  let diff = 0;
-  for (let i = 0; i < TAG_HEX; i++) diff |= expected.charCodeAt(i) ^ m[2]!.charCodeAt(i);
-  return diff === 0 ? id : null;
+  const id = uuidFromBytes(m[1]!);
+  const encoder = new TextEncoder();
+  // Compared in constant time: the tag is a secret-derived value.
+  return constantTimeEqual(encoder.encode(await tag(masterKey, id)), encoder.encode(m[2]!)) ? id : null;
 }

@@ -9,6 +9,8 @@
 // link hash = the first 8 bytes of SHA-256 of the link as written in the email. The hash
 // lets a click be checked against the stored link; the MAC is checked first, so a forged
 // token costs no storage read.
+import { concatBytes, constantTimeEqual, fromBase64UrlStrict, toBase64Url } from "../bytes.ts";
+import { uuidFromBytes, uuidToBytes } from "../ids.ts";
 import type { Result } from "../result.ts";
 
 const VERSION = 1;
@@ -48,8 +50,8 @@ export async function signOpenToken(key: CryptoKey, emailId: string): Promise<st
   const head = new Uint8Array(2 + 16);
   head[0] = VERSION;
   head[1] = KIND_OPEN;
-  head.set(uuidBytes(emailId), 2);
-  return toBase64Url(concat(head, await mac(key, head)));
+  head.set(uuidToBytes(emailId), 2);
+  return toBase64Url(concatBytes([head, await mac(key, head)]));
 }
 
 export async function signClickToken(key: CryptoKey, emailId: string, linkIndex: number, link: string): Promise<string> {
@@ -57,11 +59,11 @@ export async function signClickToken(key: CryptoKey, emailId: string, linkIndex:
   const head = new Uint8Array(CLICK_BYTES - MAC_BYTES);
   head[0] = VERSION;
   head[1] = KIND_CLICK;
-  head.set(uuidBytes(emailId), 2);
+  head.set(uuidToBytes(emailId), 2);
   head[18] = linkIndex >> 8;
   head[19] = linkIndex & 0xff;
   head.set(await linkHash(link), 20);
-  return toBase64Url(concat(head, await mac(key, head)));
+  return toBase64Url(concatBytes([head, await mac(key, head)]));
 }
 
 const INVALID = { ok: false, message: "The tracking token is not valid." } as const;
@@ -70,7 +72,7 @@ const INVALID = { ok: false, message: "The tracking token is not valid." } as co
 export async function verifyOpenToken(key: CryptoKey, token: string): Promise<Result<{ emailId: string }>> {
   const bytes = await authentic(key, token, KIND_OPEN, OPEN_BYTES);
   if (bytes === null) return INVALID;
-  return { ok: true, value: { emailId: uuidText(bytes.subarray(2, 18)) } };
+  return { ok: true, value: { emailId: uuidFromBytes(bytes.subarray(2, 18)) } };
 }
 
 /** What a click token claims, once its MAC is checked. The link itself comes from storage: see clickTarget. */
@@ -80,7 +82,7 @@ export async function verifyClickToken(key: CryptoKey, token: string): Promise<R
   return {
     ok: true,
     value: {
-      emailId: uuidText(bytes.subarray(2, 18)),
+      emailId: uuidFromBytes(bytes.subarray(2, 18)),
       linkIndex: (bytes[18]! << 8) | bytes[19]!,
       linkHash: bytes.slice(20, 20 + LINK_HASH_BYTES),
     },
@@ -114,7 +116,7 @@ export async function resolveClick(
 /** The token's bytes when it is well formed, of the expected kind, and its MAC matches; otherwise null. */
 async function authentic(key: CryptoKey, token: string, kind: number, length: number): Promise<Uint8Array | null> {
   if (typeof token !== "string" || token.length > 128) return null;
-  const bytes = fromBase64Url(token);
+  const bytes = fromBase64UrlStrict(token);
   if (bytes === null || bytes.length !== length || bytes[0] !== VERSION || bytes[1] !== kind) return null;
   const head = bytes.subarray(0, length - MAC_BYTES);
   const expected = await mac(key, head);
@@ -122,59 +124,11 @@ async function authentic(key: CryptoKey, token: string, kind: number, length: nu
 }
 
 async function mac(key: CryptoKey, head: Uint8Array): Promise<Uint8Array> {
-  const signed = await crypto.subtle.sign("HMAC", key, concat(LABEL, head) as BufferSource);
+  const signed = await crypto.subtle.sign("HMAC", key, concatBytes([LABEL, head]) as BufferSource);
   return new Uint8Array(signed, 0, MAC_BYTES);
 }
 
 async function linkHash(link: string): Promise<Uint8Array> {
   const digest = await crypto.subtle.digest("SHA-256", new TextEncoder().encode(link) as BufferSource);
   return new Uint8Array(digest, 0, LINK_HASH_BYTES);
-}
-
-/** Compares every byte whatever the first difference, so timing tells nothing about a MAC. */
-export function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.length !== b.length) return false;
-  let diff = 0;
-  for (let i = 0; i < a.length; i++) diff |= a[i]! ^ b[i]!;
-  return diff === 0;
-}
-
-function concat(a: Uint8Array, b: Uint8Array): Uint8Array {
-  const out = new Uint8Array(a.length + b.length);
-  out.set(a, 0);
-  out.set(b, a.length);
-  return out;
-}
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-/** tern's ids are UUIDs: 16 bytes in a token instead of 36 characters. */
-function uuidBytes(id: string): Uint8Array {
-  if (!UUID.test(id)) throw new TypeError("tracking tokens are made for UUID email ids");
-  const hex = id.replace(/-/g, "");
-  return Uint8Array.from({ length: 16 }, (_, i) => parseInt(hex.slice(i * 2, i * 2 + 2), 16));
-}
-
-function uuidText(bytes: Uint8Array): string {
-  const hex = Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
-}
-
-function toBase64Url(bytes: Uint8Array): string {
-  let binary = "";
-  for (const b of bytes) binary += String.fromCharCode(b);
-  return btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
-}
-
-/** Strict: only the URL-safe alphabet, no padding, and no length that base64 cannot produce. */
-function fromBase64Url(text: string): Uint8Array | null {
-  if (!/^[A-Za-z0-9_-]*$/.test(text) || text.length % 4 === 1) return null;
-  try {
-    const binary = atob(text.replace(/-/g, "+").replace(/_/g, "/").padEnd(Math.ceil(text.length / 4) * 4, "="));
-    const bytes = Uint8Array.from(binary, (c) => c.charCodeAt(0));
-    // Non-canonical spellings (stray low bits in the last character) would give a second token for the same bytes.
-    return toBase64Url(bytes) === text ? bytes : null;
-  } catch {
-    return null;
-  }
 }

@@ -2,6 +2,7 @@
 // Svix does: HMAC-SHA256 over "id.timestamp.body", keyed with the base64 bytes of the
 // `whsec_` secret. Receivers verify with either library, so every header is sent under both
 // names. Web Crypto only: the same module signs in workerd and in Node.
+import { fromBase64, toBase64 } from "../bytes.ts";
 
 export const SECRET_PREFIX = "whsec_";
 /** 24 random bytes: 192 bits, and a secret shaped like Svix's (`whsec_` + 32 characters). */
@@ -36,7 +37,7 @@ export function generateWebhookSecret(): string {
 /** The key bytes of a `whsec_` secret, or null when it is not one we issue or accept. */
 export function decodeWebhookSecret(secret: string): Uint8Array<ArrayBuffer> | null {
   if (typeof secret !== "string" || !secret.startsWith(SECRET_PREFIX)) return null;
-  const bytes = fromBase64(secret.slice(SECRET_PREFIX.length));
+  const bytes = fromPaddedBase64(secret.slice(SECRET_PREFIX.length));
   if (bytes === null || bytes.length < MIN_SECRET_BYTES || bytes.length > MAX_SECRET_BYTES) return null;
   return bytes;
 }
@@ -77,18 +78,8 @@ export async function signWebhook(message: WebhookMessage, secrets: readonly str
   };
 }
 
-function toBase64(bytes: Uint8Array): string {
-  let binary = "";
-  for (const b of bytes) binary += String.fromCharCode(b);
-  return btoa(binary);
-}
-
 /** Standard padded base64 only: the receivers' libraries cannot decode any other form. */
-function fromBase64(text: string): Uint8Array<ArrayBuffer> | null {
+function fromPaddedBase64(text: string): Uint8Array<ArrayBuffer> | null {
   if (!/^[A-Za-z0-9+/]*={0,2}$/.test(text) || text.length % 4 !== 0) return null;
-  try {
-    return Uint8Array.from(atob(text), (c) => c.charCodeAt(0));
-  } catch {
-    return null;
-  }
+  return fromBase64(text) as Uint8Array<ArrayBuffer> | null;
 }
