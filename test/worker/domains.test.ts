@@ -76,7 +76,7 @@ describe("POST /domains", () => {
       { record: "SPF", name: "send", type: "TXT", ttl: "Auto", status: "not_started", value: "v=spf1 include:_spf.tern.test ~all" },
     ]);
     expect(d.records.some((r) => r.record === "Receiving")).toBe(false);
-    const events = await env.DB.prepare("SELECT type, object_id FROM account_events WHERE account_id = ? AND object_id = ?").bind(acct.accountId, d.id).all();
+    const events = await env.DB.prepare("SELECT type, json_extract(payload_json, '$.data.id') AS object_id FROM webhook_events WHERE account_id = ? AND json_extract(payload_json, '$.data.id') = ?").bind(acct.accountId, d.id).all();
     expect(events.results).toEqual([{ type: "domain.created", object_id: d.id }]);
   });
 
@@ -160,7 +160,7 @@ describe("reading, changing and deleting", () => {
     expect(await get(d.id)).toMatchObject({ open_tracking: true, click_tracking: true, tls: "enforced" });
     expect((await api(acct.token, "PATCH", `/domains/${d.id}`, { name: "other.example.com" })).status).toBe(422);
     expect((await api(acct.token, "PATCH", `/domains/${d.id}`, { tls: "sometimes" })).status).toBe(422);
-    const types = await env.DB.prepare("SELECT type FROM account_events WHERE object_id = ? ORDER BY id").bind(d.id).all<{ type: string }>();
+    const types = await env.DB.prepare("SELECT type FROM webhook_events WHERE json_extract(payload_json, '$.data.id') = ? ORDER BY id").bind(d.id).all<{ type: string }>();
     expect(types.results.map((r) => r.type)).toEqual(["domain.created", "domain.updated"]);
   });
 
@@ -172,7 +172,7 @@ describe("reading, changing and deleting", () => {
     expect((await api(acct.token, "DELETE", `/domains/${d.id}`)).status).toBe(404);
     const keys = await env.DB.prepare("SELECT count(*) AS n FROM dkim_keys WHERE domain_id = ?").bind(d.id).first<{ n: number }>();
     expect(keys!.n).toBe(0);
-    const types = await env.DB.prepare("SELECT type FROM account_events WHERE object_id = ? ORDER BY id").bind(d.id).all<{ type: string }>();
+    const types = await env.DB.prepare("SELECT type FROM webhook_events WHERE json_extract(payload_json, '$.data.id') = ? ORDER BY id").bind(d.id).all<{ type: string }>();
     expect(types.results.map((r) => r.type)).toEqual(["domain.created", "domain.deleted"]);
   });
 });
@@ -190,7 +190,7 @@ describe("the DKIM private key", () => {
       await (await api(acct.token, "PATCH", `/domains/${d.id}`, { open_tracking: true })).text(),
       await (await api(acct.token, "POST", `/domains/${d.id}/dkim/rotate`)).text(),
     ];
-    const events = await env.DB.prepare("SELECT data_json FROM account_events WHERE object_id = ?").bind(d.id).all<{ data_json: string }>();
+    const events = await env.DB.prepare("SELECT payload_json AS data_json FROM webhook_events WHERE json_extract(payload_json, '$.data.id') = ?").bind(d.id).all<{ data_json: string }>();
     for (const row of rows.results) {
       const sealed = row.private_key_sealed!;
       expect(sealed).toMatch(/^v1\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+$/);

@@ -106,23 +106,6 @@ export const dkimKeys = sqliteTable(
   (t) => [uniqueIndex("dkim_keys_domain_selector").on(t.domainId, t.selector), index("dkim_keys_account").on(t.accountId)],
 );
 
-/** Account-level events that are not about one email (domain.*, later contact.*): what the
- * webhooks fan out. */
-export const accountEvents = sqliteTable(
-  "account_events",
-  {
-    id: text("id").primaryKey(),
-    accountId: text("account_id").notNull(),
-    type: text("type").notNull(),
-    /** The id of the object the event is about (a domain id, a contact id). */
-    objectId: text("object_id").notNull(),
-    /** JSON: the payload's data. */
-    dataJson: text("data_json").notNull(),
-    createdAt: integer("created_at").notNull(),
-  },
-  (t) => [index("account_events_account").on(t.accountId, t.id)],
-);
-
 export const emails = sqliteTable(
   "emails",
   {

@@ -5,7 +5,7 @@ import { and, asc, eq, inArray, isNotNull, lte, ne } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import type { TernConfig } from "../config.ts";
-import { accountEvents, dkimKeys, domains, type DkimKeyRow, type DomainRow } from "../db/schema.ts";
+import { dkimKeys, domains, type DkimKeyRow, type DomainRow } from "../db/schema.ts";
 import { generateDkimKey, newSelector, sealPrivateKey } from "../dkim/keys.ts";
 import type { DkimAlgorithm } from "../dkim/sign.ts";
 import { uuidv7 } from "../ids.ts";
@@ -111,8 +111,8 @@ export function domainView(d: DomainWithKeys, config: TernConfig): DomainView {
 
 type Events = Pick<Env, "DB" | "WEBHOOK_QUEUE">;
 
-/** The event's history row and its webhook outbox row; the outbox event is collected in
- * `outbox` to be announced once the batch has committed. */
+/** The event's webhook outbox row (its record: webhook_events keeps every domain event with
+ * its payload); the event is collected in `outbox` to be announced once the batch committed. */
 function eventStatements(db: DrizzleD1Database, type: DomainEventType, view: DomainView, accountId: string, now: number, outbox: OutboxEvent[]): BatchItem<"sqlite">[] {
   const event = domainOutboxEvent(accountId, type, {
     id: view.id,
@@ -123,10 +123,7 @@ function eventStatements(db: DrizzleD1Database, type: DomainEventType, view: Dom
     records: view.records,
   }, now);
   outbox.push(event);
-  return [
-    db.insert(accountEvents).values({ id: event.id, accountId, type, objectId: view.id, dataJson: JSON.stringify(view), createdAt: now }),
-    outboxInsert(db, event),
-  ];
+  return [outboxInsert(db, event)];
 }
 
 export async function loadDomain(d1: D1Database, accountId: string, id: string): Promise<DomainWithKeys | null> {
