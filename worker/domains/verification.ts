@@ -16,6 +16,10 @@ export const DOMAIN_STATUSES = [
 ] as const;
 export type DomainStatus = (typeof DOMAIN_STATUSES)[number];
 
+/** A domain that proved itself and keeps doing so: verified, or verified with records being
+ * rechecked (temporary_failure). It sends, and with receiving on, it receives. */
+export const USABLE_STATUSES: readonly DomainStatus[] = ["verified", "temporary_failure"];
+
 export const RECORD_STATUSES = ["not_started", "pending", "verified", "failed", "temporary_failure"] as const;
 export type RecordStatus = (typeof RECORD_STATUSES)[number];
 

@@ -6,6 +6,7 @@ import { and, eq, inArray } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { readConfig } from "../config.ts";
 import { domains } from "../db/schema.ts";
+import { USABLE_STATUSES } from "../domains/verification.ts";
 import { MAX_REPORT_BYTES } from "../reports/parse.ts";
 import { emailIdOfReturnPath } from "../sending/return-path.ts";
 import { readBounded } from "./read.ts";
@@ -17,9 +18,6 @@ export type EmailOutcome =
   | { kind: "inbound"; ids: string[] }
   | { kind: "rejected"; reason: string };
 
-/** Domains that verified their records and turned receiving on: sending and receiving are
- * proven the same way, by DNS. */
-const RECEIVING_STATUSES = ["verified", "temporary_failure"];
 
 export async function handleEmail(message: ForwardableEmailMessage, env: Env, now: number = Date.now()): Promise<EmailOutcome> {
   const config = readConfig(env);
@@ -42,7 +40,7 @@ export async function handleEmail(message: ForwardableEmailMessage, env: Env, no
   const owners = await drizzle(env.DB)
     .select({ id: domains.id, accountId: domains.accountId })
     .from(domains)
-    .where(and(eq(domains.name, domain), eq(domains.receiving, true), inArray(domains.status, RECEIVING_STATUSES)));
+    .where(and(eq(domains.name, domain), eq(domains.receiving, true), inArray(domains.status, [...USABLE_STATUSES])));
   if (owners.length === 0) return reject("550 5.1.1 No such recipient here");
   if (message.rawSize > INBOUND_MAX_BYTES) return reject("552 5.3.4 Message exceeds the 25 MiB limit");
   const { bytes, truncated } = await readBounded(message.raw, INBOUND_MAX_BYTES);

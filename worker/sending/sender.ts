@@ -6,6 +6,7 @@ import { drizzle } from "drizzle-orm/d1";
 import { domains } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
 import type { Principal } from "../auth.ts";
+import { USABLE_STATUSES } from "../domains/verification.ts";
 import { toAsciiDomain } from "../mime/address.ts";
 
 export interface SendingDomain {
@@ -17,8 +18,6 @@ export interface SendingDomain {
 
 const CACHE_MS = 5_000;
 
-/** A verified domain keeps sending while its vanished records are rechecked (72 hours). */
-const SENDABLE = new Set(["verified", "temporary_failure"]);
 const cache = new Map<string, { domains: SendingDomain[]; expires: number }>();
 
 export function forgetAccountDomains(accountId: string): void {
@@ -43,7 +42,7 @@ export async function authorizeSender(db: D1Database, principal: Principal, from
   const domainName = fromEmail.slice(fromEmail.lastIndexOf("@") + 1).toLowerCase();
   const list = await accountDomains(db, principal.accountId);
   const asciiName = toAsciiDomain(domainName);
-  const domain = list.find((d) => d.name === asciiName && SENDABLE.has(d.status));
+  const domain = list.find((d) => d.name === asciiName && (USABLE_STATUSES as readonly string[]).includes(d.status));
   if (!domain) {
     throw new ApiError(
       "validation_error",
