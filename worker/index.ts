@@ -17,8 +17,8 @@ import { registerWebhookRoutes } from "./routes/webhooks.ts";
 import type { WebhookQueueMessage } from "./events/outbox.ts";
 import { consumeWebhookBatch, sweepWebhooks } from "./webhooks/consumer.ts";
 import type { QueueMessage } from "./sending/accept.ts";
+import { sweepIdempotencyKeys } from "./sending/idempotency.ts";
 
-export { IdempotencyKey } from "../durable-objects/idempotency-key.ts";
 export { RateLimiter } from "../durable-objects/rate-limiter.ts";
 
 export const app = newApp();
@@ -41,7 +41,12 @@ export default {
   async scheduled(_controller, env) {
     const now = Date.now();
     // Independent duties: one failing must not keep the other from running.
-    const results = await Promise.allSettled([sweepDelivery(env, now), recheckDueDomains(env, readConfig(env), now), sweepWebhooks(env, now)]);
+    const results = await Promise.allSettled([
+      sweepDelivery(env, now),
+      recheckDueDomains(env, readConfig(env), now),
+      sweepWebhooks(env, now),
+      sweepIdempotencyKeys(env, now),
+    ]);
     for (const r of results) if (r.status === "rejected") console.error("cron duty failed", r.reason);
   },
   async email(message, env) {

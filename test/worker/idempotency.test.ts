@@ -1,17 +1,39 @@
 // Idempotency keys (contract 4.3): a request with a key sends its email once, however many
 // times it arrives and however the requests race.
-import { runDurableObjectAlarm, runInDurableObject } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { LEASE_MS } from "../../durable-objects/idempotency-key.ts";
-import { fingerprint, keyObjectName } from "../../worker/sending/idempotency.ts";
+import { fingerprint, sweepIdempotencyKeys } from "../../worker/sending/idempotency.ts";
+import { KEY_LIFETIME_MS } from "../../worker/sending/key-claim.ts";
 import { periodsAt } from "../../worker/sending/quota.ts";
+import { performSend } from "../../worker/sending/send.ts";
 import { api, countRows, createAccount, type TestAccount } from "./fixtures.ts";
 import { address, capturedFor } from "./peers.ts";
 import { waitFor } from "./wait.ts";
 
 const used = async (accountId: string) =>
   (await env.DB.prepare("SELECT used FROM usage WHERE account_id = ? AND period = ?").bind(accountId, periodsAt(Date.now()).month).first<{ used: number }>())?.used ?? 0;
+
+const keyRow = (a: TestAccount, key: string, scope = "POST /emails") =>
+  env.DB.prepare("SELECT * FROM idempotency_keys WHERE account_id = ? AND scope = ? AND key = ?").bind(a.accountId, scope, key)
+    .first<{ fingerprint: string; status: number; body: string; created_at: number; expires_at: number }>();
+
+/** Every R2 object under emails/ belongs to a recorded email: a send that lost (or was
+ * refused) removed what it had stored. */
+async function orphanedContent(): Promise<string[]> {
+  const keys: string[] = [];
+  let cursor: string | undefined;
+  do {
+    const page = await env.BLOBS.list({ prefix: "emails/", cursor });
+    keys.push(...page.objects.map((o) => o.key));
+    cursor = page.truncated ? page.cursor : undefined;
+  } while (cursor);
+  const orphans: string[] = [];
+  for (const k of keys) {
+    const id = k.split("/")[1]!;
+    if (!(await env.DB.prepare("SELECT 1 FROM emails WHERE id = ?").bind(id).first())) orphans.push(k);
+  }
+  return orphans;
+}
 
 function sendWithKey(a: TestAccount, key: string, body: unknown, path = "/emails", headers: Record<string, string> = {}) {
   return api(a.token, "POST", path, body, { "idempotency-key": key, ...headers });
@@ -27,6 +49,8 @@ describe("Idempotency-Key on POST /emails", () => {
     const busy = answers.filter((r) => r.status === 409);
     expect(ok.length + busy.length).toBe(50);
     expect(ok.length).toBeGreaterThanOrEqual(1);
+    // Exactly one answer is the first; every other 200 is a replay of it.
+    expect(ok.filter((r) => r.headers.get("idempotent-replayed") === null)).toHaveLength(1);
     const ids = new Set(await Promise.all(ok.map(async (r) => ((await r.json()) as { id: string }).id)));
     expect(ids.size).toBe(1);
     for (const r of busy) expect(((await r.json()) as { name: string }).name).toBe("concurrent_idempotent_requests");
@@ -114,43 +138,75 @@ describe("Idempotency-Key on POST /emails", () => {
     expect(await countRows("emails", a.accountId)).toBe(1);
   });
 
-  it("24 hours after first use the key is forgotten and works again", async () => {
+  it("24 hours after first use the key is forgotten and works again; the cron deletes forgotten keys", async () => {
     const a = await createAccount();
     const body = { from: `k@${a.domain}`, to: "delivered@simulator.tern.test", subject: "s", text: "t" };
     const first = (await (await sendWithKey(a, "k5", body)).json()) as { id: string };
-    const stub = env.IDEMPOTENCY.getByName(keyObjectName(a.accountId, "POST /emails", "k5"));
-    const alarmAt = await runInDurableObject(stub, (_o, state) => state.storage.getAlarm());
-    expect(alarmAt! - Date.now()).toBeGreaterThan(24 * 3600_000 - 60_000);
-    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    const row = (await keyRow(a, "k5"))!;
+    expect(row.expires_at - row.created_at).toBe(KEY_LIFETIME_MS);
+    expect(JSON.parse(row.body)).toEqual(first);
+    // A minute before the end of the 24 hours it still replays.
+    const shift = (ms: number) => env.DB.prepare("UPDATE idempotency_keys SET created_at = created_at - ?, expires_at = expires_at - ? WHERE account_id = ?").bind(ms, ms, a.accountId).run();
+    await shift(KEY_LIFETIME_MS - 60_000);
+    const before = await sendWithKey(a, "k5", body);
+    expect(before.headers.get("idempotent-replayed")).toBe("true");
+    expect(((await before.json()) as { id: string }).id).toBe(first.id);
+    // Past them, the key is free again: the next request with it sends.
+    await shift(60_001);
     const second = await sendWithKey(a, "k5", body);
     expect(second.status).toBe(200);
     expect(second.headers.get("idempotent-replayed")).toBeNull();
-    expect(((await second.json()) as { id: string }).id).not.toBe(first.id);
+    const secondId = ((await second.json()) as { id: string }).id;
+    expect(secondId).not.toBe(first.id);
     expect(await countRows("emails", a.accountId)).toBe(2);
+    expect(JSON.parse((await keyRow(a, "k5"))!.body)).toEqual({ id: secondId });
+
+    // The cron forgets expired keys and keeps live ones.
+    await sendWithKey(a, "k5b", body);
+    await shift(KEY_LIFETIME_MS);
+    await sendWithKey(a, "k5c", body);
+    expect(await sweepIdempotencyKeys(env)).toBeGreaterThanOrEqual(2);
+    expect(await keyRow(a, "k5")).toBeNull();
+    expect(await keyRow(a, "k5b")).toBeNull();
+    expect(await keyRow(a, "k5c")).not.toBeNull();
   });
 
-  it("a first request that died is taken over after its lease, with the same email id, recorded once", async () => {
+  it("the key is recorded with the emails, atomically: a send that recorded but never answered replays; a refused one leaves no key", async () => {
     const a = await createAccount();
     const body = { from: `k@${a.domain}`, to: "delivered@simulator.tern.test", subject: "s", text: "t" };
-    const stub = env.IDEMPOTENCY.getByName(keyObjectName(a.accountId, "POST /emails", "k6"));
-    const fp = await fingerprint({ kind: "single", body, batchMode: "strict" });
-    // As if a first request began long ago and its Worker died before recording anything.
-    const begun = await stub.begin(fp, 1, Date.now() - LEASE_MS - 1);
-    expect(begun.kind).toBe("run");
-    const reserved = (begun as { ids: string[] }).ids[0];
-    const taken = await sendWithKey(a, "k6", body);
-    expect(taken.status).toBe(200);
-    expect(((await taken.json()) as { id: string }).id).toBe(reserved);
-    // And as if that request had recorded after all and then died before storing its answer:
-    await runInDurableObject(stub, async (_o, state) => {
-      const s = (await state.storage.get<Record<string, unknown>>("state"))!;
-      await state.storage.put("state", { ...s, answer: null, leaseUntil: 0 });
-    });
-    const again = await sendWithKey(a, "k6", body);
-    expect(again.status).toBe(200);
-    expect(((await again.json()) as { id: string }).id).toBe(reserved);
+    const principal = { accountId: a.accountId, keyId: "k", permission: "full_access" as const, domainId: null, plan: "free", rateLimit: 0 };
+    const req = { kind: "single" as const, body, batchMode: "strict" as const };
+    // As if the Worker died right after the batch committed: the answer never left it.
+    const lost = await performSend(env, principal, req, { accountId: a.accountId, scope: "POST /emails", key: "k6", fingerprint: await fingerprint(req) });
+    expect(lost.status).toBe(200);
+    const retry = await sendWithKey(a, "k6", body);
+    expect(retry.status).toBe(200);
+    expect(retry.headers.get("idempotent-replayed")).toBe("true");
+    expect(await retry.text()).toBe(lost.body);
     expect(await countRows("emails", a.accountId)).toBe(1);
     expect(await used(a.accountId)).toBe(1);
+
+    // Refused by the quota: neither the email, nor the key, nor its content in R2 remains.
+    await env.DB.prepare("INSERT INTO usage (account_id, period, used, cap) VALUES (?, ?, 100, 100) ON CONFLICT (account_id, period) DO UPDATE SET used = 100").bind(a.accountId, periodsAt(Date.now()).day).run();
+    const big = { ...body, subject: "big", html: `<p>${"x".repeat(100_000)}</p>`, attachments: [{ filename: "a.txt", content: btoa("attached") }] };
+    const refused = await sendWithKey(a, "k7", big);
+    expect(refused.status).toBe(429);
+    expect(await keyRow(a, "k7")).toBeNull();
+    expect(await countRows("emails", a.accountId)).toBe(1);
+    expect(await orphanedContent()).toEqual([]);
+  });
+
+  it("racing requests with one key and different bodies: one is recorded, the others get 409 invalid_idempotent_request", async () => {
+    const a = await createAccount();
+    const bodies = Array.from({ length: 20 }, (_, i) => ({ from: `k@${a.domain}`, to: "delivered@simulator.tern.test", subject: `race ${i}`, html: `<p>${"y".repeat(70_000)}</p>` }));
+    const answers = await Promise.all(bodies.map((b) => sendWithKey(a, "k8", b)));
+    const names = await Promise.all(answers.map(async (r) => (r.status === 200 ? "ok" : ((await r.json()) as { name: string }).name)));
+    expect(names.filter((n) => n === "ok")).toHaveLength(1);
+    expect(names.filter((n) => n === "invalid_idempotent_request")).toHaveLength(19);
+    expect(await countRows("emails", a.accountId)).toBe(1);
+    expect(await used(a.accountId)).toBe(1);
+    // The losers had stored their bodies in R2 before their batch failed; none is left.
+    expect(await orphanedContent()).toEqual([]);
   });
 });
 

@@ -336,3 +336,26 @@ export type WebhookDeliveryRow = typeof webhookDeliveries.$inferSelect;
 export type ContactRow = typeof contacts.$inferSelect;
 export type SuppressionRow = typeof suppressions.$inferSelect;
 export type InboundEmailRow = typeof inboundEmails.$inferSelect;
+
+/** Idempotency keys (contract 4.3): the first outcome of a request with `Idempotency-Key`,
+ * per (account, method + path, key). A successful send writes its row in the same D1 batch
+ * that records the emails, so the primary key decides which of two racing requests sends: the
+ * other's batch fails whole and it replays the winner's answer. Stored 4xx answers are written
+ * on their own. Rows live 24 hours from first use; the cron deletes expired ones. */
+export const idempotencyKeys = sqliteTable(
+  "idempotency_keys",
+  {
+    accountId: text("account_id").notNull(),
+    /** "POST /emails" or "POST /emails/batch". */
+    scope: text("scope").notNull(),
+    key: text("key").notNull(),
+    /** SHA-256 of the canonical request, hex: a different body is a conflict. */
+    fingerprint: text("fingerprint").notNull(),
+    status: integer("status").notNull(),
+    /** The answer's JSON body, replayed byte for byte. */
+    body: text("body").notNull(),
+    createdAt: integer("created_at").notNull(),
+    expiresAt: integer("expires_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.accountId, t.scope, t.key] }), index("idempotency_keys_expiry").on(t.expiresAt)],
+);

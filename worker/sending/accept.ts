@@ -1,6 +1,7 @@
 // Accepting a send: turn a validated request into a prepared email (every rule that needs the
 // account, the clock or the network), then record a whole set of them with one D1 batch and
 // one queue send. Nothing is stored for a request that fails any rule.
+import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
 import type { Principal } from "../auth.ts";
 import type { TernConfig } from "../config.ts";
@@ -14,10 +15,18 @@ import type { OutboundFetcher } from "../net/outbound.ts";
 import { resolveAttachment } from "./attachments.ts";
 import { storeContent, type AttachmentBytes } from "./content.ts";
 import { asList, type SendEmailRequest } from "./request.ts";
-import { consumeStatements, d1ErrorText, isQuotaViolation, quotaError, type QuotaUse } from "./quota.ts";
+import { consumeStatements, isQuotaViolation, quotaError, type QuotaUse } from "./quota.ts";
 import { parseScheduledAt } from "./schedule.ts";
 import { authorizeSender } from "./sender.ts";
 import { announce, emailFacts, emailOutboxEvent, outboxInsert } from "../events/outbox.ts";
+import { claimStatements, isKeyTaken, KeyTaken, type KeyClaim } from "./key-claim.ts";
+
+/** An idempotency key to claim, with the answer to store under it, in the recording batch. */
+export interface KeyRecord {
+  claim: KeyClaim;
+  status: number;
+  body: string;
+}
 
 export interface PreparedEmail {
   id: string;
@@ -49,18 +58,12 @@ export interface SendDeps {
   now: number;
 }
 
-export class AlreadyRecorded extends Error {
-  constructor(readonly ids: string[]) {
-    super("these emails are already recorded");
-  }
-}
-
 export interface QueueMessage {
   emailId: string;
 }
 
 /** Applies the rules beyond the schema; `where` prefixes messages in a batch ("`[3].to`"). */
-export async function prepareEmail(deps: SendDeps, principal: Principal, req: SendEmailRequest, where = "", presetId?: string): Promise<PreparedEmail> {
+export async function prepareEmail(deps: SendDeps, principal: Principal, req: SendEmailRequest, where = ""): Promise<PreparedEmail> {
   const fromBox = parseMailbox(req.from)!;
   const domain = await authorizeSender(deps.db, principal, fromBox.email);
   const to = asList(req.to);
@@ -102,7 +105,7 @@ export async function prepareEmail(deps: SendDeps, principal: Principal, req: Se
   const html = req.html && req.html.length > 0 ? req.html : null;
   // text absent: derived from html; text "" opts out of a text part.
   const text = req.text !== undefined ? (req.text.length > 0 ? req.text : null) : html ? htmlToText(html) : null;
-  const id = presetId ?? uuidv7(deps.now);
+  const id = uuidv7(deps.now);
   return {
     id,
     accountId: principal.accountId,
@@ -130,13 +133,25 @@ function prefix(where: string, message: string): string {
   return where ? `${where} ${message}` : message;
 }
 
-/** Records emails and their first event in one D1 batch that also consumes the quota, then
- * enqueues the ones due now. A send over the quota throws the contract's 429 and records
- * nothing. A crash between recording and enqueueing leaves rows in `queued`; the cron finds
+/** Records emails and their first event in one D1 batch that also consumes the quota (and
+ * claims the idempotency key, if any), then enqueues the ones due now. A send over the quota
+ * throws the contract's 429 and records nothing; so does a key another request holds
+ * (KeyTaken). A crash between recording and enqueueing leaves rows in `queued`; the cron finds
  * and sends them. */
-export async function recordEmails(env: Env, config: TernConfig, principal: Principal, prepared: PreparedEmail[], now: number): Promise<QuotaUse | null> {
-  if (prepared.length === 0) return null;
+export async function recordEmails(env: Env, config: TernConfig, principal: Principal, prepared: PreparedEmail[], now: number, key?: KeyRecord): Promise<QuotaUse | null> {
   const db = drizzle(env.DB);
+  const keyStatements = key ? claimStatements(db, key.claim, key, now) : [];
+  if (prepared.length === 0) {
+    if (keyStatements.length > 0) {
+      try {
+        await db.batch(keyStatements as [BatchItem<"sqlite">]);
+      } catch (err) {
+        if (isKeyTaken(err)) throw new KeyTaken();
+        throw err;
+      }
+    }
+    return null;
+  }
   const count = prepared.reduce((n, p) => n + p.recipients.length, 0);
   const quota = consumeStatements(db, principal.accountId, principal.plan, count, now);
   const rows = await Promise.all(
@@ -192,19 +207,20 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
   ];
   let results: unknown[];
   try {
-    results = await db.batch([quota.monthly, ...(quota.daily ? [quota.daily] : []), ...records]);
+    // The key first: a key already taken fails the batch before the quota is looked at, so a
+    // replay still replays when the quota is full.
+    results = await db.batch([...keyStatements, quota.monthly, ...(quota.daily ? [quota.daily] : []), ...records] as [BatchItem<"sqlite">]);
   } catch (err) {
+    // Nothing of this send is recorded, so nothing may point at what it put in R2.
+    const stored = rows.flatMap((r) => [r.email.contentKey, ...(JSON.parse(r.email.attachmentsJson) as { key: string }[]).map((a) => a.key)]).filter((k): k is string => !!k);
+    if (stored.length > 0) await env.BLOBS.delete(stored).catch((e) => console.error("could not delete the content of a refused send", e));
+    if (isKeyTaken(err)) throw new KeyTaken();
     if (isQuotaViolation(err)) throw await quotaError(db, principal.accountId, principal.plan, count, now);
-    // Pre-assigned ids (an idempotent request run again after its lease expired) that are
-    // already recorded: the first run recorded this very request; nothing more to do.
-    if (/UNIQUE constraint failed: emails\.id/i.test(d1ErrorText(err))) {
-      throw new AlreadyRecorded(prepared.map((p) => p.id));
-    }
     throw err;
   }
   const used = (r: unknown) => (r as { used: number }[])[0]!.used;
-  const use: QuotaUse = { monthlyUsed: used(results[0]) };
-  if (quota.daily) use.dailyUsed = used(results[1]);
+  const use: QuotaUse = { monthlyUsed: used(results[keyStatements.length]) };
+  if (quota.daily) use.dailyUsed = used(results[keyStatements.length + 1]);
 
   await announce(env, outbox);
   const due = prepared.filter((p) => p.scheduledAt === null);

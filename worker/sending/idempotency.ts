@@ -1,10 +1,25 @@
 // Idempotency keys (contract 4.3) on POST /emails and /emails/batch, and on SMTP submissions
-// that carry Tern-Idempotency-Key: one mechanism, keyed by (account, method + path, key).
-// A request without a key never comes here.
+// that carry Tern-Idempotency-Key (the bridge passes it on as this header): one mechanism,
+// keyed by (account, method + path, key). A request without a key never comes here.
+//
+// The key's row is written in the same D1 batch that records the emails and consumes the
+// quota (worker/sending/accept.ts), under the row's primary key. So the decision of which of
+// two racing requests sends is the database's, made atomically with recording the email: the
+// loser's whole batch fails (nothing of it recorded, no quota used, nothing enqueued) and it
+// replays the winner's stored answer. A request that dies before its batch commits leaves
+// nothing behind, so a retry simply runs; one that dies after it left its answer, so a retry
+// replays it. A fresh key costs two small statements in a batch the send makes anyway, and no
+// round trip of its own.
+import { and, eq, gt, inArray, lte, sql } from "drizzle-orm";
+import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import type { Principal } from "../auth.ts";
 import { toHex } from "../bytes.ts";
+import { idempotencyKeys, usage } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
-import { emailCount, performSend, type Answer, type SendRequest } from "./send.ts";
+import { planLimits } from "../plans.ts";
+import { KEY_LIFETIME_MS, KeyTaken, thisKey, type KeyClaim } from "./key-claim.ts";
+import { periodsAt, quotaHeaders, type QuotaUse } from "./quota.ts";
+import { performSend, type Answer, type SendRequest } from "./send.ts";
 
 export const MAX_KEY_LENGTH = 256;
 
@@ -31,33 +46,69 @@ export async function fingerprint(req: SendRequest): Promise<string> {
   return toHex(new Uint8Array(digest));
 }
 
-export function keyObjectName(accountId: string, route: string, key: string): string {
-  return `${accountId}:${route}:${key}`;
+/** Stores a 4xx validation answer (no email was recorded for it). False when another request
+ * stored its answer first. */
+async function storeAnswer(db: DrizzleD1Database, claim: KeyClaim, answer: Answer, now: number): Promise<boolean> {
+  const [, inserted] = await db.batch([
+    db.delete(idempotencyKeys).where(and(thisKey(claim), lte(idempotencyKeys.expiresAt, now))),
+    db.insert(idempotencyKeys)
+      .values({ ...claim, status: answer.status, body: answer.body, createdAt: now, expiresAt: now + KEY_LIFETIME_MS })
+      .onConflictDoNothing()
+      .returning({ key: idempotencyKeys.key }),
+  ]);
+  return inserted.length > 0;
+}
+
+/** The stored answer as a replay, a 409 for another body, or null when there is none (it
+ * expired in the meantime). */
+async function replay(db: DrizzleD1Database, claim: KeyClaim, principal: Principal, now: number): Promise<Answer | null> {
+  const p = periodsAt(now);
+  const [rows, used] = await db.batch([
+    db.select().from(idempotencyKeys).where(and(thisKey(claim), gt(idempotencyKeys.expiresAt, now))),
+    db.select().from(usage).where(and(eq(usage.accountId, claim.accountId), inArray(usage.period, [p.month, p.day]))),
+  ]);
+  const row = rows[0];
+  if (!row) return null;
+  if (row.fingerprint !== claim.fingerprint) {
+    throw new ApiError("invalid_idempotent_request", "This idempotency key was already used with a different request body.");
+  }
+  const headers: Record<string, string> = { "idempotent-replayed": "true" };
+  if (row.status < 300) {
+    const of = (period: string) => used.find((u) => u.period === period)?.used ?? 0;
+    const use: QuotaUse = { monthlyUsed: of(p.month) };
+    if (planLimits(principal.plan).daily !== undefined) use.dailyUsed = of(p.day);
+    Object.assign(headers, quotaHeaders(use));
+  }
+  return { status: row.status, body: row.body, headers };
 }
 
 /** Sends at most once per key: replays the stored answer (with idempotent-replayed: true). */
 export async function sendIdempotently(env: Env, principal: Principal, route: string, key: string, req: SendRequest): Promise<Answer> {
   checkKey(key);
-  const fp = await fingerprint(req);
-  const stub = env.IDEMPOTENCY.getByName(keyObjectName(principal.accountId, route, key));
-  const begin = await stub.begin(fp, emailCount(req));
-  switch (begin.kind) {
-    case "conflict":
-      throw new ApiError("invalid_idempotent_request", "This idempotency key was already used with a different request body.");
-    case "in_flight":
-      throw new ApiError("concurrent_idempotent_requests", "A request with this idempotency key is still being processed. Retry in a moment.");
-    case "replay":
-      return { ...begin.answer, headers: { ...begin.answer.headers, "idempotent-replayed": "true" } };
-    case "run": {
-      const answer = await performSend(env, principal, req, begin.ids);
-      try {
-        await stub.finish(fp, answer);
-      } catch (err) {
-        // The send is recorded; the answer is still the client's. A retry with this key waits
-        // out the lease, then finds the reserved ids recorded and answers the same.
-        console.error("could not store the idempotent answer", err);
-      }
-      return answer;
+  const claim: KeyClaim = { accountId: principal.accountId, scope: route, key, fingerprint: await fingerprint(req) };
+  const db = drizzle(env.DB);
+  // A second round only when the row we lost to expired between the two reads.
+  for (let round = 0; round < 3; round++) {
+    const now = Date.now();
+    try {
+      const answer = await performSend(env, principal, req, claim);
+      // 2xx answers were stored with the emails; 429 and 5xx release the key (store nothing);
+      // other 4xx are validation outcomes, stored so that a retry gets the same answer.
+      if (answer.status < 400 || answer.status === 429 || answer.status >= 500) return answer;
+      if (await storeAnswer(db, claim, answer, now)) return answer;
+    } catch (err) {
+      if (!(err instanceof KeyTaken)) throw err;
     }
+    const stored = await replay(db, claim, principal, Date.now());
+    if (stored) return stored;
   }
+  throw new ApiError("concurrent_idempotent_requests", "A request with this idempotency key is still being processed. Retry in a moment.");
+}
+
+/** The cron's share: forget keys 24 hours after their first use. */
+export async function sweepIdempotencyKeys(env: Env, now: number = Date.now()): Promise<number> {
+  const db = drizzle(env.DB);
+  const expired = db.select({ rowid: sql`rowid` }).from(idempotencyKeys).where(lte(idempotencyKeys.expiresAt, now)).limit(5000);
+  const { meta } = await db.delete(idempotencyKeys).where(inArray(sql`rowid`, expired)).run();
+  return meta.changes ?? 0;
 }

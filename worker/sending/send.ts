@@ -6,7 +6,8 @@ import { readConfig } from "../config.ts";
 import { ApiError, unexpectedError } from "../errors.ts";
 import { zodToApiError } from "../http.ts";
 import { createOutboundFetcher } from "../net/outbound.ts";
-import { AlreadyRecorded, prepareEmail, recordEmails, type PreparedEmail, type SendDeps } from "./accept.ts";
+import { prepareEmail, recordEmails, type PreparedEmail, type SendDeps } from "./accept.ts";
+import { KeyTaken, type KeyClaim } from "./key-claim.ts";
 import { quotaHeaders } from "./quota.ts";
 import { SendEmailRequest } from "./request.ts";
 
@@ -20,8 +21,8 @@ export interface SendRequest {
   batchMode: "strict" | "permissive";
 }
 
-/** What a send answers, as plain data (the body as JSON text), so that a Durable Object can
- * store it and replay it byte for byte. */
+/** What a send answers, as plain data (the body as JSON text), so that it can be stored with
+ * an idempotency key and replayed byte for byte. */
 export type Answer = {
   status: number;
   body: string;
@@ -42,35 +43,26 @@ export function sendDeps(env: Env, now = Date.now()): SendDeps {
   };
 }
 
-/** How many emails a request asks for: the ids an idempotency key reserves for it. */
-export function emailCount(req: SendRequest): number {
-  return req.kind === "batch" && Array.isArray(req.body) ? Math.min(Math.max(req.body.length, 1), MAX_BATCH) : 1;
-}
-
-/** Runs a send. `ids` pre-assigns the email ids (idempotent requests); a set of ids that is
- * already recorded answers what was recorded, so running it twice records it once. */
-export async function performSend(env: Env, principal: Principal, req: SendRequest, ids?: string[]): Promise<Answer> {
+/** Runs a send. With a key `claim`, the key's row is recorded in the same batch as the emails;
+ * when another request holds the key, this throws KeyTaken and records nothing. */
+export async function performSend(env: Env, principal: Principal, req: SendRequest, claim?: KeyClaim): Promise<Answer> {
   try {
-    return req.kind === "single" ? await sendOne(env, principal, req.body, ids) : await sendBatch(env, principal, req, ids);
+    return req.kind === "single" ? await sendOne(env, principal, req.body, claim) : await sendBatch(env, principal, req, claim);
   } catch (err) {
-    if (err instanceof AlreadyRecorded) return recordedAnswer(req, err.ids);
+    if (err instanceof KeyTaken) throw err;
     const e = err instanceof ApiError ? err : unexpectedError(err);
     return answerOf(e.status, e.body, e.headers);
   }
 }
 
-/** The answer for ids recorded by an earlier run of the same request. */
-function recordedAnswer(req: SendRequest, ids: string[]): Answer {
-  return req.kind === "single" ? answerOf(200, { id: ids[0] }) : answerOf(200, { data: ids.map((id) => ({ id })) });
-}
-
-async function sendOne(env: Env, principal: Principal, body: unknown, ids?: string[]): Promise<Answer> {
+async function sendOne(env: Env, principal: Principal, body: unknown, claim?: KeyClaim): Promise<Answer> {
   const parsed = SendEmailRequest.safeParse(body);
   if (!parsed.success) throw zodToApiError(parsed.error, body);
   const deps = sendDeps(env);
-  const prepared = await prepareEmail(deps, principal, parsed.data, "", ids?.[0]);
-  const use = await recordEmails(env, deps.config, principal, [prepared], deps.now);
-  return answerOf(200, { id: prepared.id }, quotaHeaders(use!));
+  const prepared = await prepareEmail(deps, principal, parsed.data, "");
+  const answer = JSON.stringify({ id: prepared.id });
+  const use = await recordEmails(env, deps.config, principal, [prepared], deps.now, claim && { claim, status: 200, body: answer });
+  return { status: 200, body: answer, headers: quotaHeaders(use!) };
 }
 
 /** An error about item `i` of a batch, with the item named in its message. */
@@ -80,7 +72,7 @@ function itemError(err: unknown, i: number): ApiError {
   return new ApiError(err.errorName, message, err.status);
 }
 
-async function sendBatch(env: Env, principal: Principal, req: SendRequest, ids?: string[]): Promise<Answer> {
+async function sendBatch(env: Env, principal: Principal, req: SendRequest, claim?: KeyClaim): Promise<Answer> {
   const input = req.body;
   if (!Array.isArray(input)) throw new ApiError("validation_error", "The request body must be a JSON array of emails.", 400);
   if (input.length === 0 || input.length > MAX_BATCH) {
@@ -96,14 +88,16 @@ async function sendBatch(env: Env, principal: Principal, req: SendRequest, ids?:
       const one = parsed.data;
       if (one.attachments !== undefined) throw new ApiError("validation_error", `\`[${i}].attachments\` is not supported in batch sends.`);
       if (one.scheduled_at !== undefined) throw new ApiError("validation_error", `\`[${i}].scheduled_at\` is not supported in batch sends.`);
-      prepared.push(await prepareEmail(deps, principal, one, `\`[${i}]\`:`, ids?.[i]));
+      prepared.push(await prepareEmail(deps, principal, one, `\`[${i}]\`:`));
     } catch (err) {
       const e = itemError(err, i);
       if (req.batchMode === "strict") throw e;
       errors.push({ index: i, message: e.message });
     }
   }
-  const use = await recordEmails(env, deps.config, principal, prepared, deps.now);
   const data = prepared.map((p) => ({ id: p.id }));
-  return answerOf(200, req.batchMode === "permissive" ? { data, errors } : { data }, use ? quotaHeaders(use) : {});
+  const answer = JSON.stringify(req.batchMode === "permissive" ? { data, errors } : { data });
+  // A permissive batch with nothing valid records no email; its answer is stored like a 4xx.
+  const use = await recordEmails(env, deps.config, principal, prepared, deps.now, claim && { claim, status: 200, body: answer });
+  return { status: 200, body: answer, headers: use ? quotaHeaders(use) : {} };
 }
