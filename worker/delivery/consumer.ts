@@ -3,8 +3,9 @@
 // redelivered queue message finds nothing to claim and never sends an email twice.
 import { and, eq, inArray, lte } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
-import { drizzle } from "drizzle-orm/d1";
+import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { readConfig, type TernConfig } from "../config.ts";
+import { unindexed } from "../db/plan.ts";
 import { emailEvents, emails, type EmailRow } from "../db/schema.ts";
 import { uuidv7 } from "../ids.ts";
 import { parseMailbox, toAsciiEmail, type Address } from "../mime/address.ts";
@@ -123,12 +124,18 @@ async function claimEmails(d1: D1Database, ids: string[], t: number): Promise<Em
   const db = drizzle(d1);
   const owned: EmailRow[] = [];
   for (let i = 0; i < ids.length; i += 90) {
-    owned.push(...(await db.update(emails)
-      .set({ state: "sending", leaseUntil: t + LEASE_MS })
-      .where(and(inArray(emails.id, ids.slice(i, i + 90)), eq(emails.state, "queued"), lte(emails.nextAttemptAt, t + EARLY_SLACK_MS)))
-      .returning()));
+    owned.push(...(await claimQuery(db, ids.slice(i, i + 90), t)));
   }
   return owned;
+}
+
+/** The claim of a set of emails by id (exported for the query-plan test). */
+export function claimQuery(db: DrizzleD1Database, ids: string[], t: number) {
+  return db.update(emails)
+    .set({ state: "sending", leaseUntil: t + LEASE_MS })
+    // By primary key only: see worker/db/plan.ts.
+    .where(and(inArray(emails.id, ids), eq(unindexed(emails.state), "queued"), lte(unindexed(emails.nextAttemptAt), t + EARLY_SLACK_MS)))
+    .returning();
 }
 
 async function releaseClaim(db: D1Database, emailId: string): Promise<void> {

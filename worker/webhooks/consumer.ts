@@ -9,8 +9,9 @@
 // redelivered or duplicated message never attempts the same delivery twice at once.
 import { and, eq, inArray, isNull, lt, lte, sql } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
-import { drizzle } from "drizzle-orm/d1";
+import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { readConfig, type TernConfig } from "../config.ts";
+import { unindexed } from "../db/plan.ts";
 import { webhookAttempts, webhookDeliveries, webhookEvents, webhooks, type WebhookDeliveryRow, type WebhookRow } from "../db/schema.ts";
 import type { WebhookQueueMessage } from "../events/outbox.ts";
 import { uuidv7 } from "../ids.ts";
@@ -115,8 +116,7 @@ export async function fanOut(d1: D1Database, eventIds: string[], t: number): Pro
   const db = drizzle(d1);
   const events: { id: string; accountId: string; type: string }[] = [];
   for (let i = 0; i < eventIds.length; i += 90) {
-    events.push(...(await db.select({ id: webhookEvents.id, accountId: webhookEvents.accountId, type: webhookEvents.type })
-      .from(webhookEvents).where(and(inArray(webhookEvents.id, eventIds.slice(i, i + 90)), isNull(webhookEvents.fannedOutAt)))));
+    events.push(...(await pendingEventsQuery(db, eventIds.slice(i, i + 90))));
   }
   if (events.length === 0) return [];
   const accountIds = [...new Set(events.map((e) => e.accountId))];
@@ -141,10 +141,20 @@ export async function fanOut(d1: D1Database, eventIds: string[], t: number): Pro
   // One statement marks a whole chunk fanned out, in the batch that creates its deliveries.
   for (let i = 0; i < events.length; i += 90) {
     const ids = events.slice(i, i + 90).map((e) => e.id);
-    statements.push(db.update(webhookEvents).set({ fannedOutAt: t }).where(and(inArray(webhookEvents.id, ids), isNull(webhookEvents.fannedOutAt))));
+    statements.push(markFannedOutQuery(db, ids, t));
   }
   await db.batch(statements as [BatchItem<"sqlite">]);
   return created;
+}
+
+/** The events among `ids` not yet fanned out. By primary key only: see worker/db/plan.ts. */
+export function pendingEventsQuery(db: DrizzleD1Database, ids: string[]) {
+  return db.select({ id: webhookEvents.id, accountId: webhookEvents.accountId, type: webhookEvents.type })
+    .from(webhookEvents).where(and(inArray(webhookEvents.id, ids), isNull(unindexed(webhookEvents.fannedOutAt))));
+}
+
+export function markFannedOutQuery(db: DrizzleD1Database, ids: string[], t: number) {
+  return db.update(webhookEvents).set({ fannedOutAt: t }).where(and(inArray(webhookEvents.id, ids), isNull(unindexed(webhookEvents.fannedOutAt))));
 }
 
 /** Loads deliveries with their endpoint and event body. */

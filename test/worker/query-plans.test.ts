@@ -1,0 +1,31 @@
+// The hot statements that look rows up by a list of ids must use the primary key, not a
+// secondary index on another column of their WHERE clause: with many rows in that state (a
+// backlog of queued emails, of events not yet fanned out) the index would walk all of them on
+// every queue batch. SQLite decides per statement, so the plans are checked here, on D1, with
+// the very statements the consumers run.
+import { env } from "cloudflare:workers";
+import { drizzle } from "drizzle-orm/d1";
+import { describe, expect, it } from "vitest";
+import { claimQuery } from "../../worker/delivery/consumer.ts";
+import { markFannedOutQuery, pendingEventsQuery } from "../../worker/webhooks/consumer.ts";
+
+async function plan(q: { toSQL(): { sql: string; params: unknown[] } }): Promise<string> {
+  const { sql, params } = q.toSQL();
+  const rows = await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`).bind(...params).all<{ detail: string }>();
+  return rows.results.map((r) => r.detail).join("\n");
+}
+
+const ids = Array.from({ length: 90 }, (_, i) => `00000000-0000-7000-8000-${String(i).padStart(12, "0")}`);
+
+describe("query plans of the consumers' lookups by id", () => {
+  const db = drizzle(env.DB);
+  it.each([
+    ["claiming queued emails", claimQuery(db, ids, Date.now()), "emails"],
+    ["reading events not yet fanned out", pendingEventsQuery(db, ids), "webhook_events"],
+    ["marking events fanned out", markFannedOutQuery(db, ids, Date.now()), "webhook_events"],
+  ])("%s uses the primary key", async (_name, query, table) => {
+    const detail = await plan(query);
+    expect(detail).toContain(`SEARCH ${table} USING INDEX sqlite_autoindex_${table}_1 (id=?)`);
+    expect(detail).not.toMatch(/emails_due|webhook_events_pending|SCAN/);
+  });
+});
