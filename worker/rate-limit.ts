@@ -1,8 +1,56 @@
 // Applying an account's request rate to an API call, and telling the client about it with
 // the `ratelimit-*` headers (and `retry-after` on a 429).
-import type { RateVerdict } from "../durable-objects/rate-limiter.ts";
+//
+// Every request spends a token from the account's RateLimiter object, so the limit holds
+// across isolates. To keep that object off the hot path of busy accounts, an isolate takes a
+// lease of several tokens at once, 2% of the per-second limit (at least 1: an account at the
+// default 10/s still calls the object on every request), and spends them locally for up to a
+// second; what it does not spend in that second is dropped, never returned or reused. So the
+// limit is never exceeded; the price is that tokens leased by one isolate and left unspent are
+// lost to the others, at most 2% of a second's worth per isolate.
+import type { RateGrant, RateVerdict } from "../durable-objects/rate-limiter.ts";
 import type { Principal } from "./auth.ts";
 import { ApiError } from "./errors.ts";
+
+/** The share of the per-second limit one lease takes. */
+export const LEASE_DIVISOR = 50;
+export const LEASE_MS = 1_000;
+
+export function leaseSize(limit: number): number {
+  return Math.max(1, Math.floor(limit / LEASE_DIVISOR));
+}
+
+interface Lease {
+  limit: number;
+  tokens: number;
+  expires: number;
+  /** What the object said when it granted the lease. */
+  remaining: number;
+  reset: number;
+}
+
+/** One isolate's leases, by account. */
+export class TokenLeases {
+  private leases = new Map<string, Lease>();
+
+  async take(accountId: string, limit: number, ask: (want: number) => Promise<RateGrant>, now = Date.now()): Promise<RateVerdict> {
+    const lease = this.leases.get(accountId);
+    if (lease && lease.limit === limit && lease.tokens > 0 && lease.expires > now) {
+      lease.tokens--;
+      return { allowed: true, limit, remaining: lease.remaining + lease.tokens, reset: lease.reset, retryAfter: 0 };
+    }
+    const grant = await ask(leaseSize(limit));
+    if (grant.granted > 1) {
+      if (this.leases.size > 10_000) this.leases.clear();
+      this.leases.set(accountId, { limit, tokens: grant.granted - 1, expires: now + LEASE_MS, remaining: grant.remaining, reset: grant.reset });
+    } else {
+      this.leases.delete(accountId);
+    }
+    return { allowed: grant.allowed, limit, remaining: grant.remaining + Math.max(0, grant.granted - 1), reset: grant.reset, retryAfter: grant.retryAfter };
+  }
+}
+
+const leases = new TokenLeases();
 
 export function rateHeaders(v: RateVerdict | null): Record<string, string> {
   if (!v) return {};
@@ -19,7 +67,8 @@ export function rateHeaders(v: RateVerdict | null): Record<string, string> {
  * An account whose limit is 0 is not limited (an operator's choice, e.g. an internal system). */
 export async function takeRequest(env: Env, principal: Principal): Promise<RateVerdict | null> {
   if (principal.rateLimit <= 0) return null;
-  const verdict = await env.RATE_LIMITER.getByName(`rate:${principal.accountId}`).take(principal.rateLimit);
+  const stub = env.RATE_LIMITER.getByName(`rate:${principal.accountId}`);
+  const verdict = await leases.take(principal.accountId, principal.rateLimit, (want) => stub.take(principal.rateLimit, want));
   if (!verdict.allowed) {
     throw new ApiError("rate_limit_exceeded", `Too many requests: this account may make ${verdict.limit} requests per second. Retry after ${verdict.retryAfter} second${verdict.retryAfter === 1 ? "" : "s"}.`, 429, rateHeaders(verdict));
   }

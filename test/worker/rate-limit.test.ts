@@ -2,7 +2,20 @@
 // (one Durable Object per account), with ratelimit-* headers on every API answer.
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
+import { LEASE_MS, leaseSize, TokenLeases } from "../../worker/rate-limit.ts";
 import { addKey, api, createAccount } from "./fixtures.ts";
+
+/** Two isolates' leases against one account's real limiter object, counting the calls. */
+function isolates(accountId: string, limit: number, now: number) {
+  const stub = env.RATE_LIMITER.getByName(`rate:${accountId}`);
+  let calls = 0;
+  const ask = (want: number) => {
+    calls++;
+    return stub.take(limit, want, now);
+  };
+  const pair = [new TokenLeases(), new TokenLeases()];
+  return { take: (i: number, at = now) => pair[i % 2]!.take(accountId, limit, ask, at), calls: () => calls };
+}
 
 describe("rate limits", () => {
   it("every authenticated answer carries ratelimit-limit, -remaining and -reset", async () => {
@@ -36,6 +49,42 @@ describe("rate limits", () => {
     expect(limited[0]!.headers.get("ratelimit-remaining")).toBe("0");
     const rows = await env.DB.prepare("SELECT COUNT(*) AS n FROM emails WHERE account_id = ?").bind(a.accountId).first<{ n: number }>();
     expect(rows!.n).toBe(accepted);
+  });
+
+  it("a busy account's isolates lease 2% of its limit per call to the limiter and together never pass the limit", async () => {
+    const a = await createAccount({ rateLimit: 1000 });
+    const now = Date.now();
+    const iso = isolates(a.accountId, 1000, now); // a frozen clock: the bucket does not refill
+    let admitted = 0;
+    let callsWhenFull = 0;
+    for (let i = 0; i < 1500; i++) {
+      const v = await iso.take(i);
+      if (v.allowed) admitted++;
+      else if (!callsWhenFull) callsWhenFull = iso.calls();
+      expect(v.remaining).toBeGreaterThanOrEqual(0);
+    }
+    expect(leaseSize(1000)).toBe(20);
+    expect(admitted).toBe(1000);
+    // 1,000 requests cost about 50 calls (two isolates, 20 tokens a lease), not 1,000.
+    expect(callsWhenFull).toBeLessThanOrEqual(1000 / 20 + 2);
+  });
+
+  it("a lease lasts a second; at the default limit every request asks the limiter", async () => {
+    const a = await createAccount({ rateLimit: 1000 });
+    const now = Date.now();
+    const iso = isolates(a.accountId, 1000, now);
+    await iso.take(0);
+    await iso.take(0, now + LEASE_MS - 1);
+    expect(iso.calls()).toBe(1);
+    await iso.take(0, now + LEASE_MS);
+    expect(iso.calls()).toBe(2);
+
+    const b = await createAccount({ rateLimit: 10 });
+    const slow = isolates(b.accountId, 10, now);
+    const verdicts = [];
+    for (let i = 0; i < 12; i++) verdicts.push(await slow.take(0));
+    expect(slow.calls()).toBe(12);
+    expect(verdicts.filter((v) => v.allowed)).toHaveLength(10);
   });
 
   it("the bucket refills: after a second the account may send again", async () => {
