@@ -177,7 +177,7 @@ describe("Idempotency-Key on POST /emails", () => {
     const principal = { accountId: a.accountId, keyId: "k", permission: "full_access" as const, domainId: null, plan: "free", rateLimit: 0 };
     const req = { kind: "single" as const, body, batchMode: "strict" as const };
     // As if the Worker died right after the batch committed: the answer never left it.
-    const lost = await performSend(env, principal, req, { accountId: a.accountId, scope: "POST /emails", key: "k6", fingerprint: await fingerprint(req) });
+    const lost = await performSend(env, principal, req, { claim: { accountId: a.accountId, scope: "POST /emails", key: "k6", fingerprint: await fingerprint(req) } });
     expect(lost.status).toBe(200);
     const retry = await sendWithKey(a, "k6", body);
     expect(retry.status).toBe(200);

@@ -56,7 +56,8 @@ const EmailRef = z.object({ object: z.literal("email"), id: z.string() });
 function send(c: Ctx, route: string, req: SendRequest): Promise<Answer> {
   const key = c.req.header("idempotency-key");
   const principal = c.get("principal");
-  return key === undefined ? performSend(c.env, principal, req) : sendIdempotently(c.env, principal, route, key, req);
+  const defer = (work: Promise<unknown>) => c.executionCtx.waitUntil(work);
+  return key === undefined ? performSend(c.env, principal, req, { defer }) : sendIdempotently(c.env, principal, route, key, req, defer);
 }
 
 function answer(a: Answer): Response {

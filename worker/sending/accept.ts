@@ -21,6 +21,17 @@ import { authorizeSender } from "./sender.ts";
 import { announce, emailFacts, emailOutboxEvent, outboxInsert } from "../events/outbox.ts";
 import { claimStatements, isKeyTaken, KeyTaken, type KeyClaim } from "./key-claim.ts";
 
+/** Work that may finish after the answer (`ctx.waitUntil`). */
+export type Defer = (work: Promise<unknown>) => void;
+
+export interface RecordOptions {
+  /** An idempotency key to claim in the recording batch, with the answer to store. */
+  key?: KeyRecord;
+  /** Where the queue hints go once the emails are recorded (see recordEmails); without it
+   * they are awaited. */
+  defer?: Defer;
+}
+
 /** An idempotency key to claim, with the answer to store under it, in the recording batch. */
 export interface KeyRecord {
   claim: KeyClaim;
@@ -138,7 +149,8 @@ function prefix(where: string, message: string): string {
  * throws the contract's 429 and records nothing; so does a key another request holds
  * (KeyTaken). A crash between recording and enqueueing leaves rows in `queued`; the cron finds
  * and sends them. */
-export async function recordEmails(env: Env, config: TernConfig, principal: Principal, prepared: PreparedEmail[], now: number, key?: KeyRecord): Promise<QuotaUse | null> {
+export async function recordEmails(env: Env, config: TernConfig, principal: Principal, prepared: PreparedEmail[], now: number, opts: RecordOptions = {}): Promise<QuotaUse | null> {
+  const { key, defer } = opts;
   const db = drizzle(env.DB);
   const keyStatements = key ? claimStatements(db, key.claim, key, now) : [];
   if (prepared.length === 0) {
@@ -222,15 +234,20 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
   const use: QuotaUse = { monthlyUsed: used(results[keyStatements.length]) };
   if (quota.daily) use.dailyUsed = used(results[keyStatements.length + 1]);
 
-  await announce(env, outbox);
+  // Once the batch has committed the emails are accepted: the queue messages are only hints
+  // (the consumer's claim decides, and the cron re-enqueues rows left in `queued`), so the
+  // answer need not wait for them.
   const due = prepared.filter((p) => p.scheduledAt === null);
-  if (due.length > 0) {
-    try {
-      await env.SEND_QUEUE.sendBatch(due.map((p) => ({ body: { emailId: p.id } satisfies QueueMessage })));
-    } catch (err) {
-      // Recorded mail is never lost: the cron re-enqueues rows left in `queued`.
-      console.error("enqueue failed; the cron will pick these up", due.map((p) => p.id), err);
-    }
-  }
+  const hints = Promise.all([
+    announce(env, outbox),
+    due.length === 0
+      ? undefined
+      : env.SEND_QUEUE.sendBatch(due.map((p) => ({ body: { emailId: p.id } satisfies QueueMessage }))).catch((err: unknown) => {
+          // Recorded mail is never lost: the cron re-enqueues rows left in `queued`.
+          console.error("enqueue failed; the cron will pick these up", due.map((p) => p.id), err);
+        }),
+  ]);
+  if (defer) defer(hints);
+  else await hints;
   return use;
 }

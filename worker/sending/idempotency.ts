@@ -19,6 +19,7 @@ import { ApiError } from "../errors.ts";
 import { planLimits } from "../plans.ts";
 import { KEY_LIFETIME_MS, KeyTaken, thisKey, type KeyClaim } from "./key-claim.ts";
 import { periodsAt, quotaHeaders, type QuotaUse } from "./quota.ts";
+import type { Defer } from "./accept.ts";
 import { performSend, type Answer, type SendRequest } from "./send.ts";
 
 export const MAX_KEY_LENGTH = 256;
@@ -83,7 +84,7 @@ async function replay(db: DrizzleD1Database, claim: KeyClaim, principal: Princip
 }
 
 /** Sends at most once per key: replays the stored answer (with idempotent-replayed: true). */
-export async function sendIdempotently(env: Env, principal: Principal, route: string, key: string, req: SendRequest): Promise<Answer> {
+export async function sendIdempotently(env: Env, principal: Principal, route: string, key: string, req: SendRequest, defer?: Defer): Promise<Answer> {
   checkKey(key);
   const claim: KeyClaim = { accountId: principal.accountId, scope: route, key, fingerprint: await fingerprint(req) };
   const db = drizzle(env.DB);
@@ -91,7 +92,7 @@ export async function sendIdempotently(env: Env, principal: Principal, route: st
   for (let round = 0; round < 3; round++) {
     const now = Date.now();
     try {
-      const answer = await performSend(env, principal, req, claim);
+      const answer = await performSend(env, principal, req, { claim, defer });
       // 2xx answers were stored with the emails; 429 and 5xx release the key (store nothing);
       // other 4xx are validation outcomes, stored so that a retry gets the same answer.
       if (answer.status < 400 || answer.status === 429 || answer.status >= 500) return answer;

@@ -6,7 +6,7 @@ import { readConfig } from "../config.ts";
 import { ApiError, unexpectedError } from "../errors.ts";
 import { zodToApiError } from "../http.ts";
 import { createOutboundFetcher } from "../net/outbound.ts";
-import { prepareEmail, recordEmails, type PreparedEmail, type SendDeps } from "./accept.ts";
+import { prepareEmail, recordEmails, type Defer, type PreparedEmail, type SendDeps } from "./accept.ts";
 import { KeyTaken, type KeyClaim } from "./key-claim.ts";
 import { quotaHeaders } from "./quota.ts";
 import { SendEmailRequest } from "./request.ts";
@@ -43,11 +43,18 @@ export function sendDeps(env: Env, now = Date.now()): SendDeps {
   };
 }
 
-/** Runs a send. With a key `claim`, the key's row is recorded in the same batch as the emails;
- * when another request holds the key, this throws KeyTaken and records nothing. */
-export async function performSend(env: Env, principal: Principal, req: SendRequest, claim?: KeyClaim): Promise<Answer> {
+export interface SendOptions {
+  /** An idempotency key: its row is recorded in the same batch as the emails; when another
+   * request holds the key, the send throws KeyTaken and records nothing. */
+  claim?: KeyClaim;
+  /** Lets the queue hints finish after the answer (`ctx.waitUntil`). */
+  defer?: Defer;
+}
+
+/** Runs a send. */
+export async function performSend(env: Env, principal: Principal, req: SendRequest, opts: SendOptions = {}): Promise<Answer> {
   try {
-    return req.kind === "single" ? await sendOne(env, principal, req.body, claim) : await sendBatch(env, principal, req, claim);
+    return req.kind === "single" ? await sendOne(env, principal, req.body, opts) : await sendBatch(env, principal, req, opts);
   } catch (err) {
     if (err instanceof KeyTaken) throw err;
     const e = err instanceof ApiError ? err : unexpectedError(err);
@@ -55,13 +62,13 @@ export async function performSend(env: Env, principal: Principal, req: SendReque
   }
 }
 
-async function sendOne(env: Env, principal: Principal, body: unknown, claim?: KeyClaim): Promise<Answer> {
+async function sendOne(env: Env, principal: Principal, body: unknown, { claim, defer }: SendOptions): Promise<Answer> {
   const parsed = SendEmailRequest.safeParse(body);
   if (!parsed.success) throw zodToApiError(parsed.error, body);
   const deps = sendDeps(env);
   const prepared = await prepareEmail(deps, principal, parsed.data, "");
   const answer = JSON.stringify({ id: prepared.id });
-  const use = await recordEmails(env, deps.config, principal, [prepared], deps.now, claim && { claim, status: 200, body: answer });
+  const use = await recordEmails(env, deps.config, principal, [prepared], deps.now, { key: claim && { claim, status: 200, body: answer }, defer });
   return { status: 200, body: answer, headers: quotaHeaders(use!) };
 }
 
@@ -72,7 +79,7 @@ function itemError(err: unknown, i: number): ApiError {
   return new ApiError(err.errorName, message, err.status);
 }
 
-async function sendBatch(env: Env, principal: Principal, req: SendRequest, claim?: KeyClaim): Promise<Answer> {
+async function sendBatch(env: Env, principal: Principal, req: SendRequest, { claim, defer }: SendOptions): Promise<Answer> {
   const input = req.body;
   if (!Array.isArray(input)) throw new ApiError("validation_error", "The request body must be a JSON array of emails.", 400);
   if (input.length === 0 || input.length > MAX_BATCH) {
@@ -98,6 +105,6 @@ async function sendBatch(env: Env, principal: Principal, req: SendRequest, claim
   const data = prepared.map((p) => ({ id: p.id }));
   const answer = JSON.stringify(req.batchMode === "permissive" ? { data, errors } : { data });
   // A permissive batch with nothing valid records no email; its answer is stored like a 4xx.
-  const use = await recordEmails(env, deps.config, principal, prepared, deps.now, claim && { claim, status: 200, body: answer });
+  const use = await recordEmails(env, deps.config, principal, prepared, deps.now, { key: claim && { claim, status: 200, body: answer }, defer });
   return { status: 200, body: answer, headers: use ? quotaHeaders(use) : {} };
 }
