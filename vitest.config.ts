@@ -56,6 +56,7 @@ export default defineConfig({
           name: "node",
           include: ["test/node/**/*.test.ts", "test/e2e/**/*.test.ts"],
           environment: "node",
+          globalSetup: ["./test/node-global-setup.ts"],
           testTimeout: 60_000,
           hookTimeout: 120_000,
         },

@@ -1,9 +1,10 @@
 // Part 4 of `npm run bench`: what exactly-once sending and the rate limiter cost.
-//   send           POST /emails without an Idempotency-Key (never touches the key's Durable Object);
-//   send+key       the same with a fresh key per request: the worst case, every request creates
-//                  a key object (begin: lease + reserve ids + alarm) and stores its answer (finish);
-//   auth           GET /emails/<unknown id> with the bench's account (limited at 1,000,000/s, so it
-//                  takes a token from its rate limiter object on every request but is never refused);
+//   send           POST /emails without an Idempotency-Key (never touches idempotency_keys);
+//   send+key       the same with a fresh key per request: every request claims a new key (two
+//                  more statements in the send's D1 batch, worker/sending/idempotency.ts);
+//   auth           GET /emails/<unknown id> with the bench's account (limited at 1,000,000/s, so
+//                  never refused; its isolate leases 20,000 tokens at a time from the account's
+//                  rate limiter object, worker/rate-limit.ts, so few requests call it);
 //   auth-unlimited the same with an account whose rate limit is 0: no rate limiter call at all.
 // The unlimited account is made while tern runs with the operator command (ops/admin.ts) against
 // tern's local state. Interleaved rounds in ABBA order (the second of each pair first on even

@@ -172,10 +172,10 @@ function renderOnce(r: Results, L: (x?: string) => void): void {
   L(
     `Same generator, rounds and durations as part 1; each cell is the median of ${s.rounds} interleaved rounds of the four variants ` +
       `(in ABBA order: send, send+key, auth, auth-unlimited, then send+key, send, auth-unlimited, auth, ...; the queue drained after each send run). ` +
-      `\`send+key\` sends the same body with a new \`Idempotency-Key\` on every request (the worst case: each request creates a key object, ` +
-      `leases it and stores its answer). \`auth\` is the bare authenticated route: \`GET /emails/<a random UUID>\` (auth from the isolate's cache, ` +
-      `the rate limiter, one D1 read, a 404), with the bench's account (limit 1,000,000/s: a token taken from its rate limiter object on every request, ` +
-      `never refused) and with an account made by \`ops/admin.ts\` whose limit is 0 (no rate limiter call). 404 is the expected status of the \`auth\` rows.`,
+      `\`send+key\` sends the same body with a new \`Idempotency-Key\` on every request (the worst case: each request claims a new key, ` +
+      `a row written with its answer in the send's own D1 batch). \`auth\` is the bare authenticated route: \`GET /emails/<a random UUID>\` (auth from the isolate's cache, ` +
+      `the rate limiter, one D1 read, a 404), with the bench's account (limit 1,000,000/s, never refused: each request spends a token ` +
+      `its isolate leased from the account's rate limiter object, 20,000 at a time, so few requests call the object) and with an account made by \`ops/admin.ts\` whose limit is 0 (no rate limiter call). 404 is the expected status of the \`auth\` rows.`,
   );
   L();
   L("| connections | request | req/s | p50 ms | p99 ms | requests (all rounds) | unexpected status |");

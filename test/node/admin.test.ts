@@ -7,7 +7,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 
 const root = resolve(import.meta.dirname, "..", "..");
 const wrangler = join(root, "node_modules/wrangler/bin/wrangler.js");
-const persist = mkdtempSync(join(tmpdir(), "tern-admin-"));
+const persist = mkdtempSync(join(process.env.TERN_TEST_TMP ?? tmpdir(), "tern-admin-"));
 const env = { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true" };
 
 function admin(...args: string[]) {

@@ -10,7 +10,7 @@ const root = resolve(import.meta.dirname, "..", "..");
 
 describe("generated files are in sync with their sources", () => {
   it("migrations/ holds everything drizzle-kit generates from worker/db/schema.ts", () => {
-    const dir = mkdtempSync(join(tmpdir(), "tern-schema-"));
+    const dir = mkdtempSync(join(process.env.TERN_TEST_TMP ?? tmpdir(), "tern-schema-"));
     cpSync(join(root, "migrations"), join(dir, "migrations"), { recursive: true });
     const config = join(dir, "drizzle.config.ts");
     writeFileSync(config, `export default { dialect: "sqlite", schema: ${JSON.stringify(join(root, "worker/db/schema.ts"))}, out: "migrations" };\n`);

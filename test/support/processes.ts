@@ -49,7 +49,9 @@ export interface TernProcess {
 }
 
 export async function startTern(opts: { stateDir?: string; env?: Record<string, string>; timeoutMs?: number; port?: number } = {}): Promise<TernProcess> {
-  const stateDir = opts.stateDir ?? mkdtempSync(join(tmpdir(), "tern-e2e-"));
+  // Under vitest, inside the run's own directory, which test/node-global-setup.ts removes at
+  // the end (a test may restart tern on the same state, so stop() cannot remove it).
+  const stateDir = opts.stateDir ?? mkdtempSync(join(process.env.TERN_TEST_TMP ?? tmpdir(), "tern-e2e-"));
   const [port, smtp, http] = [opts.port ?? (await freePort()), await freePort(), await freePort()];
   const [bridgeTls, bridgeStartTls, bridgeHealth] = [await freePort(), await freePort(), await freePort()];
   const apiKey = "tern_" + "e2e0".repeat(10);
