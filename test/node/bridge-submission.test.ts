@@ -2,10 +2,13 @@
 // written by nodemailer, read by the bridge's reader (mailparser), converted and streamed.
 import { randomBytes } from "node:crypto";
 import { existsSync, readdirSync, statSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { Readable } from "node:stream";
 import nodemailer from "nodemailer";
 import type Mail from "nodemailer/lib/mailer";
 import { describe, expect, it } from "vitest";
+import { ApiClient } from "../../smtp-bridge/api.ts";
 import { readMessage, type Envelope } from "../../smtp-bridge/message.ts";
 import { discardParts, memoryOnly, openSpool } from "../../smtp-bridge/spool.ts";
 import { formatMailbox, headerValue, isHeaderNotPassed, parseTags, requestBody, toSubmission, type Submission } from "../../smtp-bridge/submission.ts";
@@ -167,6 +170,48 @@ describe("the request body is streamed", () => {
       expect(length).toBe(written);
       expect(length).toBe(Buffer.byteLength(JSON.stringify(expected)));
       expect(largest).toBeLessThanOrEqual(2 * 1024 * 1024);
+    }
+  });
+});
+
+describe("the request on the wire", () => {
+  it("arrives whole with its Content-Length, the JSON pieces gathered into few writes", async () => {
+    const received: { length: number; body: Buffer; reads: number }[] = [];
+    // A plain HTTP peer in the API's place: it records what arrives and answers as the API does.
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        received.push({ length: Number(req.headers["content-length"]), body: Buffer.concat(chunks), reads: chunks.length });
+        res.writeHead(200, { "content-type": "application/json" }).end('{"id":"x"}');
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const api = new ApiClient({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, timeoutMs: 10_000 });
+    try {
+      for (const size of [0, 700_001]) {
+        const bytes = randomBytes(size);
+        const s: Submission = {
+          fields: { from: "a@tern.test", to: ["b@example.com"], subject: "s" },
+          html: "<p>ünï 😀</p>".repeat(700),
+          text: undefined,
+          attachments: size ? [{ filename: "f.bin", contentType: "application/octet-stream", chunks: [bytes], size }] : [],
+          idempotencyKey: undefined,
+        };
+        const body = requestBody(s);
+        expect(await api.submit("tern_key", body, undefined)).toMatchObject({ kind: "answer", status: 200, id: "x" });
+        const got = received.at(-1)!;
+        expect(got.length).toBe(body.length);
+        expect(got.body.length).toBe(body.length);
+        const json = JSON.parse(got.body.toString("utf8")) as { html: string; attachments?: { content: string }[] };
+        expect(json.html).toBe(s.html);
+        if (size) expect(Buffer.compare(Buffer.from(json.attachments![0]!.content, "base64"), bytes)).toBe(0);
+        // About one read per 64 KB written (a write per JSON piece would be dozens).
+        expect(got.reads).toBeLessThanOrEqual(Math.ceil(body.length / 16_384) + 2);
+      }
+    } finally {
+      api.close();
+      server.close();
     }
   });
 });
