@@ -1,10 +1,16 @@
-// The bridge as a service: `node smtp-bridge/main.ts`, configured by environment variables
-// (config.ts; README "SMTP bridge"). SIGTERM or SIGINT drains and stops: no new connections,
-// sessions in the middle of a message finish it, then the process exits 0. A second signal
-// stops at once.
-import { ConfigError, configFromEnv } from "./config.ts";
-import { createLogger } from "./log.ts";
-import { startBridge } from "./server.ts";
+// The bridge as a service: `node smtp-bridge/dist/main.js` (built by `node smtp-bridge/build.ts`;
+// `node smtp-bridge/main.ts` runs the sources), configured by environment variables (config.ts;
+// README "SMTP bridge"). SIGTERM or SIGINT drains and stops: no new connections, sessions in
+// the middle of a message finish it, then the process exits 0. A second signal stops at once.
+import { relaunchTuned } from "./runtime.ts";
+
+// First of all, before any module that allocates: the memory settings of runtime.ts (this
+// replaces the process when they are not yet in force; the process id stays the same).
+relaunchTuned();
+
+const { ConfigError, configFromEnv } = await import("./config.ts");
+const { createLogger } = await import("./log.ts");
+const { startBridge } = await import("./server.ts");
 
 let config;
 try {

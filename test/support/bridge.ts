@@ -1,7 +1,9 @@
-// The SMTP bridge as its own process (`node smtp-bridge/main.ts`, as systemd or Docker runs
-// it), on free loopback ports with the test run's local certificate, in front of a given API.
+// The SMTP bridge as its own process (`node smtp-bridge/dist/main.js`, built from the sources
+// first, as systemd or Docker runs it), on free loopback ports with the test run's local
+// certificate, in front of a given API.
 import { spawn, type ChildProcess } from "node:child_process";
-import { join, resolve } from "node:path";
+import { resolve } from "node:path";
+import { buildBridge } from "../../smtp-bridge/build.ts";
 import { prepareTestCertificates } from "./certificates.ts";
 import { freePort } from "./processes.ts";
 
@@ -22,7 +24,7 @@ export interface BridgeProcess {
 export async function startBridgeProcess(o: { apiUrl: string; env?: Record<string, string> }): Promise<BridgeProcess> {
   const certs = prepareTestCertificates();
   const [tlsPort, startTlsPort, healthPort] = [await freePort(), await freePort(), await freePort()];
-  const child = spawn(process.execPath, [join(root, "smtp-bridge", "main.ts")], {
+  const child = spawn(process.execPath, [buildBridge()], {
     cwd: root,
     env: {
       ...process.env,
