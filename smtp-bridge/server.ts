@@ -43,6 +43,9 @@ interface SessionState {
   key: string | null;
   /** Inside onData: a message is being read or submitted. */
   busy: boolean;
+  /** The session holds a submission slot: from its first accepted RCPT to the end of its message. */
+  holding: boolean;
+  closed: boolean;
   connection: Connection | null;
 }
 
@@ -140,7 +143,7 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
     if (sessions.size >= config.maxConnections) return refuse(421, "4.3.2 Too many connections; try again later", "max_connections");
     if ((perClient.get(client) ?? 0) >= config.maxConnectionsPerIp) return refuse(421, "4.7.0 Too many connections from your address; try again later", "max_connections_per_ip");
     perClient.set(client, (perClient.get(client) ?? 0) + 1);
-    sessions.set(session.id, { client, remoteAddress: session.remoteAddress, port, key: null, busy: false, connection: null });
+    sessions.set(session.id, { client, remoteAddress: session.remoteAddress, port, key: null, busy: false, holding: false, closed: false, connection: null });
     // Before STARTTLS, AUTH is neither offered nor accepted (and MAIL is refused in onMailFrom).
     if (tls === "starttls") (session as SMTPServerSession & { disabledCommands?: string[] }).disabledCommands = ["AUTH"];
     log.debug("session_opened", { session: session.id, ip: session.remoteAddress, port });
@@ -180,8 +183,27 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
     });
   };
 
+  const release = (state: SessionState) => {
+    if (!state.holding) return;
+    state.holding = false;
+    slots.release();
+  };
+  /** Waits for a submission slot; false when the session ended meanwhile (the slot is given back). */
+  const hold = async (state: SessionState): Promise<boolean> => {
+    if (state.holding) return true;
+    await slots.acquire();
+    if (state.closed) {
+      slots.release();
+      return false;
+    }
+    state.holding = true;
+    return true;
+  };
+
   const onMailFrom = (_address: unknown, session: SMTPServerSession, callback: (err?: Error | null) => void) => {
     const state = sessions.get(session.id);
+    // A new transaction: a slot still held by one abandoned with RSET goes back.
+    if (state) release(state);
     if (!session.secure) return callback(smtpError(530, "5.7.0 Must issue a STARTTLS command first"));
     if (!state?.key || !session.user) return callback(smtpError(530, "5.7.0 Authentication required"));
     if (draining) {
@@ -192,11 +214,16 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
     callback();
   };
 
+  // The first recipient is answered once the session holds a submission slot, so a client
+  // never starts DATA (which it may only send after 354) while the bridge could not read it:
+  // a session waiting for a slot holds no message bytes here, only in its own send queue.
   const onRcptTo = (_address: unknown, session: SMTPServerSession, callback: (err?: Error | null) => void) => {
     if (session.envelope.rcptTo.length >= config.maxRecipients) {
       return callback(smtpError(550, `5.5.3 Too many recipients: at most ${config.maxRecipients} per message (50 each in To, Cc and Bcc)`));
     }
-    callback();
+    const state = sessions.get(session.id);
+    if (!state || state.holding) return callback();
+    hold(state).then(() => callback());
   };
 
   const submit = async (key: string, body: ReturnType<typeof requestBody>, idempotencyKey: string | undefined): Promise<{ outcome: ApiOutcome; attempts: number }> => {
@@ -221,6 +248,7 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
     const state = sessions.get(session.id);
     const t0 = Date.now();
     if (!state?.key) {
+      if (state) release(state);
       stream.resume();
       return callback(smtpError(530, "5.7.0 Authentication required"));
     }
@@ -231,17 +259,15 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
       rcptTo: session.envelope.rcptTo.map((r) => r.address),
     };
     const fields = { session: session.id, ip: state.remoteAddress, key: keyFingerprint(key), recipients: envelope.rcptTo.length };
-    let holding = false;
     const finish = (err: SmtpError | null, text?: string) => {
       state.busy = false;
-      if (holding) slots.release();
-      holding = false;
+      release(state);
       callback(err, text);
       if (draining) setImmediate(() => hangUp(session.id));
     };
     (async () => {
-      await slots.acquire();
-      holding = true;
+      // Held since the first RCPT (unless that one was refused).
+      if (!(await hold(state))) return finish(smtpError(421, "4.4.2 The connection was closed"));
       const read = await readMessage(stream, config.maxMessageBytes, spool);
       if (!read.ok) {
         log.warn("message_refused", { ...fields, bytes: read.bytes, reason: "too_big" });
@@ -284,6 +310,8 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
     const state = sessions.get(session.id);
     if (!state) return;
     sessions.delete(session.id);
+    state.closed = true;
+    if (!state.busy) release(state); // a message in onData gives its slot back when it is answered
     const left = (perClient.get(state.client) ?? 1) - 1;
     if (left > 0) perClient.set(state.client, left);
     else perClient.delete(state.client);

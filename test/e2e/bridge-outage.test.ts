@@ -1,7 +1,8 @@
 // The bridge as its own process (as systemd or Docker runs it) in front of tern started the way
 // `npm start` starts it: when the API goes away the client is told to try again later and the
 // retried message is delivered once; SIGTERM finishes the message in flight before exiting;
-// repeated wrong keys from one address lock it out.
+// repeated wrong keys from one address lock it out; a session waits for a submission slot at
+// its first RCPT.
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -153,5 +154,61 @@ describe("the bridge in front of an API that goes away and comes back", () => {
     expect(again.greeting.code).toBe(421);
     expect(again.greeting.text).toMatch(/failed logins/);
     expect(b.output()).not.toContain(tern.apiKey);
+  });
+});
+
+describe("submission slots (TERN_BRIDGE_MAX_SUBMISSIONS)", () => {
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  it("answers a session's first RCPT only once it holds a slot, so no DATA waits in the bridge; hang-ups, RSET and QUIT give slots back", async () => {
+    const b = await bridge({ TERN_BRIDGE_MAX_SUBMISSIONS: "1" });
+    const ca = readFileSync(b.caCertPath);
+    const slots = async () => ((await (await fetch(b.healthUrl)).json()) as { submissions: { active: number; waiting: number } }).submissions;
+    const session = async () => {
+      const { dialog } = await SmtpDialog.open(b.tlsPort, { tls: true, ca });
+      expect((await dialog.login(tern.apiKey)).code).toBe(235);
+      expect((await dialog.command(`MAIL FROM:<hello@${tern.domain}>`)).code).toBe(250);
+      return dialog;
+    };
+    const unanswered = async (reply: Promise<unknown>) => (await Promise.race([reply.then(() => "answered"), sleep(400).then(() => "waiting")])) === "waiting";
+    const message = (to: string) => `From: hello@${tern.domain}\r\nTo: ${to}\r\nSubject: slots\r\n\r\nt\r\n.`;
+
+    const first = await session();
+    expect((await first.command("RCPT TO:<slot-1@example.com>")).code).toBe(250);
+    const second = await session();
+    await second.write("RCPT TO:<slot-2@example.com>\r\n");
+    const secondRcpt = second.reply();
+    const third = await session();
+    await third.write("RCPT TO:<slot-3@example.com>\r\n");
+    expect(await unanswered(secondRcpt)).toBe(true);
+    expect(await slots()).toEqual({ active: 1, waiting: 2 });
+    third.close(); // hangs up while waiting: its turn must not keep the slot
+
+    expect((await first.command("DATA")).code).toBe(354);
+    expect((await first.command(message("slot-1@example.com"))).code).toBe(250);
+    expect((await secondRcpt).code).toBe(250);
+
+    // RSET abandons the transaction; the next MAIL gives the slot back, and the RCPT after it waits its turn.
+    const fourth = await session();
+    await fourth.write("RCPT TO:<slot-4@example.com>\r\n");
+    const fourthRcpt = fourth.reply();
+    expect((await second.command("RSET")).code).toBe(250);
+    expect(await unanswered(fourthRcpt)).toBe(true);
+    expect((await second.command(`MAIL FROM:<hello@${tern.domain}>`)).code).toBe(250);
+    expect((await fourthRcpt).code).toBe(250);
+    await second.write("RCPT TO:<slot-2@example.com>\r\n");
+    const secondAgain = second.reply();
+    expect(await unanswered(secondAgain)).toBe(true);
+    expect((await fourth.command("QUIT")).code).toBe(221); // leaves mid-transaction, slot and all
+    expect((await secondAgain).code).toBe(250);
+    expect((await second.command("DATA")).code).toBe(354);
+    expect((await second.command(message("slot-2@example.com"))).code).toBe(250);
+    second.close();
+    first.close();
+    await sleep(200);
+    expect(await slots()).toEqual({ active: 0, waiting: 0 });
+    expect(await relayCount("slot-1@example.com", 30_000)).toBe(1);
+    expect(await relayCount("slot-2@example.com", 30_000)).toBe(1);
+    expect(await relayCount("slot-4@example.com")).toBe(0);
   });
 });
