@@ -32,8 +32,9 @@ export interface BridgeConfig {
   maxConnections: number;
   maxConnectionsPerIp: number;
   maxRecipients: number;
-  /** Messages read and submitted at once; DATA of the others waits unread (TCP holds it), so
-   * memory stays bounded however many sessions send at the same moment. */
+  /** Messages read and submitted at once (a small one only while it is read): the other
+   * sessions wait for their turn at their first RCPT, before they may send DATA, so memory stays
+   * bounded however many sessions send at the same moment. */
   maxSubmissions: number;
   /** Idle time allowed between commands (and between chunks of DATA). */
   socketTimeoutMs: number;

@@ -19,6 +19,9 @@ import { requestBody, toSubmission } from "./submission.ts";
 
 /** The API refuses request bodies over 40 MB (contract section 4.1). */
 export const API_MAX_BODY_BYTES = 40 * MB;
+/** A submission whose request is at most this big gives its slot back once it is read (it
+ * holds no more than that while it waits for the API); larger ones keep it until answered. */
+export const SMALL_REQUEST_BYTES = 64 * 1024;
 
 export interface Bridge {
   ports: { port: number; tls: TlsMode }[];
@@ -280,6 +283,9 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
         log.warn("message_refused", { ...fields, bytes: read.bytes, json_bytes: body.length, reason: "too_big_as_json" });
         return finish(smtpError(552, `5.3.4 Message too big: as a request to the API it is ${body.length} bytes, over its limit of ${API_MAX_BODY_BYTES}`));
       }
+      // A small message is read: what it still holds while the API answers is its request, a few
+      // KB, so its slot goes to the next session now instead of after the API's round trip.
+      if (body.length <= SMALL_REQUEST_BYTES) release(state);
       const { outcome, attempts } = await submit(key, body, submission.idempotencyKey).finally(() => discardParts(submission.attachments));
       const reply = replyForSubmission(outcome);
       if (outcome.kind === "answer" && outcome.name === "invalid_api_key") verdicts.forget(key);

@@ -211,4 +211,32 @@ describe("submission slots (TERN_BRIDGE_MAX_SUBMISSIONS)", () => {
     expect(await relayCount("slot-2@example.com", 30_000)).toBe(1);
     expect(await relayCount("slot-4@example.com")).toBe(0);
   });
+
+  it("a small message gives its slot back once it is read, while its request still waits for the API", async () => {
+    // The only slot's message waits out an account's rate limit (1 request a second, the first
+    // taken by the key check) inside the bridge; another session gets its turn meanwhile.
+    const created = JSON.parse(admin("create-account", "slow sender", "--plan", "pro_50k")) as { account_id: string; api_key: string };
+    admin("set-rate-limit", created.account_id, "1");
+    const b = await bridge({ TERN_BRIDGE_MAX_SUBMISSIONS: "1", TERN_BRIDGE_RATE_LIMIT_WAIT_MS: "10000" });
+    const ca = readFileSync(b.caCertPath);
+    const slow = (await SmtpDialog.open(b.tlsPort, { tls: true, ca })).dialog;
+    expect((await slow.login(created.api_key)).code).toBe(235);
+    expect((await slow.command("MAIL FROM:<someone@slow.test>")).code).toBe(250);
+    expect((await slow.command("RCPT TO:<x@example.com>")).code).toBe(250);
+    expect((await slow.command("DATA")).code).toBe(354);
+    await slow.write("From: someone@slow.test\r\nTo: x@example.com\r\nSubject: s\r\n\r\nt\r\n.\r\n");
+    const slowReply = slow.reply();
+    let slowAnswered = false;
+    void slowReply.then(() => (slowAnswered = true));
+
+    const next = (await SmtpDialog.open(b.tlsPort, { tls: true, ca })).dialog;
+    expect((await next.login(tern.apiKey)).code).toBe(235);
+    expect((await next.command(`MAIL FROM:<hello@${tern.domain}>`)).code).toBe(250);
+    expect((await next.command("RCPT TO:<slot-next@example.com>")).code).toBe(250);
+    expect(slowAnswered).toBe(false);
+    expect((await slowReply).code).toBe(550); // its domain is not verified: the API's own verdict, after the wait
+    expect(b.output()).toMatch(/"event":"message".*"attempts":[2-9]/);
+    slow.close();
+    next.close();
+  });
 });
