@@ -1,7 +1,9 @@
 // Profiles the Worker's isolate (and any other isolates wrangler's inspector lists) while a
 // closed-loop load runs: where does the CPU of one request go? A development tool, not part of
-// `npm run bench`. Usage: node bench/profile-worker.ts [send|scheduled|bare|key] [connections] [seconds]
-import { writeFileSync } from "node:fs";
+// `npm run bench`. Usage: npm run profile -- [send|scheduled|bare|key][,...] [connections] [seconds]
+// (PROFILE=0: load only; ROUNDS=n: interleaved rounds). Summaries print; the .cpuprofile files
+// go to /tmp/prof/ for Chrome DevTools.
+import { mkdirSync, writeFileSync } from "node:fs";
 import WebSocket from "ws";
 import { runLoad } from "./load.ts";
 import { startTern } from "../test/support/processes.ts";
@@ -11,6 +13,7 @@ const profile = process.env.PROFILE !== "0";
 const connections = Number(process.argv[3] ?? 2);
 const seconds = Number(process.argv[4] ?? 6);
 const inspectorPort = 9229;
+mkdirSync("/tmp/prof", { recursive: true });
 
 const tern = await startTern({ env: { X_LOCAL_OBSERVABILITY: "false", WRANGLER_SEND_METRICS: "false", TERN_CRON_INTERVAL_MS: "15000", TERN_DEV_RATE_LIMIT: "1000000", TERN_DEV_PLAN: "scale_2_5m" } });
 try {
