@@ -2,12 +2,14 @@
 //   a. messages per second the bridge accepts from many concurrent SMTP sessions (nodemailer
 //      pools: one pooled connection per session, STARTTLS + AUTH, the same prebuilt MIME sent
 //      again and again), for a 10 KB and a 1 MB message, next to the same messages posted
-//      straight to the API as JSON by as many keep-alive connections, and next to Postfix
+//      straight to the API by as many keep-alive connections (the very JSON the bridge posts
+//      for that message), and next to Postfix
 //      accepting the same SMTP load on the same machine (STARTTLS, no AUTH: Postfix's AUTH needs
 //      a SASL server; its queue is real, delivery goes to its `discard` transport);
 //   b. the bridge's memory: peak RSS of its process during each bridge run, and a 40 MB message
 //      sent to a fresh bridge process, peak RSS over its idle RSS.
-// The bridge runs as its own process (as in production), in front of the bench's tern.
+// The bridge runs as its own process, built and started as in production (node
+// smtp-bridge/dist/main.js, with the settings of smtp-bridge/runtime.ts), in front of the bench's tern.
 // postfix's smtp-source cannot speak TLS or AUTH, so nodemailer pools generate the load for all
 // three. Postfix is installed with apt-get when missing and runs as a private instance (its own
 // config and queue directory under a temporary directory; the only change to the machine's
@@ -17,7 +19,11 @@ import { randomBytes } from "node:crypto";
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Readable } from "node:stream";
 import nodemailer from "nodemailer";
+import { readMessage } from "../smtp-bridge/message.ts";
+import { memoryOnly } from "../smtp-bridge/spool.ts";
+import { requestBody, toSubmission } from "../smtp-bridge/submission.ts";
 import { startBridgeProcess, type BridgeProcess } from "../test/support/bridge.ts";
 import { prepareTestCertificates } from "../test/support/certificates.ts";
 import { freePort, type TernProcess } from "../test/support/processes.ts";
@@ -46,6 +52,8 @@ export interface SmtpRun {
   peakRssMb: number | null;
   /** CPU ms per message in the measured window: tern's processes, the bridge, the load generator. */
   cpu: CpuUse | null;
+  /** Seconds after the window until tern's send queue had caught up (API and bridge runs). */
+  drainSeconds?: number;
 }
 
 export interface CpuUse {
@@ -116,7 +124,7 @@ function procCpuSeconds(pid: number): number {
 }
 
 // ---------------------------------------------------------------------------------------
-// The messages: one MIME source for the SMTP paths, its JSON twin for the API.
+// The messages: one MIME source for the SMTP paths, and for the API the request the bridge makes of it.
 
 interface Message {
   label: string;
@@ -132,13 +140,19 @@ async function message(label: string, attachmentBytes: number): Promise<Message>
   const attachments = attachmentBytes ? [{ filename: "data.bin", content: randomBytes(attachmentBytes), contentType: "application/octet-stream" }] : [];
   const composer = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: "windows" });
   const info = (await composer.sendMail({ from: `Bench <${FROM}>`, to: TO, subject: `bridge bench ${label}`, html, attachments })) as unknown as { message: Buffer };
-  const json = JSON.stringify({
-    from: `Bench <${FROM}>`,
-    to: [TO],
-    subject: `bridge bench ${label}`,
-    html,
-    attachments: attachments.map((a) => ({ filename: a.filename, content_type: a.contentType, content: a.content.toString("base64") })),
-  });
+  // The API path posts the very request the bridge makes of this message (the bridge's own
+  // conversion, run here), so both paths ask tern for the same thing, byte for byte. It is
+  // checked against the email as written: the same fields, html and attachment (a single-part
+  // message's last line break belongs to SMTP's end of data, so the html may lack it).
+  const read = await readMessage(Readable.from([info.message]), 64 * MB, memoryOnly);
+  if (!read.ok) throw new Error("the bench message could not be read");
+  let json = "";
+  for await (const piece of requestBody(toSubmission(read.message, { mailFrom: FROM, rcptTo: [TO] })).chunks()) json += piece.toString();
+  const sent = JSON.parse(json) as { from: string; to: string[]; subject: string; html: string; attachments?: { filename: string; content: string }[] };
+  const same =
+    sent.from === `Bench <${FROM}>` && sent.to.join() === TO && sent.subject === `bridge bench ${label}` && (sent.html === html || `${sent.html}\n` === html) &&
+    (sent.attachments ?? []).length === attachments.length && attachments.every((a, i) => sent.attachments![i]!.filename === a.filename && sent.attachments![i]!.content === a.content.toString("base64"));
+  if (!same) throw new Error(`the bench's ${label} request is not the email as written`);
   return { label, raw: info.message, json };
 }
 
@@ -332,14 +346,16 @@ export async function stopBridgeBench(): Promise<void> {
   running.postfix = null;
 }
 
-async function drain(t: TernProcess, id: string | null): Promise<void> {
-  if (!id) return;
+/** Waits until email `id` (the last one accepted) has left the queue; resolves with the seconds that took. */
+async function drain(t: TernProcess, id: string | null): Promise<number> {
+  const t0 = performance.now();
+  if (!id) return 0;
   const deadline = Date.now() + 120_000;
   while (Date.now() < deadline) {
     const res = await fetch(`${t.url}/emails/${id}`, { headers: { authorization: `Bearer ${t.apiKey}` } });
     const last = ((await res.json()) as { last_event?: string }).last_event;
-    if (last !== "queued" && last !== "sending") return;
-    await sleep(200);
+    if (last !== "queued" && last !== "sending") return (performance.now() - t0) / 1000;
+    await sleep(100);
   }
   throw new Error(`the send queue did not drain (email ${id})`);
 }
@@ -377,7 +393,7 @@ export async function runBridgeBench(t: TernProcess, settings: BridgeSettings, l
         onBody: (b) => (lastId = (JSON.parse(b) as { id: string }).id),
       });
       runs.api.push({ messages: api.requests - api.errors, errors: api.errors, firstError: api.errors ? JSON.stringify(api.statuses) : null, seconds: api.seconds, rate: (api.requests - api.errors) / api.seconds, p50: api.p50, p99: api.p99, peakRssMb: null, cpu: perMessage(a, b, api.requests - api.errors) });
-      await drain(t, lastId);
+      runs.api.at(-1)!.drainSeconds = await drain(t, lastId);
     };
     const viaBridge = async () => {
       lastId = null;
@@ -385,7 +401,7 @@ export async function runBridgeBench(t: TernProcess, settings: BridgeSettings, l
         sessions: settings.sessions, warmupMs: settings.warmupMs, durationMs: settings.durationMs, bridgePid: bridge.child.pid, onId: (id) => (lastId = id),
         sample: () => sampleUse(ternTree, bridge.child.pid),
       }));
-      await drain(t, lastId);
+      runs.bridge.at(-1)!.drainSeconds = await drain(t, lastId);
     };
     for (let round = 1; round <= settings.rounds; round++) {
       // ABBA across rounds, so a slow drift of the machine favours neither.
@@ -469,10 +485,10 @@ export function renderBridge(r: BridgeResults, facts: { date: string; commit: st
   L.push("");
   L.push(`Postfix: ${r.postfix ? (/^\d/.test(r.postfix) ? `${r.postfix}, private instance on loopback, STARTTLS, no AUTH, \`discard\` transport` : r.postfix) : "n/a"}.`);
   L.push("");
-  L.push("CPU ms per message over the measured window: the server (tern's whole process tree: both workerd processes, wrangler, the dev relay; for the Postfix rows, Postfix's processes), the bridge process, and the load generator (this bench: the HTTP client, or the nodemailer pools with their TLS).");
+  L.push("CPU ms per message over the measured window: the server (tern's whole process tree: both workerd processes, wrangler, the dev relay; for the Postfix rows, Postfix's processes), the bridge process, and the load generator (this bench: the HTTP client, or the nodemailer pools with their TLS). Queue behind: how long after the window tern's send queue took to catch up (work of messages counted in the window but done after it, so not in its CPU figure).");
   L.push("");
-  L.push("| message | path | messages/s | p50 ms | p99 ms | errors | bridge peak RSS MB | CPU ms: server | bridge | generator |");
-  L.push("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+  L.push("| message | path | messages/s | p50 ms | p99 ms | errors | bridge peak RSS MB | CPU ms: server | bridge | generator | queue behind s |");
+  L.push("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   const label: Record<Path, string> = { api: "`POST /emails` straight to the API (JSON)", bridge: "SMTP -> bridge -> `POST /emails`", postfix: "SMTP -> Postfix (queued, discarded)" };
   for (const z of r.sizes) {
     for (const p of PATHS) {
@@ -482,7 +498,8 @@ export function renderBridge(r: BridgeResults, facts: { date: string; commit: st
       L.push(
         `| ${z.label} (${f0(z.mimeBytes / 1024)} KB MIME, ${f0(z.jsonBytes / 1024)} KB JSON) | ${label[p]} | ${f0(med((x) => x.rate))} | ${f0(med((x) => x.p50))} | ${f0(med((x) => x.p99))} | ` +
           `${runs.reduce((a, x) => a + x.errors, 0)} | ${p === "bridge" ? f0(Math.max(...runs.map((x) => x.peakRssMb ?? NaN))) : "-"} | ` +
-          `${f2(med((x) => x.cpu?.tern ?? null))} | ${p === "bridge" ? f2(med((x) => x.cpu?.bridge ?? null)) : "-"} | ${f2(med((x) => x.cpu?.generator ?? null))} |`,
+          `${f2(med((x) => x.cpu?.tern ?? null))} | ${p === "bridge" ? f2(med((x) => x.cpu?.bridge ?? null)) : "-"} | ${f2(med((x) => x.cpu?.generator ?? null))} | ` +
+          `${p === "postfix" ? "-" : f2(med((x) => x.drainSeconds ?? null))} |`,
       );
     }
   }
