@@ -5,9 +5,12 @@
 // across isolates. To keep that object off the hot path of busy accounts, an isolate takes a
 // lease of several tokens at once, 2% of the per-second limit (at least 1: an account at the
 // default 10/s still calls the object on every request), and spends them locally for up to a
-// second; what it does not spend in that second is dropped, never returned or reused. So the
-// limit is never exceeded; the price is that tokens leased by one isolate and left unspent are
-// lost to the others, at most 2% of a second's worth per isolate.
+// second; what it does not spend in that second is dropped, never returned or reused. Only one
+// lease is asked for at a time per account and isolate: requests that find none while one is
+// on its way ask for a single token, as without leases, so a burst of concurrent requests
+// cannot take (and waste) many leases at once. So the limit is never exceeded; the price is
+// that tokens leased by one isolate and left unspent are lost to the others, about 2% of a
+// second's worth per isolate.
 import type { RateGrant, RateVerdict } from "../durable-objects/rate-limiter.ts";
 import type { Principal } from "./auth.ts";
 import { ApiError } from "./errors.ts";
@@ -32,6 +35,8 @@ interface Lease {
 /** One isolate's leases, by account. */
 export class TokenLeases {
   private leases = new Map<string, Lease>();
+  /** Accounts whose lease is being asked for. */
+  private asking = new Set<string>();
 
   async take(accountId: string, limit: number, ask: (want: number) => Promise<RateGrant>, now = Date.now()): Promise<RateVerdict> {
     const lease = this.leases.get(accountId);
@@ -39,12 +44,19 @@ export class TokenLeases {
       lease.tokens--;
       return { allowed: true, limit, remaining: lease.remaining + lease.tokens, reset: lease.reset, retryAfter: 0 };
     }
-    const grant = await ask(leaseSize(limit));
+    const leasing = !this.asking.has(accountId);
+    let grant: RateGrant;
+    if (leasing) this.asking.add(accountId);
+    try {
+      grant = await ask(leasing ? leaseSize(limit) : 1);
+    } finally {
+      if (leasing) this.asking.delete(accountId);
+    }
     if (grant.granted > 1) {
       if (this.leases.size > 10_000) this.leases.clear();
-      this.leases.set(accountId, { limit, tokens: grant.granted - 1, expires: now + LEASE_MS, remaining: grant.remaining, reset: grant.reset });
-    } else {
-      this.leases.delete(accountId);
+      // Tokens still held (spent meanwhile by single-token requests' neighbours) are kept.
+      const held = lease && lease.limit === limit && lease.expires > now ? lease.tokens : 0;
+      this.leases.set(accountId, { limit, tokens: held + grant.granted - 1, expires: now + LEASE_MS, remaining: grant.remaining, reset: grant.reset });
     }
     return { allowed: grant.allowed, limit, remaining: grant.remaining + Math.max(0, grant.granted - 1), reset: grant.reset, retryAfter: grant.retryAfter };
   }

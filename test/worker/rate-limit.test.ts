@@ -69,6 +69,18 @@ describe("rate limits", () => {
     expect(callsWhenFull).toBeLessThanOrEqual(1000 / 20 + 2);
   });
 
+  it("a burst of concurrent requests in one isolate asks for one lease, not one each, and is not refused below the limit", async () => {
+    const a = await createAccount({ rateLimit: 1000 });
+    const iso = isolates(a.accountId, 1000, Date.now());
+    // 500 at once: one asks for a lease of 20, the others for one token each (519 of 1,000).
+    const verdicts = await Promise.all(Array.from({ length: 500 }, () => iso.take(0)));
+    expect(verdicts.filter((v) => v.allowed)).toHaveLength(500);
+    // The lease is there now: the next 19 requests spend it without asking.
+    const before = iso.calls();
+    for (let i = 0; i < 19; i++) expect((await iso.take(0)).allowed).toBe(true);
+    expect(iso.calls()).toBe(before);
+  });
+
   it("a lease lasts a second; at the default limit every request asks the limiter", async () => {
     const a = await createAccount({ rateLimit: 1000 });
     const now = Date.now();
