@@ -17,7 +17,7 @@ import { toHex } from "../bytes.ts";
 import { idempotencyKeys, usage } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
 import { planLimits } from "../plans.ts";
-import { KEY_LIFETIME_MS, KeyTaken, thisKey, type KeyClaim } from "./key-claim.ts";
+import { deleteIfExpired, KeyTaken, keyRow, thisKey, type KeyClaim } from "./key-claim.ts";
 import { periodsAt, quotaHeaders, type QuotaUse } from "./quota.ts";
 import type { Defer } from "./accept.ts";
 import { performSend, type Answer, type SendRequest } from "./send.ts";
@@ -51,11 +51,8 @@ export async function fingerprint(req: SendRequest): Promise<string> {
  * stored its answer first. */
 async function storeAnswer(db: DrizzleD1Database, claim: KeyClaim, answer: Answer, now: number): Promise<boolean> {
   const [, inserted] = await db.batch([
-    db.delete(idempotencyKeys).where(and(thisKey(claim), lte(idempotencyKeys.expiresAt, now))),
-    db.insert(idempotencyKeys)
-      .values({ ...claim, status: answer.status, body: answer.body, createdAt: now, expiresAt: now + KEY_LIFETIME_MS })
-      .onConflictDoNothing()
-      .returning({ key: idempotencyKeys.key }),
+    deleteIfExpired(db, claim, now),
+    db.insert(idempotencyKeys).values(keyRow(claim, answer, now)).onConflictDoNothing().returning({ key: idempotencyKeys.key }),
   ]);
   return inserted.length > 0;
 }

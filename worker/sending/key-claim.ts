@@ -27,13 +27,20 @@ export class KeyTaken extends Error {
 
 export const thisKey = (c: KeyClaim) => and(eq(idempotencyKeys.accountId, c.accountId), eq(idempotencyKeys.scope, c.scope), eq(idempotencyKeys.key, c.key));
 
+/** Deletes the key's row if its 24 hours are over, so that it can be claimed again. */
+export function deleteIfExpired(db: DrizzleD1Database, claim: KeyClaim, now: number) {
+  return db.delete(idempotencyKeys).where(and(thisKey(claim), lte(idempotencyKeys.expiresAt, now)));
+}
+
+/** The key's row with its answer. */
+export function keyRow(claim: KeyClaim, answer: { status: number; body: string }, now: number) {
+  return { ...claim, status: answer.status, body: answer.body, createdAt: now, expiresAt: now + KEY_LIFETIME_MS };
+}
+
 /** The statements that claim the key with its answer; they go first in the send's batch. A
  * live row makes the INSERT fail, and with it the batch; an expired one is deleted first. */
 export function claimStatements(db: DrizzleD1Database, claim: KeyClaim, answer: { status: number; body: string }, now: number): BatchItem<"sqlite">[] {
-  return [
-    db.delete(idempotencyKeys).where(and(thisKey(claim), lte(idempotencyKeys.expiresAt, now))),
-    db.insert(idempotencyKeys).values({ ...claim, status: answer.status, body: answer.body, createdAt: now, expiresAt: now + KEY_LIFETIME_MS }),
-  ];
+  return [deleteIfExpired(db, claim, now), db.insert(idempotencyKeys).values(keyRow(claim, answer, now))];
 }
 
 export function isKeyTaken(err: unknown): boolean {
