@@ -172,6 +172,8 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
       const scheduled = p.scheduledAt !== null;
       const first = scheduled ? "scheduled" : "queued";
       return {
+        /** What this email put in R2. */
+        blobs: [stored.contentKey, ...stored.attachments.map((a) => a.key)].filter((k): k is string => k !== null),
         email: {
           id: p.id,
           accountId: p.accountId,
@@ -224,7 +226,7 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
     results = await db.batch([...keyStatements, quota.monthly, ...(quota.daily ? [quota.daily] : []), ...records] as [BatchItem<"sqlite">]);
   } catch (err) {
     // Nothing of this send is recorded, so nothing may point at what it put in R2.
-    const stored = rows.flatMap((r) => [r.email.contentKey, ...(JSON.parse(r.email.attachmentsJson) as { key: string }[]).map((a) => a.key)]).filter((k): k is string => !!k);
+    const stored = rows.flatMap((r) => r.blobs);
     if (stored.length > 0) await env.BLOBS.delete(stored).catch((e) => console.error("could not delete the content of a refused send", e));
     if (isKeyTaken(err)) throw new KeyTaken();
     if (isQuotaViolation(err)) throw await quotaError(db, principal.accountId, principal.plan, count, now);
