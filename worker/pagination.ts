@@ -27,10 +27,12 @@ export function readPage(query: Record<string, string>): Page {
   return page;
 }
 
-/** The where-clause and order for one page; fetch limit + 1 rows and pass them to finishPage. */
+/** The where-clause, order and row limit for one page (one row more than the page, which
+ * tells finishPage whether there is more); pass the rows to finishPage. */
 export function pageQuery(idColumn: SQLiteColumn, page: Page, scope: SQL | undefined) {
-  if (page.before) return { where: and(scope, gt(idColumn, page.before)), orderBy: asc(idColumn) };
-  return { where: and(scope, page.after ? lt(idColumn, page.after) : undefined), orderBy: desc(idColumn) };
+  const limit = page.limit + 1;
+  if (page.before) return { where: and(scope, gt(idColumn, page.before)), orderBy: asc(idColumn), limit };
+  return { where: and(scope, page.after ? lt(idColumn, page.after) : undefined), orderBy: desc(idColumn), limit };
 }
 
 export function finishPage<T>(rows: T[], page: Page): { object: "list"; has_more: boolean; data: T[] } {

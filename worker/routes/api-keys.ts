@@ -84,7 +84,7 @@ export function registerApiKeyRoutes(app: App): void {
       const q = pageQuery(apiKeys.id, page, eq(apiKeys.accountId, accountId));
       const rows = await drizzle(c.env.DB)
         .select({ id: apiKeys.id, name: apiKeys.name, createdAt: apiKeys.createdAt, lastUsedAt: apiKeys.lastUsedAt })
-        .from(apiKeys).where(q.where).orderBy(q.orderBy).limit(page.limit + 1);
+        .from(apiKeys).where(q.where).orderBy(q.orderBy).limit(q.limit);
       const items = rows.map((r) => ({ id: r.id, name: r.name, created_at: iso(r.createdAt)!, last_used_at: iso(r.lastUsedAt) }));
       return c.json(finishPage(items, page));
     },

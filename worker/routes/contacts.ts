@@ -106,7 +106,7 @@ export function registerContactRoutes(app: App): void {
     async (c) => {
       const page = readPage(c.req.query());
       const q = pageQuery(contacts.id, page, eq(contacts.accountId, c.get("principal").accountId));
-      const rows = await drizzle(c.env.DB).select().from(contacts).where(q.where).orderBy(q.orderBy).limit(page.limit + 1);
+      const rows = await drizzle(c.env.DB).select().from(contacts).where(q.where).orderBy(q.orderBy).limit(q.limit);
       return c.json(finishPage(rows.map(contactView), page));
     },
   );

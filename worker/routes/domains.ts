@@ -190,7 +190,7 @@ export function registerDomainRoutes(app: App): void {
       const q = pageQuery(domains.id, page, eq(domains.accountId, c.get("principal").accountId));
       const rows = await drizzle(c.env.DB)
         .select({ id: domains.id, name: domains.name, status: domains.status, createdAt: domains.createdAt, region: domains.region })
-        .from(domains).where(q.where).orderBy(q.orderBy).limit(page.limit + 1);
+        .from(domains).where(q.where).orderBy(q.orderBy).limit(q.limit);
       return c.json(finishPage(rows.map((r) => ({ id: r.id, name: r.name, status: r.status, created_at: iso(r.createdAt)!, region: r.region })), page));
     },
   );

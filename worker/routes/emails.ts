@@ -152,7 +152,7 @@ export function registerEmailRoutes(app: App): void {
     async (c) => {
       const page = readPage(c.req.query());
       const q = pageQuery(emails.id, page, eq(emails.accountId, c.get("principal").accountId));
-      const rows = await drizzle(c.env.DB).select().from(emails).where(q.where).orderBy(q.orderBy).limit(page.limit + 1);
+      const rows = await drizzle(c.env.DB).select().from(emails).where(q.where).orderBy(q.orderBy).limit(q.limit);
       return c.json(finishPage(rows.map(listItem), page));
     },
   );

@@ -56,7 +56,7 @@ export function registerReceivingRoutes(app: App): void {
     async (c) => {
       const page = readPage(c.req.query());
       const q = pageQuery(inboundEmails.id, page, eq(inboundEmails.accountId, c.get("principal").accountId));
-      const rows = await drizzle(c.env.DB).select().from(inboundEmails).where(q.where).orderBy(q.orderBy).limit(page.limit + 1);
+      const rows = await drizzle(c.env.DB).select().from(inboundEmails).where(q.where).orderBy(q.orderBy).limit(q.limit);
       return c.json(finishPage(rows.map((r) => ({
         object: "received_email" as const, id: r.id, from: r.fromAddress, to: JSON.parse(r.toJson) as string[], cc: JSON.parse(r.ccJson) as string[],
         subject: r.subject, message_id: r.messageId, created_at: iso(r.createdAt)!, size: r.size, attachment_count: (JSON.parse(r.attachmentsJson) as unknown[]).length,

@@ -68,7 +68,7 @@ export function registerSuppressionRoutes(app: App): void {
     async (c) => {
       const page = readPage(c.req.query());
       const q = pageQuery(suppressions.id, page, eq(suppressions.accountId, c.get("principal").accountId));
-      const rows = await drizzle(c.env.DB).select().from(suppressions).where(q.where).orderBy(q.orderBy).limit(page.limit + 1);
+      const rows = await drizzle(c.env.DB).select().from(suppressions).where(q.where).orderBy(q.orderBy).limit(q.limit);
       return c.json(finishPage(rows.map(suppressionView), page));
     },
   );

@@ -200,7 +200,7 @@ export function registerWebhookRoutes(app: App): void {
     async (c) => {
       const page = readPage(c.req.query());
       const q = pageQuery(webhooks.id, page, eq(webhooks.accountId, c.get("principal").accountId));
-      const rows = await drizzle(c.env.DB).select().from(webhooks).where(q.where).orderBy(q.orderBy).limit(page.limit + 1);
+      const rows = await drizzle(c.env.DB).select().from(webhooks).where(q.where).orderBy(q.orderBy).limit(q.limit);
       return c.json(finishPage(rows.map(webhookView), page));
     },
   );
@@ -315,7 +315,7 @@ export function registerWebhookRoutes(app: App): void {
       const page = readPage(c.req.query());
       const hook = await webhookOr404(c);
       const q = pageQuery(webhookDeliveries.id, page, eq(webhookDeliveries.webhookId, hook.id));
-      const rows = await drizzle(c.env.DB).select().from(webhookDeliveries).where(q.where).orderBy(q.orderBy).limit(page.limit + 1);
+      const rows = await drizzle(c.env.DB).select().from(webhookDeliveries).where(q.where).orderBy(q.orderBy).limit(q.limit);
       return c.json(finishPage(rows.map(deliveryView), page));
     },
   );
@@ -355,7 +355,7 @@ export function registerWebhookRoutes(app: App): void {
       const page = readPage(c.req.query());
       const delivery = await deliveryOr404(c, await webhookOr404(c));
       const q = pageQuery(webhookAttempts.id, page, eq(webhookAttempts.deliveryId, delivery.id));
-      const rows = await drizzle(c.env.DB).select().from(webhookAttempts).where(q.where).orderBy(q.orderBy).limit(page.limit + 1);
+      const rows = await drizzle(c.env.DB).select().from(webhookAttempts).where(q.where).orderBy(q.orderBy).limit(q.limit);
       return c.json(finishPage(rows.map((a) => ({
         object: "webhook_attempt" as const,
         id: a.id,
