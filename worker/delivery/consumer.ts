@@ -179,7 +179,11 @@ async function recordAfterSend(d1: D1Database, emailId: string, statements: Batc
  * account for the whole batch rather than one per email. */
 async function suppressedInBatch(d1: D1Database, claimed: EmailRow[]): Promise<Map<string, Set<string>>> {
   const byAccount = new Map<string, string[]>();
-  for (const e of claimed) byAccount.set(e.accountId, [...(byAccount.get(e.accountId) ?? []), ...(JSON.parse(e.pendingJson) as string[])]);
+  for (const e of claimed) {
+    let list = byAccount.get(e.accountId);
+    if (!list) byAccount.set(e.accountId, (list = []));
+    list.push(...(JSON.parse(e.pendingJson) as string[]));
+  }
   const out = new Map<string, Set<string>>();
   for (const [accountId, recipients] of byAccount) out.set(accountId, await suppressedAmong(drizzle(d1), accountId, recipients));
   return out;
