@@ -1,11 +1,15 @@
-// Reads a message from the DATA stream with mailparser, as it arrives: the raw message is
-// never kept; what stays is the top-level header, the decoded html and text, and each
+// Reads a message from the DATA stream. A small message (up to SIMPLE_MAX_BYTES) is gathered
+// first: when it is a single text part (simple-message.ts) it is read in one pass, without
+// mailparser's streams. Everything else goes through mailparser as it arrives: the raw message
+// is never kept; what stays is the top-level header, the decoded html and text, and each
 // attachment's decoded bytes (in memory, or in the spool when large: spool.ts). Past the size
 // limit the rest of the stream is read and dropped, so an oversized message costs no memory.
-import { Transform, type Readable, type TransformCallback } from "node:stream";
-import { MailParser, type AddressObject, type AttachmentStream, type EmailAddress, type HeaderValue, type MessageText } from "mailparser";
+import { PassThrough, Transform, type Readable, type TransformCallback } from "node:stream";
+import { MailParser, type AttachmentStream, type HeaderValue, type MessageText } from "mailparser";
+import { applyHeaders } from "./headers.ts";
+import { readSimpleMessage } from "./simple-message.ts";
 import { discardParts, PartSink, type Spool } from "./spool.ts";
-import type { Mailbox, MessagePart, ParsedMessage } from "./submission.ts";
+import type { MessagePart, ParsedMessage } from "./submission.ts";
 
 export interface Envelope {
   /** MAIL FROM, null for the null sender. */
@@ -35,21 +39,51 @@ class SizeGuard extends Transform {
   }
 }
 
-function mailboxes(value: HeaderValue | undefined): Mailbox[] {
-  if (value === undefined) return [];
-  const objects = (Array.isArray(value) ? value : [value]) as AddressObject[];
-  const out: Mailbox[] = [];
-  const walk = (list: EmailAddress[]) => {
-    for (const a of list) {
-      if (a.group) walk(a.group);
-      else if (a.address) out.push({ name: a.name ?? "", address: a.address });
-    }
-  };
-  for (const o of objects) if (o && Array.isArray(o.value)) walk(o.value);
-  return out;
+
+
+/** Messages up to this size are gathered and tried on the single-part path first. */
+export const SIMPLE_MAX_BYTES = 256 * 1024;
+
+export async function readMessage(input: Readable, maxBytes: number, spool: Spool): Promise<ReadResult> {
+  const chunks: Buffer[] = [];
+  let bytes = 0;
+  const ended = await new Promise<boolean>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      chunks.push(chunk);
+      bytes += chunk.length;
+      if (bytes > SIMPLE_MAX_BYTES || bytes > maxBytes) finish(false);
+    };
+    const onEnd = () => finish(true);
+    const onError = (err: Error) => {
+      input.off("data", onData).off("end", onEnd);
+      input.resume(); // read the rest of DATA, so the SMTP session can answer
+      reject(err);
+    };
+    const finish = (end: boolean) => {
+      input.off("data", onData).off("end", onEnd).off("error", onError);
+      if (!end) input.pause();
+      resolve(end);
+    };
+    input.on("data", onData).once("end", onEnd).once("error", onError);
+  });
+  if (ended) {
+    const simple = readSimpleMessage(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, bytes));
+    if (simple) return { ok: true, message: simple.message, bytes };
+  }
+  // Mailparser reads what was gathered, then the rest of the stream.
+  const rest = new PassThrough();
+  for (const chunk of chunks) rest.write(chunk);
+  if (ended) rest.end();
+  else {
+    input.once("error", (err) => rest.destroy(err));
+    input.pipe(rest);
+    input.resume();
+  }
+  return readWithMailparser(rest, maxBytes, spool);
 }
 
-export function readMessage(input: Readable, maxBytes: number, spool: Spool): Promise<ReadResult> {
+/** The mailparser path alone (the reference the single-part path is tested against). */
+export function readWithMailparser(input: Readable, maxBytes: number, spool: Spool): Promise<ReadResult> {
   return new Promise((resolve, reject) => {
     const guard = new SizeGuard(maxBytes);
     const parser = new MailParser({ skipHtmlToText: true, skipTextToHtml: true, skipTextLinks: true, skipImageLinks: true });
@@ -74,12 +108,7 @@ export function readMessage(input: Readable, maxBytes: number, spool: Spool): Pr
       message.headerLines = lines.map((l) => ({ key: l.key, line: l.line }));
     });
     parser.on("headers", (headers: Map<string, HeaderValue>) => {
-      message.from = mailboxes(headers.get("from"));
-      message.to = mailboxes(headers.get("to"));
-      message.cc = mailboxes(headers.get("cc"));
-      message.replyTo = mailboxes(headers.get("reply-to"));
-      const subject = headers.get("subject");
-      message.subject = typeof subject === "string" ? subject : undefined;
+      applyHeaders(message, headers);
       const type = headers.get("content-type") as { value?: string } | undefined;
       singlePart = !(type?.value ?? "text/plain").toLowerCase().startsWith("multipart/");
     });

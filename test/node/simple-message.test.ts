@@ -1,0 +1,197 @@
+// The bridge's single-part path (smtp-bridge/simple-message.ts) against the reference it
+// replaces: whatever message it accepts, it must read exactly as mailparser does (the bridge's
+// mailparser path, readWithMailparser). Checked on a corpus written by nodemailer and by hand,
+// on thousands of random mutations of it, and for the quoted-printable decoder against libqp.
+import libqp from "libqp";
+import nodemailer, { type SendMailOptions } from "nodemailer";
+import { Readable } from "node:stream";
+import { describe, expect, it } from "vitest";
+import { readMessage, readWithMailparser, SIMPLE_MAX_BYTES } from "../../smtp-bridge/message.ts";
+import { decodeQuotedPrintable, readSimpleMessage } from "../../smtp-bridge/simple-message.ts";
+import { memoryOnly } from "../../smtp-bridge/spool.ts";
+import type { ParsedMessage } from "../../smtp-bridge/submission.ts";
+
+/** xorshift32: the same cases on every run. */
+function random(seed: number): () => number {
+  let x = seed >>> 0 || 1;
+  return () => {
+    x ^= x << 13;
+    x ^= x >>> 17;
+    x ^= x << 5;
+    return (x >>> 0) / 0x1_0000_0000;
+  };
+}
+
+const composer = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: "windows" });
+async function compose(mail: SendMailOptions): Promise<Buffer> {
+  return ((await composer.sendMail({ from: "Sender <sender@tern.test>", to: "rcpt@example.com", subject: "hello", ...mail })) as unknown as { message: Buffer }).message;
+}
+
+async function reference(raw: Buffer): Promise<ParsedMessage> {
+  const read = await readWithMailparser(Readable.from([raw]), 1 << 30, memoryOnly);
+  if (!read.ok) throw new Error("mailparser refused the message");
+  return read.message;
+}
+
+const LONG = "A line that goes on and on, with words, commas, = signs and =3D lookalikes, ".repeat(8);
+const corpus = async (): Promise<{ name: string; raw: Buffer; simple: boolean }[]> => {
+  const crlf = (s: string) => Buffer.from(s.replace(/\r?\n/g, "\r\n"), "latin1");
+  return [
+    { name: "html, quoted-printable", raw: await compose({ html: "<p style=\"margin:0\">Hello <b>world</b></p>\n".repeat(40) }), simple: true },
+    { name: "text, 7bit", raw: await compose({ text: "Hello\nworld\n" }), simple: true },
+    { name: "text, long lines", raw: await compose({ text: `${LONG}\n${LONG}  \n\ttabbed \n` }), simple: true },
+    { name: "text, non-ASCII (quoted-printable)", raw: await compose({ text: "Grüße aus Köln, ça va? naïve café\n".repeat(5) }), simple: true },
+    { name: "text, mostly non-ASCII (base64)", raw: await compose({ text: "日本語のテキスト 🎉\n".repeat(20) }), simple: true },
+    { name: "html, forced base64", raw: await compose({ html: "<p>base64 body ✓</p>", textEncoding: "base64" }), simple: true },
+    { name: "text, forced quoted-printable", raw: await compose({ text: "plain = text\nwith trailing space \n", textEncoding: "quoted-printable" }), simple: true },
+    {
+      name: "every address field, encoded names, custom headers",
+      raw: await compose({
+        from: '"Doe, Jane" <jane@tern.test>',
+        to: ["Zoë Ünicode <zoe@example.com>", "plain@example.com", '"Quote \\"me\\"" <q@example.com>'],
+        cc: "Çc Person <cc@example.com>",
+        replyTo: "Replies <reply@example.com>",
+        subject: "Grüße — a subject long enough to be folded over more than one line of the header, with ünïcödé",
+        headers: { "X-Tern-Tags": "category=welcome, plan=free", "Tern-Idempotency-Key": "key-1", "X-Custom": "value with ; and ,", "X-Long": "word ".repeat(40) },
+        text: "body\n",
+      }),
+      simple: true,
+    },
+    { name: "empty text", raw: await compose({ text: "" }), simple: true },
+    { name: "text and html (multipart)", raw: await compose({ text: "t", html: "<p>h</p>" }), simple: false },
+    { name: "with an attachment", raw: await compose({ text: "t", attachments: [{ filename: "a.txt", content: "x" }] }), simple: false },
+    { name: "by hand: group address, no Content-Type", raw: crlf("From: a@tern.test\nTo: Team: one@example.com, Two <two@example.com>;\nSubject: group\n\nline one\nline two\n"), simple: true },
+    { name: "by hand: us-ascii, 8bit, folded custom header", raw: crlf('From: a@tern.test\nTo: b@example.com\nX-Folded: one\n two\n\tthree\nContent-Type: text/plain; charset="US-ASCII"\nContent-Transfer-Encoding: 8bit\n\nbody\n'), simple: true },
+    { name: "by hand: invalid quoted-printable", raw: crlf("From: a@tern.test\nTo: b@example.com\nContent-Type: text/html; charset=utf-8\nContent-Transfer-Encoding: Quoted-Printable\n\n=ZZ =4 =\n=4=\n1 end= \n== =3d=3D tail=") , simple: true },
+    { name: "by hand: base64 with junk between lines", raw: crlf("From: a@tern.test\nTo: b@example.com\nContent-Transfer-Encoding: base64\n\naGVsbG8g\n*d29y bGQ\n=\n"), simple: true },
+    { name: "by hand: base64 padded inside", raw: crlf("From: a@tern.test\nTo: b@example.com\nContent-Transfer-Encoding: base64\n\naGk=\naGk=\n"), simple: false },
+    { name: "by hand: invalid UTF-8 bytes", raw: Buffer.concat([crlf("From: a@tern.test\nTo: b@example.com\nContent-Transfer-Encoding: 8bit\n\n"), Buffer.from([0xc3, 0x28, 0xff, 0x41, 0x0d, 0x0a])]), simple: true },
+    { name: "by hand: latin-1", raw: crlf("From: a@tern.test\nTo: b@example.com\nContent-Type: text/plain; charset=iso-8859-1\n\ncaf\xe9\n"), simple: false },
+    { name: "by hand: format=flowed", raw: crlf("From: a@tern.test\nTo: b@example.com\nContent-Type: text/plain; format=flowed\n\nsoft \nbreak\n"), simple: false },
+    { name: "by hand: text attachment", raw: crlf("From: a@tern.test\nTo: b@example.com\nContent-Disposition: attachment; filename=a.txt\n\nfile\n"), simple: false },
+    { name: "by hand: LF line ends", raw: Buffer.from("From: a@tern.test\nTo: b@example.com\n\nbody\n"), simple: false },
+    { name: "by hand: 8-bit header", raw: Buffer.from("From: a@tern.test\r\nTo: b@example.com\r\nSubject: caf\xc3\xa9\r\n\r\nbody\r\n", "latin1"), simple: false },
+    { name: "by hand: no body", raw: crlf("From: a@tern.test\nTo: b@example.com\n"), simple: false },
+    { name: "by hand: unknown transfer encoding", raw: crlf("From: a@tern.test\nTo: b@example.com\nContent-Transfer-Encoding: x-uuencode\n\nbody\n"), simple: false },
+  ];
+};
+
+describe("the bridge's single-part path reads as mailparser does", () => {
+  it("accepts the common messages and reads them exactly as mailparser; declines the rest", async () => {
+    for (const c of await corpus()) {
+      const fast = readSimpleMessage(c.raw);
+      expect(fast !== null, c.name).toBe(c.simple);
+      if (fast) expect(fast.message, c.name).toEqual(await reference(c.raw));
+    }
+  });
+
+  it("reads every random mutation it accepts exactly as mailparser does", async () => {
+    const next = random(0x7e2a);
+    const bytes = [..."\r\n \t=:;,<>\"'()@.-_/AaD3fz0+", "\u0080", "\u00ff"].map((ch) => ch.charCodeAt(0));
+    let accepted = 0;
+    let tried = 0;
+    for (const c of await corpus()) {
+      for (let m = 0; m < 150; m++) {
+        const raw = Buffer.from(c.raw);
+        const edits = 1 + Math.floor(next() * 3);
+        const out = [...raw];
+        for (let e = 0; e < edits; e++) {
+          const at = Math.floor(next() * out.length);
+          const b = bytes[Math.floor(next() * bytes.length)]!;
+          const kind = next();
+          if (kind < 0.4) out[at] = b;
+          else if (kind < 0.8) out.splice(at, 0, b);
+          else out.splice(at, 1);
+        }
+        const mutated = Buffer.from(out);
+        tried++;
+        const fast = readSimpleMessage(mutated);
+        if (!fast) continue;
+        accepted++;
+        expect(fast.message, `${c.name}, mutation ${m}: ${JSON.stringify(mutated.toString("latin1").slice(0, 400))}`).toEqual(await reference(mutated));
+      }
+    }
+    // The mutations must exercise the path, not just be declined.
+    expect(accepted).toBeGreaterThan(tried * 0.3);
+  }, 120_000);
+
+  it("decodes quoted-printable byte for byte as libqp does", () => {
+    const next = random(0x51);
+    const alphabet = [..."==== \t\r\n\r\nAF09afgZx3D", "\u00e9"].map((ch) => ch.charCodeAt(0));
+    for (let i = 0; i < 20_000; i++) {
+      const length = Math.floor(next() * 24);
+      const input = Buffer.from(Array.from({ length }, () => alphabet[Math.floor(next() * alphabet.length)]!));
+      expect(decodeQuotedPrintable(input), JSON.stringify(input.toString("latin1"))).toEqual(libqp.decode(input));
+    }
+    const all = Buffer.from(Array.from({ length: 4096 }, () => Math.floor(next() * 256)));
+    expect(decodeQuotedPrintable(all)).toEqual(libqp.decode(all));
+  });
+
+  it("takes linear time on long runs of spaces, where libqp's regular expression is quadratic", () => {
+    const input = Buffer.from(`a${" ".repeat(1_000_000)}b\r\n`);
+    const t = performance.now();
+    const out = decodeQuotedPrintable(input);
+    expect(performance.now() - t).toBeLessThan(500);
+    expect(out.length).toBe(input.length);
+  });
+
+  it("reads base64 bodies it accepts as mailparser's stream decoder does", async () => {
+    const next = random(0xb64);
+    const alphabet = [..."QUJDRA==aGk+/\r\n *-_"].map((ch) => ch.charCodeAt(0));
+    let checked = 0;
+    for (let i = 0; i < 3_000; i++) {
+      const length = Math.floor(next() * 40);
+      const body = Buffer.from(Array.from({ length }, () => alphabet[Math.floor(next() * alphabet.length)]!));
+      const raw = Buffer.concat([Buffer.from("From: a@tern.test\r\nTo: b@example.com\r\nContent-Transfer-Encoding: base64\r\n\r\n"), body]);
+      const fast = readSimpleMessage(raw);
+      if (!fast) continue;
+      checked++;
+      expect(fast.message, JSON.stringify(body.toString("latin1"))).toEqual(await reference(raw));
+    }
+    expect(checked).toBeGreaterThan(500);
+  }, 60_000);
+});
+
+describe("readMessage: which path a message takes", () => {
+  const chunked = (raw: Buffer, sizes: number[]) => {
+    const out: Buffer[] = [];
+    let at = 0;
+    for (let i = 0; at < raw.length; i++) {
+      const n = sizes[i % sizes.length]!;
+      out.push(raw.subarray(at, at + n));
+      at += n;
+    }
+    return Readable.from(out);
+  };
+
+  it("gives the same result in any chunking, on both paths", async () => {
+    for (const c of await corpus()) {
+      const expected = await reference(c.raw);
+      for (const sizes of [[1], [7, 3], [4096]]) {
+        const read = await readMessage(chunked(c.raw, sizes), 1 << 30, memoryOnly);
+        expect(read.ok, c.name).toBe(true);
+        if (read.ok) {
+          expect(read.bytes).toBe(c.raw.length);
+          // attachments are streamed parts: compare their decoded bytes
+          expect({ ...read.message, attachments: read.message.attachments.map((a) => Buffer.concat(a.chunks)) }, c.name).toEqual({ ...expected, attachments: expected.attachments.map((a) => Buffer.concat(a.chunks)) });
+        }
+      }
+    }
+  });
+
+  it("hands a message larger than the gathering limit to mailparser whole, what was gathered first", async () => {
+    const text = "0123456789abcdef\n".repeat(Math.ceil((SIMPLE_MAX_BYTES * 1.5) / 17));
+    const raw = await compose({ text });
+    expect(raw.length).toBeGreaterThan(SIMPLE_MAX_BYTES);
+    const read = await readMessage(chunked(raw, [16 * 1024]), 1 << 30, memoryOnly);
+    expect(read.ok && read.message.text).toBe(text.replace(/\n$/, ""));
+    expect(read.bytes).toBe(raw.length);
+  });
+
+  it("refuses a message over the size limit on either side of the gathering limit", async () => {
+    const small = await compose({ text: "x".repeat(5_000) });
+    expect(await readMessage(chunked(small, [1000]), 4_000, memoryOnly)).toEqual({ ok: false, reason: "too-big", bytes: small.length });
+    const big = await compose({ text: "y\n".repeat(SIMPLE_MAX_BYTES) });
+    expect(await readMessage(chunked(big, [65_536]), SIMPLE_MAX_BYTES + 10, memoryOnly)).toEqual({ ok: false, reason: "too-big", bytes: big.length });
+  });
+});
