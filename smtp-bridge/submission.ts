@@ -180,14 +180,18 @@ async function* base64Of(part: MessagePart): AsyncGenerator<string> {
   if (carry.length) yield carry.toString("base64");
 }
 
-type Piece = { small: string } | { big: string } | { part: MessagePart };
+/** A piece of the body: JSON text; html or text, escaped once and kept (up to ESCAPE_ONCE_CHARS)
+ * or escaped slice by slice each time it is read (larger: the length, then the request, so
+ * that it is never held twice); or a part's bytes to encode. */
+type Piece = { small: string } | { escaped: string[] } | { big: string } | { part: MessagePart };
+const ESCAPE_ONCE_CHARS = 1024 * 1024;
 
 function pieces(s: Submission): Piece[] {
   const head = JSON.stringify(s.fields);
   const out: Piece[] = [{ small: head.slice(0, -1) }];
   for (const [name, value] of [["html", s.html], ["text", s.text]] as const) {
     if (value === undefined) continue;
-    out.push({ small: `,"${name}":"` }, { big: value }, { small: '"' });
+    out.push({ small: `,"${name}":"` }, value.length <= ESCAPE_ONCE_CHARS ? { escaped: [...escapedSlices(value)] } : { big: value }, { small: '"' });
   }
   if (s.attachments.length) {
     out.push({ small: ',"attachments":[' });
@@ -216,6 +220,7 @@ export function requestBody(s: Submission): RequestBody {
   let length = 0;
   for (const p of list) {
     if ("small" in p) length += Buffer.byteLength(p.small);
+    else if ("escaped" in p) for (const slice of p.escaped) length += Buffer.byteLength(slice);
     else if ("big" in p) for (const slice of escapedSlices(p.big)) length += Buffer.byteLength(slice);
     else length += 4 * Math.ceil(p.part.size / 3);
   }
@@ -224,6 +229,7 @@ export function requestBody(s: Submission): RequestBody {
     async *chunks() {
       for (const p of list) {
         if ("small" in p) yield p.small;
+        else if ("escaped" in p) yield* p.escaped;
         else if ("big" in p) yield* escapedSlices(p.big);
         else yield* base64Of(p.part);
       }
