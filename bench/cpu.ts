@@ -38,8 +38,10 @@ function cmdline(pid: number): string {
   }
 }
 
-/** CPU seconds used so far by the descendants of `ternPid` (by part) and by this process;
- * `publicPort` is the API's port, which the dev proxy's workerd listens on. */
+/** CPU seconds used so far by `ternPid` and its descendants (by part) and by this process;
+ * `publicPort` is the API's port, which the dev proxy's workerd listens on. `ternPid` is
+ * dev/start.ts for tern, or wrangler dev itself for the floor (bench/floor.ts), whose tree has
+ * no "start+relay". */
 export function sampleCpu(ternPid: number | undefined, publicPort: number): CpuSample {
   if (process.platform !== "linux" || ternPid === undefined) return null;
   let pids: number[];
@@ -62,13 +64,15 @@ export function sampleCpu(ternPid: number | undefined, publicPort: number): CpuS
     const pid = queue.shift()!;
     const s = info.get(pid);
     if (!s) continue;
-    const cmd = pid === ternPid ? "" : cmdline(pid);
+    const cmd = cmdline(pid);
+    const isWrangler = cmd.includes("wrangler") && s.comm.startsWith("node");
+    // The root is dev/start.ts for tern; for the floor (bench/floor.ts) it is wrangler dev itself.
     const part: Part =
-      pid === ternPid
+      pid === ternPid && !isWrangler
         ? "start+relay"
         : s.comm === "workerd"
           ? cmd.includes(`entry=127.0.0.1:${publicPort} `) ? "dev proxy" : "worker runtime"
-          : cmd.includes("wrangler") && s.comm.startsWith("node")
+          : isWrangler
             ? "wrangler"
             : "other";
     out[part] += s.cpu;

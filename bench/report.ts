@@ -11,7 +11,13 @@ import type { WrkResult } from "./wrk.ts";
 export const BEGIN = "<!-- bench:results:begin (written by `npm run bench`; edit outside these markers) -->";
 export const END = "<!-- bench:results:end -->";
 
-export type Variant = "bare" | "send" | "scheduled";
+export type Variant = "bare" | "send" | "scheduled" | "floor-bare" | "floor-write" | "floor-read";
+/** Part 1's variants in the order of a round: tern's (the queue drained after send), then the floor's. */
+export const VARIANTS: Variant[] = ["bare", "scheduled", "send", "floor-bare", "floor-write", "floor-read"];
+export const TERN_VARIANTS: Variant[] = ["bare", "scheduled", "send"];
+export const FLOOR_VARIANTS: Variant[] = ["floor-bare", "floor-write", "floor-read"];
+/** The order of part 1's tables. */
+const TABLE_ORDER: Variant[] = ["bare", "send", "scheduled", "floor-bare", "floor-write", "floor-read"];
 export type OnceVariant = "send" | "send+key" | "auth" | "auth-unlimited";
 export const ONCE_VARIANTS: OnceVariant[] = ["send", "send+key", "auth", "auth-unlimited"];
 /** The most a fresh Idempotency-Key may cost, as send+key p50 / send p50. */
@@ -74,6 +80,9 @@ const LABEL: Record<Variant, string> = {
   bare: "`GET /health` (bare route)",
   send: "`POST /emails` (accept a send)",
   scheduled: "`POST /emails` + `scheduled_at` (diagnostic)",
+  "floor-bare": "floor: `GET /health` (the same bare route, minimal Worker)",
+  "floor-write": "floor: `POST /write` (the send's D1 batch alone)",
+  "floor-read": "floor: `GET /read` (one D1 read by primary key)",
 };
 
 export interface Summary {
@@ -86,28 +95,55 @@ export interface Summary {
   p50Ratio: number;
   rpsRange: [number, number];
   p50Range: [number, number];
+  /** The floor (bench/floor.ts): its write (the send's D1 batch alone) and read over its bare route. */
+  floorWrite: Ratio;
+  floorRead: Ratio;
+  /** tern's scheduled_at diagnostic over tern's bare route. */
+  scheduled: Ratio;
+  /** The floor's bare route over tern's: whether the two bare routes cost the same. */
+  floorBareOverBare: Ratio;
+}
+
+/** One variant over another at the same connections: ratio of the rounds' medians, and the
+ * range of the per-round ratios. */
+export interface Ratio {
+  rps: number;
+  p50: number;
+  rpsRange: [number, number];
+  p50Range: [number, number];
+}
+
+export function ratioOf(over: LoadResult[], under: LoadResult[]): Ratio {
+  const perRoundRps = over.map((s, i) => s.rps / under[i]!.rps);
+  const perRoundP50 = over.map((s, i) => s.p50 / under[i]!.p50);
+  return {
+    rps: median(over.map((x) => x.rps)) / median(under.map((x) => x.rps)),
+    p50: median(over.map((x) => x.p50)) / median(under.map((x) => x.p50)),
+    rpsRange: [Math.min(...perRoundRps), Math.max(...perRoundRps)],
+    p50Range: [Math.min(...perRoundP50), Math.max(...perRoundP50)],
+  };
 }
 
 export function summarize(r: Results): Summary[] {
   return r.settings.connections.map((c) => {
-    const bare = r.runs[c]!.bare;
-    const send = r.runs[c]!.send;
-    const perRoundRps = send.map((s, i) => s.rps / bare[i]!.rps);
-    const perRoundP50 = send.map((s, i) => s.p50 / bare[i]!.p50);
-    const bareRps = median(bare.map((x) => x.rps));
-    const sendRps = median(send.map((x) => x.rps));
-    const bareP50 = median(bare.map((x) => x.p50));
-    const sendP50 = median(send.map((x) => x.p50));
+    const v = r.runs[c]!;
+    const bare = v.bare;
+    const send = v.send;
+    const main = ratioOf(send, bare);
     return {
       connections: c,
-      bareRps,
-      sendRps,
-      bareP50,
-      sendP50,
-      rpsRatio: sendRps / bareRps,
-      p50Ratio: sendP50 / bareP50,
-      rpsRange: [Math.min(...perRoundRps), Math.max(...perRoundRps)],
-      p50Range: [Math.min(...perRoundP50), Math.max(...perRoundP50)],
+      bareRps: median(bare.map((x) => x.rps)),
+      sendRps: median(send.map((x) => x.rps)),
+      bareP50: median(bare.map((x) => x.p50)),
+      sendP50: median(send.map((x) => x.p50)),
+      rpsRatio: main.rps,
+      p50Ratio: main.p50,
+      rpsRange: main.rpsRange,
+      p50Range: main.p50Range,
+      floorWrite: ratioOf(v["floor-write"], v["floor-bare"]),
+      floorRead: ratioOf(v["floor-read"], v["floor-bare"]),
+      scheduled: ratioOf(v.scheduled, bare),
+      floorBareOverBare: ratioOf(v["floor-bare"], bare),
     };
   });
 }
@@ -239,14 +275,17 @@ export function renderResults(r: Results): string {
   L();
   L(
     `Closed loop, Node \`node:http\` generator, one keep-alive connection per worker; each cell is the median of ${s.rounds} ` +
-      `interleaved rounds (bare, scheduled, send, then wait for the queue to drain), each ${s.durationMs / 1000} s measured after ` +
-      `${s.warmupMs / 1000} s of warm-up. Send body: \`{"from":"Bench <bench@tern.test>","to":"delivered@simulator.tern.test","subject":"bench","text":"hello"}\`.`,
+      `interleaved rounds (bare, scheduled, send, then wait for the queue to drain, then the floor's bare, write and read), each ${s.durationMs / 1000} s measured after ` +
+      `${s.warmupMs / 1000} s of warm-up. Send body: \`{"from":"Bench <bench@tern.test>","to":"delivered@simulator.tern.test","subject":"bench","text":"hello"}\`. ` +
+      `The floor rows are a second, minimal Worker (\`bench/floor/\`) under its own \`wrangler dev\`, started the same way, with tern's schema: ` +
+      `\`POST /write\` is one \`env.DB.batch()\` of the statements tern's accept path sends for this body (checked against tern's code before the run), ` +
+      `with the same body on the wire and nothing else; tern is idle while the floor is measured and the other way round.`,
   );
   L();
   L("| connections | route | req/s | p50 ms | p99 ms | requests (all rounds) | non-2xx |");
   L("|---:|---|---:|---:|---:|---:|---:|");
   for (const c of s.connections) {
-    for (const v of ["bare", "send", "scheduled"] as Variant[]) {
+    for (const v of TABLE_ORDER) {
       const runs = r.runs[c]![v];
       L(
         `| ${c} | ${LABEL[v]} | ${f0(median(runs.map((x) => x.rps)))} | ${f1(median(runs.map((x) => x.p50)))} | ${f1(median(runs.map((x) => x.p99)))} | ` +
@@ -255,18 +294,35 @@ export function renderResults(r: Results): string {
     }
   }
   L();
-  L("| connections | send/bare req/s (rounds' range) | send/bare p50 (rounds' range) | cost of a send in bare requests | within the 2x target? | queue drain after a send run, s (median) |");
-  L("|---:|---:|---:|---:|---|---:|");
+  const ratioCells = (x: Ratio) => `${f2(x.rps)} (${f2(x.rpsRange[0])}-${f2(x.rpsRange[1])}) | ${f2(x.p50)} (${f2(x.p50Range[0])}-${f2(x.p50Range[1])})`;
+  L(
+    "| connections | send/bare req/s (rounds' range) | send/bare p50 (rounds' range) | cost of a send in bare requests | within the 2x target? | " +
+      "floor write/floor bare req/s (rounds' range) | floor write/floor bare p50 (rounds' range) | the D1 batch alone within the 2x target? | queue drain after a send run, s (median) |",
+  );
+  L("|---:|---:|---:|---:|---|---:|---:|---|---:|");
   for (const x of summarize(r)) {
     const within = x.rpsRatio >= 0.5 && x.p50Ratio <= 2;
+    const floorWithin = x.floorWrite.rps >= 0.5 && x.floorWrite.p50 <= 2;
     L(
       `| ${x.connections} | ${f2(x.rpsRatio)} (${f2(x.rpsRange[0])}-${f2(x.rpsRange[1])}) | ${f2(x.p50Ratio)} (${f2(x.p50Range[0])}-${f2(x.p50Range[1])}) | ` +
-        `${f1(1 / x.rpsRatio)}x | ${within ? "yes" : "no"} | ${f1(median(r.drains[x.connections] ?? []))} |`,
+        `${f1(1 / x.rpsRatio)}x | ${within ? "yes" : "no"} | ${ratioCells(x.floorWrite)} | ${floorWithin ? "yes" : "no"} | ${f1(median(r.drains[x.connections] ?? []))} |`,
     );
+  }
+  L();
+  L(
+    "Diagnostic ratios, same rounds: tern's `scheduled_at` send (auth, validation and the same batch plus a webhook outbox row, no queue) over tern's bare route; " +
+      "the floor's one D1 read over the floor's bare route; and the floor's bare route over tern's (near 1 when the two bare routes cost the same, so the two " +
+      "ratios share a yardstick).",
+  );
+  L();
+  L("| connections | scheduled/bare req/s (rounds' range) | scheduled/bare p50 (rounds' range) | floor read/floor bare req/s (rounds' range) | floor read/floor bare p50 (rounds' range) | floor bare/tern bare req/s (rounds' range) | floor bare/tern bare p50 (rounds' range) |");
+  L("|---:|---:|---:|---:|---:|---:|---:|");
+  for (const x of summarize(r)) {
+    L(`| ${x.connections} | ${ratioCells(x.scheduled)} | ${ratioCells(x.floorRead)} | ${ratioCells(x.floorBareOverBare)} |`);
   }
   const cpuRows: string[] = [];
   for (const c of s.connections) {
-    for (const v of ["bare", "send", "scheduled"] as Variant[]) {
+    for (const v of TABLE_ORDER) {
       const row = cpuRow(r.runs[c]![v], r.cpu[c]![v]);
       if (row) cpuRows.push(`| ${c} | ${LABEL[v]} | ${row} |`);
     }
@@ -278,7 +334,9 @@ export function renderResults(r: Results): string {
         `"worker runtime" is the workerd running tern (with local D1, Queues and R2, and the queue consumer); "dev proxy" is the second workerd ` +
         `that \`wrangler dev\` puts on the public port (it forwards every request; nothing like it exists in production); ` +
         `"wrangler" is wrangler's Node processes (a log call arrives there for every request), "start+relay" is dev/start.ts with the dev relay in it, ` +
-        `"generator" is this bench. "cores busy" is all of it over wall time (the machine has ${r.facts.nproc}).`,
+        `"generator" is this bench. "cores busy" is all of it over wall time (the machine has ${r.facts.nproc}). ` +
+        `In the floor rows the same columns are the floor's own processes (its workerd, its dev proxy, its wrangler; it has no dev/start.ts or relay), ` +
+        `and tern's idle processes are not counted.`,
     );
     L();
     L(`| connections | route | ${PARTS.join(" | ")} | total | cores busy |`);

@@ -1,5 +1,7 @@
 // `npm run bench`: tern's benchmarks in one run, started the way `npm start` starts tern.
-//   1. POST /emails vs GET /health, closed loop at 2 and 32 connections, interleaved rounds;
+//   1. POST /emails vs GET /health, closed loop at 2 and 32 connections, interleaved rounds,
+//      with the floor beside it: a minimal Worker whose POST /write is the send's D1 batch alone
+//      (bench/floor.ts, bench/floor/);
 //   2. K emails end to end into the dev relay vs the same K sent straight to it by nodemailer;
 //   3. D1 round trips and queue sends per accepted email, from test/worker/round-trips.test.ts;
 //   4. (run after 1) POST /emails with a fresh Idempotency-Key vs without, and the rate limiter's
@@ -21,12 +23,13 @@ import { join, resolve } from "node:path";
 import { startTern, type TernProcess } from "../test/support/processes.ts";
 import { BRIDGE_BEGIN, BRIDGE_END, BRIDGE_OVERHEAD_TARGET, bridgeSummary, renderBridge, runBridgeBench, stopBridgeBench, type BridgeSettings } from "./bridge.ts";
 import { cpuDelta, measuredLoad, sampleCpu, type CpuSample } from "./cpu.ts";
+import { checkFloorStatements, startFloor, stopFloor, type FloorProcess } from "./floor.ts";
 import { renderDkim, runDkimBench, writeDkimDoc } from "./dkim.ts";
 import { renderWebhooks, runWebhookBench, writeWebhooksDoc } from "./webhooks.ts";
 import { phaseFour } from "./exactly-once.ts";
 import { clearRelay, directToRelay, htmlOfSize, throughTern, type DeliveryResult, type Target } from "./delivery.ts";
 import { runLoad, type LoadOptions, type LoadResult } from "./load.ts";
-import { KEY_P50_TARGET, renderResults, summarize, summarizeOnce, writeDoc, type Facts, type Results, type Settings, type Variant } from "./report.ts";
+import { FLOOR_VARIANTS, KEY_P50_TARGET, VARIANTS, renderResults, summarize, summarizeOnce, writeDoc, type Facts, type Results, type Settings, type Variant } from "./report.ts";
 import { measureRoundTrips, type RoundTrips } from "./round-trips.ts";
 import { runWrk, wrkAvailable, type WrkResult } from "./wrk.ts";
 
@@ -68,6 +71,7 @@ function exitOf(child: ChildProcess): Promise<number | null> {
 function cleanup(): Promise<void> {
   return (cleaning ??= (async () => {
     await stopBridgeBench();
+    await stopFloor(log);
     for (const h of helpers) {
       try {
         if (typeof h === "number") process.kill(h, "SIGTERM");
@@ -163,7 +167,7 @@ async function drain(t: TernProcess, id: string | null): Promise<number> {
   }
 }
 
-async function phaseOne(t: TernProcess): Promise<Pick<Results, "runs" | "drains" | "cpu">> {
+async function phaseOne(t: TernProcess, floor: FloorProcess): Promise<Pick<Results, "runs" | "drains" | "cpu">> {
   const auth = { authorization: `Bearer ${t.apiKey}`, "content-type": "application/json" };
   const send = { from: "Bench <bench@tern.test>", to: "delivered@simulator.tern.test", subject: "bench", text: "hello" };
   const variants: Record<Variant, Omit<LoadOptions, "connections" | "warmupMs" | "durationMs">> = {
@@ -171,14 +175,22 @@ async function phaseOne(t: TernProcess): Promise<Pick<Results, "runs" | "drains"
     send: { url: `${t.url}/emails`, method: "POST", headers: auth, body: JSON.stringify(send) },
     // Diagnostic: the same request without the queue send and the consumer's work behind it.
     scheduled: { url: `${t.url}/emails`, method: "POST", headers: auth, body: JSON.stringify({ ...send, scheduled_at: new Date(Date.now() + 86_400_000).toISOString() }) },
+    // The floor: the same bare route, and the send's D1 batch alone (the same body on the wire,
+    // which the floor does not read), and one D1 read by primary key.
+    "floor-bare": { url: `${floor.url}/health` },
+    "floor-write": { url: `${floor.url}/write`, method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(send) },
+    "floor-read": { url: `${floor.url}/read` },
   };
-  const port = Number(new URL(t.url).port);
+  const ternPort = Number(new URL(t.url).port);
+  /** Whose processes a variant's CPU is sampled from: tern's tree, or the floor's. */
+  const tree = (v: Variant) => (FLOOR_VARIANTS.includes(v) ? { pid: floor.pid, port: floor.port } : { pid: t.child.pid, port: ternPort });
   const runs: Results["runs"] = {};
   const drains: Results["drains"] = {};
   const cpu: Results["cpu"] = {};
+  const empty = <T,>() => Object.fromEntries(VARIANTS.map((v) => [v, [] as T[]])) as Record<Variant, T[]>;
   for (const c of settings.connections) {
-    runs[c] = { bare: [], send: [], scheduled: [] };
-    cpu[c] = { bare: [], send: [], scheduled: [] };
+    runs[c] = empty<LoadResult>();
+    cpu[c] = empty<CpuSample>();
     drains[c] = [];
   }
 
@@ -190,15 +202,19 @@ async function phaseOne(t: TernProcess): Promise<Pick<Results, "runs" | "drains"
   await runLoad({ ...variants.bare, connections: 32, warmupMs: 0, durationMs: QUICK ? 500 : 2000 });
   await runLoad({ ...variants.send, connections: 32, warmupMs: 0, durationMs: QUICK ? 500 : 2000, onBody: keepId });
   await drain(t, lastId);
+  await runLoad({ ...variants["floor-bare"], connections: 32, warmupMs: 0, durationMs: QUICK ? 500 : 2000 });
+  await runLoad({ ...variants["floor-write"], connections: 32, warmupMs: 0, durationMs: QUICK ? 500 : 2000 });
+  await runLoad({ ...variants["floor-read"], connections: 32, warmupMs: 0, durationMs: QUICK ? 500 : 1000 });
 
   for (let round = 1; round <= settings.rounds; round++) {
     for (const c of settings.connections) {
-      for (const v of ["bare", "scheduled", "send"] as Variant[]) {
+      for (const v of VARIANTS) {
         lastId = null;
-        const { result: r, cpu: used } = await measuredLoad(t.child.pid, port, { ...variants[v], connections: c, warmupMs: settings.warmupMs, durationMs: settings.durationMs, onBody: v === "send" ? keepId : undefined });
+        const { pid, port } = tree(v);
+        const { result: r, cpu: used } = await measuredLoad(pid, port, { ...variants[v], connections: c, warmupMs: settings.warmupMs, durationMs: settings.durationMs, onBody: v === "send" ? keepId : undefined });
         runs[c]![v].push(r);
         cpu[c]![v].push(used);
-        log(`phase 1 round ${round}/${settings.rounds}, ${String(c).padStart(2)} connections, ${v.padEnd(9)}: ${describe(r)}`);
+        log(`phase 1 round ${round}/${settings.rounds}, ${String(c).padStart(2)} connections, ${v.padEnd(11)}: ${describe(r)}`);
         if (r.requests === 0) throw new Error(`${v} at ${c} connections completed no request`);
         if (r.errors / r.requests > MAX_ERROR_SHARE) throw new Error(`${v} at ${c} connections: ${r.errors} of ${r.requests} answers were not 2xx: ${JSON.stringify(r.statuses)}`);
         if (v === "send") {
@@ -346,7 +362,13 @@ async function dkimPart(f: Facts): Promise<void> {
 
 /** Parts 1, 4 and 2 on the running tern, then their report. */
 async function coreParts(t: TernProcess, f: Facts, roundTrips: RoundTrips): Promise<void> {
-  const one = await phaseOne(t);
+  const checked = await checkFloorStatements();
+  log(`floor: its batch is the one tern's accept path sends for a plain send (${checked.send.length} statements: ${checked.send.map((s) => s.sql.split(" (")[0]).join("; ")}); its read is GET /emails/<id>'s`);
+  log("starting the floor (bench/floor/: a minimal Worker with tern's schema) under wrangler dev, as tern is started...");
+  const floor = await startFloor(log);
+  log(`the floor is up at ${floor.url}`);
+  const one = await phaseOne(t, floor);
+  await stopFloor(log);
   const wrk = await crossCheck(t);
   const once = await phaseFour({
     root, t, settings, quick: QUICK, maxErrorShare: MAX_ERROR_SHARE, log, describe, drain,
@@ -361,6 +383,10 @@ async function coreParts(t: TernProcess, f: Facts, roundTrips: RoundTrips): Prom
   console.log(`\n${block}\n`);
   for (const s of summarize(results)) {
     log(`${s.connections} connections: send/bare throughput ${s.rpsRatio.toFixed(2)}, p50 ${s.p50Ratio.toFixed(2)} (target: >= 0.50 and <= 2.00)`);
+    log(
+      `${s.connections} connections: floor write/floor bare throughput ${s.floorWrite.rps.toFixed(2)}, p50 ${s.floorWrite.p50.toFixed(2)}; ` +
+        `floor read/floor bare ${s.floorRead.rps.toFixed(2)}, p50 ${s.floorRead.p50.toFixed(2)}; floor bare/tern bare throughput ${s.floorBareOverBare.rps.toFixed(2)}`,
+    );
   }
   for (const s of summarizeOnce(results)) {
     log(

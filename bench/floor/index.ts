@@ -1,0 +1,33 @@
+// The floor of part 1 of `npm run bench` (bench/floor.ts starts it under `wrangler dev`, as
+// tern is started): what the local runtime charges for tern's bare route and for the one D1
+// batch of an accepted email, with none of tern's own code around them (no auth, validation,
+// zod, queue send or queue consumer).
+//   GET  /health  the same route as tern's (worker/routes/docs.ts): c.json({ ok: true });
+//   POST /write   exactly one env.DB.batch() of the statements tern's accept path sends for a
+//                 plain send (bench/floor/statements.ts); the request body is not read;
+//   GET  /read    one D1 read of the shape of tern's GET /emails/<unknown id>: a SELECT by
+//                 primary key (.raw(), as drizzle's .get() does) that finds nothing.
+import { Hono } from "hono";
+import { EMAIL_BY_ID_SQL, FLOOR_ACCOUNT, newSendBatch } from "./statements.ts";
+
+interface FloorEnv {
+  DB: D1Database;
+}
+
+const app = new Hono<{ Bindings: FloorEnv }>();
+
+app.get("/health", (c) => c.json({ ok: true }));
+
+app.post("/write", async (c) => {
+  const { emailId, statements } = newSendBatch();
+  const results = await c.env.DB.batch(statements.map((s) => c.env.DB.prepare(s.sql).bind(...s.params)));
+  const used = (results[0]?.results[0] as { used?: number } | undefined)?.used;
+  return c.json({ id: emailId, used });
+});
+
+app.get("/read", async (c) => {
+  const rows = await c.env.DB.prepare(EMAIL_BY_ID_SQL).bind(crypto.randomUUID(), FLOOR_ACCOUNT).raw();
+  return c.json({ found: rows.length > 0 });
+});
+
+export default app;
