@@ -5,7 +5,7 @@ import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
 import type { Principal } from "../auth.ts";
 import type { TernConfig } from "../config.ts";
-import { emailEvents, emails } from "../db/schema.ts";
+import { insertEmail, insertEmailEvent, statementOf } from "../db/compiled.ts";
 import { ApiError } from "../errors.ts";
 import { uuidv7 } from "../ids.ts";
 import { parseMailbox } from "../mime/address.ts";
@@ -165,7 +165,7 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
     return null;
   }
   const count = prepared.reduce((n, p) => n + p.recipients.length, 0);
-  const quota = consumeStatements(db, principal.accountId, principal.plan, count, now);
+  const quota = consumeStatements(env.DB, principal.accountId, principal.plan, count, now);
   const rows = await Promise.all(
     prepared.map(async (p) => {
       const stored = await storeContent(env.BLOBS, p.id, { html: p.html, text: p.text, attachments: p.attachments }, config.inlineContentLimit);
@@ -197,6 +197,7 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
           pendingJson: JSON.stringify(p.recipients),
           attempts: 0,
           nextAttemptAt: p.scheduledAt ?? p.createdAt,
+          leaseUntil: null,
           messageId: p.messageId,
           createdAt: p.createdAt,
         },
@@ -215,15 +216,16 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
   const outbox = rows
     .filter((r) => r.email.state === "scheduled")
     .map((r) => emailOutboxEvent(r.email.accountId, { type: "email.scheduled", email: emailFacts(r.email), at: r.email.createdAt }, r.email.createdAt));
+  // The hot statements are compiled once (db/compiled.ts); the rarer ones are built here.
   const records = [
-    ...rows.flatMap((r) => [db.insert(emails).values(r.email), db.insert(emailEvents).values(r.event)]),
-    ...outbox.map((e) => outboxInsert(db, e)),
+    ...rows.flatMap((r) => [insertEmail.bind(env.DB, r.email), insertEmailEvent.bind(env.DB, r.event)]),
+    ...outbox.map((e) => statementOf(env.DB, outboxInsert(db, e))),
   ];
-  let results: unknown[];
+  let results: D1Result[];
   try {
     // The key first: a key already taken fails the batch before the quota is looked at, so a
     // replay still replays when the quota is full.
-    results = await db.batch([...keyStatements, quota.monthly, ...(quota.daily ? [quota.daily] : []), ...records] as [BatchItem<"sqlite">]);
+    results = await env.DB.batch([...keyStatements.map((q) => statementOf(env.DB, q)), quota.monthly, ...(quota.daily ? [quota.daily] : []), ...records]);
   } catch (err) {
     // Nothing of this send is recorded, so nothing may point at what it put in R2.
     const stored = rows.flatMap((r) => r.blobs);
@@ -232,7 +234,7 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
     if (isQuotaViolation(err)) throw await quotaError(db, principal.accountId, principal.plan, count, now);
     throw err;
   }
-  const used = (r: unknown) => (r as { used: number }[])[0]!.used;
+  const used = (r: D1Result | undefined) => (r!.results[0] as { used: number }).used;
   const use: QuotaUse = { monthlyUsed: used(results[keyStatements.length]) };
   if (quota.daily) use.dailyUsed = used(results[keyStatements.length + 1]);
 

@@ -2,8 +2,9 @@
 // have one, per UTC day. The increment rides in the same D1 batch that records the emails, so
 // a refused send consumes nothing and an accepted one is counted exactly once; concurrent
 // sends at the boundary are serialised by D1 and the CHECK on `usage` never lets one overshoot.
-import { and, eq, inArray, sql } from "drizzle-orm";
+import { and, eq, inArray } from "drizzle-orm";
 import type { DrizzleD1Database } from "drizzle-orm/d1";
+import { consumeUsage } from "../db/compiled.ts";
 import { usage } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
 import { planLimits } from "../plans.ts";
@@ -25,14 +26,10 @@ export interface QuotaUse {
 
 /** The statements that consume `count` emails of the account's quota, each returning the new
  * total. Put them first in the batch that records the emails. */
-export function consumeStatements(db: DrizzleD1Database, accountId: string, plan: string, count: number, now: number) {
+export function consumeStatements(db: D1Database, accountId: string, plan: string, count: number, now: number) {
   const limits = planLimits(plan);
   const p = periodsAt(now);
-  const consume = (period: string, cap: number) =>
-    db.insert(usage)
-      .values({ accountId, period, used: count, cap })
-      .onConflictDoUpdate({ target: [usage.accountId, usage.period], set: { used: sql`${usage.used} + excluded.used`, cap: sql`excluded.cap` } })
-      .returning({ used: usage.used });
+  const consume = (period: string, cap: number) => consumeUsage.bind(db, { accountId, period, used: count, cap });
   return { monthly: consume(p.month, limits.monthly), daily: limits.daily !== undefined ? consume(p.day, limits.daily) : undefined };
 }
 
