@@ -11,6 +11,13 @@ async function readBodyLimited(req: Request, limit: number): Promise<Uint8Array>
   const tooBig = () => new ApiError("validation_error", `The request body must be at most ${limit / 1024 / 1024} MB.`, 413);
   if (declared > limit) throw tooBig();
   if (!req.body) return new Uint8Array();
+  // A body with a declared length (which HTTP framing holds it to) is read in one call; one
+  // without is read piece by piece and stopped at the limit.
+  if (req.headers.get("content-length") !== null && Number.isSafeInteger(declared)) {
+    const bytes = new Uint8Array(await req.arrayBuffer());
+    if (bytes.byteLength > limit) throw tooBig();
+    return bytes;
+  }
   const reader = req.body.getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
