@@ -4,10 +4,10 @@
 // is never kept; what stays is the top-level header, the decoded html and text, and each
 // attachment's decoded bytes (in memory, or in the spool when large: spool.ts). Past the size
 // limit the rest of the stream is read and dropped, so an oversized message costs no memory.
-import { PassThrough, Transform, type Readable, type TransformCallback } from "node:stream";
+import { Readable, Transform, type TransformCallback } from "node:stream";
 import { MailParser, type AttachmentStream, type HeaderValue, type MessageText } from "mailparser";
 import { applyHeaders } from "./headers.ts";
-import { readSimpleMessage } from "./simple-message.ts";
+import { headerVerdict, readSimpleMessage } from "./simple-message.ts";
 import { discardParts, PartSink, type Spool } from "./spool.ts";
 import type { MessagePart, ParsedMessage } from "./submission.ts";
 
@@ -41,17 +41,26 @@ class SizeGuard extends Transform {
 
 
 
-/** Messages up to this size are gathered and tried on the single-part path first. */
+/** A single-part message up to this size is gathered and read by simple-message.ts. */
 export const SIMPLE_MAX_BYTES = 256 * 1024;
+/** A header not complete within this many bytes is left to mailparser. */
+const SIMPLE_MAX_HEADER_BYTES = 64 * 1024;
 
 export async function readMessage(input: Readable, maxBytes: number, spool: Spool): Promise<ReadResult> {
+  // Gather while the message may be a single text part: until its header says otherwise, it
+  // passes the size for that path, or it ends.
   const chunks: Buffer[] = [];
   let bytes = 0;
+  let simpleHeader = false;
   const ended = await new Promise<boolean>((resolve, reject) => {
     const onData = (chunk: Buffer) => {
       chunks.push(chunk);
       bytes += chunk.length;
-      if (bytes > SIMPLE_MAX_BYTES || bytes > maxBytes) finish(false);
+      if (bytes > SIMPLE_MAX_BYTES || bytes > maxBytes) return finish(false);
+      if (simpleHeader) return;
+      const verdict = bytes > SIMPLE_MAX_HEADER_BYTES ? "other" : headerVerdict(chunks.length === 1 ? chunk : Buffer.concat(chunks, bytes));
+      if (verdict === "other") finish(false);
+      else simpleHeader = verdict === "simple";
     };
     const onEnd = () => finish(true);
     const onError = (err: Error) => {
@@ -66,24 +75,14 @@ export async function readMessage(input: Readable, maxBytes: number, spool: Spoo
     };
     input.on("data", onData).once("end", onEnd).once("error", onError);
   });
-  if (ended) {
-    const simple = readSimpleMessage(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, bytes));
-    if (simple) return { ok: true, message: simple.message, bytes };
-  }
-  // Mailparser reads what was gathered, then the rest of the stream.
-  const rest = new PassThrough();
-  for (const chunk of chunks) rest.write(chunk);
-  if (ended) rest.end();
-  else {
-    input.once("error", (err) => rest.destroy(err));
-    input.pipe(rest);
-    input.resume();
-  }
-  return readWithMailparser(rest, maxBytes, spool);
+  if (!ended) return readWithMailparser(input, maxBytes, spool, chunks); // what was gathered first, then the rest
+  const simple = simpleHeader ? readSimpleMessage(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, bytes)) : null;
+  if (simple) return { ok: true, message: simple.message, bytes };
+  return readWithMailparser(Readable.from(chunks), maxBytes, spool);
 }
 
 /** The mailparser path alone (the reference the single-part path is tested against). */
-export function readWithMailparser(input: Readable, maxBytes: number, spool: Spool): Promise<ReadResult> {
+export function readWithMailparser(input: Readable, maxBytes: number, spool: Spool, prefix: Buffer[] = []): Promise<ReadResult> {
   return new Promise((resolve, reject) => {
     const guard = new SizeGuard(maxBytes);
     const parser = new MailParser({ skipHtmlToText: true, skipTextToHtml: true, skipTextLinks: true, skipImageLinks: true });
@@ -160,6 +159,8 @@ export function readWithMailparser(input: Readable, maxBytes: number, spool: Spo
         fail,
       );
     });
-    input.pipe(guard).pipe(parser);
+    guard.pipe(parser);
+    for (const chunk of prefix) guard.write(chunk); // read from `input` before it came here
+    input.pipe(guard);
   });
 }

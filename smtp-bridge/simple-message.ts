@@ -27,8 +27,9 @@ const LF = 0x0a;
 const TAB = 0x09;
 const SPACE = 0x20;
 
-/** Where the header ends (the index after its blank line), or -1 when the header is not plain
- * ASCII fields with CRLF line ends: any other shape goes to mailparser. */
+/** Where the header ends (the index after its blank line); -1 when the header is not plain
+ * ASCII fields with CRLF line ends (any other shape goes to mailparser); -2 when `raw` ends
+ * before the header does. */
 function plainHeaderEnd(raw: Uint8Array): number {
   let lineStart = true;
   let inName = false; // between the start of a field and its colon
@@ -61,7 +62,7 @@ function plainHeaderEnd(raw: Uint8Array): number {
       else nameLength++;
     } else if (c >= 0x7f || (c < SPACE && c !== TAB)) return -1; // and so is every value here
   }
-  return -1; // no blank line: no body
+  return -2; // no blank line yet
 }
 
 /**
@@ -169,11 +170,22 @@ export function readSimpleMessage(raw: Buffer): SimpleMessage | null {
   }
 }
 
-function readSimple(raw: Buffer): SimpleMessage | null {
+interface SimpleHeader {
+  /** Where the body begins. */
+  end: number;
+  node: MimeNode;
+  type: "text/plain" | "text/html";
+  encoding: string;
+}
+
+/** The header of a message this path may read; null when the message is not one; undefined
+ * while `raw` (the start of a message) ends before its header does. */
+function simpleHeader(raw: Uint8Array): SimpleHeader | null | undefined {
   const end = plainHeaderEnd(raw);
+  if (end === -2) return undefined;
   if (end < 0) return null;
   const node = new MimeNode(false);
-  node.addHeaderChunk(raw.subarray(0, end));
+  node.addHeaderChunk(Buffer.from(raw.buffer, raw.byteOffset, end));
   node.parseHeaders();
   const type = node.contentType || "text/plain";
   if (type !== "text/plain" && type !== "text/html") return null;
@@ -181,12 +193,31 @@ function readSimple(raw: Buffer): SimpleMessage | null {
   if (node.filename || node.flowed) return null;
   if (!UTF8_LIKE.has(String(node.charset || "").toLowerCase().replace(/[^a-z0-9]+/g, ""))) return null;
   const encoding = node.encoding || "";
+  if (encoding !== "quoted-printable" && encoding !== "base64" && !PLAIN_ENCODINGS.has(encoding)) return null;
+  return { end, node, type, encoding };
+}
+
+/** What the start of a message says: "simple" when its header is complete and allows this
+ * path, "other" as soon as it does not (multipart, an attachment, another charset...: the
+ * message goes to mailparser without being gathered), "incomplete" until the header ends. */
+export function headerVerdict(start: Uint8Array): "simple" | "other" | "incomplete" {
+  try {
+    const header = simpleHeader(start);
+    return header === undefined ? "incomplete" : header === null ? "other" : "simple";
+  } catch {
+    return "other";
+  }
+}
+
+function readSimple(raw: Buffer): SimpleMessage | null {
+  const header = simpleHeader(raw);
+  if (!header) return null;
+  const { end, node, type, encoding } = header;
   const body = raw.subarray(end);
   let bytes: Buffer | null;
   if (encoding === "quoted-printable") bytes = decodeQuotedPrintable(body);
   else if (encoding === "base64") bytes = decodeBase64(body);
-  else if (PLAIN_ENCODINGS.has(encoding)) bytes = body;
-  else return null;
+  else bytes = body;
   if (bytes === null) return null;
 
   const headers = node.headers as unknown as { lines: { key: string; line: string }[]; getList(): { key: string; line: string }[] };
