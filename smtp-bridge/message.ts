@@ -90,6 +90,8 @@ export function readWithMailparser(input: Readable, maxBytes: number, spool: Spo
     const parser = new MailParser({ skipHtmlToText: true, skipTextToHtml: true, skipTextLinks: true, skipImageLinks: true, checksumAlgo: "sha1" });
     const message: ParsedMessage = { headerLines: [], from: [], to: [], cc: [], replyTo: [], subject: undefined, html: undefined, text: undefined, attachments: [] };
     const reading: Promise<void>[] = [];
+    /** Attachments being read: a failure ends them, since the parser that feeds them stops. */
+    const contents: Readable[] = [];
     let failed = false;
     // A message that is one text part ends with the line break every SMTP message ends with;
     // it is not part of the text (in a multipart message it belongs to the boundary).
@@ -100,6 +102,10 @@ export function readWithMailparser(input: Readable, maxBytes: number, spool: Spo
       failed = true;
       input.unpipe(guard);
       input.resume(); // read the rest of DATA, so the SMTP session can answer
+      // An attachment cut off (the client dropped the connection) would never end: end it.
+      const cause = err instanceof Error ? err : new Error(String(err));
+      for (const content of contents) if (!content.readableEnded) content.destroy(cause);
+      parser.destroy();
       Promise.all(reading.map((r) => r.catch(() => {})))
         .then(() => discardParts(message.attachments))
         .finally(() => reject(err));
@@ -126,6 +132,7 @@ export function readWithMailparser(input: Readable, maxBytes: number, spool: Spo
       message.attachments.push(part);
       const sink = new PartSink(part, spool);
       const content = data.content as Readable;
+      contents.push(content);
       reading.push(
         new Promise<void>((done, broken) => {
           content.on("data", (chunk: Buffer) => {
