@@ -37,6 +37,7 @@ function plainHeaderEnd(raw: Uint8Array): number {
   for (let i = 0; i < raw.length; i++) {
     const c = raw[i]!;
     if (c === CR) {
+      if (i + 1 === raw.length) return -2; // the LF may be in the next piece
       if (raw[i + 1] !== LF) return -1;
       if (lineStart) return i === 0 ? -1 : i + 2; // the blank line: the header ends after it
       if (inName) return -1; // a line without a colon
@@ -140,8 +141,10 @@ function hexValue(c: number): number {
 }
 
 /** Base64 to bytes when its only padding is at its end (what libbase64's decoder does in one
- * piece then); null for padding inside, which it decodes segment by segment. */
+ * piece then); null for padding inside, which it decodes segment by segment, and for bytes
+ * over 0x7f, which it reads as ASCII with the high bit cleared (0xC1 is "A", 0xBD "="). */
 function decodeBase64(input: Buffer): Buffer | null {
+  for (let i = 0; i < input.length; i++) if (input[i]! > 0x7f) return null;
   const clean = input.toString("latin1").replace(/[^a-zA-Z0-9+/=]/g, "");
   const pad = clean.indexOf("=");
   if (pad >= 0 && !/^={1,2}$/.test(clean.slice(pad))) return null;
@@ -189,6 +192,10 @@ function simpleHeader(raw: Uint8Array): SimpleHeader | null | undefined {
   node.parseHeaders();
   const type = node.contentType || "text/plain";
   if (type !== "text/plain" && type !== "text/html") return null;
+  // mailsplit splits on a boundary parameter whatever the type; and with two Content-Type
+  // fields it reads the first while mailparser's header map keeps the last.
+  if ((node as unknown as { _boundary: unknown })._boundary) return null;
+  if ((node.headers as unknown as { get(key: string): string[] }).get("Content-Type").length > 1) return null;
   if (node.disposition !== false && node.disposition !== "inline") return null;
   if (node.filename || node.flowed) return null;
   if (!UTF8_LIKE.has(String(node.charset || "").toLowerCase().replace(/[^a-z0-9]+/g, ""))) return null;
