@@ -180,18 +180,29 @@ async function* base64Of(part: MessagePart): AsyncGenerator<string> {
   if (carry.length) yield carry.toString("base64");
 }
 
-/** A piece of the body: JSON text; html or text, escaped once and kept (up to ESCAPE_ONCE_CHARS)
- * or escaped slice by slice each time it is read (larger: the length, then the request, so
- * that it is never held twice); or a part's bytes to encode. */
+/** A piece of the body: JSON text; html or text, escaped once and kept (when that comes to at
+ * most ESCAPE_ONCE_CHARS) or escaped slice by slice each time it is read (larger: for the
+ * length, then for the request, so that it is never held twice); or a part's bytes to encode. */
 type Piece = { small: string } | { escaped: string[] } | { big: string } | { part: MessagePart };
 const ESCAPE_ONCE_CHARS = 1024 * 1024;
+
+/** The escaped slices of `value`, when they come to at most ESCAPE_ONCE_CHARS (escaping can
+ * make a string up to six times longer: \u0001); null for a value that has to be escaped as
+ * it is written. */
+function escapedOnce(value: string): { escaped: string[] } | null {
+  if (value.length > ESCAPE_ONCE_CHARS) return null;
+  const escaped = [...escapedSlices(value)];
+  let chars = 0;
+  for (const slice of escaped) chars += slice.length;
+  return chars <= ESCAPE_ONCE_CHARS ? { escaped } : null;
+}
 
 function pieces(s: Submission): Piece[] {
   const head = JSON.stringify(s.fields);
   const out: Piece[] = [{ small: head.slice(0, -1) }];
   for (const [name, value] of [["html", s.html], ["text", s.text]] as const) {
     if (value === undefined) continue;
-    out.push({ small: `,"${name}":"` }, value.length <= ESCAPE_ONCE_CHARS ? { escaped: [...escapedSlices(value)] } : { big: value }, { small: '"' });
+    out.push({ small: `,"${name}":"` }, escapedOnce(value) ?? { big: value }, { small: '"' });
   }
   if (s.attachments.length) {
     out.push({ small: ',"attachments":[' });
