@@ -7,15 +7,17 @@ import { ApiError } from "./errors.ts";
 export const MAX_REQUEST_BYTES = 40 * 1024 * 1024;
 
 async function readBodyLimited(req: Request, limit: number): Promise<Uint8Array> {
-  const declared = Number(req.headers.get("content-length"));
+  const header = req.headers.get("content-length");
+  const declared = header !== null && /^\d{1,15}$/.test(header) ? Number(header) : null;
   const tooBig = () => new ApiError("validation_error", `The request body must be at most ${limit / 1024 / 1024} MB.`, 413);
-  if (declared > limit) throw tooBig();
+  if (declared !== null && declared > limit) throw tooBig();
   if (!req.body) return new Uint8Array();
-  // A body with a declared length (which HTTP framing holds it to) is read in one call; one
-  // without is read piece by piece and stopped at the limit.
-  if (req.headers.get("content-length") !== null && Number.isSafeInteger(declared)) {
+  // A body with a declared length (HTTP framing holds it to that length) is read in one call;
+  // any other is read piece by piece and stopped at the limit.
+  if (declared !== null) {
     const bytes = new Uint8Array(await req.arrayBuffer());
     if (bytes.byteLength > limit) throw tooBig();
+    if (bytes.byteLength !== declared) throw new ApiError("validation_error", "The request body's length differs from its Content-Length.", 400);
     return bytes;
   }
   const reader = req.body.getReader();

@@ -1,5 +1,5 @@
 // Bad input always gets a clear 4xx in the contract's shape, and nothing is stored or sent.
-import { env } from "cloudflare:workers";
+import { env, exports } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { addKey, api, countRows, createAccount, type TestAccount } from "./fixtures.ts";
 
@@ -78,6 +78,25 @@ describe("POST /emails refuses bad input and stores nothing", () => {
     const big = "x".repeat(40 * 1024 * 1024 + 10);
     const res = await api(acct.token, "POST", "/emails", { ...valid(), html: big });
     await expectRefused(res, 413, "validation_error", /40 MB/);
+  });
+
+  it("reads a body of unknown length piece by piece: a send works, and over 40 MB is refused with 413", async () => {
+    const own = await createAccount(); // this test sends one email
+    const streamed = (parts: Uint8Array[]) =>
+      exports.default.fetch(new Request("http://tern.test/emails", {
+        method: "POST",
+        headers: { authorization: `Bearer ${own.token}`, "content-type": "application/json" },
+        body: new ReadableStream({ pull(c) { const next = parts.shift(); if (next) c.enqueue(next); else c.close(); } }),
+      }));
+    const json = new TextEncoder().encode(JSON.stringify({ ...valid(), from: `hi@${own.domain}` }));
+    const ok = await streamed([json.subarray(0, 10), json.subarray(10)]);
+    expect(ok.status, await ok.clone().text()).toBe(200);
+    const before = await countRows("emails", own.accountId);
+    const mb = new Uint8Array(1024 * 1024).fill(0x20);
+    const res = await streamed(Array.from({ length: 41 }, () => mb));
+    expect(res.status).toBe(413);
+    expect(((await res.json()) as { message: string }).message).toMatch(/40 MB/);
+    expect(await countRows("emails", own.accountId)).toBe(before);
   });
 
   it("refuses a from domain the account has not verified with 403", async () => {
