@@ -29,7 +29,8 @@ function placeholders<T extends SQLiteTable>(table: T): SQLiteInsertValue<T> {
   return Object.fromEntries(Object.keys(getTableColumns(table)).map((k) => [k, sql.placeholder(k)])) as unknown as SQLiteInsertValue<T>;
 }
 
-type Row<T extends SQLiteTable> = { [K in keyof T["$inferInsert"]]-?: T["$inferInsert"][K] | null };
+/** Every column, the ones with defaults too (a compiled insert names them all). */
+type Row<T extends SQLiteTable> = { [K in keyof T["$inferInsert"]]-?: T["$inferInsert"][K] };
 
 /** INSERT INTO emails, every column bound. */
 export const insertEmail: Compiled<Row<typeof emails>> = compile(builder.insert(emails).values(placeholders(emails)));
@@ -53,5 +54,5 @@ export function statementOf(db: D1Database, query: BatchItem<"sqlite">): D1Prepa
   const built = query as unknown as { toSQL?: () => { sql: string; params: unknown[] } };
   if (typeof built.toSQL !== "function") throw new TypeError("statementOf: not a query builder");
   const { sql: text, params } = built.toSQL();
-  return db.prepare(text).bind(...params);
+  return db.prepare(text).bind(...fillPlaceholders(params, {})); // a placeholder without a value throws
 }
