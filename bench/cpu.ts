@@ -65,7 +65,7 @@ export function sampleCpu(ternPid: number | undefined, publicPort: number): CpuS
     const s = info.get(pid);
     if (!s) continue;
     const cmd = cmdline(pid);
-    const isWrangler = cmd.includes("wrangler") && s.comm.startsWith("node");
+    const isWrangler = /node_modules\/wrangler\//.test(cmd) && s.comm.startsWith("node");
     // The root is dev/start.ts for tern; for the floor (bench/floor.ts) it is wrangler dev itself.
     const part: Part =
       pid === ternPid && !isWrangler

@@ -36,6 +36,11 @@ interface D1Call {
 
 let running: { floor: FloorProcess; child: ChildProcess } | null = null;
 let stopping: Promise<void> | null = null;
+/** Set when stopFloor is called while no floor runs (the bench stopping, maybe in the middle of
+ * startFloor): no floor starts after it. */
+let closed = false;
+/** The state directory of a floor being started, removed by stopFloor if it comes first. */
+let starting: string | null = null;
 
 /** Checks that the floor sends what tern sends: runs tern's recordEmails and findEmail query
  * (through bench/floor/capture.ts) against a recording D1 and compares the calls, SQL text and
@@ -71,8 +76,12 @@ function floorWrangler(args: string[], persistTo: string): void {
 
 export async function startFloor(log: (line: string) => void): Promise<FloorProcess> {
   if (running) return running.floor;
+  if (closed) throw new Error("the bench is stopping");
   const stateDir = mkdtempSync(join(tmpdir(), "tern-floor-"));
+  starting = stateDir;
   const persistTo = join(stateDir, "wrangler");
+  let port: number;
+  let child: ChildProcess;
   try {
     floorWrangler(["d1", "migrations", "apply", "DB"], persistTo);
     // The account the emails belong to (emails.account_id references accounts) and its domain.
@@ -81,17 +90,19 @@ export async function startFloor(log: (line: string) => void): Promise<FloorProc
       `INSERT INTO accounts (id, name, plan, rate_limit, created_at) VALUES (${sqlString(FLOOR_ACCOUNT)}, 'Floor account', ${sqlString(FLOOR_PLAN)}, 1000000, ${now});`,
       `INSERT INTO domains (id, account_id, name, region, status, created_at) VALUES (${sqlString(FLOOR_DOMAIN)}, ${sqlString(FLOOR_ACCOUNT)}, ${sqlString(FLOOR_DOMAIN_NAME)}, 'us-east-1', 'verified', ${now});`,
     ]);
+    port = await freePort();
+    if (closed) throw new Error("the bench is stopping");
+    child = spawn(
+      process.execPath,
+      [WRANGLER, "dev", "--config", CONFIG, "--ip", "127.0.0.1", "--port", String(port), "--persist-to", persistTo, "--show-interactive-dev-session=false"],
+      { cwd: root, env: wranglerEnv(), stdio: ["ignore", "pipe", "pipe"], detached: true },
+    );
   } catch (err) {
     rmSync(stateDir, { recursive: true, force: true });
     throw err;
+  } finally {
+    starting = null;
   }
-
-  const port = await freePort();
-  const child = spawn(
-    process.execPath,
-    [WRANGLER, "dev", "--config", CONFIG, "--ip", "127.0.0.1", "--port", String(port), "--persist-to", persistTo, "--show-interactive-dev-session=false"],
-    { cwd: root, env: wranglerEnv(), stdio: ["ignore", "pipe", "pipe"], detached: true },
-  );
   // Keep only the tail: wrangler logs a line per request.
   let out = "";
   const keep = (d: Buffer) => {
@@ -100,6 +111,7 @@ export async function startFloor(log: (line: string) => void): Promise<FloorProc
   };
   child.stdout!.on("data", keep);
   child.stderr!.on("data", keep);
+  child.on("error", (err) => keep(Buffer.from(`\nthe floor's wrangler dev could not run: ${err.message}\n`)));
   const floor: FloorProcess = { url: `http://127.0.0.1:${port}`, port, pid: child.pid!, stateDir, output: () => out };
   running = { floor, child };
   stopping = null;
@@ -132,7 +144,11 @@ export async function startFloor(log: (line: string) => void): Promise<FloorProc
  * when it is not running, and more than once. */
 export function stopFloor(log?: (line: string) => void): Promise<void> {
   const r = running;
-  if (!r) return stopping ?? Promise.resolve();
+  if (!r) {
+    closed = true;
+    if (starting) rmSync(starting, { recursive: true, force: true });
+    return stopping ?? Promise.resolve();
+  }
   return (stopping ??= (async () => {
     const { child, floor } = r;
     const group = (signal: NodeJS.Signals) => {
