@@ -237,7 +237,7 @@ describe("inbound mail", () => {
     expect(new Uint8Array(await attRes.arrayBuffer())).toEqual(Uint8Array.from("%PDF-1.4 inbound attachment \u00ff\u0000", (c) => c.charCodeAt(0)));
     expect(attRes.headers.get("content-disposition")).toMatch(/^attachment/);
     for (const bad of [
-      got.raw.download_url.replace(/signature=./, "signature=A"),
+      got.raw.download_url.replace(/signature=(.)/, (_m: string, c: string) => `signature=${c === "A" ? "B" : "A"}`), // one character changed
       got.raw.download_url.replace(/expires=\d+/, `expires=${Date.now() + 9e9}`),
       att.download_url.replace(att.id, crypto.randomUUID()), // another attachment, same signature
       `${got.raw.download_url.split("?")[0]}`,
