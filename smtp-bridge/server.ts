@@ -44,6 +44,8 @@ interface SessionState {
   port: number;
   /** The API key the session logged in with; only ever sent to the API. */
   key: string | null;
+  /** What the logs call that key (auth.ts keyFingerprint). */
+  fingerprint: string | null;
   /** Inside onData: a message is being read or submitted. */
   busy: boolean;
   /** The session holds a submission slot: from its first accepted RCPT to the end of its message. */
@@ -146,7 +148,7 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
     if (sessions.size >= config.maxConnections) return refuse(421, "4.3.2 Too many connections; try again later", "max_connections");
     if ((perClient.get(client) ?? 0) >= config.maxConnectionsPerIp) return refuse(421, "4.7.0 Too many connections from your address; try again later", "max_connections_per_ip");
     perClient.set(client, (perClient.get(client) ?? 0) + 1);
-    sessions.set(session.id, { client, remoteAddress: session.remoteAddress, port, key: null, busy: false, holding: false, closed: false, connection: null });
+    sessions.set(session.id, { client, remoteAddress: session.remoteAddress, port, key: null, fingerprint: null, busy: false, holding: false, closed: false, connection: null });
     // Before STARTTLS, AUTH is neither offered nor accepted (and MAIL is refused in onMailFrom).
     if (tls === "starttls") (session as SMTPServerSession & { disabledCommands?: string[] }).disabledCommands = ["AUTH"];
     log.debug("session_opened", { session: session.id, ip: session.remoteAddress, port });
@@ -175,7 +177,7 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
     verdicts.verdict(key).then((verdict) => {
       if (verdict === "valid") {
         state.key = key;
-        const fingerprint = keyFingerprint(key);
+        const fingerprint = (state.fingerprint = keyFingerprint(key));
         log.info("auth_ok", { session: session.id, ip: state.remoteAddress, key: fingerprint });
         callback(null, { user: fingerprint });
       } else if (verdict === "invalid") fail("invalid_key");
@@ -261,7 +263,7 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
       mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : null,
       rcptTo: session.envelope.rcptTo.map((r) => r.address),
     };
-    const fields = { session: session.id, ip: state.remoteAddress, key: keyFingerprint(key), recipients: envelope.rcptTo.length };
+    const fields = { session: session.id, ip: state.remoteAddress, key: state.fingerprint ?? keyFingerprint(key), recipients: envelope.rcptTo.length };
     const finish = (err: SmtpError | null, text?: string) => {
       state.busy = false;
       release(state);
