@@ -77,7 +77,7 @@ export async function readMessage(input: Readable, maxBytes: number, spool: Spoo
   });
   if (!ended) return readWithMailparser(input, maxBytes, spool, chunks); // what was gathered first, then the rest
   const simple = simpleHeader ? readSimpleMessage(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, bytes)) : null;
-  if (simple) return { ok: true, message: simple.message, bytes };
+  if (simple) return { ok: true, message: simple, bytes };
   return readWithMailparser(Readable.from(chunks), maxBytes, spool);
 }
 

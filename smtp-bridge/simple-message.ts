@@ -154,18 +154,12 @@ function decodeBase64(input: Buffer): Buffer | null {
 const UTF8_LIKE = new Set(["", "ascii", "usascii", "utf8"]);
 const PLAIN_ENCODINGS = new Set(["", "7bit", "8bit", "binary"]);
 
-export interface SimpleMessage {
-  message: ParsedMessage;
-  /** The top-level header, processed as mailparser's `headers` event gives it. */
-  headers: Map<string, HeaderValue>;
-}
-
 /**
  * Reads `raw` (a whole message as received after DATA) when it is a single text part as
  * described above; null otherwise. What it gives is what message.ts makes of mailparser's
  * events for the same bytes.
  */
-export function readSimpleMessage(raw: Buffer): SimpleMessage | null {
+export function readSimpleMessage(raw: Buffer): ParsedMessage | null {
   try {
     return readSimple(raw);
   } catch {
@@ -216,7 +210,7 @@ export function headerVerdict(start: Uint8Array): "simple" | "other" | "incomple
   }
 }
 
-function readSimple(raw: Buffer): SimpleMessage | null {
+function readSimple(raw: Buffer): ParsedMessage | null {
   const header = simpleHeader(raw);
   if (!header) return null;
   const { end, node, type, encoding } = header;
@@ -246,5 +240,5 @@ function readSimple(raw: Buffer): SimpleMessage | null {
     } else message.text = text;
   }
   applyHeaders(message, processed);
-  return { message, headers: processed };
+  return message;
 }
