@@ -13,6 +13,7 @@ import { join, resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 import { isDeepStrictEqual } from "node:util";
 import { WRANGLER, d1Execute, d1Target, runWrangler, sqlString, wranglerEnv } from "../ops/d1.ts";
+import { keepTail } from "../test/support/output-tail.ts";
 import { freePort } from "../test/support/processes.ts";
 import { EMAIL_BY_ID_SQL, FLOOR_ACCOUNT, FLOOR_DOMAIN, FLOOR_DOMAIN_NAME, FLOOR_PLAN, sendBatch, type Statement } from "./floor/statements.ts";
 
@@ -103,16 +104,9 @@ export async function startFloor(log: (line: string) => void): Promise<FloorProc
   } finally {
     starting = null;
   }
-  // Keep only the tail: wrangler logs a line per request.
-  let out = "";
-  const keep = (d: Buffer) => {
-    out += d;
-    if (out.length > 128 * 1024) out = out.slice(-64 * 1024);
-  };
-  child.stdout!.on("data", keep);
-  child.stderr!.on("data", keep);
-  child.on("error", (err) => keep(Buffer.from(`\nthe floor's wrangler dev could not run: ${err.message}\n`)));
-  const floor: FloorProcess = { url: `http://127.0.0.1:${port}`, port, pid: child.pid!, stateDir, output: () => out };
+  const tail = keepTail(child, 64 * 1024); // wrangler logs a line per request
+  child.on("error", (err) => tail.note(`the floor's wrangler dev could not run: ${err.message}`));
+  const floor: FloorProcess = { url: `http://127.0.0.1:${port}`, port, pid: child.pid!, stateDir, output: tail.text };
   running = { floor, child };
   stopping = null;
   log(`floor: wrangler dev starting on ${floor.url} (pid ${floor.pid})`);
@@ -120,16 +114,16 @@ export async function startFloor(log: (line: string) => void): Promise<FloorProc
   const deadline = Date.now() + START_TIMEOUT_MS;
   try {
     for (;;) {
-      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the floor's wrangler dev exited (${child.exitCode ?? child.signalCode}):\n${out}`);
+      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the floor's wrangler dev exited (${child.exitCode ?? child.signalCode}):\n${tail.text()}`);
       const ok = await fetch(`${floor.url}/health`, { signal: AbortSignal.timeout(2_000) }).then((r) => r.ok, () => false);
       if (ok) break;
-      if (Date.now() > deadline) throw new Error(`the floor's wrangler dev did not answer within ${START_TIMEOUT_MS / 1000} s:\n${out}`);
+      if (Date.now() > deadline) throw new Error(`the floor's wrangler dev did not answer within ${START_TIMEOUT_MS / 1000} s:\n${tail.text()}`);
       await new Promise((r) => setTimeout(r, 200));
     }
     // Each route once, as the bench will call it.
     const write = await fetch(`${floor.url}/write`, { method: "POST", signal: AbortSignal.timeout(10_000) });
     const written = (await write.json().catch(() => ({}))) as { id?: string; used?: number };
-    if (write.status !== 200 || typeof written.id !== "string" || written.used !== 1) throw new Error(`the floor's POST /write answered ${write.status} ${JSON.stringify(written)}:\n${out.slice(-4000)}`);
+    if (write.status !== 200 || typeof written.id !== "string" || written.used !== 1) throw new Error(`the floor's POST /write answered ${write.status} ${JSON.stringify(written)}:\n${tail.text().slice(-4000)}`);
     const read = await fetch(`${floor.url}/read`, { signal: AbortSignal.timeout(10_000) });
     const found = (await read.json().catch(() => ({}))) as { found?: boolean };
     if (read.status !== 200 || found.found !== false) throw new Error(`the floor's GET /read answered ${read.status} ${JSON.stringify(found)}`);

@@ -5,6 +5,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { resolve } from "node:path";
 import { buildBridge } from "../../smtp-bridge/build.ts";
 import { prepareTestCertificates } from "./certificates.ts";
+import { keepTail } from "./output-tail.ts";
 import { freePort } from "./processes.ts";
 
 const root = resolve(import.meta.dirname, "..", "..");
@@ -40,23 +41,16 @@ export async function startBridgeProcess(o: { apiUrl: string; env?: Record<strin
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
-  // Keep the tail only: at the default level it logs a line per message.
-  let out = "";
-  const keep = (d: Buffer) => {
-    out += d;
-    if (out.length > 512 * 1024) out = out.slice(-256 * 1024);
-  };
-  child.stdout!.on("data", keep);
-  child.stderr!.on("data", keep);
+  const tail = keepTail(child, 256 * 1024); // at the default level it logs a line per message
   const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
   const deadline = Date.now() + 20_000;
   for (;;) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the bridge exited with ${child.exitCode ?? child.signalCode}:\n${out}`);
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the bridge exited with ${child.exitCode ?? child.signalCode}:\n${tail.text()}`);
     const up = await fetch(`http://127.0.0.1:${healthPort}/health`).then((r) => r.ok, () => false);
     if (up) break;
     if (Date.now() > deadline) {
       child.kill("SIGKILL");
-      throw new Error(`the bridge did not start:\n${out}`);
+      throw new Error(`the bridge did not start:\n${tail.text()}`);
     }
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -66,7 +60,7 @@ export async function startBridgeProcess(o: { apiUrl: string; env?: Record<strin
     healthUrl: `http://127.0.0.1:${healthPort}/health`,
     caCertPath: certs.caCertPath,
     child,
-    output: () => out,
+    output: tail.text,
     async stop(signal: NodeJS.Signals = "SIGTERM") {
       if (child.exitCode === null && child.signalCode === null) child.kill(signal);
       return exited;

@@ -5,6 +5,7 @@ import { mkdtempSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { keepTail } from "./output-tail.ts";
 
 const root = resolve(import.meta.dirname, "..", "..");
 
@@ -73,20 +74,13 @@ export async function startTern(opts: { stateDir?: string; env?: Record<string, 
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
-  // Keep only the tail of the output: wrangler logs a line per request, and a benchmark makes
-  // hundreds of thousands of requests.
-  let out = "";
-  const keep = (d: Buffer) => {
-    out += d;
-    if (out.length > 256 * 1024) out = out.slice(-128 * 1024);
-  };
-  child.stdout!.on("data", keep);
-  child.stderr!.on("data", keep);
+  // wrangler logs a line per request, and a benchmark makes hundreds of thousands of requests
+  const tail = keepTail(child, 128 * 1024);
   const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
   await new Promise<void>((res, rej) => {
-    const timer = setTimeout(() => rej(new Error(`tern did not start in time:\n${out}`)), opts.timeoutMs ?? 90_000);
+    const timer = setTimeout(() => rej(new Error(`tern did not start in time:\n${tail.text()}`)), opts.timeoutMs ?? 90_000);
     const check = () => {
-      if (out.includes("tern is running.")) {
+      if (tail.text().includes("tern is running.")) {
         clearTimeout(timer);
         child.stdout!.off("data", check);
         res();
@@ -95,7 +89,7 @@ export async function startTern(opts: { stateDir?: string; env?: Record<string, 
     child.stdout!.on("data", check);
     child.once("exit", (code) => {
       clearTimeout(timer);
-      rej(new Error(`tern exited with ${code} before it was ready:\n${out}`));
+      rej(new Error(`tern exited with ${code} before it was ready:\n${tail.text()}`));
     });
   });
   return {
@@ -106,7 +100,7 @@ export async function startTern(opts: { stateDir?: string; env?: Record<string, 
     relaySmtpPort: smtp,
     bridge: { tlsPort: bridgeTls, startTlsPort: bridgeStartTls, healthUrl: `http://127.0.0.1:${bridgeHealth}/health`, caCertPath: join(stateDir, "tern", "certs", "ca.crt") },
     stateDir,
-    output: () => out,
+    output: tail.text,
     child,
     async stop(signal: NodeJS.Signals = "SIGINT") {
       if (child.exitCode === null) child.kill(signal);
