@@ -7,7 +7,7 @@
 import { Readable, Transform, type TransformCallback } from "node:stream";
 import { MailParser, type AttachmentStream, type HeaderValue, type MessageText } from "mailparser";
 import { applyHeaders } from "./headers.ts";
-import { headerVerdict, readSimpleMessage } from "./simple-message.ts";
+import { headerVerdict, readSimpleMessage, type SimpleHeader } from "./simple-message.ts";
 import { discardParts, PartSink, type Spool } from "./spool.ts";
 import type { MessagePart, ParsedMessage } from "./submission.ts";
 
@@ -51,7 +51,7 @@ export async function readMessage(input: Readable, maxBytes: number, spool: Spoo
   // passes the size for that path, or it ends.
   const chunks: Buffer[] = [];
   let bytes = 0;
-  let simpleHeader = false;
+  let simpleHeader: SimpleHeader | null = null;
   const ended = await new Promise<boolean>((resolve, reject) => {
     const onData = (chunk: Buffer) => {
       chunks.push(chunk);
@@ -60,7 +60,7 @@ export async function readMessage(input: Readable, maxBytes: number, spool: Spoo
       if (simpleHeader) return;
       const verdict = bytes > SIMPLE_MAX_HEADER_BYTES ? "other" : headerVerdict(chunks.length === 1 ? chunk : Buffer.concat(chunks, bytes));
       if (verdict === "other") finish(false);
-      else simpleHeader = verdict === "simple";
+      else if (verdict !== "incomplete") simpleHeader = verdict;
     };
     const onEnd = () => finish(true);
     const onError = (err: Error) => {
@@ -76,7 +76,7 @@ export async function readMessage(input: Readable, maxBytes: number, spool: Spoo
     input.on("data", onData).once("end", onEnd).once("error", onError);
   });
   if (!ended) return readWithMailparser(input, maxBytes, spool, chunks); // what was gathered first, then the rest
-  const simple = simpleHeader ? readSimpleMessage(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, bytes)) : null;
+  const simple = simpleHeader ? readSimpleMessage(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, bytes), simpleHeader) : null;
   if (simple) return { ok: true, message: simple, bytes };
   return readWithMailparser(Readable.from(chunks), maxBytes, spool);
 }

@@ -159,15 +159,17 @@ const PLAIN_ENCODINGS = new Set(["", "7bit", "8bit", "binary"]);
  * described above; null otherwise. What it gives is what message.ts makes of mailparser's
  * events for the same bytes.
  */
-export function readSimpleMessage(raw: Buffer): ParsedMessage | null {
+export function readSimpleMessage(raw: Buffer, header?: SimpleHeader): ParsedMessage | null {
   try {
-    return readSimple(raw);
+    return readSimple(raw, header ?? simpleHeader(raw));
   } catch {
     return null; // whatever mailsplit or mailparser's header code refuses, mailparser reads (or refuses) itself
   }
 }
 
-interface SimpleHeader {
+/** A header read by {@link headerVerdict}, to be passed on to {@link readSimpleMessage} so the
+ * header is not read twice. */
+export interface SimpleHeader {
   /** Where the body begins. */
   end: number;
   node: MimeNode;
@@ -198,20 +200,19 @@ function simpleHeader(raw: Uint8Array): SimpleHeader | null | undefined {
   return { end, node, type, encoding };
 }
 
-/** What the start of a message says: "simple" when its header is complete and allows this
- * path, "other" as soon as it does not (multipart, an attachment, another charset...: the
- * message goes to mailparser without being gathered), "incomplete" until the header ends. */
-export function headerVerdict(start: Uint8Array): "simple" | "other" | "incomplete" {
+/** What the start of a message says: its header, when that is complete and allows this path;
+ * "other" as soon as it does not (multipart, an attachment, another charset...: the message
+ * goes to mailparser without being gathered); "incomplete" until the header ends. */
+export function headerVerdict(start: Uint8Array): SimpleHeader | "other" | "incomplete" {
   try {
     const header = simpleHeader(start);
-    return header === undefined ? "incomplete" : header === null ? "other" : "simple";
+    return header === undefined ? "incomplete" : header === null ? "other" : header;
   } catch {
     return "other";
   }
 }
 
-function readSimple(raw: Buffer): ParsedMessage | null {
-  const header = simpleHeader(raw);
+function readSimple(raw: Buffer, header: SimpleHeader | null | undefined): ParsedMessage | null {
   if (!header) return null;
   const { end, node, type, encoding } = header;
   const body = raw.subarray(end);
