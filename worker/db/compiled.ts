@@ -53,6 +53,5 @@ export const consumeUsage: Compiled<{ accountId: string; period: string; used: n
 export function statementOf(db: D1Database, query: BatchItem<"sqlite">): D1PreparedStatement {
   const built = query as unknown as { toSQL?: () => { sql: string; params: unknown[] } };
   if (typeof built.toSQL !== "function") throw new TypeError("statementOf: not a query builder");
-  const { sql: text, params } = built.toSQL();
-  return db.prepare(text).bind(...fillPlaceholders(params, {})); // a placeholder without a value throws
+  return compile(built as { toSQL(): { sql: string; params: unknown[] } }).bind(db, {}); // a placeholder without a value throws
 }

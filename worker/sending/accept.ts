@@ -1,7 +1,6 @@
 // Accepting a send: turn a validated request into a prepared email (every rule that needs the
 // account, the clock or the network), then record a whole set of them with one D1 batch and
 // one queue send. Nothing is stored for a request that fails any rule.
-import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
 import type { Principal } from "../auth.ts";
 import type { TernConfig } from "../config.ts";
@@ -152,11 +151,11 @@ function prefix(where: string, message: string): string {
 export async function recordEmails(env: Env, config: TernConfig, principal: Principal, prepared: PreparedEmail[], now: number, opts: RecordOptions = {}): Promise<QuotaUse | null> {
   const { key, defer } = opts;
   const db = drizzle(env.DB);
-  const keyStatements = key ? claimStatements(db, key.claim, key, now) : [];
+  const keyStatements = key ? claimStatements(db, key.claim, key, now).map((q) => statementOf(env.DB, q)) : [];
   if (prepared.length === 0) {
     if (keyStatements.length > 0) {
       try {
-        await db.batch(keyStatements as [BatchItem<"sqlite">]);
+        await env.DB.batch(keyStatements);
       } catch (err) {
         if (isKeyTaken(err)) throw new KeyTaken();
         throw err;
@@ -225,7 +224,7 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
   try {
     // The key first: a key already taken fails the batch before the quota is looked at, so a
     // replay still replays when the quota is full.
-    results = await env.DB.batch([...keyStatements.map((q) => statementOf(env.DB, q)), quota.monthly, ...(quota.daily ? [quota.daily] : []), ...records]);
+    results = await env.DB.batch([...keyStatements, quota.monthly, ...(quota.daily ? [quota.daily] : []), ...records]);
   } catch (err) {
     // Nothing of this send is recorded, so nothing may point at what it put in R2.
     const stored = rows.flatMap((r) => r.blobs);
