@@ -39,8 +39,6 @@ class SizeGuard extends Transform {
   }
 }
 
-
-
 /** A single-part message up to this size is gathered and read by simple-message.ts. */
 export const SIMPLE_MAX_BYTES = 256 * 1024;
 /** A header not complete within this many bytes is left to mailparser. */

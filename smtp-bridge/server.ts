@@ -42,10 +42,9 @@ interface SessionState {
   client: string;
   remoteAddress: string;
   port: number;
-  /** The API key the session logged in with; only ever sent to the API. */
-  key: string | null;
-  /** What the logs call that key (auth.ts keyFingerprint). */
-  fingerprint: string | null;
+  /** The API key the session logged in with (only ever sent to the API), and what the logs
+   * call it (auth.ts keyFingerprint). */
+  login: { key: string; fingerprint: string } | null;
   /** Inside onData: a message is being read or submitted. */
   busy: boolean;
   /** The session holds a submission slot: from its first accepted RCPT to the end of its message. */
@@ -148,7 +147,7 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
     if (sessions.size >= config.maxConnections) return refuse(421, "4.3.2 Too many connections; try again later", "max_connections");
     if ((perClient.get(client) ?? 0) >= config.maxConnectionsPerIp) return refuse(421, "4.7.0 Too many connections from your address; try again later", "max_connections_per_ip");
     perClient.set(client, (perClient.get(client) ?? 0) + 1);
-    sessions.set(session.id, { client, remoteAddress: session.remoteAddress, port, key: null, fingerprint: null, busy: false, holding: false, closed: false, connection: null });
+    sessions.set(session.id, { client, remoteAddress: session.remoteAddress, port, login: null, busy: false, holding: false, closed: false, connection: null });
     // Before STARTTLS, AUTH is neither offered nor accepted (and MAIL is refused in onMailFrom).
     if (tls === "starttls") (session as SMTPServerSession & { disabledCommands?: string[] }).disabledCommands = ["AUTH"];
     log.debug("session_opened", { session: session.id, ip: session.remoteAddress, port });
@@ -176,8 +175,8 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
     if ((auth.username ?? "").toLowerCase() !== "tern" || !key) return fail("wrong_user");
     verdicts.verdict(key).then((verdict) => {
       if (verdict === "valid") {
-        state.key = key;
-        const fingerprint = (state.fingerprint = keyFingerprint(key));
+        const fingerprint = keyFingerprint(key);
+        state.login = { key, fingerprint };
         log.info("auth_ok", { session: session.id, ip: state.remoteAddress, key: fingerprint });
         callback(null, { user: fingerprint });
       } else if (verdict === "invalid") fail("invalid_key");
@@ -210,7 +209,7 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
     // A new transaction: a slot still held by one abandoned with RSET goes back.
     if (state) release(state);
     if (!session.secure) return callback(smtpError(530, "5.7.0 Must issue a STARTTLS command first"));
-    if (!state?.key || !session.user) return callback(smtpError(530, "5.7.0 Authentication required"));
+    if (!state?.login || !session.user) return callback(smtpError(530, "5.7.0 Authentication required"));
     if (draining) {
       callback(smtpError(421, "4.3.2 The service is shutting down; try again later"));
       setImmediate(() => connectionOf(state, session.id)?.close());
@@ -252,18 +251,18 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
   const onData = (stream: SMTPServerDataStream, session: SMTPServerSession, callback: (err?: Error | null, message?: string) => void) => {
     const state = sessions.get(session.id);
     const t0 = Date.now();
-    if (!state?.key) {
+    if (!state?.login) {
       if (state) release(state);
       stream.resume();
       return callback(smtpError(530, "5.7.0 Authentication required"));
     }
-    const key = state.key;
+    const { key, fingerprint } = state.login;
     state.busy = true;
     const envelope = {
       mailFrom: session.envelope.mailFrom ? session.envelope.mailFrom.address : null,
       rcptTo: session.envelope.rcptTo.map((r) => r.address),
     };
-    const fields = { session: session.id, ip: state.remoteAddress, key: state.fingerprint ?? keyFingerprint(key), recipients: envelope.rcptTo.length };
+    const fields = { session: session.id, ip: state.remoteAddress, key: fingerprint, recipients: envelope.rcptTo.length };
     const finish = (err: SmtpError | null, text?: string) => {
       state.busy = false;
       release(state);
