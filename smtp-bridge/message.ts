@@ -1,13 +1,22 @@
-// Reads a message from the DATA stream. A small message (up to SIMPLE_MAX_BYTES) is gathered
-// first: when it is a single text part (simple-message.ts) it is read in one pass, without
-// mailparser's streams. Everything else goes through mailparser as it arrives: the raw message
-// is never kept; what stays is the top-level header, the decoded html and text, and each
-// attachment's decoded bytes (in memory, or in the spool when large: spool.ts). Past the size
-// limit the rest of the stream is read and dropped, so an oversized message costs no memory.
+// Reads a message from the DATA stream, with one of three readers, chosen from the top-level
+// header as soon as it is complete:
+// - a single text part (simple-message.ts): the message, up to SIMPLE_MAX_BYTES, is gathered
+//   and read in one pass;
+// - a multipart message (multipart.ts): read in one pass as it arrives, the raw message kept
+//   once (raw.ts), its attachments ranges of it; when that reader declines the message, at any
+//   point, mailparser reads it from the start;
+// - anything else: mailparser, as it arrives. The raw message is not kept; what stays is the
+//   top-level header, the decoded html and text, and each attachment's decoded bytes (in
+//   memory, or in the spool when large: spool.ts).
+// Past the size limit the rest of the stream is read and dropped, so an oversized message
+// costs no memory.
 import { Readable, Transform, type TransformCallback } from "node:stream";
+import type { MimeNode } from "@zone-eu/mailsplit";
 import { MailParser, type AttachmentStream, type HeaderValue, type MessageText } from "mailparser";
 import { applyHeaders } from "./headers.ts";
-import { headerVerdict, readSimpleMessage, type SimpleHeader } from "./simple-message.ts";
+import { isMultipartTop, MultipartReader } from "./multipart.ts";
+import { RawStore } from "./raw.ts";
+import { plainHeader, readSimpleMessage, simpleOf, type SimpleHeader } from "./simple-message.ts";
 import { discardParts, PartSink, type Spool } from "./spool.ts";
 import type { MessagePart, ParsedMessage } from "./submission.ts";
 
@@ -18,7 +27,10 @@ export interface Envelope {
   rcptTo: string[];
 }
 
-export type ReadResult = { ok: true; message: ParsedMessage; bytes: number } | { ok: false; reason: "too-big"; bytes: number };
+/** Which reader read the message: the one-pass readers (simple-message.ts, multipart.ts) or mailparser. */
+export type Reader = "single-part" | "multipart" | "mailparser";
+
+export type ReadResult = { ok: true; message: ParsedMessage; bytes: number; reader: Reader } | { ok: false; reason: "too-big"; bytes: number };
 
 /** Passes at most `max` bytes on; counts and drops the rest. */
 class SizeGuard extends Transform {
@@ -44,21 +56,41 @@ export const SIMPLE_MAX_BYTES = 256 * 1024;
 /** A header not complete within this many bytes is left to mailparser. */
 const SIMPLE_MAX_HEADER_BYTES = 64 * 1024;
 
+/** What the start of a message says: a single text part (simple-message.ts), a multipart
+ * message (multipart.ts), neither (mailparser reads it), or not yet (the header goes on). */
+type Start = { simple: SimpleHeader } | { multipart: { end: number; node: MimeNode } } | "other" | "incomplete";
+
+function startOf(raw: Buffer): Start {
+  try {
+    const top = plainHeader(raw);
+    if (top === undefined) return "incomplete";
+    if (top === null) return "other";
+    const simple = simpleOf(top);
+    if (simple) return { simple };
+    return isMultipartTop(top.node) ? { multipart: top } : "other";
+  } catch {
+    return "other";
+  }
+}
+
 export async function readMessage(input: Readable, maxBytes: number, spool: Spool): Promise<ReadResult> {
   // Gather while the message may be a single text part: until its header says otherwise, it
   // passes the size for that path, or it ends.
   const chunks: Buffer[] = [];
   let bytes = 0;
-  let simpleHeader: SimpleHeader | null = null;
+  let start: Start = "incomplete";
   const ended = await new Promise<boolean>((resolve, reject) => {
     const onData = (chunk: Buffer) => {
       chunks.push(chunk);
       bytes += chunk.length;
-      if (bytes > SIMPLE_MAX_BYTES || bytes > maxBytes) return finish(false);
-      if (simpleHeader) return;
-      const verdict = bytes > SIMPLE_MAX_HEADER_BYTES ? "other" : headerVerdict(chunks.length === 1 ? chunk : Buffer.concat(chunks, bytes));
-      if (verdict === "other") finish(false);
-      else if (verdict !== "incomplete") simpleHeader = verdict;
+      if (start === "incomplete") {
+        // The header is looked for in the first SIMPLE_MAX_HEADER_BYTES, however the bytes came.
+        const head = chunks.length === 1 ? chunk : Buffer.concat(chunks, Math.min(bytes, SIMPLE_MAX_HEADER_BYTES));
+        start = startOf(head.length > SIMPLE_MAX_HEADER_BYTES ? head.subarray(0, SIMPLE_MAX_HEADER_BYTES) : head);
+        if (start === "incomplete" && bytes >= SIMPLE_MAX_HEADER_BYTES) start = "other";
+        if (start === "other" || (typeof start === "object" && "multipart" in start)) return finish(false);
+      }
+      if (bytes > SIMPLE_MAX_BYTES || bytes > maxBytes) finish(false);
     };
     const onEnd = () => finish(true);
     const onError = (err: Error) => {
@@ -73,10 +105,86 @@ export async function readMessage(input: Readable, maxBytes: number, spool: Spoo
     };
     input.on("data", onData).once("end", onEnd).once("error", onError);
   });
+  const found = start as Start;
+  if (typeof found === "object" && "multipart" in found) return readMultipart(input, ended, chunks, found.multipart, maxBytes, spool);
   if (!ended) return readWithMailparser(input, maxBytes, spool, chunks); // what was gathered first, then the rest
-  const simple = simpleHeader ? readSimpleMessage(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, bytes), simpleHeader) : null;
-  if (simple) return { ok: true, message: simple, bytes };
+  const simple = typeof found === "object" && "simple" in found ? readSimpleMessage(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, bytes), found.simple) : null;
+  if (simple) return { ok: true, message: simple, bytes, reader: "single-part" };
   return readWithMailparser(Readable.from(chunks), maxBytes, spool);
+}
+
+/**
+ * The multipart path: the message is kept raw (raw.ts) and read as it arrives (multipart.ts).
+ * When that reader declines it, at any point, mailparser reads it again from the start: what
+ * was kept, then the rest of the stream. `first` holds the bytes read so far (the header ends
+ * at `top.end`); `ended` when they are the whole message.
+ */
+async function readMultipart(input: Readable, ended: boolean, first: Buffer[], top: { end: number; node: MimeNode }, maxBytes: number, spool: Spool): Promise<ReadResult> {
+  const store = new RawStore(spool);
+  const reader = new MultipartReader(store, top.node, top.end);
+  const it = ended ? null : (input[Symbol.asyncIterator]() as AsyncIterator<Buffer>);
+  let next = 0;
+  const nextChunk = async (): Promise<Buffer | null> => {
+    if (next < first.length) return first[next++]!;
+    if (!it) return null;
+    const r = await it.next();
+    return r.done ? null : r.value;
+  };
+  let bytes = 0;
+  let skip = top.end; // the header's bytes: already read
+  let declined = false;
+  try {
+    for (let chunk = await nextChunk(); chunk; chunk = await nextChunk()) {
+      bytes += chunk.length;
+      if (bytes > maxBytes) {
+        // Refused: the rest is read and counted, not kept.
+        while ((chunk = await nextChunk())) bytes += chunk.length;
+        await store.close();
+        return { ok: false, reason: "too-big", bytes };
+      }
+      const written = store.append(chunk);
+      if (written) await written;
+      if (skip >= chunk.length) {
+        skip -= chunk.length;
+        continue;
+      }
+      try {
+        reader.push(skip ? chunk.subarray(skip) : chunk);
+      } catch {
+        // Declined, or anything else the reader did not expect: mailparser decides.
+        declined = true;
+        break;
+      }
+      skip = 0;
+    }
+    if (!declined) {
+      let message: ParsedMessage | null = null;
+      try {
+        message = reader.end();
+      } catch {
+        declined = true;
+      }
+      if (message) {
+        await store.finish();
+        if (!message.attachments.some((a) => a.raw)) await store.close();
+        return { ok: true, message, bytes, reader: "multipart" };
+      }
+    }
+  } catch (err) {
+    await store.close();
+    if (it) {
+      // The spool failed: read the rest of DATA, so the SMTP session can answer.
+      for (;;) if ((await it.next().catch(() => ({ done: true }))).done) break;
+    }
+    throw err;
+  }
+  // Declined: mailparser reads the message from its start.
+  const kept = store.length;
+  async function* again(): AsyncGenerator<Buffer> {
+    for await (const piece of store.read(0, kept)) yield Buffer.from(piece); // a file's pieces share one buffer
+    for (let chunk = await nextChunk(); chunk; chunk = await nextChunk()) yield chunk;
+  }
+  return readWithMailparser(Readable.from(again(), { objectMode: false }), maxBytes, spool).finally(() => store.close());
 }
 
 /** The mailparser path alone (the reference the single-part path is tested against). */
@@ -161,7 +269,7 @@ export function readWithMailparser(input: Readable, maxBytes: number, spool: Spo
           if (guard.exceeded) {
             message.html = message.text = undefined;
             discardParts(message.attachments).finally(() => resolve({ ok: false, reason: "too-big", bytes: guard.bytes }));
-          } else resolve({ ok: true, message, bytes: guard.bytes });
+          } else resolve({ ok: true, message, bytes: guard.bytes, reader: "mailparser" });
         },
         fail,
       );

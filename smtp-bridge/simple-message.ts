@@ -20,7 +20,7 @@ interface HeaderProcessor {
   processHeaders(lines: { key: string; line: string }[]): Map<string, HeaderValue>;
 }
 let processor: HeaderProcessor | null = null;
-const headerProcessor = (): HeaderProcessor => (processor ??= new MailParser() as unknown as HeaderProcessor);
+export const headerProcessor = (): HeaderProcessor => (processor ??= new MailParser() as unknown as HeaderProcessor);
 
 const CR = 0x0d;
 const LF = 0x0a;
@@ -30,7 +30,7 @@ const SPACE = 0x20;
 /** Where the header ends (the index after its blank line); -1 when the header is not plain
  * ASCII fields with CRLF line ends (any other shape goes to mailparser); -2 when `raw` ends
  * before the header does. */
-function plainHeaderEnd(raw: Uint8Array): number {
+export function plainHeaderEnd(raw: Uint8Array): number {
   let lineStart = true;
   let inName = false; // between the start of a field and its colon
   let nameLength = 0;
@@ -143,7 +143,7 @@ function hexValue(c: number): number {
 /** Base64 to bytes when its only padding is at its end (what libbase64's decoder does in one
  * piece then); null for padding inside, which it decodes segment by segment, and for bytes
  * over 0x7f, which it reads as ASCII with the high bit cleared (0xC1 is "A", 0xBD "="). */
-function decodeBase64(input: Buffer): Buffer | null {
+export function decodeBase64(input: Buffer): Buffer | null {
   for (let i = 0; i < input.length; i++) if (input[i]! > 0x7f) return null;
   const clean = input.toString("latin1").replace(/[^a-zA-Z0-9+/=]/g, "");
   const pad = clean.indexOf("=");
@@ -151,8 +151,8 @@ function decodeBase64(input: Buffer): Buffer | null {
   return Buffer.from(clean, "base64");
 }
 
-const UTF8_LIKE = new Set(["", "ascii", "usascii", "utf8"]);
-const PLAIN_ENCODINGS = new Set(["", "7bit", "8bit", "binary"]);
+export const UTF8_LIKE = new Set(["", "ascii", "usascii", "utf8"]);
+export const PLAIN_ENCODINGS = new Set(["", "7bit", "8bit", "binary"]);
 
 /**
  * Reads `raw` (a whole message as received after DATA) when it is a single text part as
@@ -177,15 +177,28 @@ export interface SimpleHeader {
   encoding: string;
 }
 
-/** The header of a message this path may read; null when the message is not one; undefined
- * while `raw` (the start of a message) ends before its header does. */
-function simpleHeader(raw: Uint8Array): SimpleHeader | null | undefined {
+/** The top-level header of a message as mailsplit reads it, when it is plain ASCII fields with
+ * CRLF line ends; null when it is not; undefined while `raw` ends before the header does. */
+export function plainHeader(raw: Uint8Array): { end: number; node: MimeNode } | null | undefined {
   const end = plainHeaderEnd(raw);
   if (end === -2) return undefined;
   if (end < 0) return null;
   const node = new MimeNode(false);
   node.addHeaderChunk(Buffer.from(raw.buffer, raw.byteOffset, end));
   node.parseHeaders();
+  return { end, node };
+}
+
+/** The header of a message this path may read; null when the message is not one; undefined
+ * while `raw` (the start of a message) ends before its header does. */
+function simpleHeader(raw: Uint8Array): SimpleHeader | null | undefined {
+  const top = plainHeader(raw);
+  if (!top) return top;
+  return simpleOf(top);
+}
+
+/** The single-part header, from a header read by {@link plainHeader}; null when the message is not one. */
+export function simpleOf({ end, node }: { end: number; node: MimeNode }): SimpleHeader | null {
   const type = node.contentType || "text/plain";
   if (type !== "text/plain" && type !== "text/html") return null;
   // mailsplit splits on a boundary parameter whatever the type; and with two Content-Type

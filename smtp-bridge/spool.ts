@@ -121,6 +121,11 @@ function chain(p: Promise<void> | null, next: () => Promise<void>): Promise<void
 /** A part's bytes, from memory or from its file. A file is read into one buffer, reused for
  * each read: use each chunk before asking for the next. */
 export async function* partBytes(part: MessagePart): AsyncGenerator<Buffer> {
+  if (part.raw) {
+    const pieces = part.raw.store.read(part.raw.start, part.raw.end);
+    yield* part.raw.base64Length === null ? pieces : base64Decoded(pieces);
+    return;
+  }
   if (!part.file) {
     yield* part.chunks;
     return;
@@ -138,8 +143,21 @@ export async function* partBytes(part: MessagePart): AsyncGenerator<Buffer> {
   }
 }
 
+/** Canonical base64 lines (multipart.ts checked them: the alphabet, CRLF, padding at the end),
+ * decoded. */
+async function* base64Decoded(pieces: AsyncGenerator<Buffer>): AsyncGenerator<Buffer> {
+  let carry = "";
+  for await (const piece of pieces) {
+    const text = carry + piece.toString("latin1").replace(/[\r\n]/g, "");
+    const whole = text.length - (text.length % 4);
+    carry = text.slice(whole);
+    if (whole) yield Buffer.from(text.slice(0, whole), "base64");
+  }
+  if (carry) yield Buffer.from(carry, "base64");
+}
+
 /** Removes the files of a message's parts (after its answer, or when it is refused). */
 export async function discardParts(parts: MessagePart[]): Promise<void> {
-  await Promise.all(parts.map((p) => (p.file ? unlink(p.file).catch(() => {}) : undefined)));
+  await Promise.all(parts.map((p) => (p.file ? unlink(p.file).catch(() => {}) : p.raw?.store.close())));
   for (const p of parts) p.chunks = [];
 }

@@ -4,6 +4,7 @@
 // API does not build itself passes through. The JSON body is produced in pieces: attachments
 // are base64-encoded while the request is written, never as one big string.
 import type { Envelope } from "./message.ts";
+import type { RawStore } from "./raw.ts";
 import { partBytes } from "./spool.ts";
 
 export interface Mailbox {
@@ -19,6 +20,10 @@ export interface MessagePart {
   /** Decoded content in memory, or (when large) the spool file that holds it. */
   chunks: Buffer[];
   file?: string;
+  /** Or: the range of the raw message that holds its body (multipart.ts), either its bytes as
+   * they are, or canonical base64 lines (`base64Length` characters once their line breaks go). */
+  raw?: { store: RawStore; start: number; end: number; base64Length: number | null };
+  /** Decoded bytes. */
   size: number;
 }
 
@@ -165,7 +170,11 @@ function* escapedSlices(s: string): Generator<string> {
 }
 
 /** Base64 text of a part, in pieces (strings: they go to the socket without another buffer). */
-async function* base64Of(part: MessagePart): AsyncGenerator<string> {
+async function* base64Of(part: MessagePart): AsyncGenerator<string | Buffer> {
+  if (part.raw && part.raw.base64Length !== null) {
+    yield* linesJoined(part.raw.store.read(part.raw.start, part.raw.end));
+    return;
+  }
   let carry: Buffer = Buffer.alloc(0);
   for await (const chunk of partBytes(part)) {
     for (let at = 0; at < chunk.length; ) {
@@ -178,6 +187,24 @@ async function* base64Of(part: MessagePart): AsyncGenerator<string> {
     }
   }
   if (carry.length) yield carry.toString("base64");
+}
+
+/** Canonical base64 lines without their line breaks, as new buffers (the socket may hold a
+ * piece after it has been given). In them a CR is always followed by a LF (multipart.ts
+ * checked), though a piece may end between the two. */
+async function* linesJoined(pieces: AsyncGenerator<Buffer>): AsyncGenerator<Buffer> {
+  for await (const piece of pieces) {
+    const out = Buffer.allocUnsafe(piece.length);
+    let n = 0;
+    for (let at = 0; at < piece.length; ) {
+      const lf = piece.indexOf(0x0a, at);
+      let end = lf < 0 ? piece.length : lf;
+      if (end > at && piece[end - 1] === 0x0d) end--;
+      n += piece.copy(out, n, at, end);
+      at = lf < 0 ? piece.length : lf + 1;
+    }
+    if (n) yield out.subarray(0, n);
+  }
 }
 
 /** A piece of the body: JSON text; html or text, escaped once and kept (when that comes to at
@@ -233,7 +260,7 @@ export function requestBody(s: Submission): RequestBody {
     if ("small" in p) length += Buffer.byteLength(p.small);
     else if ("escaped" in p) for (const slice of p.escaped) length += Buffer.byteLength(slice);
     else if ("big" in p) for (const slice of escapedSlices(p.big)) length += Buffer.byteLength(slice);
-    else length += 4 * Math.ceil(p.part.size / 3);
+    else length += p.part.raw?.base64Length ?? 4 * Math.ceil(p.part.size / 3);
   }
   return {
     length,
