@@ -273,6 +273,7 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
       // Held since the first RCPT (unless that one was refused).
       if (!(await hold(state))) return finish(smtpError(421, "4.4.2 The connection was closed"));
       const read = await readMessage(stream, config.maxMessageBytes, spool);
+      const readMs = Date.now() - t0;
       if (!read.ok) {
         log.warn("message_refused", { ...fields, bytes: read.bytes, reason: "too_big" });
         return finish(smtpError(552, `5.3.4 Message too big: the limit is ${config.maxMessageBytes} bytes`));
@@ -304,6 +305,7 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
         reply: reply.code,
         attempts,
         ms: Date.now() - t0,
+        read_ms: readMs,
       });
       if (reply.class === "accepted") finish(null, reply.text);
       else finish(smtpError(reply.code, reply.text));
