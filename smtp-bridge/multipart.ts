@@ -264,6 +264,18 @@ interface Node {
   owner: Node | null;
 }
 
+/** The last three bytes of `before` then `chunk` (where a CRLF CRLF may begin). */
+function lastBytes(before: Buffer | null, chunk: Buffer): Buffer {
+  if (chunk.length >= 3 || !before) return Buffer.from(chunk.subarray(-3));
+  return Buffer.from(Buffer.concat([before, chunk]).subarray(-3));
+}
+
+/** True when a header's blank line may end in `chunk`, the bytes before it ending with `tail`. */
+function mayEndHeader(tail: Buffer, chunk: Buffer): boolean {
+  return chunk.indexOf(CRLF_CRLF) >= 0 || Buffer.concat([tail, chunk.subarray(0, 3)]).indexOf(CRLF_CRLF) >= 0;
+}
+
+const CRLF_CRLF = Buffer.from("\r\n\r\n");
 const LF_DASH = Buffer.from("\n-");
 const LF_CR = Buffer.from("\n\r");
 
@@ -272,6 +284,11 @@ export class MultipartReader {
   readonly #root: Part;
   /** Unread bytes, and where they begin in the raw message. */
   #pending: Buffer = Buffer.alloc(0);
+  /** Chunks after #pending, not joined yet (a part header that has not ended), and the last
+   * bytes of all that (where a blank line may begin). */
+  #waiting: Buffer[] = [];
+  #waitingBytes = 0;
+  #tail: Buffer = Buffer.alloc(0);
   #at: number;
   #node: Node;
   /** Reading a part's header (mailsplit's HEAD state). */
@@ -301,12 +318,22 @@ export class MultipartReader {
 
   /** The next bytes of the message. Throws Declined. */
   push(chunk: Buffer): void {
-    this.#pending = this.#pending.length ? Buffer.concat([this.#pending, chunk]) : chunk;
+    // A part header that has begun waits, unjoined, until its blank line may have come: joining
+    // and reading it again at every chunk would be quadratic when it arrives in small pieces.
+    if (this.#head && this.#pending.length && !mayEndHeader(this.#tail, chunk)) {
+      this.#waiting.push(chunk);
+      this.#waitingBytes += chunk.length;
+      this.#tail = lastBytes(this.#tail, chunk);
+      if (this.#pending.length + this.#waitingBytes > MAX_HEADER_BYTES) decline("a part header that does not end");
+      return;
+    }
+    this.#join(chunk);
     this.#run(false);
   }
 
   /** The message has ended: what it reads as. Throws Declined. */
   end(): ParsedMessage {
+    this.#join(null);
     this.#run(true);
     if (this.#head) decline("a part header that does not end");
     // A leaf still open runs to the end of the message, its last line break included (mailsplit).
@@ -316,6 +343,17 @@ export class MultipartReader {
 
   #run(final: boolean): void {
     while (this.#head ? this.#readHeader(final) : this.#readBody(final));
+    this.#tail = lastBytes(null, this.#pending);
+  }
+
+  /** #pending, the chunks waiting and `chunk`, as one buffer. */
+  #join(chunk: Buffer | null): void {
+    const parts = [this.#pending, ...this.#waiting];
+    if (chunk) parts.push(chunk);
+    const nonEmpty = parts.filter((p) => p.length);
+    this.#pending = nonEmpty.length === 1 ? nonEmpty[0]! : Buffer.concat(nonEmpty);
+    this.#waiting = [];
+    this.#waitingBytes = 0;
   }
 
   #consume(n: number): void {
@@ -439,6 +477,10 @@ export class MultipartReader {
       const startpos = buf[lineStart] === CR ? 1 : 0;
       const lf = buf.indexOf(LF, lineStart);
       if (lf < 0 && !final) break; // the last line: it may still become a boundary line
+      // A message's last line, unfinished, that starts with a CR: mailsplit moves the line end
+      // before it onto it, and then reads it differently. (SMTP always ends the data with a
+      // line end, so this is never mail that arrived over SMTP.)
+      if (lf < 0 && startpos) decline("an unfinished last line that starts with a CR");
       const line = buf.subarray(lineStart, lf < 0 ? buf.length : lf + 1);
       if (line.length < 4 || line[startpos] !== DASH || line[startpos + 1] !== DASH) continue;
       const kind = this.#boundaryOf(line, startpos);
