@@ -91,7 +91,9 @@ export class ApiClient {
         () => {
           sent = true;
         },
-        () => {}, // the request's own 'error' settles it
+        // A write error is the request's own 'error', which settles it; a body that could not
+        // be produced (the spool failed) ends the request, or it would wait for the timeout.
+        (err: Error) => req.destroy(err),
       );
     });
   }

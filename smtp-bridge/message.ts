@@ -73,20 +73,33 @@ function startOf(raw: Buffer): Start {
   }
 }
 
+/** True when a blank line (LF LF, or LF CR LF) may end in `chunk`, the bytes before it ending with `tail`. */
+function blankLineIn(tail: Buffer, chunk: Buffer): boolean {
+  const seam = Buffer.concat([tail, chunk.subarray(0, 2)]);
+  return chunk.indexOf("\n\n") >= 0 || chunk.indexOf("\n\r\n") >= 0 || seam.indexOf("\n\n") >= 0 || seam.indexOf("\n\r\n") >= 0;
+}
+
 export async function readMessage(input: Readable, maxBytes: number, spool: Spool): Promise<ReadResult> {
   // Gather while the message may be a single text part: until its header says otherwise, it
   // passes the size for that path, or it ends.
   const chunks: Buffer[] = [];
   let bytes = 0;
   let start: Start = "incomplete";
+  let tail: Buffer = Buffer.alloc(0); // the last bytes before the current chunk
   const ended = await new Promise<boolean>((resolve, reject) => {
     const onData = (chunk: Buffer) => {
       chunks.push(chunk);
       bytes += chunk.length;
       if (start === "incomplete") {
-        // The header is looked for in the first SIMPLE_MAX_HEADER_BYTES, however the bytes came.
-        const head = chunks.length === 1 ? chunk : Buffer.concat(chunks, Math.min(bytes, SIMPLE_MAX_HEADER_BYTES));
-        start = startOf(head.length > SIMPLE_MAX_HEADER_BYTES ? head.subarray(0, SIMPLE_MAX_HEADER_BYTES) : head);
+        // The header is looked for in the first SIMPLE_MAX_HEADER_BYTES, however the bytes came,
+        // and read again only when a chunk may have brought its blank line (in small pieces,
+        // joining and reading it at every chunk would be quadratic).
+        const mayEnd = chunks.length === 1 || blankLineIn(tail, chunk);
+        tail = Buffer.from((chunk.length >= 2 ? chunk : Buffer.concat([tail, chunk])).subarray(-2));
+        if (mayEnd) {
+          const head = chunks.length === 1 ? chunk : Buffer.concat(chunks, Math.min(bytes, SIMPLE_MAX_HEADER_BYTES));
+          start = startOf(head.length > SIMPLE_MAX_HEADER_BYTES ? head.subarray(0, SIMPLE_MAX_HEADER_BYTES) : head);
+        }
         if (start === "incomplete" && bytes >= SIMPLE_MAX_HEADER_BYTES) start = "other";
         if (start === "other" || (typeof start === "object" && "multipart" in start)) return finish(false);
       }
@@ -123,6 +136,11 @@ async function readMultipart(input: Readable, ended: boolean, first: Buffer[], t
   const store = new RawStore(spool);
   const reader = new MultipartReader(store, top.node, top.end);
   const it = ended ? null : (input[Symbol.asyncIterator]() as AsyncIterator<Buffer>);
+  // The iterator listens for errors from its first next(): until then (the chunks gathered
+  // first, a spool write), an error of the stream must not go unheard (an uncaught exception);
+  // the iterator reports it anyway.
+  const heard = () => {};
+  input.on("error", heard);
   let next = 0;
   const nextChunk = async (): Promise<Buffer | null> => {
     if (next < first.length) return first[next++]!;
@@ -130,8 +148,28 @@ async function readMultipart(input: Readable, ended: boolean, first: Buffer[], t
     const r = await it.next();
     return r.done ? null : r.value;
   };
+  /** Reads the rest of DATA and drops it, so the SMTP session can answer. */
+  const drain = async () => {
+    if (it) for (;;) if ((await it.next().catch(() => ({ done: true }))).done) break;
+  };
+  try {
+    return await readMultipartFrom(store, reader, nextChunk, drain, top.end, maxBytes, spool);
+  } finally {
+    input.off("error", heard);
+  }
+}
+
+async function readMultipartFrom(
+  store: RawStore,
+  reader: MultipartReader,
+  nextChunk: () => Promise<Buffer | null>,
+  drain: () => Promise<void>,
+  headerEnd: number,
+  maxBytes: number,
+  spool: Spool,
+): Promise<ReadResult> {
   let bytes = 0;
-  let skip = top.end; // the header's bytes: already read
+  let skip = headerEnd; // the header's bytes: already read
   let declined = false;
   try {
     for (let chunk = await nextChunk(); chunk; chunk = await nextChunk()) {
@@ -171,17 +209,20 @@ async function readMultipart(input: Readable, ended: boolean, first: Buffer[], t
       }
     }
   } catch (err) {
+    // The spool failed, or the stream did.
     await store.close();
-    if (it) {
-      // The spool failed: read the rest of DATA, so the SMTP session can answer.
-      for (;;) if ((await it.next().catch(() => ({ done: true }))).done) break;
-    }
+    await drain();
     throw err;
   }
   // Declined: mailparser reads the message from its start.
   const kept = store.length;
   async function* again(): AsyncGenerator<Buffer> {
-    for await (const piece of store.read(0, kept)) yield Buffer.from(piece); // a file's pieces share one buffer
+    try {
+      for await (const piece of store.read(0, kept)) yield Buffer.from(piece); // a file's pieces share one buffer
+    } catch (err) {
+      await drain(); // the spool failed: mailparser stops, the rest of DATA is still read
+      throw err;
+    }
     for (let chunk = await nextChunk(); chunk; chunk = await nextChunk()) yield chunk;
   }
   return readWithMailparser(Readable.from(again(), { objectMode: false }), maxBytes, spool).finally(() => store.close());
@@ -198,6 +239,7 @@ export function readWithMailparser(input: Readable, maxBytes: number, spool: Spo
     const reading: Promise<void>[] = [];
     /** Attachments being read: a failure ends them, since the parser that feeds them stops. */
     const contents: Readable[] = [];
+    const sinks: PartSink[] = [];
     let failed = false;
     // A message that is one text part ends with the line break every SMTP message ends with;
     // it is not part of the text (in a multipart message it belongs to the boundary).
@@ -213,6 +255,7 @@ export function readWithMailparser(input: Readable, maxBytes: number, spool: Spo
       for (const content of contents) if (!content.readableEnded) content.destroy(cause);
       parser.destroy();
       Promise.all(reading.map((r) => r.catch(() => {})))
+        .then(() => Promise.all(sinks.map((sink) => sink.abort())))
         .then(() => discardParts(message.attachments))
         .finally(() => reject(err));
     };
@@ -237,6 +280,7 @@ export function readWithMailparser(input: Readable, maxBytes: number, spool: Spo
       if (data.cid && (related || data.contentDisposition === "inline")) part.contentId = data.cid;
       message.attachments.push(part);
       const sink = new PartSink(part, spool);
+      sinks.push(sink);
       const content = data.content as Readable;
       contents.push(content);
       reading.push(

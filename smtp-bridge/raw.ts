@@ -59,11 +59,14 @@ export class RawStore {
     this.#unwritten = 0;
     this.#writing = this.#writing.then(async () => {
       if (this.#closed || !chunks.length) return;
+      let written: number;
       try {
-        await (await this.#file!).writev(chunks);
+        ({ bytesWritten: written } = await (await this.#file!).writev(chunks));
       } catch (err) {
         throw new SpoolError(`the spool could not take a message: ${(err as Error).message}`);
       }
+      // A write cut short (a full disk) would shift every later byte: the message is refused for now.
+      if (written !== chunks.reduce((n, c) => n + c.length, 0)) throw new SpoolError("the spool could not take a message: a short write");
     });
     return this.#writing;
   }

@@ -79,6 +79,13 @@ export class PartSink {
     }
   }
 
+  /** Closes the part's file, if one is open (the part's reading failed); discardParts removes it. */
+  async abort(): Promise<void> {
+    const file = this.#file;
+    this.#file = null;
+    await file?.close().catch(() => {});
+  }
+
   #takeBlock(): Buffer | null {
     const b = this.#block && this.#used ? this.#block.subarray(0, this.#used) : null;
     this.#block = null;

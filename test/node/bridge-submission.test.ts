@@ -10,6 +10,7 @@ import type Mail from "nodemailer/lib/mailer";
 import { describe, expect, it } from "vitest";
 import { ApiClient } from "../../smtp-bridge/api.ts";
 import { readMessage, type Envelope } from "../../smtp-bridge/message.ts";
+import { RawStore } from "../../smtp-bridge/raw.ts";
 import { discardParts, memoryOnly, openSpool } from "../../smtp-bridge/spool.ts";
 import { formatMailbox, headerValue, isHeaderNotPassed, parseTags, requestBody, toSubmission, type Submission } from "../../smtp-bridge/submission.ts";
 import { isOwnedHeaderName } from "../../worker/mime/build.ts";
@@ -209,6 +210,21 @@ describe("the request on the wire", () => {
         // About one read per 64 KB written (a write per JSON piece would be dozens).
         expect(got.reads).toBeLessThanOrEqual(Math.ceil(body.length / 16_384) + 2);
       }
+      // A body that cannot be produced (its message's spool file is gone) ends the request at
+      // once: the message gets its temporary failure now, not after the API timeout (10 s here).
+      const raw = new RawStore(memoryOnly);
+      raw.append(Buffer.from("QUJD\r\n"));
+      await raw.close();
+      const broken: Submission = {
+        fields: { from: "a@tern.test", to: ["b@example.com"], subject: "s" },
+        html: "<p>x</p>".repeat(20_000),
+        text: undefined,
+        attachments: [{ filename: "f.bin", contentType: "application/octet-stream", chunks: [], size: 3, raw: { store: raw, start: 0, end: 6, base64Length: 4 } }],
+        idempotencyKey: undefined,
+      };
+      const t0 = Date.now();
+      expect(await api.submit("tern_key", requestBody(broken), undefined)).toMatchObject({ kind: "unreachable" });
+      expect(Date.now() - t0).toBeLessThan(5_000);
     } finally {
       api.close();
       server.close();
