@@ -7,7 +7,7 @@
 //   point, mailparser reads it from the start;
 // - anything else: mailparser, as it arrives. The raw message is not kept; what stays is the
 //   top-level header, the decoded html and text, and each attachment's decoded bytes (in
-//   memory, or in the spool when large: spool.ts).
+//   memory up to the spool's threshold for the whole message, then in the spool: spool.ts).
 // Past the size limit the rest of the stream is read and dropped, so an oversized message
 // costs no memory.
 import { Readable, Transform, type TransformCallback } from "node:stream";
@@ -17,7 +17,7 @@ import { applyHeaders } from "./headers.ts";
 import { isMultipartTop, MultipartReader } from "./multipart.ts";
 import { RawStore } from "./raw.ts";
 import { plainHeader, readSimpleMessage, simpleOf, type SimpleHeader } from "./simple-message.ts";
-import { discardParts, PartSink, type Spool } from "./spool.ts";
+import { discardParts, PartSink, type MemoryBudget, type Spool } from "./spool.ts";
 import type { MessagePart, ParsedMessage } from "./submission.ts";
 
 export interface Envelope {
@@ -240,6 +240,7 @@ export function readWithMailparser(input: Readable, maxBytes: number, spool: Spo
     /** Attachments being read: a failure ends them, since the parser that feeds them stops. */
     const contents: Readable[] = [];
     const sinks: PartSink[] = [];
+    const budget: MemoryBudget = { bytes: 0 }; // the message's attachments in memory
     let failed = false;
     // A message that is one text part ends with the line break every SMTP message ends with;
     // it is not part of the text (in a multipart message it belongs to the boundary).
@@ -279,7 +280,7 @@ export function readWithMailparser(input: Readable, maxBytes: number, spool: Spo
       const related = (data as { related?: boolean }).related === true;
       if (data.cid && (related || data.contentDisposition === "inline")) part.contentId = data.cid;
       message.attachments.push(part);
-      const sink = new PartSink(part, spool);
+      const sink = new PartSink(part, spool, budget);
       sinks.push(sink);
       const content = data.content as Readable;
       contents.push(content);

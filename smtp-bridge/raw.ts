@@ -1,6 +1,6 @@
 // A message as it was received, kept once while it is read by the one-pass multipart reader
-// (multipart.ts): in memory while it is small, in one file of the bridge's spool once it passes
-// the spool's threshold (as an MTA writes its queue). Its attachments are ranges of it, read
+// (multipart.ts): in memory up to the spool's threshold, then in one file of the bridge's spool
+// (as an MTA writes its queue). Its attachments are ranges of it, read
 // again when the request is written; and a message that reader declines is read again from it
 // by mailparser. It is removed when its message has been answered (discardParts).
 import { randomUUID } from "node:crypto";

@@ -1,8 +1,10 @@
-// Where an attachment waits between the end of DATA and the API's answer. Small ones stay in
-// memory; once one passes the threshold it is written to a file in the bridge's private spool
-// directory (as an MTA writes its queue), so the bridge's memory does not grow with message
-// size or with the number of sessions sending large messages at once. A part's file is removed
-// as soon as its message is answered; the directory goes when the bridge stops.
+// Where a message's content waits between the end of DATA and the API's answer. A message
+// keeps up to the spool's threshold in memory (its raw bytes on the multipart path, raw.ts; its
+// attachments' decoded bytes on mailparser's); past it, the rest goes to files in the bridge's
+// private spool directory (as an MTA writes its queue), so the bridge's memory does not grow
+// with message size or with the number of sessions sending large messages at once (at most
+// TERN_BRIDGE_MAX_SUBMISSIONS messages times the threshold). A message's files are removed as
+// soon as it is answered; the directory goes when the bridge stops.
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { open, unlink, type FileHandle } from "node:fs/promises";
@@ -12,7 +14,7 @@ import type { MessagePart } from "./submission.ts";
 
 export interface Spool {
   dir: string | null;
-  /** Bytes an attachment may hold in memory before it goes to a file. */
+  /** Bytes of one message held in memory; past them, the rest goes to a file. */
   threshold: number;
   close(): void;
 }
@@ -31,19 +33,26 @@ export class SpoolError extends Error {}
 
 const BLOCK = 64 * 1024;
 
+/** What a message's attachments hold in memory, shared by their sinks. */
+export interface MemoryBudget {
+  bytes: number;
+}
+
 /** Collects one attachment's decoded bytes: in whole blocks of its own in memory (the
- * decoder's chunks are small views of larger buffers, which would be kept alive with them),
- * then, past the threshold, in a file. */
+ * decoder's chunks are small views of larger buffers, which would be kept alive with them)
+ * while its message's attachments hold at most the spool's threshold, then in a file. */
 export class PartSink {
   readonly #part: MessagePart;
   readonly #spool: Spool;
+  readonly #budget: MemoryBudget;
   #block: Buffer | null = null;
   #used = 0;
   #file: FileHandle | null = null;
 
-  constructor(part: MessagePart, spool: Spool) {
+  constructor(part: MessagePart, spool: Spool, budget: MemoryBudget) {
     this.#part = part;
     this.#spool = spool;
+    this.#budget = budget;
   }
 
   /** Takes a chunk; when it returns a promise, wait for it before the next one. */
@@ -95,15 +104,19 @@ export class PartSink {
 
   async #keep(block: Buffer): Promise<void> {
     const part = this.#part;
-    if (!this.#file && (this.#spool.dir === null || part.size <= this.#spool.threshold)) {
+    if (!this.#file && (this.#spool.dir === null || this.#budget.bytes + block.length <= this.#spool.threshold)) {
       part.chunks.push(block);
+      this.#budget.bytes += block.length;
       return;
     }
     try {
       if (!this.#file) {
         part.file = join(this.#spool.dir!, randomUUID());
         this.#file = await open(part.file, "wx", 0o600);
-        for (const kept of part.chunks) await this.#file.write(kept);
+        for (const kept of part.chunks) {
+          await this.#file.write(kept);
+          this.#budget.bytes -= kept.length;
+        }
         part.chunks = [];
       }
       await this.#file.write(block);

@@ -580,6 +580,24 @@ describe("the multipart reader and the spool", () => {
       }
     }));
 
+  it("holds at most the threshold of a message in memory on mailparser's path too, whatever its parts' sizes", () =>
+    withSpool(async (spool) => {
+      // three 40 KB attachments (base64 with a stray "*": mailparser's) against a 64 KB threshold:
+      // each is under it, but the second and third would take the message past it
+      const part = (name: string) => `--b1\nContent-Type: application/octet-stream\nContent-Transfer-Encoding: base64\nContent-Disposition: attachment; filename=${name}\n\n*${Buffer.alloc(40 * KB, 5).toString("base64").replace(/.{76}/g, "$&\n")}\n`;
+      const raw = byHand(`${MIXED}${TEXT_PART}${part("a.bin")}${part("b.bin")}${part("c.bin")}--b1--\n`);
+      const read = await readMessage(Readable.from([raw]), 1 << 30, spool);
+      if (!read.ok) throw new Error("refused");
+      expect(read.reader).toBe("mailparser");
+      expect(read.message.attachments.map((a) => [a.filename, a.size, a.file === undefined ? "memory" : "file"])).toEqual([
+        ["a.bin", 40 * KB, "memory"],
+        ["b.bin", 40 * KB, "file"],
+        ["c.bin", 40 * KB, "file"],
+      ]);
+      expect(await compare(raw, undefined, spool)).toBe("mailparser");
+      await discardParts(read.message.attachments);
+    }));
+
   it("hears a stream error that comes while the first chunks are written to the spool", () =>
     withSpool(async (spool, left) => {
       // The first chunk passes the spool threshold: the reader waits for its write, and the
