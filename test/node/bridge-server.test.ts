@@ -13,7 +13,8 @@ import { startBridge, type Bridge } from "../../smtp-bridge/server.ts";
 import { freePort } from "../support/processes.ts";
 import { SmtpDialog } from "../support/smtp-dialog.ts";
 
-const dir = mkdtempSync(join(tmpdir(), "tern-bridge-"));
+// Under the run's temporary directory (test/node-global-setup.ts), removed when the run ends.
+const dir = mkdtempSync(join(process.env.TERN_TEST_TMP ?? tmpdir(), "tern-bridge-"));
 const first = ensureLocalCertificates(join(dir, "first"));
 const second = ensureLocalCertificates(join(dir, "second"));
 const certFile = join(dir, "cert.pem");

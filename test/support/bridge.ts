@@ -2,7 +2,9 @@
 // first, as systemd or Docker runs it), on free loopback ports with the test run's local
 // certificate, in front of a given API.
 import { spawn, type ChildProcess } from "node:child_process";
-import { resolve } from "node:path";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
 import { buildBridge } from "../../smtp-bridge/build.ts";
 import { prepareTestCertificates } from "./certificates.ts";
 import { keepTail } from "./output-tail.ts";
@@ -25,6 +27,7 @@ export interface BridgeProcess {
 export async function startBridgeProcess(o: { apiUrl: string; env?: Record<string, string> }): Promise<BridgeProcess> {
   const certs = prepareTestCertificates();
   const [tlsPort, startTlsPort, healthPort] = [await freePort(), await freePort(), await freePort()];
+  const spoolBase = mkdtempSync(join(process.env.TERN_TEST_TMP ?? tmpdir(), "tern-bridge-spool-"));
   const child = spawn(process.execPath, [buildBridge()], {
     cwd: root,
     env: {
@@ -37,12 +40,20 @@ export async function startBridgeProcess(o: { apiUrl: string; env?: Record<strin
       TERN_BRIDGE_HEALTH_PORT: String(healthPort),
       TERN_BRIDGE_CERT_FILE: certs.certPath,
       TERN_BRIDGE_KEY_FILE: certs.keyPath,
+      TERN_BRIDGE_SPOOL_DIR: spoolBase,
       ...o.env,
     },
     stdio: ["ignore", "pipe", "pipe"],
   });
   const tail = keepTail(child, 256 * 1024); // at the default level it logs a line per message
-  const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
+  // The bridge's spool goes under a directory of this process's own, removed when it exits:
+  // a bridge stopped with SIGKILL (a fault test) cannot remove its spool itself.
+  const exited = new Promise<number | null>((r) =>
+    child.once("exit", (code) => {
+      rmSync(spoolBase, { recursive: true, force: true });
+      r(code);
+    }),
+  );
   const deadline = Date.now() + 20_000;
   for (;;) {
     if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the bridge exited with ${child.exitCode ?? child.signalCode}:\n${tail.text()}`);

@@ -70,6 +70,9 @@ export async function startTern(opts: { stateDir?: string; env?: Record<string, 
       TERN_BRIDGE_TLS_PORTS: String(bridgeTls),
       TERN_BRIDGE_STARTTLS_PORTS: String(bridgeStartTls),
       TERN_BRIDGE_HEALTH_PORT: String(bridgeHealth),
+      // The dev bridge's spool under the state directory: a tern killed with SIGKILL (a fault
+      // test) cannot remove it, and the run removes the state directory at its end.
+      TERN_BRIDGE_SPOOL_DIR: stateDir,
       ...opts.env,
     },
     stdio: ["ignore", "pipe", "pipe"],
