@@ -23,20 +23,10 @@ import { describe, expect, it } from "vitest";
 import { readMessage, readWithMailparser, type Reader, type ReadResult } from "../../smtp-bridge/message.ts";
 import { discardParts, memoryOnly, openSpool, type Spool } from "../../smtp-bridge/spool.ts";
 import { requestBody, toSubmission, type ParsedMessage } from "../../smtp-bridge/submission.ts";
+import { random } from "../support/random.ts";
 
 // ---------------------------------------------------------------------------------------
 // Helpers
-
-/** xorshift32: the same cases on every run. */
-function random(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 0x1_0000_0000;
-  };
-}
 
 function randomBytes(n: number, seed: number): Buffer {
   const next = random(seed);

@@ -10,6 +10,7 @@ import { readMessage, readWithMailparser, SIMPLE_MAX_BYTES } from "../../smtp-br
 import { decodeQuotedPrintable, headerVerdict, readSimpleMessage } from "../../smtp-bridge/simple-message.ts";
 import { memoryOnly, partBytes } from "../../smtp-bridge/spool.ts";
 import type { MessagePart, ParsedMessage } from "../../smtp-bridge/submission.ts";
+import { random } from "../support/random.ts";
 
 /** A part's decoded bytes, whichever reader read it (a range of the raw message, or chunks). */
 async function contentOf(part: MessagePart): Promise<Buffer> {
@@ -21,17 +22,6 @@ async function contentOf(part: MessagePart): Promise<Buffer> {
 async function comparable(m: ParsedMessage): Promise<object> {
   const attachments = await Promise.all(m.attachments.map(async (a) => ({ contentType: a.contentType, filename: a.filename, contentId: a.contentId, size: a.size, content: await contentOf(a) })));
   return { ...m, attachments };
-}
-
-/** xorshift32: the same cases on every run. */
-function random(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 0x1_0000_0000;
-  };
 }
 
 const composer = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: "windows" });
