@@ -228,7 +228,7 @@ async function readMultipartFrom(
   return readWithMailparser(Readable.from(again(), { objectMode: false }), maxBytes, spool).finally(() => store.close());
 }
 
-/** The mailparser path alone (the reference the single-part path is tested against). */
+/** The mailparser path alone (the reference both one-pass readers are tested against). */
 export function readWithMailparser(input: Readable, maxBytes: number, spool: Spool, prefix: Buffer[] = []): Promise<ReadResult> {
   return new Promise((resolve, reject) => {
     const guard = new SizeGuard(maxBytes);
