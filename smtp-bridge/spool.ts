@@ -142,8 +142,7 @@ function chain(p: Promise<void> | null, next: () => Promise<void>): Promise<void
  * each read: use each chunk before asking for the next. */
 export async function* partBytes(part: MessagePart): AsyncGenerator<Buffer> {
   if (part.raw) {
-    const pieces = part.raw.store.read(part.raw.start, part.raw.end);
-    yield* part.raw.base64Length === null ? pieces : base64Decoded(pieces);
+    yield* part.raw.base64Length === null ? part.raw.store.read(part.raw.start, part.raw.end) : base64Decoded(base64TextOf(part.raw));
     return;
   }
   if (!part.file) {
@@ -163,15 +162,32 @@ export async function* partBytes(part: MessagePart): AsyncGenerator<Buffer> {
   }
 }
 
-/** Canonical base64 lines (multipart.ts checked them: the alphabet, CRLF, padding at the end),
- * decoded. */
-async function* base64Decoded(pieces: AsyncGenerator<Buffer>): AsyncGenerator<Buffer> {
+/** The text of a range of canonical base64 lines (multipart.ts checked them: the alphabet,
+ * CRLF, padding at the end) without its line breaks, in new buffers (the socket may hold a
+ * piece after it has been given). A piece of the range may end between a CR and its LF. */
+export async function* base64TextOf(raw: NonNullable<MessagePart["raw"]>): AsyncGenerator<Buffer> {
+  for await (const piece of raw.store.read(raw.start, raw.end)) {
+    const out = Buffer.allocUnsafe(piece.length);
+    let n = 0;
+    for (let at = 0; at < piece.length; ) {
+      const lf = piece.indexOf(0x0a, at);
+      let end = lf < 0 ? piece.length : lf;
+      if (end > at && piece[end - 1] === 0x0d) end--;
+      n += piece.copy(out, n, at, end);
+      at = lf < 0 ? piece.length : lf + 1;
+    }
+    if (n) yield out.subarray(0, n);
+  }
+}
+
+/** Base64 text (without line breaks), decoded. */
+async function* base64Decoded(text: AsyncGenerator<Buffer>): AsyncGenerator<Buffer> {
   let carry = "";
-  for await (const piece of pieces) {
-    const text = carry + piece.toString("latin1").replace(/[\r\n]/g, "");
-    const whole = text.length - (text.length % 4);
-    carry = text.slice(whole);
-    if (whole) yield Buffer.from(text.slice(0, whole), "base64");
+  for await (const piece of text) {
+    const chars = carry + piece.toString("latin1");
+    const whole = chars.length - (chars.length % 4);
+    carry = chars.slice(whole);
+    if (whole) yield Buffer.from(chars.slice(0, whole), "base64");
   }
   if (carry) yield Buffer.from(carry, "base64");
 }

@@ -5,7 +5,7 @@
 // are base64-encoded while the request is written, never as one big string.
 import type { Envelope } from "./message.ts";
 import type { RawStore } from "./raw.ts";
-import { partBytes } from "./spool.ts";
+import { base64TextOf, partBytes } from "./spool.ts";
 
 export interface Mailbox {
   name: string;
@@ -172,7 +172,7 @@ function* escapedSlices(s: string): Generator<string> {
 /** Base64 text of a part, in pieces (strings: they go to the socket without another buffer). */
 async function* base64Of(part: MessagePart): AsyncGenerator<string | Buffer> {
   if (part.raw && part.raw.base64Length !== null) {
-    yield* linesJoined(part.raw.store.read(part.raw.start, part.raw.end));
+    yield* base64TextOf(part.raw);
     return;
   }
   let carry: Buffer = Buffer.alloc(0);
@@ -187,24 +187,6 @@ async function* base64Of(part: MessagePart): AsyncGenerator<string | Buffer> {
     }
   }
   if (carry.length) yield carry.toString("base64");
-}
-
-/** Canonical base64 lines without their line breaks, as new buffers (the socket may hold a
- * piece after it has been given). In them a CR is always followed by a LF (multipart.ts
- * checked), though a piece may end between the two. */
-async function* linesJoined(pieces: AsyncGenerator<Buffer>): AsyncGenerator<Buffer> {
-  for await (const piece of pieces) {
-    const out = Buffer.allocUnsafe(piece.length);
-    let n = 0;
-    for (let at = 0; at < piece.length; ) {
-      const lf = piece.indexOf(0x0a, at);
-      let end = lf < 0 ? piece.length : lf;
-      if (end > at && piece[end - 1] === 0x0d) end--;
-      n += piece.copy(out, n, at, end);
-      at = lf < 0 ? piece.length : lf + 1;
-    }
-    if (n) yield out.subarray(0, n);
-  }
 }
 
 /** A piece of the body: JSON text; html or text, escaped once and kept (when that comes to at
