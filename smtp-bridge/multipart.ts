@@ -59,8 +59,6 @@ interface Part {
   /** Lower-cased content type, as mailparser's tree has it. */
   contentType: string;
   children: Part[];
-  /** Own boundary (a multipart). */
-  boundary: Buffer | null;
   /** A text part's content, once its body has ended (mailparser's textContent). */
   text?: string;
 }
@@ -310,9 +308,9 @@ export class MultipartReader {
    * is given the bytes after it. */
   constructor(store: RawStore, header: MimeNode, headerEnd: number) {
     this.#store = store;
-    this.#root = { mime: header, parent: null, contentType: String(header.contentType), children: [], boundary: header._boundary || null };
-    this.#node = { part: this.#root, boundary: this.#root.boundary, parentBoundary: null, owner: null };
-    this.#maxBoundary = this.#root.boundary?.length ?? 0;
+    this.#root = { mime: header, parent: null, contentType: String(header.contentType), children: [] };
+    this.#node = { part: this.#root, boundary: header._boundary || null, parentBoundary: null, owner: null };
+    this.#maxBoundary = this.#node.boundary?.length ?? 0;
     this.#at = headerEnd;
   }
 
@@ -391,7 +389,7 @@ export class MultipartReader {
     const parent = this.#node.owner!.part;
     const contentType = mime.contentType || "";
     if (!singleContentType(mime)) decline("two Content-Type fields");
-    const part: Part = { mime, parent, contentType, children: [], boundary: null };
+    const part: Part = { mime, parent, contentType, children: [] };
     parent.children.push(part);
     this.#node.part = part;
     let depth = 0;
@@ -400,9 +398,8 @@ export class MultipartReader {
     if (/^message\//.test(contentType)) decline("an attached message");
     if (/^multipart\//.test(contentType)) {
       if (!mime.multipart || !mime._boundary || mime._boundary.length > MAX_BOUNDARY) decline("a multipart without a usable boundary");
-      part.boundary = mime._boundary as Buffer;
-      this.#node.boundary = part.boundary;
-      this.#maxBoundary = Math.max(this.#maxBoundary, part.boundary.length);
+      this.#node.boundary = mime._boundary as Buffer;
+      this.#maxBoundary = Math.max(this.#maxBoundary, this.#node.boundary.length);
       return; // its preamble follows
     }
     if (mime._boundary) decline("a boundary parameter on a part that is not multipart");
