@@ -58,9 +58,9 @@ const SIMPLE_MAX_HEADER_BYTES = 64 * 1024;
 
 /** What the start of a message says: a single text part (simple-message.ts), a multipart
  * message (multipart.ts), neither (mailparser reads it), or not yet (the header goes on). */
-type Start = { simple: SimpleHeader } | { multipart: { end: number; node: MimeNode } } | "other" | "incomplete";
+export type Start = { simple: SimpleHeader } | { multipart: { end: number; node: MimeNode } } | "other" | "incomplete";
 
-function startOf(raw: Buffer): Start {
+export function startOf(raw: Buffer): Start {
   try {
     const top = plainHeader(raw);
     if (top === undefined) return "incomplete";

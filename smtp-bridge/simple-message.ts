@@ -10,6 +10,7 @@
 // caller reads the message with mailparser. test/node/simple-message.test.ts checks, on a
 // corpus and on thousands of mutations of it, that whatever this accepts it reads exactly as
 // mailparser does.
+import { isAscii } from "node:buffer";
 import { MimeNode } from "@zone-eu/mailsplit";
 import { MailParser, type HeaderValue } from "mailparser";
 import { applyHeaders } from "./headers.ts";
@@ -144,7 +145,7 @@ function hexValue(c: number): number {
  * piece then); null for padding inside, which it decodes segment by segment, and for bytes
  * over 0x7f, which it reads as ASCII with the high bit cleared (0xC1 is "A", 0xBD "="). */
 export function decodeBase64(input: Buffer): Buffer | null {
-  for (let i = 0; i < input.length; i++) if (input[i]! > 0x7f) return null;
+  if (!isAscii(input)) return null;
   const clean = input.toString("latin1").replace(/[^a-zA-Z0-9+/=]/g, "");
   const pad = clean.indexOf("=");
   if (pad >= 0 && !/^={1,2}$/.test(clean.slice(pad))) return null;
@@ -167,7 +168,7 @@ export function readSimpleMessage(raw: Buffer, header?: SimpleHeader): ParsedMes
   }
 }
 
-/** A header read by {@link headerVerdict}, to be passed on to {@link readSimpleMessage} so the
+/** A header read by message.ts's startOf, to be passed on to {@link readSimpleMessage} so the
  * header is not read twice. */
 export interface SimpleHeader {
   /** Where the body begins. */
@@ -211,18 +212,6 @@ export function simpleOf({ end, node }: { end: number; node: MimeNode }): Simple
   const encoding = node.encoding || "";
   if (encoding !== "quoted-printable" && encoding !== "base64" && !PLAIN_ENCODINGS.has(encoding)) return null;
   return { end, node, type, encoding };
-}
-
-/** What the start of a message says: its header, when that is complete and allows this path;
- * "other" as soon as it does not (multipart, an attachment, another charset...: the message
- * goes to mailparser without being gathered); "incomplete" until the header ends. */
-export function headerVerdict(start: Uint8Array): SimpleHeader | "other" | "incomplete" {
-  try {
-    const header = simpleHeader(start);
-    return header === undefined ? "incomplete" : header === null ? "other" : header;
-  } catch {
-    return "other";
-  }
 }
 
 function readSimple(raw: Buffer, header: SimpleHeader | null | undefined): ParsedMessage | null {
