@@ -34,7 +34,7 @@ describe("statements compiled once from the drizzle schema", () => {
   it("write exactly the row drizzle writes", async () => {
     const { accountId } = await createAccount();
     const viaDrizzle = emailRow(accountId);
-    const compiled = { ...emailRow(accountId), id: uuidv7(Date.now() + 1) };
+    const compiled = { ...viaDrizzle, id: uuidv7(Date.now() + 1) }; // one row: its timestamps must not differ by a tick
     await db.insert(emails).values(viaDrizzle);
     await env.DB.batch([insertEmail.bind(env.DB, compiled), insertEmailEvent.bind(env.DB, { id: uuidv7(Date.now()), emailId: compiled.id, accountId, type: "queued", dataJson: "{}", createdAt: 7 })]);
     const [a] = await db.select().from(emails).where(eq(emails.id, viaDrizzle.id));
