@@ -10,7 +10,7 @@
 //   memory up to the spool's threshold for the whole message, then in the spool: spool.ts).
 // Past the size limit the rest of the stream is read and dropped, so an oversized message
 // costs no memory.
-import { Readable, Transform, type TransformCallback } from "node:stream";
+import { finished, Readable, Transform, type TransformCallback } from "node:stream";
 import type { MimeNode } from "@zone-eu/mailsplit";
 import { MailParser, type AttachmentStream, type HeaderValue, type MessageText } from "mailparser";
 import { applyHeaders } from "./headers.ts";
@@ -135,28 +135,67 @@ export async function readMessage(input: Readable, maxBytes: number, spool: Spoo
 async function readMultipart(input: Readable, ended: boolean, first: Buffer[], top: { end: number; node: MimeNode }, maxBytes: number, spool: Spool): Promise<ReadResult> {
   const store = new RawStore(spool);
   const reader = new MultipartReader(store, top.node, top.end);
-  const it = ended ? null : (input[Symbol.asyncIterator]() as AsyncIterator<Buffer>);
-  // The iterator listens for errors from its first next(): until then (the chunks gathered
-  // first, a spool write), an error of the stream must not go unheard (an uncaught exception);
-  // the iterator reports it anyway.
-  const heard = () => {};
-  input.on("error", heard);
+  const rest = ended ? null : chunksOf(input);
   let next = 0;
   const nextChunk = async (): Promise<Buffer | null> => {
     if (next < first.length) return first[next++]!;
-    if (!it) return null;
-    const r = await it.next();
-    return r.done ? null : r.value;
+    return rest ? rest.next() : null;
   };
   /** Reads the rest of DATA and drops it, so the SMTP session can answer. */
   const drain = async () => {
-    if (it) for (;;) if ((await it.next().catch(() => ({ done: true }))).done) break;
+    if (rest) while (await rest.next().catch(() => null));
   };
   try {
     return await readMultipartFrom(store, reader, nextChunk, drain, top.end, maxBytes, spool);
   } finally {
-    input.off("error", heard);
+    rest?.stop();
   }
+}
+
+/**
+ * The chunks of a paused stream, one at a time, as they were written to it. (A paused stream's
+ * read(), and so its async iterator, joins whatever is buffered into a new buffer: a copy of
+ * every byte of a large message, and memory for the garbage collector to find.) Ends with null
+ * at the stream's end; rejects with its error, or when it closes before its end. Listens from
+ * the start, so that an error while the first chunks are handled is not an uncaught one.
+ */
+export function chunksOf(input: Readable): { next(): Promise<Buffer | null>; stop(): void } {
+  const queue: Buffer[] = [];
+  let done = false;
+  let failure: Error | null = null;
+  let wake: (() => void) | null = null;
+  const onData = (chunk: Buffer) => {
+    queue.push(chunk);
+    input.pause(); // one chunk waits here; the rest wait in the stream
+    wake?.();
+  };
+  const cleanup = finished(input, (err) => {
+    if (err) failure = err;
+    else done = true;
+    wake?.();
+  });
+  input.on("data", onData);
+  input.resume();
+  return {
+    async next() {
+      while (!queue.length && !done && !failure) await new Promise<void>((resolve) => (wake = resolve));
+      wake = null;
+      const chunk = queue.shift();
+      if (chunk) {
+        if (!done && !failure) input.resume();
+        return chunk;
+      }
+      if (failure) throw failure;
+      return null;
+    },
+    /** Stops listening; the rest of the stream, if a reader failed part way, is read and
+     * dropped, so that the SMTP session can answer. */
+    stop() {
+      input.off("data", onData);
+      cleanup();
+      if (!done && !failure) input.resume();
+    },
+  };
 }
 
 async function readMultipartFrom(

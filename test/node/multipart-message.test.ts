@@ -20,7 +20,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { PassThrough, Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
-import { readMessage, readWithMailparser, type Reader, type ReadResult } from "../../smtp-bridge/message.ts";
+import { chunksOf, readMessage, readWithMailparser, type Reader, type ReadResult } from "../../smtp-bridge/message.ts";
 import { discardParts, memoryOnly, openSpool, type Spool } from "../../smtp-bridge/spool.ts";
 import { requestBody, toSubmission, type ParsedMessage } from "../../smtp-bridge/submission.ts";
 import { random } from "../support/random.ts";
@@ -673,4 +673,54 @@ describe("the multipart reader's failures and costs", () => {
     expect(read.ok && read.reader).toBe("multipart");
     expect(ms, `readMessage ${ms.toFixed(0)} ms, mailparser ${mailparserMs.toFixed(0)} ms`).toBeLessThan(3 * mailparserMs + 500);
   }, 60_000);
+});
+
+describe("chunksOf: the DATA stream a chunk at a time", () => {
+  it("gives each chunk as it was written, however many wait in the stream (a paused stream's read() would join them: a copy)", async () => {
+    const input = new PassThrough();
+    input.pause();
+    const written = Array.from({ length: 50 }, (_, i) => Buffer.alloc(1000 + i, i));
+    for (const c of written) input.write(c);
+    input.end();
+    const rest = chunksOf(input);
+    const got: Buffer[] = [];
+    for (let c = await rest.next(); c; c = await rest.next()) got.push(c);
+    rest.stop();
+    expect(got.length).toBe(written.length);
+    expect(got.every((c, i) => c === written[i])).toBe(true); // the very buffers: no copies
+  });
+
+  it("rejects with the stream's error, and when it closes before its end", async () => {
+    const failing = new PassThrough();
+    const a = chunksOf(failing);
+    failing.write(Buffer.from("one"));
+    expect((await a.next())!.toString()).toBe("one");
+    failing.destroy(new Error("connection lost"));
+    await expect(a.next()).rejects.toThrow("connection lost");
+    a.stop();
+    const cut = new PassThrough();
+    const b = chunksOf(cut);
+    cut.destroy();
+    await expect(b.next()).rejects.toThrow(/premature close/i);
+    b.stop();
+  });
+
+  it("reads and drops the rest when it is stopped part way, so that the stream ends (the SMTP session can answer)", async () => {
+    const input = new PassThrough({ highWaterMark: 1024 });
+    const rest = chunksOf(input);
+    let accepted = 0;
+    const writer = (async () => {
+      for (let i = 0; i < 200; i++) {
+        if (!input.write(Buffer.alloc(1024, i))) await new Promise((r) => input.once("drain", r));
+        accepted++;
+      }
+      input.end();
+    })();
+    await rest.next();
+    await new Promise((r) => setTimeout(r, 20)); // the next chunk waits in the reader: the stream is paused
+    rest.stop();
+    await writer; // without the drain, the writer would wait for room forever
+    await new Promise((r) => input.once("end", r));
+    expect(accepted).toBe(200);
+  });
 });
