@@ -122,6 +122,18 @@ async function writeBody(req: ReturnType<typeof httpRequest>, body: RequestBody)
       req.once("close", onClose);
     });
   };
+  /** Writes `chunk` and waits until the socket is done with it. */
+  const written = (chunk: Buffer) =>
+    new Promise<void>((resolve, reject) => {
+      if (req.destroyed) return reject(new Error("request closed"));
+      const onClose = () => reject(new Error("request closed"));
+      req.once("close", onClose);
+      req.write(chunk, (err) => {
+        req.off("close", onClose);
+        if (err) reject(err);
+        else resolve();
+      });
+    });
   for await (const chunk of body.chunks()) {
     if (typeof chunk === "string") {
       pending += chunk;
@@ -133,7 +145,7 @@ async function writeBody(req: ReturnType<typeof httpRequest>, body: RequestBody)
     }
     if (pending) await write(pending);
     pending = "";
-    await write(chunk);
+    await written(chunk); // the body's buffers are lent: done with before the next piece
   }
   if (req.destroyed) throw new Error("request closed");
   await new Promise<void>((resolve) => (pending ? req.end(pending, resolve) : req.end(resolve)));

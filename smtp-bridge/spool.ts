@@ -163,22 +163,33 @@ export async function* partBytes(part: MessagePart): AsyncGenerator<Buffer> {
 }
 
 /** The text of a range of canonical base64 lines (multipart.ts checked them: the alphabet,
- * CRLF, padding at the end) without its line breaks, in new buffers (the socket may hold a
- * piece after it has been given). A piece of the range may end between a CR and its LF. */
+ * CRLF, padding at the end) without its line breaks, in pieces of up to TEXT_PIECE bytes (a
+ * message in memory is kept in the chunks it came in, a few KB each: one write, and one read
+ * in the API, per chunk would cost more than the copy), all in one buffer, reused: use each
+ * piece (a socket: until its write has completed) before asking for the next. A piece of the
+ * range may end between a CR and its LF. */
 export async function* base64TextOf(raw: NonNullable<MessagePart["raw"]>): AsyncGenerator<Buffer> {
+  const out = Buffer.allocUnsafeSlow(Math.max(1, Math.min(TEXT_PIECE, raw.end - raw.start)));
+  let n = 0;
   for await (const piece of raw.store.read(raw.start, raw.end)) {
-    const out = Buffer.allocUnsafe(piece.length);
-    let n = 0;
     for (let at = 0; at < piece.length; ) {
       const lf = piece.indexOf(0x0a, at);
       let end = lf < 0 ? piece.length : lf;
       if (end > at && piece[end - 1] === 0x0d) end--;
-      n += piece.copy(out, n, at, end);
-      at = lf < 0 ? piece.length : lf + 1;
+      // A line that does not fit is split: what fits now, the rest after the piece.
+      const take = Math.min(end - at, out.length - n);
+      n += piece.copy(out, n, at, at + take);
+      if (n === out.length) {
+        yield out;
+        n = 0;
+      }
+      at += take;
+      if (at === end) at = lf < 0 ? piece.length : lf + 1;
     }
-    if (n) yield out.subarray(0, n);
   }
+  if (n) yield out.subarray(0, n);
 }
+const TEXT_PIECE = 256 * 1024;
 
 /** Base64 text (without line breaks), decoded. */
 async function* base64Decoded(text: AsyncGenerator<Buffer>): AsyncGenerator<Buffer> {

@@ -231,7 +231,8 @@ export interface RequestBody {
   /** Bytes in all: the Content-Length. */
   length: number;
   /** The body, in pieces of at most a few hundred KB (UTF-8 strings or bytes); may be called
-   * again (a retry). */
+   * again (a retry). A buffer piece is lent: its bytes may change once the next piece is asked
+   * for (a socket's write must have completed), so keep a copy to hold on to it. */
   chunks(): AsyncGenerator<string | Buffer>;
 }
 

@@ -2,6 +2,7 @@
 // dev relay, the bridge with the local certificate), independent SMTP clients (nodemailer,
 // Python's smtplib, a line-by-line dialog), and mail read back from the relay by mailparser.
 import { spawnSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { authenticate } from "mailauth";
 import { simpleParser, type ParsedMail } from "mailparser";
@@ -171,6 +172,22 @@ describe("sending through the bridge", () => {
     const { mail } = await arrived("implicit@example.com");
     expect(mail.messageId).toBe(`<${id}@${tern.domain}>`);
     expect(mail.text!.trim()).toBe("over TLS from the first byte");
+  });
+
+  it("large attachments arrive byte for byte (through the bridge's spool, and the request's pieces of base64 text)", async () => {
+    // Past the spool's threshold (256 KB a message), and over several of the pieces the
+    // request's base64 text is written in (256 KB each).
+    const big = randomBytes(1_300_000);
+    const other = randomBytes(90_001);
+    const info = await transport("starttls").sendMail({
+      from: `hello@${tern.domain}`, to: "large@example.com", subject: "large attachments", text: "two attachments",
+      attachments: [{ filename: "big.bin", content: big }, { filename: "other.bin", content: other }],
+    });
+    expect(info.response).toMatch(/^250 /);
+    const { mail } = await arrived("large@example.com");
+    expect(mail.attachments.map((a) => a.filename)).toEqual(["big.bin", "other.bin"]);
+    expect(Buffer.compare(mail.attachments[0]!.content, big), "big.bin as sent").toBe(0);
+    expect(Buffer.compare(mail.attachments[1]!.content, other), "other.bin as sent").toBe(0);
   });
 
   it("Python's smtplib sends over STARTTLS and over implicit TLS", async () => {

@@ -32,7 +32,7 @@ async function convert(options: Mail.Options, envelope?: Partial<Envelope>): Pro
 async function bodyJson(s: Submission): Promise<{ json: Record<string, unknown>; length: number; bytes: number; largest: number }> {
   const body = requestBody(s);
   const chunks: Buffer[] = [];
-  for await (const c of body.chunks()) chunks.push(typeof c === "string" ? Buffer.from(c) : c);
+  for await (const c of body.chunks()) chunks.push(Buffer.from(c)); // a buffer piece is lent
   const all = Buffer.concat(chunks);
   return { json: JSON.parse(all.toString("utf8")), length: body.length, bytes: all.length, largest: Math.max(...chunks.map((c) => c.length)) };
 }
@@ -228,6 +228,57 @@ describe("the request on the wire", () => {
     } finally {
       api.close();
       server.close();
+    }
+  });
+});
+
+describe("the request's lent buffers", () => {
+  it("are written whole before the next piece is read into them, however slowly the API reads", async () => {
+    // A spooled base64 attachment is written in pieces of one buffer, reused for each. 16 MB
+    // of it is more than the sockets' buffers hold while the API does not read, so writes wait
+    // in the request: a piece read into the buffer before its write completed would be sent
+    // in place of the one before it.
+    const bytes = randomBytes(12 * 1024 * 1024);
+    const text = bytes.toString("base64");
+    const spool = openSpool(undefined, 0);
+    const store = new RawStore(spool);
+    for (let at = 0; at < text.length; at += 76 * 1000) {
+      const lines = text.slice(at, at + 76 * 1000).match(/.{1,76}/g)!.join("\r\n") + "\r\n";
+      const written = store.append(Buffer.from(lines, "latin1"));
+      if (written) await written;
+    }
+    await store.finish();
+    expect(store.spilled).toBe(true);
+    let body: Buffer | null = null;
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.pause();
+      setTimeout(() => req.resume(), 500); // the sockets fill, then the API reads at its pace
+      req.on("data", (c: Buffer) => chunks.push(c));
+      req.on("end", () => {
+        body = Buffer.concat(chunks);
+        res.writeHead(200, { "content-type": "application/json" }).end('{"id":"x"}');
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
+    const api = new ApiClient({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, timeoutMs: 30_000 });
+    try {
+      const s: Submission = {
+        fields: { from: "a@tern.test", to: ["b@example.com"], subject: "s" },
+        html: "<p>x</p>",
+        text: undefined,
+        attachments: [{ filename: "f.bin", contentType: "application/octet-stream", chunks: [], size: bytes.length, raw: { store, start: 0, end: store.length, base64Length: text.length } }],
+        idempotencyKey: undefined,
+      };
+      expect(await api.submit("tern_key", requestBody(s), undefined)).toMatchObject({ kind: "answer", status: 200 });
+      const json = JSON.parse(body!.toString("latin1")) as { attachments: { content: string }[] };
+      expect(json.attachments[0]!.content.length).toBe(text.length);
+      expect(json.attachments[0]!.content === text, "the attachment's base64 as stored").toBe(true);
+    } finally {
+      api.close();
+      server.close();
+      await store.close();
+      spool.close();
     }
   });
 });
