@@ -474,11 +474,15 @@ export const BRIDGE_RSS_TARGET_MB = 200;
 const f0 = (n: number | null | undefined) => (n !== null && n !== undefined && Number.isFinite(n) ? Math.round(n).toLocaleString("en-US") : "n/a");
 const f2 = (n: number | null | undefined) => (n !== null && n !== undefined && Number.isFinite(n) ? n.toFixed(2) : "n/a");
 
-export function bridgeSummary(r: BridgeResults): { label: string; bridgeOverApi: number; bridgeOverPostfix: number; peakRssMb: number }[] {
+/** The ratios are each round's (its two runs were measured side by side, so a slow drift of the
+ * shared machine between rounds cancels out), and their median is reported. */
+export function bridgeSummary(r: BridgeResults): { label: string; bridgeOverApi: number; roundRatios: number[]; bridgeOverPostfix: number; peakRssMb: number }[] {
+  const ratios = (a: SmtpRun[], b: SmtpRun[]) => a.map((x, i) => x.rate / (b[i]?.rate ?? NaN));
   return r.sizes.map((s) => ({
     label: s.label,
-    bridgeOverApi: median(s.runs.bridge.map((x) => x.rate)) / median(s.runs.api.map((x) => x.rate)),
-    bridgeOverPostfix: median(s.runs.bridge.map((x) => x.rate)) / median(s.runs.postfix.map((x) => x.rate)),
+    bridgeOverApi: median(ratios(s.runs.bridge, s.runs.api)),
+    roundRatios: ratios(s.runs.bridge, s.runs.api),
+    bridgeOverPostfix: median(ratios(s.runs.bridge, s.runs.postfix)),
     peakRssMb: Math.max(...s.runs.bridge.map((x) => x.peakRssMb ?? NaN)),
   }));
 }
@@ -490,7 +494,7 @@ export function renderBridge(r: BridgeResults, facts: { date: string; commit: st
   L.push("");
   L.push(
     `Command: \`BENCH_ONLY=bridge npm run bench\` or part 5 of \`npm run bench\` (Node ${facts.node}, commit \`${facts.commit}\`, nproc ${facts.nproc}, load ${facts.load}), ${f0(r.seconds)} s. ` +
-      `${s.sessions} concurrent sessions (or connections) per run, ${s.small.warmupMs / 1000} s warm-up then ${s.small.durationMs / 1000} s measured for the 10 KB message, ${s.large.warmupMs / 1000} s then ${s.large.durationMs / 1000} s for the 1 MB message (a run counts the messages that end in its window: the warm-up covers more than one message's latency), ${s.rounds} interleaved rounds (API, bridge, Postfix); medians. ` +
+      `${s.sessions} concurrent sessions (or connections) per run, ${s.small.warmupMs / 1000} s warm-up then ${s.small.durationMs / 1000} s measured for the 10 KB message, ${s.large.warmupMs / 1000} s then ${s.large.durationMs / 1000} s for the 1 MB message (a run counts the messages that end in its window: the warm-up covers more than one message's latency), ${s.rounds} interleaved rounds (API, bridge, Postfix); medians, and each ratio the median of the rounds' ratios. ` +
       `Every message goes to \`delivered@simulator.tern.test\`, so tern accepts and records it and its consumer does the simulator's work; the queue is drained between runs.`,
   );
   L.push("");
@@ -518,7 +522,7 @@ export function renderBridge(r: BridgeResults, facts: { date: string; commit: st
   for (const x of bridgeSummary(r)) {
     const overhead = 1 / x.bridgeOverApi - 1;
     L.push(
-      `- ${x.label}: bridge / API throughput **${f2(x.bridgeOverApi)}** (the bridge adds ${f0(overhead * 100)}% per message; target at most ${BRIDGE_OVERHEAD_TARGET * 100}%: ` +
+      `- ${x.label}: bridge / API throughput **${f2(x.bridgeOverApi)}** (median of the rounds' ratios: ${x.roundRatios.map(f2).join(", ")}; the bridge adds ${f0(overhead * 100)}% per message; target at most ${BRIDGE_OVERHEAD_TARGET * 100}%: ` +
         `${overhead <= BRIDGE_OVERHEAD_TARGET ? "met" : "missed"}); bridge / Postfix **${f2(x.bridgeOverPostfix)}**; peak RSS ${f0(x.peakRssMb)} MB at ${s.sessions} sessions ` +
         `(target under ${BRIDGE_RSS_TARGET_MB} MB: ${x.peakRssMb < BRIDGE_RSS_TARGET_MB ? "met" : "missed"}).`,
     );

@@ -46,7 +46,7 @@ const MAX_ERROR_SHARE = 0.001;
 
 const bridgeSettings: BridgeSettings = QUICK
   ? { sessions: 100, rounds: 1, small: { warmupMs: 1000, durationMs: 3000 }, large: { warmupMs: 4000, durationMs: 4000 }, bigMessage: false }
-  : { sessions: 100, rounds: 2, small: { warmupMs: 2000, durationMs: 6000 }, large: { warmupMs: 8000, durationMs: 12000 }, bigMessage: true };
+  : { sessions: 100, rounds: 3, small: { warmupMs: 2000, durationMs: 6000 }, large: { warmupMs: 8000, durationMs: 12000 }, bigMessage: true };
 
 const settings: Settings = QUICK
   ? { rounds: 1, connections: [2, 32], warmupMs: 500, durationMs: 1500, deliveryCount: 100, deliveryConcurrency: 16, deliveryRounds: 1, htmlBytes: 5 * 1024 }
