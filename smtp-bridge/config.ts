@@ -50,9 +50,11 @@ export interface BridgeConfig {
   authFailureWindowMs: number;
   /** On a 429 rate_limit_exceeded the bridge waits retry-after and tries again, for up to this long in all. */
   rateLimitWaitMs: number;
-  /** Where a message's content past spoolThresholdBytes waits for the API's answer (spool.ts). */
+  /** Where a message's content waits for the API's answer when it does not stay in memory (spool.ts). */
   spoolDir: string | undefined;
+  /** What one message may hold in memory, and all messages together. */
   spoolThresholdBytes: number;
+  spoolMemoryBytes: number;
   /** On SIGTERM: how long sessions in flight may take to finish. */
   shutdownGraceMs: number;
   logLevel: "debug" | "info" | "warn" | "error";
@@ -128,7 +130,8 @@ export function configFromEnv(env: Env): BridgeConfig {
     authFailureWindowMs: int(env, "TERN_BRIDGE_AUTH_FAILURE_WINDOW_MS", 15 * 60_000, 1000),
     rateLimitWaitMs: int(env, "TERN_BRIDGE_RATE_LIMIT_WAIT_MS", 10_000, 0),
     spoolDir: env.TERN_BRIDGE_SPOOL_DIR || undefined,
-    spoolThresholdBytes: int(env, "TERN_BRIDGE_SPOOL_THRESHOLD_BYTES", 256 * 1024, 0, 40 * MB),
+    spoolThresholdBytes: int(env, "TERN_BRIDGE_SPOOL_THRESHOLD_BYTES", 4 * MB, 0, 40 * MB),
+    spoolMemoryBytes: int(env, "TERN_BRIDGE_SPOOL_MEMORY_BYTES", 16 * MB, 0),
     shutdownGraceMs: int(env, "TERN_BRIDGE_SHUTDOWN_GRACE_MS", 30_000, 0),
     logLevel: logLevel as BridgeConfig["logLevel"],
   };

@@ -7,7 +7,7 @@
 //   point, mailparser reads it from the start;
 // - anything else: mailparser, as it arrives. The raw message is not kept; what stays is the
 //   top-level header, the decoded html and text, and each attachment's decoded bytes (in
-//   memory up to the spool's threshold for the whole message, then in the spool: spool.ts).
+//   memory while the message fits the spool's threshold and memory, then in the spool: spool.ts).
 // Past the size limit the rest of the stream is read and dropped, so an oversized message
 // costs no memory.
 import { finished, Readable, Transform, type TransformCallback } from "node:stream";

@@ -1,5 +1,6 @@
 // A message as it was received, kept once while it is read by the one-pass multipart reader
-// (multipart.ts): in memory up to the spool's threshold, then in one file of the bridge's spool
+// (multipart.ts): in memory while it fits (the spool's threshold for a message, and its memory
+// for all of them: spool.ts), then in one file of the bridge's spool
 // (as an MTA writes its queue). Its attachments are ranges of it, read
 // again when the request is written; and a message that reader declines is read again from it
 // by mailparser. It is removed when its message has been answered (discardParts).
@@ -24,6 +25,8 @@ export class RawStore {
   /** Writes to the file, in order. */
   #writing: Promise<void> = Promise.resolve();
   #closed = false;
+  /** Bytes counted in the spool's memory (the message while in memory). */
+  #held = 0;
 
   constructor(spool: Spool) {
     this.#spool = spool;
@@ -44,8 +47,15 @@ export class RawStore {
     this.#length += chunk.length;
     this.#chunks.push(chunk);
     if (!this.#path) {
-      if (this.#spool.dir === null || this.#length <= this.#spool.threshold) return null;
-      this.#path = join(this.#spool.dir, randomUUID());
+      const spool = this.#spool;
+      if (spool.dir === null) return null;
+      if (this.#length <= spool.threshold && spool.memory.take(chunk.length)) {
+        this.#held += chunk.length;
+        return null;
+      }
+      // Past the message's threshold, or the memory of all messages is taken: to the file.
+      this.#giveBack();
+      this.#path = join(spool.dir, randomUUID());
       this.#file = open(this.#path, "wx+", 0o600);
       this.#file.catch(() => {}); // a failure is reported by the write that waits for it
       this.#unwritten = this.#length;
@@ -102,10 +112,16 @@ export class RawStore {
     }
   }
 
+  #giveBack(): void {
+    this.#spool.memory.give(this.#held);
+    this.#held = 0;
+  }
+
   /** Removes the message (its file); safe to call more than once. */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#giveBack();
     this.#chunks = [];
     await this.#writing.catch(() => {});
     const file = await this.#file?.catch(() => null);

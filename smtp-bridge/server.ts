@@ -100,7 +100,7 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
     baseDelayMs: config.authFailureDelayMs,
     maxDelayMs: config.authFailureDelayMaxMs,
   });
-  const spool = openSpool(config.spoolDir, config.spoolThresholdBytes);
+  const spool = openSpool(config.spoolDir, config.spoolThresholdBytes, config.spoolMemoryBytes);
   const sessions = new Map<string, SessionState>();
   const slots = new Slots(config.maxSubmissions);
   const perClient = new Map<string, number>();

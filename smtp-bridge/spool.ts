@@ -1,10 +1,11 @@
 // Where a message's content waits between the end of DATA and the API's answer. A message
-// keeps up to the spool's threshold in memory (its raw bytes on the multipart path, raw.ts; its
-// attachments' decoded bytes on mailparser's); past it, the rest goes to files in the bridge's
-// private spool directory (as an MTA writes its queue), so the bridge's memory does not grow
-// with message size or with the number of sessions sending large messages at once (at most
-// TERN_BRIDGE_MAX_SUBMISSIONS messages times the threshold). A message's files are removed as
-// soon as it is answered; the directory goes when the bridge stops.
+// keeps its content in memory (its raw bytes on the multipart path, raw.ts; its attachments'
+// decoded bytes on mailparser's) up to the spool's threshold, and while all messages together
+// hold less than the spool's memory; past either, its content goes to a file in the bridge's
+// private spool directory (as an MTA writes its queue). So the bridge's memory does not grow
+// with message size or with the number of sessions sending large messages at once, and a
+// message that fits does not touch the disk. A message's files are removed as soon as it is
+// answered; the directory goes when the bridge stops.
 import { randomUUID } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { open, unlink, type FileHandle } from "node:fs/promises";
@@ -12,21 +13,45 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { MessagePart } from "./submission.ts";
 
+/** The bytes all messages hold in memory at once, shared by the bridge's sessions. */
+export class MemoryPool {
+  readonly limit: number;
+  #used = 0;
+  constructor(limit: number) {
+    this.limit = limit;
+  }
+  get used(): number {
+    return this.#used;
+  }
+  /** Counts `n` more bytes in memory when they fit under the limit; false when they do not. */
+  take(n: number): boolean {
+    if (this.#used + n > this.limit) return false;
+    this.#used += n;
+    return true;
+  }
+  /** Bytes no longer in memory (written to a file, or their message answered). */
+  give(n: number): void {
+    this.#used -= n;
+  }
+}
+
 export interface Spool {
   dir: string | null;
   /** Bytes of one message held in memory; past them, the rest goes to a file. */
   threshold: number;
+  /** What all messages hold in memory together; a message that does not fit goes to a file. */
+  memory: MemoryPool;
   close(): void;
 }
 
 /** A spool under `base` (default: the system's temporary directory), readable only by this user. */
-export function openSpool(base: string | undefined, threshold: number): Spool {
+export function openSpool(base: string | undefined, threshold: number, memoryBytes = Infinity): Spool {
   const dir = mkdtempSync(join(base || tmpdir(), "tern-smtp-bridge-")); // mode 0700
-  return { dir, threshold, close: () => rmSync(dir, { recursive: true, force: true }) };
+  return { dir, threshold, memory: new MemoryPool(memoryBytes), close: () => rmSync(dir, { recursive: true, force: true }) };
 }
 
 /** Keeps everything in memory (tests of the conversion). */
-export const memoryOnly: Spool = { dir: null, threshold: Infinity, close() {} };
+export const memoryOnly: Spool = { dir: null, threshold: Infinity, memory: new MemoryPool(Infinity), close() {} };
 
 /** A failure of the spool (disk full, I/O error): the client should try again later. */
 export class SpoolError extends Error {}
@@ -104,18 +129,27 @@ export class PartSink {
 
   async #keep(block: Buffer): Promise<void> {
     const part = this.#part;
-    if (!this.#file && (this.#spool.dir === null || this.#budget.bytes + block.length <= this.#spool.threshold)) {
-      part.chunks.push(block);
-      this.#budget.bytes += block.length;
-      return;
+    const spool = this.#spool;
+    if (!this.#file) {
+      if (spool.dir === null) {
+        part.chunks.push(block);
+        return;
+      }
+      if (this.#budget.bytes + block.length <= spool.threshold && spool.memory.take(block.length)) {
+        part.chunks.push(block);
+        part.pool = spool.memory; // discardParts gives the bytes back
+        this.#budget.bytes += block.length;
+        return;
+      }
     }
     try {
       if (!this.#file) {
-        part.file = join(this.#spool.dir!, randomUUID());
+        part.file = join(spool.dir!, randomUUID());
         this.#file = await open(part.file, "wx", 0o600);
         for (const kept of part.chunks) {
           await this.#file.write(kept);
           this.#budget.bytes -= kept.length;
+          spool.memory.give(kept.length);
         }
         part.chunks = [];
       }
@@ -205,6 +239,10 @@ async function* base64Decoded(text: AsyncGenerator<Buffer>): AsyncGenerator<Buff
 
 /** Removes the files of a message's parts (after its answer, or when it is refused). */
 export async function discardParts(parts: MessagePart[]): Promise<void> {
+  for (const p of parts) {
+    p.pool?.give(p.chunks.reduce((n, c) => n + c.length, 0));
+    p.pool = undefined;
+    p.chunks = [];
+  }
   await Promise.all(parts.map((p) => (p.file ? unlink(p.file).catch(() => {}) : p.raw?.store.close())));
-  for (const p of parts) p.chunks = [];
 }

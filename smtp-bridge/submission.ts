@@ -5,7 +5,7 @@
 // are base64-encoded while the request is written, never as one big string.
 import type { Envelope } from "./message.ts";
 import type { RawStore } from "./raw.ts";
-import { base64TextOf, partBytes } from "./spool.ts";
+import { base64TextOf, partBytes, type MemoryPool } from "./spool.ts";
 
 export interface Mailbox {
   name: string;
@@ -19,6 +19,8 @@ export interface MessagePart {
   contentId?: string;
   /** Decoded content in memory, or (when large) the spool file that holds it. */
   chunks: Buffer[];
+  /** The spool's memory that counts `chunks` (discardParts gives their bytes back). */
+  pool?: MemoryPool;
   file?: string;
   /** Or: the range of the raw message that holds its body (multipart.ts), either its bytes as
    * they are, or canonical base64 lines (`base64Length` characters once their line breaks go). */

@@ -21,8 +21,8 @@ import { join } from "node:path";
 import { PassThrough, Readable } from "node:stream";
 import { describe, expect, it } from "vitest";
 import { chunksOf, readMessage, readWithMailparser, type Reader, type ReadResult } from "../../smtp-bridge/message.ts";
-import { discardParts, memoryOnly, openSpool, type Spool } from "../../smtp-bridge/spool.ts";
-import { requestBody, toSubmission, type ParsedMessage } from "../../smtp-bridge/submission.ts";
+import { discardParts, MemoryPool, memoryOnly, openSpool, type Spool } from "../../smtp-bridge/spool.ts";
+import { requestBody, toSubmission, type MessagePart, type ParsedMessage } from "../../smtp-bridge/submission.ts";
 import { random } from "../support/random.ts";
 
 // ---------------------------------------------------------------------------------------
@@ -541,6 +541,77 @@ describe("the multipart reader and the spool", () => {
       expect(readers).toEqual(["multipart", "multipart"]);
     }));
 
+  it("keeps messages in memory while the spool's memory has room (the rest in files), and gives every byte back", async () => {
+    const base = mkdtempSync(join(tmpdir(), "tern-multipart-test-"));
+    // Room for one `big` message in memory and 100 KB more; a message may hold up to 2 MB.
+    const spool = openSpool(base, 2 * 1024 * KB, big.length + 100 * KB);
+    const files = () => readdirSync(spool.dir!);
+    const read = async (raw: Buffer, chunks = [raw]) => {
+      const r = await readMessage(Readable.from(chunks), 1 << 30, spool);
+      if (!r.ok) throw new Error("refused");
+      return r.message.attachments;
+    };
+    const where = (parts: MessagePart[]) => parts.map((p) => (p.file || p.raw?.store.spilled ? "file" : "memory"));
+    try {
+      // The multipart reader: the first message stays in memory, the second does not fit beside it.
+      const first = await read(big, chunked(big, () => 16 * KB));
+      expect(where(first)).toEqual(["memory"]);
+      expect(files()).toEqual([]);
+      expect(spool.memory.used).toBe(big.length);
+      const second = await read(big, chunked(big, () => 16 * KB));
+      expect(where(second)).toEqual(["file"]);
+      expect(spool.memory.used, "the second gave back what it held before its file").toBe(big.length);
+      await discardParts(first);
+      expect(spool.memory.used).toBe(0);
+      const third = await read(big);
+      expect(where(third), "room again once the first was answered").toEqual(["memory"]);
+      await discardParts(third);
+      await discardParts(second);
+      expect(spool.memory.used).toBe(0);
+      expect(files()).toEqual([]);
+      // A message past its own threshold goes to a file whatever the room.
+      expect(where(await read(huge).then(async (parts) => (await discardParts(parts), parts)))).toEqual(["file"]);
+      expect(spool.memory.used).toBe(0);
+      // mailparser's path (base64 with a stray "*"): three 40 KB attachments, room for two.
+      const small = openSpool(base, 2 * 1024 * KB, 100 * KB);
+      const part = (name: string) => `--b1\nContent-Type: application/octet-stream\nContent-Transfer-Encoding: base64\nContent-Disposition: attachment; filename=${name}\n\n*${Buffer.alloc(40 * KB, 5).toString("base64").replace(/.{76}/g, "$&\n")}\n`;
+      const raw = byHand(`${MIXED}${TEXT_PART}${part("a.bin")}${part("b.bin")}${part("c.bin")}--b1--\n`);
+      const r = await readMessage(Readable.from([raw]), 1 << 30, small);
+      if (!r.ok) throw new Error("refused");
+      expect(r.reader).toBe("mailparser");
+      expect(where(r.message.attachments)).toEqual(["memory", "memory", "file"]);
+      expect(small.memory.used).toBe(80 * KB);
+      await discardParts(r.message.attachments);
+      expect(small.memory.used).toBe(0);
+      // A part that held a block before the room ran out gives it back when it goes to its file.
+      const onePart = byHand(`${MIXED}${TEXT_PART}${part("a.bin").replace(Buffer.alloc(40 * KB, 5).toString("base64").replace(/.{76}/g, "$&\n"), Buffer.alloc(150 * KB, 5).toString("base64").replace(/.{76}/g, "$&\n"))}--b1--\n`);
+      const o = await readMessage(Readable.from([onePart]), 1 << 30, small);
+      if (!o.ok) throw new Error("refused");
+      expect([o.reader, ...where(o.message.attachments), o.message.attachments[0]!.size]).toEqual(["mailparser", "file", 150 * KB]);
+      expect(small.memory.used).toBe(0);
+      await discardParts(o.message.attachments);
+      small.close();
+      // Refused, dropped or declined part way: nothing stays counted.
+      expect(await readMessage(Readable.from(chunked(big, () => 16 * KB)), big.length - 1000, spool)).toMatchObject({ ok: false, reason: "too-big" });
+      const input = new PassThrough();
+      const dropped = readMessage(input, 1 << 30, spool).catch((e: Error) => e.message);
+      input.write(big.subarray(0, 150 * KB));
+      await new Promise((r) => setImmediate(r));
+      input.destroy(new Error("Connection closed"));
+      expect(await dropped).toBe("Connection closed");
+      const declined = Buffer.concat([big.subarray(0, 200 * KB), Buffer.from("\r\n*\r\n"), big.subarray(200 * KB)]);
+      const d = await readMessage(Readable.from(chunked(declined, () => 16 * KB)), 1 << 30, spool);
+      if (!d.ok) throw new Error("refused");
+      expect(d.reader).toBe("mailparser");
+      await discardParts(d.message.attachments);
+      expect(spool.memory.used).toBe(0);
+      expect(files()).toEqual([]);
+    } finally {
+      spool.close();
+      rmSync(base, { recursive: true, force: true });
+    }
+  });
+
   it("refuses a message over the size limit and leaves no file", () =>
     withSpool(async (spool, left) => {
       for (const chunks of [[big], chunked(big, () => 16 * KB)]) {
@@ -642,7 +713,7 @@ describe("the multipart reader's failures and costs", () => {
     try {
       const raw = byHand(`${MIXED}--b1\nContent-Type: text/plain\n\n${"x".repeat(4000)}\n--b1\nContent-Type: text/plain; charset=iso-8859-1\n\ncaf\xe9\n--b1--\n`);
       const input = new PassThrough();
-      const read = readMessage(input, 1 << 30, { dir: notADirectory, threshold: 1024, close() {} }).then(() => "resolved", (e: Error) => e.constructor.name);
+      const read = readMessage(input, 1 << 30, { dir: notADirectory, threshold: 1024, memory: new MemoryPool(Infinity), close() {} }).then(() => "resolved", (e: Error) => e.constructor.name);
       let ended = false;
       input.once("end", () => (ended = true));
       input.write(raw);
