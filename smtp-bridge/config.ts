@@ -130,7 +130,7 @@ export function configFromEnv(env: Env): BridgeConfig {
     authFailureWindowMs: int(env, "TERN_BRIDGE_AUTH_FAILURE_WINDOW_MS", 15 * 60_000, 1000),
     rateLimitWaitMs: int(env, "TERN_BRIDGE_RATE_LIMIT_WAIT_MS", 10_000, 0),
     spoolDir: env.TERN_BRIDGE_SPOOL_DIR || undefined,
-    spoolThresholdBytes: int(env, "TERN_BRIDGE_SPOOL_THRESHOLD_BYTES", 4 * MB, 0, 40 * MB),
+    spoolThresholdBytes: int(env, "TERN_BRIDGE_SPOOL_THRESHOLD_BYTES", 256 * 1024, 0, 40 * MB),
     spoolMemoryBytes: int(env, "TERN_BRIDGE_SPOOL_MEMORY_BYTES", 16 * MB, 0),
     shutdownGraceMs: int(env, "TERN_BRIDGE_SHUTDOWN_GRACE_MS", 30_000, 0),
     logLevel: logLevel as BridgeConfig["logLevel"],
