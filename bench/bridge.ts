@@ -65,6 +65,9 @@ export interface SmtpRun {
   cpu: CpuUse | null;
   /** Seconds after the window until tern's send queue had caught up (API and bridge runs). */
   drainSeconds?: number;
+  /** The messages over the window and that catch-up: the rate tern sustains when the work it
+   * put off past the window counts too (API and bridge runs). */
+  sustainedRate?: number;
 }
 
 export interface CpuUse {
@@ -357,6 +360,11 @@ export async function stopBridgeBench(): Promise<void> {
   running.postfix = null;
 }
 
+function settle(run: SmtpRun, drainSeconds: number): void {
+  run.drainSeconds = drainSeconds;
+  run.sustainedRate = run.messages / (run.seconds + drainSeconds);
+}
+
 /** Waits until email `id` (the last one accepted) has left the queue; resolves with the seconds that took. */
 async function drain(t: TernProcess, id: string | null): Promise<number> {
   const t0 = performance.now();
@@ -404,7 +412,7 @@ export async function runBridgeBench(t: TernProcess, settings: BridgeSettings, l
         onBody: (b) => (lastId = (JSON.parse(b) as { id: string }).id),
       });
       runs.api.push({ messages: api.requests - api.errors, errors: api.errors, firstError: api.errors ? JSON.stringify(api.statuses) : null, seconds: api.seconds, rate: (api.requests - api.errors) / api.seconds, p50: api.p50, p99: api.p99, peakRssMb: null, cpu: perMessage(a, b, api.requests - api.errors) });
-      runs.api.at(-1)!.drainSeconds = await drain(t, lastId);
+      settle(runs.api.at(-1)!, await drain(t, lastId));
     };
     const viaBridge = async () => {
       lastId = null;
@@ -412,7 +420,7 @@ export async function runBridgeBench(t: TernProcess, settings: BridgeSettings, l
         sessions: settings.sessions, ...m.window, bridgePid: bridge.child.pid, onId: (id) => (lastId = id),
         sample: () => sampleUse(ternTree, bridge.child.pid),
       }));
-      runs.bridge.at(-1)!.drainSeconds = await drain(t, lastId);
+      settle(runs.bridge.at(-1)!, await drain(t, lastId));
     };
     for (let round = 1; round <= settings.rounds; round++) {
       // ABBA across rounds, so a slow drift of the machine favours neither.
@@ -474,15 +482,31 @@ export const BRIDGE_RSS_TARGET_MB = 200;
 const f0 = (n: number | null | undefined) => (n !== null && n !== undefined && Number.isFinite(n) ? Math.round(n).toLocaleString("en-US") : "n/a");
 const f2 = (n: number | null | undefined) => (n !== null && n !== undefined && Number.isFinite(n) ? n.toFixed(2) : "n/a");
 
+export interface BridgeSummary {
+  label: string;
+  /** Bridge / API, messages accepted in the window. */
+  accepted: { median: number; rounds: number[] };
+  /** Bridge / API, sustained rates (the window and the queue's catch-up after it): what the
+   * target is judged on. Counted over the window alone, a path that leaves more of tern's
+   * queue work (the consumer's, on the same Worker thread as the accepting) until after the
+   * window has that work out of its window, and looks faster by it: up to 0.9 s of work after
+   * a 6 s window at 10 KB, and either path may leave more. The catch-up charges each path for
+   * its own. */
+  sustained: { median: number; rounds: number[] };
+  bridgeOverPostfix: number;
+  peakRssMb: number;
+}
+
 /** The ratios are each round's (its two runs were measured side by side, so a slow drift of the
  * shared machine between rounds cancels out), and their median is reported. */
-export function bridgeSummary(r: BridgeResults): { label: string; bridgeOverApi: number; roundRatios: number[]; bridgeOverPostfix: number; peakRssMb: number }[] {
-  const ratios = (a: SmtpRun[], b: SmtpRun[]) => a.map((x, i) => x.rate / (b[i]?.rate ?? NaN));
+export function bridgeSummary(r: BridgeResults): BridgeSummary[] {
+  const ratios = (a: SmtpRun[], b: SmtpRun[], f: (x: SmtpRun) => number) => a.map((x, i) => f(x) / (b[i] ? f(b[i]!) : NaN));
+  const of = (rounds: number[]) => ({ median: median(rounds), rounds });
   return r.sizes.map((s) => ({
     label: s.label,
-    bridgeOverApi: median(ratios(s.runs.bridge, s.runs.api)),
-    roundRatios: ratios(s.runs.bridge, s.runs.api),
-    bridgeOverPostfix: median(ratios(s.runs.bridge, s.runs.postfix)),
+    accepted: of(ratios(s.runs.bridge, s.runs.api, (x) => x.rate)),
+    sustained: of(ratios(s.runs.bridge, s.runs.api, (x) => x.sustainedRate ?? NaN)),
+    bridgeOverPostfix: median(ratios(s.runs.bridge, s.runs.postfix, (x) => x.rate)),
     peakRssMb: Math.max(...s.runs.bridge.map((x) => x.peakRssMb ?? NaN)),
   }));
 }
@@ -500,10 +524,10 @@ export function renderBridge(r: BridgeResults, facts: { date: string; commit: st
   L.push("");
   L.push(`Postfix: ${r.postfix ? (/^\d/.test(r.postfix) ? `${r.postfix}, private instance on loopback, STARTTLS, no AUTH, \`discard\` transport` : r.postfix) : "n/a"}.`);
   L.push("");
-  L.push("CPU ms per message over the measured window: the server (tern's whole process tree: both workerd processes, wrangler, the dev relay; for the Postfix rows, Postfix's processes), the bridge process, and the load generator (this bench: the HTTP client, or the nodemailer pools with their TLS). Queue behind: how long after the window tern's send queue took to catch up (work of messages counted in the window but done after it, so not in its CPU figure).");
+  L.push("CPU ms per message over the measured window: the server (tern's whole process tree: both workerd processes, wrangler, the dev relay; for the Postfix rows, Postfix's processes), the bridge process, and the load generator (this bench: the HTTP client, or the nodemailer pools with their TLS). Queue behind: how long after the window tern's send queue took to catch up (work of messages counted in the window but done after it, so not in its CPU figure). Sustained: the window's messages over the window and that catch-up; the ratios the target is judged on are the sustained ones (bench/bridge.ts, BridgeSummary, says why).");
   L.push("");
-  L.push("| message | path | messages/s | p50 ms | p99 ms | errors | bridge peak RSS MB | CPU ms: server | bridge | generator | queue behind s |");
-  L.push("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+  L.push("| message | path | messages/s | sustained/s | p50 ms | p99 ms | errors | bridge peak RSS MB | CPU ms: server | bridge | generator | queue behind s |");
+  L.push("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   const label: Record<Path, string> = { api: "`POST /emails` straight to the API (JSON)", bridge: "SMTP -> bridge -> `POST /emails`", postfix: "SMTP -> Postfix (queued, discarded)" };
   for (const z of r.sizes) {
     for (const p of PATHS) {
@@ -511,7 +535,7 @@ export function renderBridge(r: BridgeResults, facts: { date: string; commit: st
       if (!runs.length) continue;
       const med = (f: (x: SmtpRun) => number | null) => median(runs.map((x) => f(x) ?? NaN));
       L.push(
-        `| ${z.label} (${f0(z.mimeBytes / 1024)} KB MIME, ${f0(z.jsonBytes / 1024)} KB JSON) | ${label[p]} | ${f0(med((x) => x.rate))} | ${f0(med((x) => x.p50))} | ${f0(med((x) => x.p99))} | ` +
+        `| ${z.label} (${f0(z.mimeBytes / 1024)} KB MIME, ${f0(z.jsonBytes / 1024)} KB JSON) | ${label[p]} | ${f0(med((x) => x.rate))} | ${p === "postfix" ? "-" : f0(med((x) => x.sustainedRate ?? null))} | ${f0(med((x) => x.p50))} | ${f0(med((x) => x.p99))} | ` +
           `${runs.reduce((a, x) => a + x.errors, 0)} | ${p === "bridge" ? f0(Math.max(...runs.map((x) => x.peakRssMb ?? NaN))) : "-"} | ` +
           `${f2(med((x) => x.cpu?.tern ?? null))} | ${p === "bridge" ? f2(med((x) => x.cpu?.bridge ?? null)) : "-"} | ${f2(med((x) => x.cpu?.generator ?? null))} | ` +
           `${p === "postfix" ? "-" : f2(med((x) => x.drainSeconds ?? null))} |`,
@@ -520,11 +544,11 @@ export function renderBridge(r: BridgeResults, facts: { date: string; commit: st
   }
   L.push("");
   for (const x of bridgeSummary(r)) {
-    const overhead = 1 / x.bridgeOverApi - 1;
+    const overhead = 1 / x.sustained.median - 1;
     L.push(
-      `- ${x.label}: bridge / API throughput **${f2(x.bridgeOverApi)}** (median of the rounds' ratios: ${x.roundRatios.map(f2).join(", ")}; the bridge adds ${f0(overhead * 100)}% per message; target at most ${BRIDGE_OVERHEAD_TARGET * 100}%: ` +
-        `${overhead <= BRIDGE_OVERHEAD_TARGET ? "met" : "missed"}); bridge / Postfix **${f2(x.bridgeOverPostfix)}**; peak RSS ${f0(x.peakRssMb)} MB at ${s.sessions} sessions ` +
-        `(target under ${BRIDGE_RSS_TARGET_MB} MB: ${x.peakRssMb < BRIDGE_RSS_TARGET_MB ? "met" : "missed"}).`,
+      `- ${x.label}: bridge / API throughput sustained **${f2(x.sustained.median)}** (rounds: ${x.sustained.rounds.map(f2).join(", ")}; the bridge adds ${f0(overhead * 100)}% per message; target at most ${BRIDGE_OVERHEAD_TARGET * 100}%: ` +
+        `${overhead <= BRIDGE_OVERHEAD_TARGET ? "met" : "missed"}); accepted in the window alone **${f2(x.accepted.median)}** (rounds: ${x.accepted.rounds.map(f2).join(", ")}); ` +
+        `bridge / Postfix **${f2(x.bridgeOverPostfix)}**; peak RSS ${f0(x.peakRssMb)} MB at ${s.sessions} sessions (target under ${BRIDGE_RSS_TARGET_MB} MB: ${x.peakRssMb < BRIDGE_RSS_TARGET_MB ? "met" : "missed"}).`,
     );
   }
   if (r.big) {
