@@ -106,24 +106,9 @@ const WRITE_CHARS = 64 * 1024;
 
 async function writeBody(req: ReturnType<typeof httpRequest>, body: RequestBody): Promise<void> {
   let pending = "";
-  const write = async (chunk: string | Buffer) => {
-    if (req.destroyed) throw new Error("request closed");
-    if (req.write(chunk)) return;
-    await new Promise<void>((resolve, reject) => {
-      const onDrain = () => {
-        req.off("close", onClose);
-        resolve();
-      };
-      const onClose = () => {
-        req.off("drain", onDrain);
-        reject(new Error("request closed"));
-      };
-      req.once("drain", onDrain);
-      req.once("close", onClose);
-    });
-  };
-  /** Writes `chunk` and waits until the socket is done with it. */
-  const written = (chunk: Buffer) =>
+  /** Writes `chunk` and waits until the socket is done with it: the body's buffers are lent,
+   * and may change once the next piece is asked for. */
+  const write = (chunk: string | Buffer) =>
     new Promise<void>((resolve, reject) => {
       if (req.destroyed) return reject(new Error("request closed"));
       const onClose = () => reject(new Error("request closed"));
@@ -145,7 +130,7 @@ async function writeBody(req: ReturnType<typeof httpRequest>, body: RequestBody)
     }
     if (pending) await write(pending);
     pending = "";
-    await written(chunk); // the body's buffers are lent: done with before the next piece
+    await write(chunk);
   }
   if (req.destroyed) throw new Error("request closed");
   await new Promise<void>((resolve) => (pending ? req.end(pending, resolve) : req.end(resolve)));
