@@ -278,44 +278,44 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
         log.warn("message_refused", { ...fields, bytes: read.bytes, reason: "too_big" });
         return finish(smtpError(552, `5.3.4 Message too big: the limit is ${config.maxMessageBytes} bytes`));
       }
-      // Whatever fails from here, the message's parts are given up (its files, its share of the
-      // spool's memory); discardParts may run twice.
+      let reply: { error: SmtpError | null; text?: string };
       try {
         const submission = toSubmission(read.message, envelope);
         const body = requestBody(submission);
         if (body.length > API_MAX_BODY_BYTES) {
-          await discardParts(submission.attachments);
           log.warn("message_refused", { ...fields, bytes: read.bytes, json_bytes: body.length, reason: "too_big_as_json" });
-          return finish(smtpError(552, `5.3.4 Message too big: as a request to the API it is ${body.length} bytes, over its limit of ${API_MAX_BODY_BYTES}`));
+          reply = { error: smtpError(552, `5.3.4 Message too big: as a request to the API it is ${body.length} bytes, over its limit of ${API_MAX_BODY_BYTES}`) };
+        } else {
+          // A small message is read: what it still holds while the API answers is its request, a
+          // few KB, so its slot goes to the next session now instead of after the API's round trip.
+          if (body.length <= SMALL_REQUEST_BYTES) release(state);
+          const { outcome, attempts } = await submit(key, body, submission.idempotencyKey);
+          const answer = replyForSubmission(outcome);
+          if (outcome.kind === "answer" && outcome.name === "invalid_api_key") verdicts.forget(key);
+          log[answer.class === "accepted" ? "info" : "warn"]("message", {
+            ...fields,
+            bytes: read.bytes,
+            json_bytes: body.length,
+            attachments: submission.attachments.length,
+            spooled: submission.attachments.filter((a) => a.file || a.raw?.store.spilled).length,
+            reader: read.reader,
+            idempotent: submission.idempotencyKey !== undefined,
+            status: outcome.kind === "answer" ? outcome.status : null,
+            error: outcome.kind === "answer" ? (outcome.name ?? null) : outcome.reason,
+            email_id: outcome.kind === "answer" ? (outcome.id ?? null) : null,
+            reply: answer.code,
+            attempts,
+            ms: Date.now() - t0,
+            read_ms: readMs,
+          });
+          reply = answer.class === "accepted" ? { error: null, text: answer.text } : { error: smtpError(answer.code, answer.text) };
         }
-        // A small message is read: what it still holds while the API answers is its request, a few
-        // KB, so its slot goes to the next session now instead of after the API's round trip.
-        if (body.length <= SMALL_REQUEST_BYTES) release(state);
-        const { outcome, attempts } = await submit(key, body, submission.idempotencyKey).finally(() => discardParts(submission.attachments));
-        const reply = replyForSubmission(outcome);
-        if (outcome.kind === "answer" && outcome.name === "invalid_api_key") verdicts.forget(key);
-        log[reply.class === "accepted" ? "info" : "warn"]("message", {
-          ...fields,
-          bytes: read.bytes,
-          json_bytes: body.length,
-          attachments: submission.attachments.length,
-          spooled: submission.attachments.filter((a) => a.file || a.raw?.store.spilled).length,
-          reader: read.reader,
-          idempotent: submission.idempotencyKey !== undefined,
-          status: outcome.kind === "answer" ? outcome.status : null,
-          error: outcome.kind === "answer" ? (outcome.name ?? null) : outcome.reason,
-          email_id: outcome.kind === "answer" ? (outcome.id ?? null) : null,
-          reply: reply.code,
-          attempts,
-          ms: Date.now() - t0,
-          read_ms: readMs,
-        });
-        if (reply.class === "accepted") finish(null, reply.text);
-        else finish(smtpError(reply.code, reply.text));
-      } catch (err) {
+      } finally {
+        // Whatever happened, the message's parts go (its files, its share of the spool's
+        // memory) before the client has its answer.
         await discardParts(read.message.attachments);
-        throw err;
       }
+      finish(reply.error, reply.text);
     })().catch((err: Error) => {
       log.error("message_failed", { ...fields, error: err.message });
       if (err instanceof SpoolError) finish(smtpError(452, "4.3.1 Insufficient system storage; try again later"));
