@@ -65,9 +65,12 @@ export interface SmtpRun {
   cpu: CpuUse | null;
   /** Seconds after the window until tern's send queue had caught up (API and bridge runs). */
   drainSeconds?: number;
-  /** The messages over the window and that catch-up: the rate tern sustains when the work it
-   * put off past the window counts too (API and bridge runs). */
-  sustainedRate?: number;
+}
+
+/** The messages over the window and the queue's catch-up after it: the rate tern sustains when
+ * the work it put off past the window counts too (API and bridge runs; NaN for Postfix's). */
+function sustainedRate(run: SmtpRun): number {
+  return run.messages / (run.seconds + (run.drainSeconds ?? NaN));
 }
 
 export interface CpuUse {
@@ -360,11 +363,6 @@ export async function stopBridgeBench(): Promise<void> {
   running.postfix = null;
 }
 
-function settle(run: SmtpRun, drainSeconds: number): void {
-  run.drainSeconds = drainSeconds;
-  run.sustainedRate = run.messages / (run.seconds + drainSeconds);
-}
-
 /** Waits until email `id` (the last one accepted) has left the queue; resolves with the seconds that took. */
 async function drain(t: TernProcess, id: string | null): Promise<number> {
   const t0 = performance.now();
@@ -412,7 +410,7 @@ export async function runBridgeBench(t: TernProcess, settings: BridgeSettings, l
         onBody: (b) => (lastId = (JSON.parse(b) as { id: string }).id),
       });
       runs.api.push({ messages: api.requests - api.errors, errors: api.errors, firstError: api.errors ? JSON.stringify(api.statuses) : null, seconds: api.seconds, rate: (api.requests - api.errors) / api.seconds, p50: api.p50, p99: api.p99, peakRssMb: null, cpu: perMessage(a, b, api.requests - api.errors) });
-      settle(runs.api.at(-1)!, await drain(t, lastId));
+      runs.api.at(-1)!.drainSeconds = await drain(t, lastId);
     };
     const viaBridge = async () => {
       lastId = null;
@@ -420,7 +418,7 @@ export async function runBridgeBench(t: TernProcess, settings: BridgeSettings, l
         sessions: settings.sessions, ...m.window, bridgePid: bridge.child.pid, onId: (id) => (lastId = id),
         sample: () => sampleUse(ternTree, bridge.child.pid),
       }));
-      settle(runs.bridge.at(-1)!, await drain(t, lastId));
+      runs.bridge.at(-1)!.drainSeconds = await drain(t, lastId);
     };
     for (let round = 1; round <= settings.rounds; round++) {
       // ABBA across rounds, so a slow drift of the machine favours neither.
@@ -505,7 +503,7 @@ export function bridgeSummary(r: BridgeResults): BridgeSummary[] {
   return r.sizes.map((s) => ({
     label: s.label,
     accepted: of(ratios(s.runs.bridge, s.runs.api, (x) => x.rate)),
-    sustained: of(ratios(s.runs.bridge, s.runs.api, (x) => x.sustainedRate ?? NaN)),
+    sustained: of(ratios(s.runs.bridge, s.runs.api, sustainedRate)),
     bridgeOverPostfix: median(ratios(s.runs.bridge, s.runs.postfix, (x) => x.rate)),
     peakRssMb: Math.max(...s.runs.bridge.map((x) => x.peakRssMb ?? NaN)),
   }));
@@ -535,7 +533,7 @@ export function renderBridge(r: BridgeResults, facts: { date: string; commit: st
       if (!runs.length) continue;
       const med = (f: (x: SmtpRun) => number | null) => median(runs.map((x) => f(x) ?? NaN));
       L.push(
-        `| ${z.label} (${f0(z.mimeBytes / 1024)} KB MIME, ${f0(z.jsonBytes / 1024)} KB JSON) | ${label[p]} | ${f0(med((x) => x.rate))} | ${p === "postfix" ? "-" : f0(med((x) => x.sustainedRate ?? null))} | ${f0(med((x) => x.p50))} | ${f0(med((x) => x.p99))} | ` +
+        `| ${z.label} (${f0(z.mimeBytes / 1024)} KB MIME, ${f0(z.jsonBytes / 1024)} KB JSON) | ${label[p]} | ${f0(med((x) => x.rate))} | ${p === "postfix" ? "-" : f0(med(sustainedRate))} | ${f0(med((x) => x.p50))} | ${f0(med((x) => x.p99))} | ` +
           `${runs.reduce((a, x) => a + x.errors, 0)} | ${p === "bridge" ? f0(Math.max(...runs.map((x) => x.peakRssMb ?? NaN))) : "-"} | ` +
           `${f2(med((x) => x.cpu?.tern ?? null))} | ${p === "bridge" ? f2(med((x) => x.cpu?.bridge ?? null)) : "-"} | ${f2(med((x) => x.cpu?.generator ?? null))} | ` +
           `${p === "postfix" ? "-" : f2(med((x) => x.drainSeconds ?? null))} |`,
