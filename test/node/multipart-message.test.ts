@@ -197,6 +197,9 @@ async function composedCases(): Promise<Case[]> {
 
 const MIXED = 'Content-Type: multipart/mixed; boundary="b1"\n\n';
 const TEXT_PART = "--b1\nContent-Type: text/plain; charset=utf-8\n\nhello\n";
+/** An attachment in base64 that starts with a stray "*": the multipart reader declines it, mailparser reads it. */
+const strayBase64Part = (name: string, bytes = 40 * KB) =>
+  `--b1\nContent-Type: application/octet-stream\nContent-Transfer-Encoding: base64\nContent-Disposition: attachment; filename=${name}\n\n*${Buffer.alloc(bytes, 5).toString("base64").replace(/.{76}/g, "$&\n")}\n`;
 const BIN_PART = "--b1\nContent-Type: application/octet-stream; name=a.bin\nContent-Transfer-Encoding: base64\nContent-Disposition: attachment; filename=a.bin\n\n";
 /** A multipart/mixed message of a text part and a base64 attachment whose body is `base64`. */
 const withBase64 = (base64: string) => byHand(`${MIXED}${TEXT_PART}${BIN_PART}${base64}\n--b1--\n`);
@@ -570,12 +573,13 @@ describe("the multipart reader and the spool", () => {
       expect(spool.memory.used).toBe(0);
       expect(files()).toEqual([]);
       // A message past its own threshold goes to a file whatever the room.
-      expect(where(await read(huge).then(async (parts) => (await discardParts(parts), parts)))).toEqual(["file"]);
+      const past = await read(huge);
+      expect(where(past)).toEqual(["file"]);
+      await discardParts(past);
       expect(spool.memory.used).toBe(0);
       // mailparser's path (base64 with a stray "*"): three 40 KB attachments, room for two.
       const small = openSpool(base, 2 * 1024 * KB, 100 * KB);
-      const part = (name: string) => `--b1\nContent-Type: application/octet-stream\nContent-Transfer-Encoding: base64\nContent-Disposition: attachment; filename=${name}\n\n*${Buffer.alloc(40 * KB, 5).toString("base64").replace(/.{76}/g, "$&\n")}\n`;
-      const raw = byHand(`${MIXED}${TEXT_PART}${part("a.bin")}${part("b.bin")}${part("c.bin")}--b1--\n`);
+      const raw = byHand(`${MIXED}${TEXT_PART}${strayBase64Part("a.bin")}${strayBase64Part("b.bin")}${strayBase64Part("c.bin")}--b1--\n`);
       const r = await readMessage(Readable.from([raw]), 1 << 30, small);
       if (!r.ok) throw new Error("refused");
       expect(r.reader).toBe("mailparser");
@@ -584,7 +588,7 @@ describe("the multipart reader and the spool", () => {
       await discardParts(r.message.attachments);
       expect(small.memory.used).toBe(0);
       // A part that held a block before the room ran out gives it back when it goes to its file.
-      const onePart = byHand(`${MIXED}${TEXT_PART}${part("a.bin").replace(Buffer.alloc(40 * KB, 5).toString("base64").replace(/.{76}/g, "$&\n"), Buffer.alloc(150 * KB, 5).toString("base64").replace(/.{76}/g, "$&\n"))}--b1--\n`);
+      const onePart = byHand(`${MIXED}${TEXT_PART}${strayBase64Part("a.bin", 150 * KB)}--b1--\n`);
       const o = await readMessage(Readable.from([onePart]), 1 << 30, small);
       if (!o.ok) throw new Error("refused");
       expect([o.reader, ...where(o.message.attachments), o.message.attachments[0]!.size]).toEqual(["mailparser", "file", 150 * KB]);
@@ -645,8 +649,7 @@ describe("the multipart reader and the spool", () => {
     withSpool(async (spool) => {
       // three 40 KB attachments (base64 with a stray "*": mailparser's) against a 64 KB threshold:
       // each is under it, but the second and third would take the message past it
-      const part = (name: string) => `--b1\nContent-Type: application/octet-stream\nContent-Transfer-Encoding: base64\nContent-Disposition: attachment; filename=${name}\n\n*${Buffer.alloc(40 * KB, 5).toString("base64").replace(/.{76}/g, "$&\n")}\n`;
-      const raw = byHand(`${MIXED}${TEXT_PART}${part("a.bin")}${part("b.bin")}${part("c.bin")}--b1--\n`);
+      const raw = byHand(`${MIXED}${TEXT_PART}${strayBase64Part("a.bin")}${strayBase64Part("b.bin")}${strayBase64Part("c.bin")}--b1--\n`);
       const read = await readMessage(Readable.from([raw]), 1 << 30, spool);
       if (!read.ok) throw new Error("refused");
       expect(read.reader).toBe("mailparser");
@@ -788,7 +791,8 @@ describe("chunksOf: the DATA stream a chunk at a time", () => {
       input.end();
     })();
     await rest.next();
-    await new Promise((r) => setTimeout(r, 20)); // the next chunk waits in the reader: the stream is paused
+    // Stopped while the next chunk waits in the reader, the stream paused behind it.
+    while (!input.isPaused()) await new Promise((r) => setImmediate(r));
     rest.stop();
     await writer; // without the drain, the writer would wait for room forever
     await new Promise((r) => input.once("end", r));
