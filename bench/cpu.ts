@@ -3,8 +3,8 @@
 // processes: a proxy on the public port (it forwards every request, for live reload) and the
 // runtime of the Worker itself (with local D1, Queues and R2). Linux only; elsewhere every
 // figure is null and the bench goes on.
-import { readdirSync, readFileSync } from "node:fs";
-import { execFileSync } from "node:child_process";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { execFileSync, spawnSync } from "node:child_process";
 import { runLoad, type LoadOptions, type LoadResult } from "./load.ts";
 
 export type Part = "worker runtime" | "dev proxy" | "wrangler" | "start+relay" | "generator" | "other";
@@ -44,19 +44,9 @@ function cmdline(pid: number): string {
  * no "start+relay". */
 export function sampleCpu(ternPid: number | undefined, publicPort: number): CpuSample {
   if (process.platform !== "linux" || ternPid === undefined) return null;
-  let pids: number[];
-  try {
-    pids = readdirSync("/proc").filter((n) => /^\d+$/.test(n)).map(Number);
-  } catch {
-    return null;
-  }
-  const info = new Map<number, { ppid: number; comm: string; cpu: number }>();
-  for (const pid of pids) {
-    const s = stat(pid);
-    if (s) info.set(pid, s);
-  }
-  const children = new Map<number, number[]>();
-  for (const [pid, s] of info) children.set(s.ppid, [...(children.get(s.ppid) ?? []), pid]);
+  const table = processTable();
+  if (!table) return null;
+  const { info, children } = table;
   const out: Record<Part, number> = { "worker runtime": 0, "dev proxy": 0, wrangler: 0, "start+relay": 0, generator: 0, other: 0 };
   out.generator = info.get(process.pid)?.cpu ?? 0;
   const queue = [ternPid];
@@ -79,6 +69,53 @@ export function sampleCpu(ternPid: number | undefined, publicPort: number): CpuS
     queue.push(...(children.get(pid) ?? []));
   }
   return out;
+}
+
+interface ProcessTable {
+  info: Map<number, { ppid: number; comm: string; cpu: number }>;
+  children: Map<number, number[]>;
+}
+
+function processTable(): ProcessTable | null {
+  let pids: number[];
+  try {
+    pids = readdirSync("/proc").filter((n) => /^\d+$/.test(n)).map(Number);
+  } catch {
+    return null;
+  }
+  const info = new Map<number, { ppid: number; comm: string; cpu: number }>();
+  for (const pid of pids) {
+    const s = stat(pid);
+    if (s) info.set(pid, s);
+  }
+  const children = new Map<number, number[]>();
+  for (const [pid, s] of info) children.set(s.ppid, [...(children.get(s.ppid) ?? []), pid]);
+  return { info, children };
+}
+
+/** `pid` and all its descendants (Linux; [pid] elsewhere). */
+export function processTree(pid: number): number[] {
+  const table = processTable();
+  if (!table) return [pid];
+  const out: number[] = [];
+  const queue = [pid];
+  while (queue.length) {
+    const p = queue.shift()!;
+    if (!table.info.has(p)) continue;
+    out.push(p);
+    queue.push(...(table.children.get(p) ?? []));
+  }
+  return out;
+}
+
+/** Pins each process (all its threads; threads and children it starts later inherit this) to
+ * the CPUs in `cpus` (taskset's list form, "0" or "0-1"). Throws when taskset fails. */
+export function pinProcesses(pids: number[], cpus: string): void {
+  for (const pid of pids) {
+    const r = spawnSync("taskset", ["-a", "-p", "-c", cpus, String(pid)], { encoding: "utf8" });
+    // A process may end between listing and pinning (a short-lived helper): only a live one counts.
+    if (r.status !== 0 && existsSync(`/proc/${pid}`)) throw new Error(`taskset -a -p -c ${cpus} ${pid}: ${(r.stderr || r.error?.message || "").trim()}`);
+  }
 }
 
 export function cpuDelta(a: CpuSample, b: CpuSample): CpuSample {
