@@ -28,7 +28,7 @@ describe("statements compiled once from the drizzle schema", () => {
     const row = emailRow("acct");
     expect(insertEmail.sql).toBe(db.insert(emails).values(row).toSQL().sql);
     expect(insertEmail.sql).toMatch(/^insert into "emails" \(.*"lease_until".*\) values \((\?, ){24}\?\)$/);
-    expect(insertEmailEvent.sql).toBe(db.insert(emailEvents).values({ id: "e", emailId: "m", accountId: "a", type: "queued", dataJson: "{}", createdAt: 1 }).toSQL().sql);
+    expect(insertEmailEvent.sql).toBe(db.insert(emailEvents).values({ id: "e", emailId: "m", accountId: "a", type: "queued", dataJson: "{}", createdAt: 1, dedupeKey: null }).toSQL().sql);
   });
 
   it("write exactly the row drizzle writes", async () => {
@@ -36,7 +36,7 @@ describe("statements compiled once from the drizzle schema", () => {
     const viaDrizzle = emailRow(accountId);
     const compiled = { ...viaDrizzle, id: uuidv7(Date.now() + 1) }; // one row: its timestamps must not differ by a tick
     await db.insert(emails).values(viaDrizzle);
-    await env.DB.batch([insertEmail.bind(env.DB, compiled), insertEmailEvent.bind(env.DB, { id: uuidv7(Date.now()), emailId: compiled.id, accountId, type: "queued", dataJson: "{}", createdAt: 7 })]);
+    await env.DB.batch([insertEmail.bind(env.DB, compiled), insertEmailEvent.bind(env.DB, { id: uuidv7(Date.now()), emailId: compiled.id, accountId, type: "queued", dataJson: "{}", createdAt: 7, dedupeKey: null })]);
     const [a] = await db.select().from(emails).where(eq(emails.id, viaDrizzle.id));
     const [b] = await db.select().from(emails).where(eq(emails.id, compiled.id));
     expect({ ...b, id: "" }).toEqual({ ...a, id: "" });

@@ -99,6 +99,21 @@ describe("reports at the return path", () => {
     expect((await events(id)).length).toBe(before);
   });
 
+  it("the same report handled twice at once records one event and one webhook event", async () => {
+    // Both handlers read the email's events before either writes: only the unique dedupe key
+    // stands between them and a second email.bounced.
+    const { id, returnPath } = await sentEmail(reportRecipients("postfix-bounce-user-unknown"));
+    const results = await Promise.all(Array.from({ length: 4 }, () => handleEmail(incoming("", returnPath, fixture("postfix-bounce-user-unknown")).message, env)));
+    expect(results.map((r) => (r.kind === "report" ? r.detail : r.kind)).sort()).toEqual(["", "", "", "bounced"]);
+    expect((await events(id)).filter((e) => e.type === "bounced" && e.data.source === "report")).toHaveLength(1);
+    expect((await webhookEvents(id)).filter((w) => w.type === "email.bounced")).toHaveLength(1);
+    // Two different reports at once are two facts, both kept.
+    const other = await sentEmail([...reportRecipients("postfix-bounce-user-unknown"), ...reportRecipients("postfix-delayed")]);
+    await Promise.all(["postfix-bounce-user-unknown", "postfix-delayed"].map((name) => handleEmail(incoming("", other.returnPath, fixture(name)).message, env)));
+    const reported = (await webhookEvents(other.id)).map((w) => w.type).filter((t) => t === "email.bounced" || t === "email.delivery_delayed");
+    expect(reported.sort()).toEqual(["email.bounced", "email.delivery_delayed"]);
+  });
+
   it.each([
     ["postfix-delayed", "delivery_delayed", "email.delivery_delayed", null],
     ["postfix-delivered", "delivered", "email.delivered", null],

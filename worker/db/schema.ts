@@ -165,8 +165,12 @@ export const emailEvents = sqliteTable(
     /** JSON: details of the event (bounce, failure reason, recipients). */
     dataJson: text("data_json").notNull().default("{}"),
     createdAt: integer("created_at").notNull(),
+    /** What makes an event the same fact again, for events that may arrive more than once (a
+     * delivery report: its type, recipients and status); unique per email, so the same report
+     * handled twice at once still records it once. Null for events tern records itself. */
+    dedupeKey: text("dedupe_key"),
   },
-  (t) => [index("email_events_email").on(t.emailId, t.id)],
+  (t) => [index("email_events_email").on(t.emailId, t.id), uniqueIndex("email_events_dedupe").on(t.emailId, t.dedupeKey)],
 );
 
 export type EmailRow = typeof emails.$inferSelect;

@@ -5,7 +5,8 @@
 // still null), so an event is never lost between the change and its webhooks.
 import type { BatchItem } from "drizzle-orm/batch";
 import type { DrizzleD1Database } from "drizzle-orm/d1";
-import { webhookEvents, type EmailRow } from "../db/schema.ts";
+import { eq, sql } from "drizzle-orm";
+import { emailEvents, webhookEvents, type EmailRow } from "../db/schema.ts";
 import { uuidv7 } from "../ids.ts";
 import {
   contactEventPayload,
@@ -38,6 +39,15 @@ export function outboxEvent(accountId: string, payload: { type: WebhookEventType
 
 export function outboxInsert(db: DrizzleD1Database, e: OutboxEvent): BatchItem<"sqlite"> {
   return db.insert(webhookEvents).values({ id: e.id, accountId: e.accountId, type: e.type, payloadJson: e.body, createdAt: e.createdAt });
+}
+
+/** The outbox row of an email event whose insert, earlier in the same batch, may have been
+ * ignored as a duplicate: written only if email event `emailEventId` is there. */
+export function outboxInsertIfRecorded(db: DrizzleD1Database, e: OutboxEvent, emailEventId: string): BatchItem<"sqlite"> {
+  return db.insert(webhookEvents).select(
+    db.select({ id: sql`${e.id}`.as("id"), accountId: sql`${e.accountId}`.as("account_id"), type: sql`${e.type}`.as("type"), payloadJson: sql`${e.body}`.as("payload_json"), createdAt: sql`${e.createdAt}`.as("created_at"), fannedOutAt: sql`null`.as("fanned_out_at") })
+      .from(emailEvents).where(eq(emailEvents.id, emailEventId)),
+  );
 }
 
 /** The facts every email event repeats, from the stored row. */

@@ -8,7 +8,7 @@ import { drizzle } from "drizzle-orm/d1";
 import type { TernConfig } from "../config.ts";
 import { emailEvents, emails, type EmailRow } from "../db/schema.ts";
 import { suppressStatement } from "../suppressions/suppress.ts";
-import { announce, emailFacts, emailOutboxEvent, outboxInsert, type OutboxEvent } from "../events/outbox.ts";
+import { announce, emailFacts, emailOutboxEvent, outboxInsertIfRecorded, type OutboxEvent } from "../events/outbox.ts";
 import { uuidv7 } from "../ids.ts";
 import { parseMailbox, toAsciiEmail } from "../mime/address.ts";
 import { parseReport, type Report, type ReportOutcome } from "../reports/parse.ts";
@@ -63,8 +63,9 @@ export async function applyReport(env: Env, config: TernConfig, to: string, raw:
       .map((e) => fingerprint(e.type, JSON.parse(e.dataJson) as { recipients?: unknown; status?: unknown })),
   );
   const statements: BatchItem<"sqlite">[] = [];
-  const outbox: OutboxEvent[] = [];
-  const types: string[] = [];
+  /** Each event's insert (its index in the batch): the same report handled twice at once
+   * passes the check above twice, and the unique dedupe key lets only one insert through. */
+  const recorded: { statement: number; type: string; event: OutboxEvent }[] = [];
   // A report speaks only for the email's own recipients: anyone who received the email can see
   // its return path and mail a forged report naming other addresses, which must neither become
   // events of this email nor land on the suppression list.
@@ -83,14 +84,15 @@ export async function applyReport(env: Env, config: TernConfig, to: string, raw:
     if (seen.has(key)) continue;
     seen.add(key);
     const at = now + i;
-    statements.push(db.insert(emailEvents).values({ id: uuidv7(at), emailId, accountId: email.accountId, type, dataJson: JSON.stringify(data), createdAt: at }));
+    const eventId = uuidv7(at);
     const facts = emailFacts(email);
     const event =
       outcome.kind === "bounce"
         ? emailOutboxEvent(email.accountId, { type: "email.bounced", email: facts, at, bounce: outcome.bounce! }, at)
         : emailOutboxEvent(email.accountId, { type: `email.${type as Exclude<Kind, "bounced">}`, email: facts, at }, at);
-    outbox.push(event);
-    statements.push(outboxInsert(db, event));
+    recorded.push({ statement: statements.length, type, event });
+    statements.push(db.insert(emailEvents).values({ id: eventId, emailId, accountId: email.accountId, type, dataJson: JSON.stringify(data), createdAt: at, dedupeKey: key }).onConflictDoNothing());
+    statements.push(outboxInsertIfRecorded(db, event, eventId));
     const suppress = (outcome.kind === "bounce" && outcome.bounce?.type === "Permanent") || outcome.kind === "complaint";
     if (suppress) {
       for (const r of outcome.recipients) {
@@ -104,13 +106,13 @@ export async function applyReport(env: Env, config: TernConfig, to: string, raw:
         }));
       }
     }
-    types.push(type);
   }
-  if (statements.length === 0) return { applied: true, emailId, events: [] };
-  statements.push(db.update(emails).set({ lastEvent: types[types.length - 1]! }).where(and(eq(emails.id, emailId))));
-  await db.batch(statements as [BatchItem<"sqlite">]);
-  await announce(env, outbox);
-  return { applied: true, emailId, events: types };
+  if (recorded.length === 0) return { applied: true, emailId, events: [] };
+  statements.push(db.update(emails).set({ lastEvent: recorded.at(-1)!.type }).where(and(eq(emails.id, emailId))));
+  const results = await db.batch(statements as [BatchItem<"sqlite">]);
+  const applied = recorded.filter((r) => ((results[r.statement] as D1Result).meta.changes ?? 0) > 0);
+  await announce(env, applied.map((r) => r.event));
+  return { applied: true, emailId, events: applied.map((r) => r.type) };
 }
 
 /** The email's envelope recipients, lower case, as the report names them (ASCII domains). */

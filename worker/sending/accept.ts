@@ -207,6 +207,7 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
           type: first,
           dataJson: scheduled ? JSON.stringify({ scheduled_at: new Date(p.scheduledAt!).toISOString() }) : "{}",
           createdAt: p.createdAt,
+          dedupeKey: null,
         },
       };
     }),
