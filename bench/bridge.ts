@@ -617,7 +617,7 @@ export function renderBridge(r: BridgeResults, facts: { date: string; commit: st
     const overhead = 1 / x.sustained.median - 1;
     const judged = x.placement === JUDGED_PLACEMENT;
     L.push(
-      `- ${x.label}, ${x.placement}: bridge / API throughput sustained **${f2(x.sustained.median)}** (rounds: ${x.sustained.rounds.map(f2).join(", ")}; the bridge adds ${f0(overhead * 100)}% per message` +
+      `- ${x.label}, ${x.placement}: bridge / API throughput sustained **${f2(x.sustained.median)}** (rounds: ${x.sustained.rounds.map(f2).join(", ")}; ${overhead > 0 ? `the bridge adds ${f0(overhead * 100)}% per message` : "the bridge adds nothing measurable"}` +
         `${judged ? `; target at most ${BRIDGE_OVERHEAD_TARGET * 100}%: ${overhead <= BRIDGE_OVERHEAD_TARGET ? "met" : "missed"}` : ""}); accepted in the window alone **${f2(x.accepted.median)}** (rounds: ${x.accepted.rounds.map(f2).join(", ")}); ` +
         `bridge CPU / server CPU per message ${f2(x.bridgeCpuOverServer)}; ${x.bridgeOverPostfix !== null ? `bridge / Postfix **${f2(x.bridgeOverPostfix)}**; ` : ""}peak RSS ${f0(x.peakRssMb)} MB at ${s.sessions} sessions (target under ${BRIDGE_RSS_TARGET_MB} MB: ${x.peakRssMb < BRIDGE_RSS_TARGET_MB ? "met" : "missed"}).`,
     );
