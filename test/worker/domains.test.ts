@@ -7,6 +7,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { readConfig } from "../../worker/config.ts";
 import { openPrivateKey } from "../../worker/dkim/keys.ts";
 import { checkDomain, loadDomain, recheckDueDomains } from "../../worker/domains/service.ts";
+import { organizationalDomain } from "../../worker/domains/verification.ts";
 import worker from "../../worker/index.ts";
 import { api, countRows, createAccount, type TestAccount } from "./fixtures.ts";
 import { failLookups, publish, publishRecords, unpublish, type DomainRecord } from "./zone.ts";
@@ -323,10 +324,30 @@ describe("verification over DNS", () => {
     await publish(`_dmarc.${org}`, "TXT", ["v=DMARC1; p=none; sp=reject"]);
     const sub = await addDomain({ name: `mail.${org}` });
     expect((await verify(sub.id)).dmarc).toMatchObject({ found: true, policy: "reject", inherited: true });
+    // The organizational domain is found by the Public Suffix List: under co.uk it is
+    // example.co.uk, not co.uk (whose record, here, would say otherwise).
+    const uk = `u${crypto.randomUUID().slice(0, 8)}.co.uk`;
+    await publish(`_dmarc.${uk}`, "TXT", ["v=DMARC1; p=none; sp=quarantine"]);
+    await publish("_dmarc.co.uk", "TXT", ["v=DMARC1; p=reject"]);
+    const ukSub = await addDomain({ name: `mail.${uk}` });
+    expect((await verify(ukSub.id)).dmarc).toMatchObject({ found: true, policy: "quarantine", inherited: true, record: "v=DMARC1; p=none; sp=quarantine" });
     // DMARC is recommended, not required.
     await publishRecords(d.name, d.records);
     await unpublish(`_dmarc.${d.name}`);
     expect((await verify(d.id)).status).toBe("verified");
+  });
+
+  it("the organizational domain is one label under the public suffix", () => {
+    expect(organizationalDomain("mail.example.com")).toBe("example.com");
+    expect(organizationalDomain("a.b.example.co.uk")).toBe("example.co.uk");
+    expect(organizationalDomain("news.someone.github.io")).toBe("someone.github.io");
+    expect(organizationalDomain("Mail.Example.COM.")).toBe("example.com");
+    expect(organizationalDomain("mail.xn--bcher-kva.de")).toBe("xn--bcher-kva.de");
+    expect(organizationalDomain("mail.example.test")).toBe("example.test");
+    // Itself an organizational domain, or a suffix: nowhere else to look.
+    expect(organizationalDomain("example.com")).toBeNull();
+    expect(organizationalDomain("example.co.uk")).toBeNull();
+    expect(organizationalDomain("co.uk")).toBeNull();
   });
 
   it("receiving adds the Receiving MX, with its own status (the domain's is about sending)", async () => {

@@ -1,6 +1,7 @@
 // What a domain must publish, how each published record is judged, and how a domain's status
 // moves (contract section 5). Pure: the DNS answers come in, the new state goes out; the
 // service (service.ts) does the lookups and the writes.
+import { getDomain } from "tldts";
 import { dkimRecordValue, publicKeyOfRecord } from "../dkim/keys.ts";
 import type { DkimAlgorithm } from "../dkim/sign.ts";
 import type { Lookup, RecordType } from "./dns.ts";
@@ -235,10 +236,12 @@ export function dmarcOf(lookup: Lookup, inherited: boolean): DmarcInfo | null {
   return { found: true, policy, record, inherited };
 }
 
-/** The organizational domain, approximated as the last two labels. A public-suffix list would
- * be exact (example.co.uk); the approximation only decides where a missing DMARC record is
- * looked up a second time. */
+/** The organizational domain (RFC 7489 3.2) of a subdomain: one label more than its public
+ * suffix, by the Public Suffix List (private entries too: x.github.io is its own owner's), so
+ * mail.example.co.uk has example.co.uk, not co.uk. Null when `name` is itself one, or is a
+ * suffix: then there is no second place to look for a DMARC record. */
 export function organizationalDomain(name: string): string | null {
-  const labels = name.split(".");
-  return labels.length > 2 ? labels.slice(-2).join(".") : null;
+  const lower = name.toLowerCase().replace(/\.$/, "");
+  const org = getDomain(lower, { allowPrivateDomains: true });
+  return org && org !== lower ? org : null;
 }
