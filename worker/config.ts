@@ -29,6 +29,9 @@ export interface TernConfig {
   publicUrl: string;
   /** The operator allows webhook endpoints on http and on private or loopback hosts (dev mode always does). */
   webhookAllowPrivateTargets: boolean;
+  /** Days sent and received mail and webhook history are kept (worker/retention/purge.ts);
+   * null: kept for ever (RETENTION_DAYS = "0"). */
+  retentionDays: number | null;
 }
 
 // 1 min, 5 min, 15 min, 30 min, 1 h, 2 h, 4 h, 8 h, 8 h: about a day, like an MTA's queue.
@@ -56,5 +59,19 @@ export function readConfig(env: Env): TernConfig {
     publicUrl: (env.PUBLIC_URL ?? "").replace(/\/+$/, ""),
     webhookAllowPrivateTargets: env.TERN_DEV_MODE === "true" || env.WEBHOOK_ALLOW_PRIVATE_TARGETS === "true",
     inboundAuthservId: env.INBOUND_AUTHSERV_ID || "mx.cloudflare.net",
+    retentionDays: retentionDaysOf(env.RETENTION_DAYS),
   };
+}
+
+/** A positive number of days (fractions allowed); "0" for ever; unset or unreadable: 30. An
+ * unreadable value keeps the default rather than purging on a typo. */
+function retentionDaysOf(value: string | undefined): number | null {
+  if (value === undefined || value.trim() === "") return 30;
+  const n = Number(value);
+  if (n === 0) return null;
+  if (!Number.isFinite(n) || n < 0) {
+    console.error(`RETENTION_DAYS=${JSON.stringify(value)} is not a number of days: keeping 30`);
+    return 30;
+  }
+  return n;
 }

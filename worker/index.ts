@@ -17,6 +17,7 @@ import { registerWebhookRoutes } from "./routes/webhooks.ts";
 import type { WebhookQueueMessage } from "./events/outbox.ts";
 import { consumeWebhookBatch, sweepWebhooks } from "./webhooks/consumer.ts";
 import type { QueueMessage } from "./sending/accept.ts";
+import { purgeExpired } from "./retention/purge.ts";
 import { sweepIdempotencyKeys } from "./sending/idempotency.ts";
 
 export { RateLimiter } from "../durable-objects/rate-limiter.ts";
@@ -46,6 +47,7 @@ export default {
       recheckDueDomains(env, readConfig(env), now),
       sweepWebhooks(env, now),
       sweepIdempotencyKeys(env, now),
+      purgeExpired(env, readConfig(env).retentionDays, now),
     ]);
     for (const r of results) if (r.status === "rejected") console.error("cron duty failed", r.reason);
   },

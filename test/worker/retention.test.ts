@@ -1,0 +1,204 @@
+// The retention purge (worker/retention/purge.ts): after RETENTION_DAYS the cron deletes settled,
+// quiet emails with their events and R2 content, settled webhook deliveries with their attempts,
+// fanned-out events nobody waits on, and received mail with its R2 objects; it keeps what is
+// pending, what had activity within the window, and what must outlive the window
+// (suppressions, tracked links). Time is driven by the test: purgeExpired takes `now`.
+import { createScheduledController } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import { beforeAll, describe, expect, it } from "vitest";
+import { readConfig } from "../../worker/config.ts";
+import { uuidv7 } from "../../worker/ids.ts";
+import worker from "../../worker/index.ts";
+import { idFloor, purgeExpired } from "../../worker/retention/purge.ts";
+import { api, createAccount, type TestAccount } from "./fixtures.ts";
+import { waitFor } from "./wait.ts";
+
+const DAY = 86_400_000;
+let acct: TestAccount;
+
+beforeAll(async () => {
+  acct = await createAccount();
+});
+
+async function send(body: Record<string, unknown>): Promise<string> {
+  const res = await api(acct.token, "POST", "/emails", { from: `Keep <keep@${acct.domain}>`, subject: "Retention", text: "hello", ...body });
+  expect(res.status).toBe(200);
+  return ((await res.json()) as { id: string }).id;
+}
+
+/** Sends and waits until the consumer has settled the email (state done). */
+async function sendSettled(body: Record<string, unknown>): Promise<string> {
+  const id = await send(body);
+  await waitFor(`${id} settled`, async () => ((await row("emails", id)) as { state?: string } | null)?.state === "done" || undefined);
+  return id;
+}
+
+function row(table: string, id: string, column = "id") {
+  return env.DB.prepare(`SELECT * FROM ${table} WHERE ${column} = ?`).bind(id).first();
+}
+
+async function count(table: string, column: string, id: string): Promise<number> {
+  return (await env.DB.prepare(`SELECT count(*) AS n FROM ${table} WHERE ${column} = ?`).bind(id).first<{ n: number }>())!.n;
+}
+
+async function blobKeys(prefix: string): Promise<string[]> {
+  return (await env.BLOBS.list({ prefix })).objects.map((o) => o.key);
+}
+
+/** A UUIDv7 of millisecond `ms` with random bits. (uuidv7() itself never goes back in time
+ * within an isolate, and an id from the future would move every later id of this isolate.) */
+function idAt(ms: number): string {
+  const hex = [...crypto.getRandomValues(new Uint8Array(10))].map((b) => b.toString(16).padStart(2, "0")).join("");
+  return `${idFloor(ms).slice(0, 14)}7${hex.slice(0, 3)}-${"89ab"[Number.parseInt(hex[3]!, 16) % 4]}${hex.slice(4, 7)}-${hex.slice(7, 19)}`;
+}
+
+describe("idFloor", () => {
+  it("sorts below every UUIDv7 of an earlier millisecond and above none of a later one", () => {
+    const t = Date.now();
+    expect(idFloor(t)).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7000-8000-000000000000$/);
+    const made = uuidv7();
+    expect(idFloor(Date.now() - 5) < made && made < idFloor(Date.now() + 5 + 1)).toBe(true);
+    for (let i = 0; i < 200; i++) {
+      const id = idAt(t - 1 - i * 997);
+      expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+      expect(id < idFloor(t)).toBe(true);
+      expect(idAt(t + i * 997) >= idFloor(t)).toBe(true);
+    }
+  });
+});
+
+describe("the retention purge", () => {
+  it("deletes settled, quiet emails with their events and R2 content after the window, and keeps the rest", async () => {
+    const big = await sendSettled({
+      to: "delivered@simulator.tern.test",
+      html: `<p>${"x".repeat(70_000)}</p>`,
+      attachments: [{ filename: "a.txt", content: btoa("attached") }],
+    });
+    expect(await blobKeys(`emails/${big}/`)).toHaveLength(2); // the body and the attachment
+    const bounced = await sendSettled({ to: "bounced@simulator.tern.test" });
+    const active = await sendSettled({ to: "delivered@simulator.tern.test" });
+    const scheduled = await send({ to: "delivered@simulator.tern.test", scheduled_at: new Date(Date.now() + 2 * DAY).toISOString() });
+    const now = Date.now();
+    // An open 30.5 days from now: the email had activity within the window.
+    await env.DB.prepare("INSERT INTO email_events (id, email_id, account_id, type, data_json, created_at) VALUES (?, ?, ?, 'opened', '{}', ?)")
+      .bind(idAt(now + 30.5 * DAY), active, acct.accountId, now + 30.5 * DAY).run();
+
+    // Within the window: nothing goes.
+    await purgeExpired(env, 30, now + 29 * DAY);
+    for (const id of [big, bounced, active, scheduled]) expect(await row("emails", id)).not.toBeNull();
+
+    await purgeExpired(env, 30, now + 31 * DAY);
+    for (const id of [big, bounced]) {
+      expect(await row("emails", id)).toBeNull();
+      expect(await count("email_events", "email_id", id)).toBe(0);
+      expect((await api(acct.token, "GET", `/emails/${id}`)).status).toBe(404);
+    }
+    expect(await blobKeys(`emails/${big}/`)).toEqual([]);
+    // Kept: the one with recent activity, the one not yet sent, and the bounce's suppression.
+    expect(await row("emails", active)).not.toBeNull();
+    expect(await count("email_events", "email_id", active)).toBeGreaterThan(1);
+    expect(await row("emails", scheduled)).toMatchObject({ state: "scheduled" });
+    expect((await api(acct.token, "GET", `/emails/${scheduled}`)).status).toBe(200);
+    expect(await env.DB.prepare("SELECT reason FROM suppressions WHERE account_id = ? AND email = ?").bind(acct.accountId, "bounced@simulator.tern.test").first()).toMatchObject({ reason: "bounce" });
+  });
+
+  it("takes at most a batch per run, oldest first", async () => {
+    // Whatever else this file left is older than the three: purge it first.
+    const before = Date.now() - 1;
+    while ((await purgeExpired(env, 30, before + 30 * DAY)).emails > 0);
+    const ids = [];
+    for (let i = 0; i < 3; i++) ids.push(await sendSettled({ to: "delivered@simulator.tern.test" }));
+    const later = Date.now() + 31 * DAY;
+    expect((await purgeExpired(env, 30, later, 2)).emails).toBe(2);
+    expect(await row("emails", ids[0]!)).toBeNull();
+    expect(await row("emails", ids[1]!)).toBeNull();
+    expect(await row("emails", ids[2]!)).not.toBeNull();
+    expect((await purgeExpired(env, 30, later, 2)).emails).toBe(1);
+    expect(await row("emails", ids[2]!)).toBeNull();
+  });
+
+  it("deletes settled webhook deliveries with their attempts, and events nobody waits on", async () => {
+    const res = await api(acct.token, "POST", "/webhooks", { endpoint: "https://example.com/retention", events: ["contact.created"] });
+    expect(res.status).toBe(201);
+    const hook = ((await res.json()) as { id: string }).id;
+    const now = Date.now();
+    const event = async (fanned: boolean) => {
+      const id = uuidv7(now);
+      await env.DB.prepare("INSERT INTO webhook_events (id, account_id, type, payload_json, created_at, fanned_out_at) VALUES (?, ?, 'contact.created', '{}', ?, ?)")
+        .bind(id, acct.accountId, now, fanned ? now : null).run();
+      return id;
+    };
+    const delivery = async (eventId: string, status: string) => {
+      const id = uuidv7(now);
+      await env.DB.prepare("INSERT INTO webhook_deliveries (id, webhook_id, account_id, event_id, event_type, status, attempts, created_at) VALUES (?, ?, ?, ?, 'contact.created', ?, 1, ?)")
+        .bind(id, hook, acct.accountId, eventId, status, now).run();
+      await env.DB.prepare("INSERT INTO webhook_attempts (id, delivery_id, webhook_id, attempt, started_at, duration_ms, status_code, ok) VALUES (?, ?, ?, 1, ?, 5, 200, 1)")
+        .bind(uuidv7(now), id, hook, now).run();
+      return id;
+    };
+    const done = await event(true);
+    const doneDelivery = await delivery(done, "delivered");
+    const failedDelivery = await delivery(await event(true), "failed");
+    const waiting = await event(true);
+    const pendingDelivery = await delivery(waiting, "pending");
+    const unannounced = await event(false);
+
+    const counts = await purgeExpired(env, 30, now + 31 * DAY);
+    expect(counts.webhookDeliveries).toBeGreaterThanOrEqual(2);
+    for (const id of [doneDelivery, failedDelivery]) {
+      expect(await row("webhook_deliveries", id)).toBeNull();
+      expect(await count("webhook_attempts", "delivery_id", id)).toBe(0);
+    }
+    expect(await row("webhook_events", done)).toBeNull();
+    // A delivery still retrying needs its event; an event not yet fanned out has work to do.
+    expect(await row("webhook_deliveries", pendingDelivery)).not.toBeNull();
+    expect(await count("webhook_attempts", "delivery_id", pendingDelivery)).toBe(1);
+    expect(await row("webhook_events", waiting)).not.toBeNull();
+    expect(await row("webhook_events", unannounced)).not.toBeNull();
+    // The webhook itself stays.
+    expect((await api(acct.token, "GET", `/webhooks/${hook}`)).status).toBe(200);
+  });
+
+  it("deletes received mail with its raw message, content and attachments in R2", async () => {
+    const now = Date.now();
+    const id = uuidv7(now);
+    const prefix = `inbound/${acct.accountId}/${id}`;
+    const keys = { raw: `${prefix}/raw.eml`, content: `${prefix}/content.json`, attachment: `${prefix}/attachments/1` };
+    for (const k of Object.values(keys)) await env.BLOBS.put(k, "x");
+    await env.DB.prepare("INSERT INTO inbound_emails (id, account_id, from_address, to_json, subject, raw_key, size, content_key, attachments_json, created_at) VALUES (?, ?, 'a@example.org', '[]', 's', ?, 1, ?, ?, ?)")
+      .bind(id, acct.accountId, keys.raw, keys.content, JSON.stringify([{ id: "1", key: keys.attachment }]), now).run();
+    await purgeExpired(env, 30, now + 29 * DAY);
+    expect(await blobKeys(prefix)).toHaveLength(3);
+    const counts = await purgeExpired(env, 30, now + 31 * DAY);
+    expect(counts.inboundEmails).toBeGreaterThanOrEqual(1);
+    expect(await row("inbound_emails", id)).toBeNull();
+    expect(await blobKeys(prefix)).toEqual([]);
+  });
+
+  it("keeps everything when retention is off", async () => {
+    const id = await sendSettled({ to: "delivered@simulator.tern.test" });
+    expect(await purgeExpired(env, null, Date.now() + 10_000 * DAY)).toEqual({ emails: 0, webhookDeliveries: 0, webhookEvents: 0, inboundEmails: 0, blobs: 0 });
+    expect(await row("emails", id)).not.toBeNull();
+  });
+});
+
+describe("RETENTION_DAYS", () => {
+  it("is 30 by default, 0 keeps for ever, and a value that is not a number of days keeps the default", () => {
+    const days = (v: string | undefined) => readConfig({ ...env, RETENTION_DAYS: v } as Env).retentionDays;
+    expect(days(undefined)).toBe(30);
+    expect(days("")).toBe(30);
+    expect(days("7")).toBe(7);
+    expect(days("0.5")).toBe(0.5);
+    expect(days("0")).toBeNull();
+    expect(days("thirty")).toBe(30);
+    expect(days("-3")).toBe(30);
+  });
+
+  it("the cron purges with it", async () => {
+    const id = await sendSettled({ to: "delivered@simulator.tern.test" });
+    // A window of a fraction of a second: the email is already past it.
+    await new Promise((r) => setTimeout(r, 300));
+    await worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), { ...env, RETENTION_DAYS: String(0.2 / 86_400) } as Env);
+    expect(await row("emails", id)).toBeNull();
+  });
+});

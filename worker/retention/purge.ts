@@ -1,0 +1,125 @@
+// Data retention: the cron deletes what has been kept for RETENTION_DAYS (30 by default), a
+// bounded batch per run, so that D1 and R2 hold a window of history, not all of it.
+//   - an email, once settled (done or canceled) and quiet (no event of its own within the
+//     window, so a recent open, click or report keeps it), with its events and its R2 content;
+//   - a webhook delivery no longer pending, with its attempts, and an outbox event that has
+//     been fanned out and has no pending delivery left;
+//   - a received email with its raw message, parsed content and attachments in R2.
+// Kept whatever their age: accounts, keys, domains, webhooks, contacts, suppressions (a bounce
+// must go on being honoured), monthly usage, and an email's tracked links (email_links: a reader
+// may click a link in an old email, and the redirect needs it; a row is a few hundred bytes).
+// D1 first, R2 after: a failed R2 delete leaves an unreachable object, never a row whose
+// content is gone.
+import type { StoredAttachment } from "../sending/content.ts";
+
+export interface PurgeCounts {
+  emails: number;
+  webhookDeliveries: number;
+  webhookEvents: number;
+  inboundEmails: number;
+  blobs: number;
+}
+
+/** Rows of each kind deleted per run at most (the cron runs every minute: 720,000 a day). */
+export const PURGE_BATCH = 500;
+/** D1 binds at most 100 parameters per statement. */
+const CHUNK = 90;
+
+/** The smallest UUIDv7 of millisecond `ms`: every id made before `ms` sorts below it. */
+export function idFloor(ms: number): string {
+  const hex = Math.max(0, Math.floor(ms)).toString(16).padStart(12, "0");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-7000-8000-000000000000`;
+}
+
+/** The statements, each bound to (floor, limit); their plans are checked in
+ * test/worker/query-plans.test.ts. Ids are UUIDv7, so `id < floor` is a range of the primary
+ * key; an email's recent events are a range of the (email_id, id) index. The unary + keeps
+ * SQLite off the (state, next_attempt_at) index, which would read every settled email and
+ * sort them on each run. */
+export const PURGE_SQL = {
+  emails: `SELECT id, content_key, attachments_json FROM emails
+    WHERE id < ?1 AND +state IN ('done', 'canceled')
+      AND NOT EXISTS (SELECT 1 FROM email_events e WHERE e.email_id = emails.id AND e.id >= ?1)
+    ORDER BY id LIMIT ?2`,
+  deliveries: `SELECT id FROM webhook_deliveries WHERE id < ?1 AND status <> 'pending' ORDER BY id LIMIT ?2`,
+  events: `DELETE FROM webhook_events WHERE id IN (
+      SELECT id FROM webhook_events w
+      WHERE id < ?1 AND fanned_out_at IS NOT NULL
+        AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = w.id AND d.status = 'pending')
+      ORDER BY id LIMIT ?2)`,
+  inbound: `SELECT id, raw_key, content_key, attachments_json FROM inbound_emails WHERE id < ?1 ORDER BY id LIMIT ?2`,
+} as const;
+
+export async function purgeExpired(env: Pick<Env, "DB" | "BLOBS">, retentionDays: number | null, now: number, batch = PURGE_BATCH): Promise<PurgeCounts> {
+  const counts: PurgeCounts = { emails: 0, webhookDeliveries: 0, webhookEvents: 0, inboundEmails: 0, blobs: 0 };
+  if (retentionDays === null) return counts;
+  const floor = idFloor(now - retentionDays * 86_400_000);
+  const blobs: string[] = [];
+  const select = async <T>(q: string) => (await env.DB.prepare(q).bind(floor, batch).all<T>()).results;
+
+  const emails = await select<{ id: string; content_key: string | null; attachments_json: string }>(PURGE_SQL.emails);
+  if (emails.length > 0) {
+    const ids = emails.map((e) => e.id);
+    await env.DB.batch(chunks(ids).flatMap((c) => [
+      env.DB.prepare(`DELETE FROM email_events WHERE email_id IN (${marks(c)})`).bind(...c),
+      env.DB.prepare(`DELETE FROM emails WHERE id IN (${marks(c)})`).bind(...c),
+    ]));
+    counts.emails = ids.length;
+    for (const e of emails) {
+      if (e.content_key) blobs.push(e.content_key);
+      blobs.push(...attachmentKeys(e.attachments_json));
+    }
+  }
+
+  // Webhook deliveries that are settled, then outbox events nobody still waits on.
+  const deliveries = await select<{ id: string }>(PURGE_SQL.deliveries);
+  if (deliveries.length > 0) {
+    const ids = deliveries.map((d) => d.id);
+    await env.DB.batch(chunks(ids).flatMap((c) => [
+      env.DB.prepare(`DELETE FROM webhook_attempts WHERE delivery_id IN (${marks(c)})`).bind(...c),
+      env.DB.prepare(`DELETE FROM webhook_deliveries WHERE id IN (${marks(c)})`).bind(...c),
+    ]));
+    counts.webhookDeliveries = ids.length;
+  }
+  const events = await env.DB.prepare(PURGE_SQL.events).bind(floor, batch).run();
+  counts.webhookEvents = events.meta.changes ?? 0;
+
+  // Received mail.
+  const inbound = await select<{ id: string; raw_key: string; content_key: string; attachments_json: string }>(PURGE_SQL.inbound);
+  if (inbound.length > 0) {
+    const ids = inbound.map((m) => m.id);
+    await env.DB.batch(chunks(ids).map((c) => env.DB.prepare(`DELETE FROM inbound_emails WHERE id IN (${marks(c)})`).bind(...c)));
+    counts.inboundEmails = ids.length;
+    for (const m of inbound) blobs.push(m.raw_key, m.content_key, ...attachmentKeys(m.attachments_json));
+  }
+
+  for (let i = 0; i < blobs.length; i += 1000) {
+    try {
+      await env.BLOBS.delete(blobs.slice(i, i + 1000));
+      counts.blobs += Math.min(1000, blobs.length - i);
+    } catch (err) {
+      console.error("retention: R2 objects not deleted (left unreachable)", err instanceof Error ? err.message : String(err));
+    }
+  }
+  return counts;
+}
+
+function chunks<T>(list: readonly T[]): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < list.length; i += CHUNK) out.push(list.slice(i, i + CHUNK));
+  return out;
+}
+
+function marks(ids: readonly string[]): string {
+  return ids.map(() => "?").join(", ");
+}
+
+/** The R2 keys in an attachments_json column (sent or received mail); none when unreadable. */
+function attachmentKeys(json: string): string[] {
+  try {
+    const list = JSON.parse(json) as Pick<StoredAttachment, "key">[];
+    return Array.isArray(list) ? list.map((a) => a?.key).filter((k): k is string => typeof k === "string" && k.length > 0) : [];
+  } catch {
+    return [];
+  }
+}
