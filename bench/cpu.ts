@@ -3,7 +3,7 @@
 // processes: a proxy on the public port (it forwards every request, for live reload) and the
 // runtime of the Worker itself (with local D1, Queues and R2). Linux only; elsewhere every
 // figure is null and the bench goes on.
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import { execFileSync, spawnSync } from "node:child_process";
 import { runLoad, type LoadOptions, type LoadResult } from "./load.ts";
 
@@ -16,7 +16,7 @@ try {
   ticks = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim()) || 100;
 } catch {}
 
-function stat(pid: number): { ppid: number; comm: string; cpu: number } | null {
+function stat(pid: number): { ppid: number; comm: string; state: string; cpu: number } | null {
   try {
     const s = readFileSync(`/proc/${pid}/stat`, "utf8");
     // comm is in parentheses and may hold spaces: parse after the last ")".
@@ -24,7 +24,7 @@ function stat(pid: number): { ppid: number; comm: string; cpu: number } | null {
     const comm = s.slice(s.indexOf("(") + 1, close);
     const f = s.slice(close + 2).split(" ");
     // after comm: state(0) ppid(1) ... utime(11) stime(12)
-    return { ppid: Number(f[1]), comm, cpu: (Number(f[11]) + Number(f[12])) / ticks };
+    return { ppid: Number(f[1]), comm, state: f[0] ?? "", cpu: (Number(f[11]) + Number(f[12])) / ticks };
   } catch {
     return null;
   }
@@ -72,7 +72,7 @@ export function sampleCpu(ternPid: number | undefined, publicPort: number): CpuS
 }
 
 interface ProcessTable {
-  info: Map<number, { ppid: number; comm: string; cpu: number }>;
+  info: Map<number, { ppid: number; comm: string; state: string; cpu: number }>;
   children: Map<number, number[]>;
 }
 
@@ -83,7 +83,7 @@ function processTable(): ProcessTable | null {
   } catch {
     return null;
   }
-  const info = new Map<number, { ppid: number; comm: string; cpu: number }>();
+  const info = new Map<number, { ppid: number; comm: string; state: string; cpu: number }>();
   for (const pid of pids) {
     const s = stat(pid);
     if (s) info.set(pid, s);
@@ -113,9 +113,16 @@ export function processTree(pid: number): number[] {
 export function pinProcesses(pids: number[], cpus: string): void {
   for (const pid of pids) {
     const r = spawnSync("taskset", ["-a", "-p", "-c", cpus, String(pid)], { encoding: "utf8" });
-    // A process may end between listing and pinning (a short-lived helper): only a live one counts.
-    if (r.status !== 0 && existsSync(`/proc/${pid}`)) throw new Error(`taskset -a -p -c ${cpus} ${pid}: ${(r.stderr || r.error?.message || "").trim()}`);
+    // A process may end between listing and pinning (a short-lived helper): only a live one
+    // counts (a zombie's threads are gone: taskset fails on it).
+    const state = stat(pid)?.state;
+    if (r.status !== 0 && state !== undefined && state !== "Z" && state !== "X") throw new Error(`taskset -a -p -c ${cpus} ${pid}: ${(r.stderr || r.error?.message || "").trim()}`);
   }
+}
+
+/** CPU seconds (user + system) process `pid` has used so far; NaN once it is gone. */
+export function processCpuSeconds(pid: number): number {
+  return stat(pid)?.cpu ?? NaN;
 }
 
 export function cpuDelta(a: CpuSample, b: CpuSample): CpuSample {
