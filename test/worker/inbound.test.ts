@@ -114,6 +114,22 @@ describe("reports at the return path", () => {
     expect(reported.sort()).toEqual(["email.bounced", "email.delivery_delayed"]);
   });
 
+  it("the unique dedupe key alone stops a second record: no event, no webhook event", async () => {
+    // The key of this report's event, from an email that recorded it.
+    const first = await sentEmail(reportRecipients("postfix-bounce-user-unknown"));
+    await handleEmail(incoming("", first.returnPath, fixture("postfix-bounce-user-unknown")).message, env);
+    const { dedupe_key: key } = (await env.DB.prepare("SELECT dedupe_key FROM email_events WHERE email_id = ? AND dedupe_key IS NOT NULL").bind(first.id).first<{ dedupe_key: string }>())!;
+    // Another email holds that key on an event whose data the in-memory check does not
+    // recognise (as when a concurrent handler wrote it after this one read): only the index
+    // can stop the insert.
+    const { id, returnPath } = await sentEmail(reportRecipients("postfix-bounce-user-unknown"));
+    await env.DB.prepare("INSERT INTO email_events (id, email_id, account_id, type, data_json, created_at, dedupe_key) VALUES (?, ?, ?, 'bounced', '{}', ?, ?)")
+      .bind(crypto.randomUUID(), id, acct.accountId, Date.now(), key).run();
+    expect(await handleEmail(incoming("", returnPath, fixture("postfix-bounce-user-unknown")).message, env)).toMatchObject({ kind: "report", applied: true, detail: "" });
+    expect((await events(id)).filter((e) => e.data.source === "report")).toEqual([]);
+    expect((await webhookEvents(id)).filter((w) => w.type === "email.bounced")).toEqual([]);
+  });
+
   it.each([
     ["postfix-delayed", "delivery_delayed", "email.delivery_delayed", null],
     ["postfix-delivered", "delivered", "email.delivered", null],

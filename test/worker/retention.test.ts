@@ -102,19 +102,24 @@ describe("the retention purge", () => {
     expect(await env.DB.prepare("SELECT reason FROM suppressions WHERE account_id = ? AND email = ?").bind(acct.accountId, "bounced@simulator.tern.test").first()).toMatchObject({ reason: "bounce" });
   });
 
-  it("takes at most a batch per run, oldest first", async () => {
+  it("takes a batch per round, oldest first, and goes on while batches fill", async () => {
     // Whatever else this file left is older than the three: purge it first.
     const before = Date.now() - 1;
     while ((await purgeExpired(env, 30, before + 30 * DAY)).emails > 0);
     const ids = [];
     for (let i = 0; i < 3; i++) ids.push(await sendSettled({ to: "delivered@simulator.tern.test" }));
     const later = Date.now() + 31 * DAY;
-    expect((await purgeExpired(env, 30, later, 2)).emails).toBe(2);
+    expect((await purgeExpired(env, 30, later, { batch: 2, rounds: 1 })).emails).toBe(2);
     expect(await row("emails", ids[0]!)).toBeNull();
     expect(await row("emails", ids[1]!)).toBeNull();
     expect(await row("emails", ids[2]!)).not.toBeNull();
-    expect((await purgeExpired(env, 30, later, 2)).emails).toBe(1);
+    expect((await purgeExpired(env, 30, later, { batch: 2, rounds: 1 })).emails).toBe(1);
     expect(await row("emails", ids[2]!)).toBeNull();
+    // Without a round limit a run takes batch after batch while they come back full.
+    const more = [];
+    for (let i = 0; i < 5; i++) more.push(await sendSettled({ to: "delivered@simulator.tern.test" }));
+    expect((await purgeExpired(env, 30, Date.now() + 31 * DAY, { batch: 2 })).emails).toBe(5);
+    for (const id of more) expect(await row("emails", id)).toBeNull();
   });
 
   it("deletes settled webhook deliveries with their attempts, and events nobody waits on", async () => {
@@ -183,22 +188,30 @@ describe("the retention purge", () => {
 });
 
 describe("RETENTION_DAYS", () => {
-  it("is 30 by default, 0 keeps for ever, and a value that is not a number of days keeps the default", () => {
+  it("is 30 by default, at least 7 (late reports need their email), 0 keeps for ever, and a value that is not a number of days keeps the default", () => {
     const days = (v: string | undefined) => readConfig({ ...env, RETENTION_DAYS: v } as Env).retentionDays;
     expect(days(undefined)).toBe(30);
     expect(days("")).toBe(30);
     expect(days("7")).toBe(7);
-    expect(days("0.5")).toBe(0.5);
+    expect(days("90.5")).toBe(90.5);
+    expect(days("1")).toBe(7);
+    expect(days("0.001")).toBe(7);
     expect(days("0")).toBeNull();
+    expect(days("Infinity")).toBeNull();
     expect(days("thirty")).toBe(30);
     expect(days("-3")).toBe(30);
   });
 
   it("the cron purges with it", async () => {
-    const id = await sendSettled({ to: "delivered@simulator.tern.test" });
-    // A window of a fraction of a second: the email is already past it.
-    await new Promise((r) => setTimeout(r, 300));
-    await worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), { ...env, RETENTION_DAYS: String(0.2 / 86_400) } as Env);
-    expect(await row("emails", id)).toBeNull();
+    // A settled email written 40 days ago, and one of 20 days ago.
+    const old = idAt(Date.now() - 40 * DAY);
+    const recent = idAt(Date.now() - 20 * DAY);
+    for (const id of [old, recent]) {
+      await env.DB.prepare("INSERT INTO emails (id, account_id, from_address, to_json, subject, state, last_event, pending_json, message_id, created_at) VALUES (?, ?, ?, '[\"a@example.org\"]', 'old', 'done', 'delivered', '[]', ?, ?)")
+        .bind(id, acct.accountId, `keep@${acct.domain}`, `<${id}@tern.test>`, Date.now()).run();
+    }
+    await worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), { ...env, RETENTION_DAYS: "30" } as Env);
+    expect(await row("emails", old)).toBeNull();
+    expect(await row("emails", recent)).not.toBeNull();
   });
 });

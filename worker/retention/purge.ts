@@ -20,8 +20,11 @@ export interface PurgeCounts {
   blobs: number;
 }
 
-/** Rows of each kind deleted per run at most (the cron runs every minute: 720,000 a day). */
+/** Rows of each kind deleted per round; a run goes on with more rounds while a kind fills its
+ * batch and its time budget lasts, so a busy deployment's history cannot outgrow the purge. */
 export const PURGE_BATCH = 500;
+const ROUND_LIMIT = 20;
+const BUDGET_MS = 10_000;
 /** D1 binds at most 100 parameters per statement. */
 const CHUNK = 90;
 
@@ -31,66 +34,88 @@ export function idFloor(ms: number): string {
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-7000-8000-000000000000`;
 }
 
-/** The statements, each bound to (floor, limit); their plans are checked in
- * test/worker/query-plans.test.ts. Ids are UUIDv7, so `id < floor` is a range of the primary
- * key; an email's recent events are a range of the (email_id, id) index. The unary + keeps
- * SQLite off the (state, next_attempt_at) index, which would read every settled email and
+/** An email the purge may take: settled, and no event of its own since the floor (the last ?). */
+const EMAIL_EXPIRED = `+state IN ('done', 'canceled') AND NOT EXISTS (SELECT 1 FROM email_events e WHERE e.email_id = emails.id AND e.id >= ?)`;
+
+/** The statements that find candidates, each bound to (floor, limit); their plans are checked
+ * in test/worker/query-plans.test.ts. Ids are UUIDv7, so `id < floor` is a range of the
+ * primary key; an email's recent events are a range of the (email_id, id) index. The unary +
+ * keeps SQLite off the (state, next_attempt_at) index, which would read every settled email and
  * sort them on each run. */
 export const PURGE_SQL = {
-  emails: `SELECT id, content_key, attachments_json FROM emails
-    WHERE id < ?1 AND +state IN ('done', 'canceled')
-      AND NOT EXISTS (SELECT 1 FROM email_events e WHERE e.email_id = emails.id AND e.id >= ?1)
-    ORDER BY id LIMIT ?2`,
+  emails: `SELECT id FROM emails WHERE id < ?1 AND ${EMAIL_EXPIRED.replace("?", "?1")} ORDER BY id LIMIT ?2`,
   deliveries: `SELECT id FROM webhook_deliveries WHERE id < ?1 AND status <> 'pending' ORDER BY id LIMIT ?2`,
   events: `DELETE FROM webhook_events WHERE id IN (
       SELECT id FROM webhook_events w
       WHERE id < ?1 AND fanned_out_at IS NOT NULL
         AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = w.id AND d.status = 'pending')
       ORDER BY id LIMIT ?2)`,
-  inbound: `SELECT id, raw_key, content_key, attachments_json FROM inbound_emails WHERE id < ?1 ORDER BY id LIMIT ?2`,
+  inbound: `SELECT id FROM inbound_emails WHERE id < ?1 ORDER BY id LIMIT ?2`,
 } as const;
 
-export async function purgeExpired(env: Pick<Env, "DB" | "BLOBS">, retentionDays: number | null, now: number, batch = PURGE_BATCH): Promise<PurgeCounts> {
+export interface PurgeOptions {
+  /** Rows of each kind per round (PURGE_BATCH). */
+  batch?: number;
+  /** Rounds at most (20); a run also stops when no kind filled its batch, or after 10 s. */
+  rounds?: number;
+}
+
+export async function purgeExpired(env: Pick<Env, "DB" | "BLOBS">, retentionDays: number | null, now: number, options: PurgeOptions = {}): Promise<PurgeCounts> {
   const counts: PurgeCounts = { emails: 0, webhookDeliveries: 0, webhookEvents: 0, inboundEmails: 0, blobs: 0 };
   if (retentionDays === null) return counts;
+  const batch = options.batch ?? PURGE_BATCH;
+  const rounds = options.rounds ?? ROUND_LIMIT;
   const floor = idFloor(now - retentionDays * 86_400_000);
-  const blobs: string[] = [];
-  const select = async <T>(q: string) => (await env.DB.prepare(q).bind(floor, batch).all<T>()).results;
+  const started = Date.now();
+  for (let round = 0; round < rounds && Date.now() - started < BUDGET_MS; round++) {
+    const full = await purgeRound(env, floor, batch, counts);
+    if (!full) break;
+  }
+  return counts;
+}
 
-  const emails = await select<{ id: string; content_key: string | null; attachments_json: string }>(PURGE_SQL.emails);
-  if (emails.length > 0) {
-    const ids = emails.map((e) => e.id);
-    await env.DB.batch(chunks(ids).flatMap((c) => [
-      env.DB.prepare(`DELETE FROM email_events WHERE email_id IN (${marks(c)})`).bind(...c),
-      env.DB.prepare(`DELETE FROM emails WHERE id IN (${marks(c)})`).bind(...c),
-    ]));
-    counts.emails = ids.length;
-    for (const e of emails) {
+/** One batch of each kind; true when some kind filled its batch (there may be more). Each
+ * delete checks its condition again, in the same transaction: a click or report recorded
+ * since the candidates were read keeps its email, a replay keeps its delivery. */
+async function purgeRound(env: Pick<Env, "DB" | "BLOBS">, floor: string, batch: number, counts: PurgeCounts): Promise<boolean> {
+  const db = env.DB;
+  const select = async (q: string) => (await db.prepare(q).bind(floor, batch).all<{ id: string }>()).results.map((r) => r.id);
+  const blobs: string[] = [];
+
+  const emails = await select(PURGE_SQL.emails);
+  for (const c of chunks(emails)) {
+    const [, deleted] = await db.batch<{ id: string; content_key: string | null; attachments_json: string }>([
+      db.prepare(`DELETE FROM email_events WHERE email_id IN (SELECT id FROM emails WHERE id IN (${marks(c)}) AND ${EMAIL_EXPIRED})`).bind(...c, floor),
+      db.prepare(`DELETE FROM emails WHERE id IN (${marks(c)}) AND ${EMAIL_EXPIRED} RETURNING id, content_key, attachments_json`).bind(...c, floor),
+    ]);
+    for (const e of deleted!.results) {
+      counts.emails++;
       if (e.content_key) blobs.push(e.content_key);
       blobs.push(...attachmentKeys(e.attachments_json));
     }
   }
 
   // Webhook deliveries that are settled, then outbox events nobody still waits on.
-  const deliveries = await select<{ id: string }>(PURGE_SQL.deliveries);
-  if (deliveries.length > 0) {
-    const ids = deliveries.map((d) => d.id);
-    await env.DB.batch(chunks(ids).flatMap((c) => [
-      env.DB.prepare(`DELETE FROM webhook_attempts WHERE delivery_id IN (${marks(c)})`).bind(...c),
-      env.DB.prepare(`DELETE FROM webhook_deliveries WHERE id IN (${marks(c)})`).bind(...c),
-    ]));
-    counts.webhookDeliveries = ids.length;
+  const deliveries = await select(PURGE_SQL.deliveries);
+  for (const c of chunks(deliveries)) {
+    const [, deleted] = await db.batch([
+      db.prepare(`DELETE FROM webhook_attempts WHERE delivery_id IN (SELECT id FROM webhook_deliveries WHERE id IN (${marks(c)}) AND status <> 'pending')`).bind(...c),
+      db.prepare(`DELETE FROM webhook_deliveries WHERE id IN (${marks(c)}) AND status <> 'pending'`).bind(...c),
+    ]);
+    counts.webhookDeliveries += deleted!.meta.changes ?? 0;
   }
-  const events = await env.DB.prepare(PURGE_SQL.events).bind(floor, batch).run();
-  counts.webhookEvents = events.meta.changes ?? 0;
+  const events = (await db.prepare(PURGE_SQL.events).bind(floor, batch).run()).meta.changes ?? 0;
+  counts.webhookEvents += events;
 
   // Received mail.
-  const inbound = await select<{ id: string; raw_key: string; content_key: string; attachments_json: string }>(PURGE_SQL.inbound);
-  if (inbound.length > 0) {
-    const ids = inbound.map((m) => m.id);
-    await env.DB.batch(chunks(ids).map((c) => env.DB.prepare(`DELETE FROM inbound_emails WHERE id IN (${marks(c)})`).bind(...c)));
-    counts.inboundEmails = ids.length;
-    for (const m of inbound) blobs.push(m.raw_key, m.content_key, ...attachmentKeys(m.attachments_json));
+  const inbound = await select(PURGE_SQL.inbound);
+  for (const c of chunks(inbound)) {
+    const deleted = await db.prepare(`DELETE FROM inbound_emails WHERE id IN (${marks(c)}) RETURNING raw_key, content_key, attachments_json`).bind(...c)
+      .all<{ raw_key: string; content_key: string; attachments_json: string }>();
+    for (const m of deleted.results) {
+      counts.inboundEmails++;
+      blobs.push(m.raw_key, m.content_key, ...attachmentKeys(m.attachments_json));
+    }
   }
 
   for (let i = 0; i < blobs.length; i += 1000) {
@@ -101,7 +126,7 @@ export async function purgeExpired(env: Pick<Env, "DB" | "BLOBS">, retentionDays
       console.error("retention: R2 objects not deleted (left unreachable)", err instanceof Error ? err.message : String(err));
     }
   }
-  return counts;
+  return emails.length === batch || deliveries.length === batch || events === batch || inbound.length === batch;
 }
 
 function chunks<T>(list: readonly T[]): T[][] {
