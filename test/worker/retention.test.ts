@@ -9,7 +9,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { readConfig } from "../../worker/config.ts";
 import { uuidv7 } from "../../worker/ids.ts";
 import worker from "../../worker/index.ts";
-import { idFloor, purgeExpired } from "../../worker/retention/purge.ts";
+import { deleteExpiredEmails, deleteSettledDeliveries, idFloor, PURGE_SQL, purgeExpired } from "../../worker/retention/purge.ts";
 import { api, createAccount, type TestAccount } from "./fixtures.ts";
 import { waitFor } from "./wait.ts";
 
@@ -178,6 +178,40 @@ describe("the retention purge", () => {
     expect(counts.inboundEmails).toBeGreaterThanOrEqual(1);
     expect(await row("inbound_emails", id)).toBeNull();
     expect(await blobKeys(prefix)).toEqual([]);
+  });
+
+  it("each delete checks again: a click recorded after the candidates were read keeps its email, a replay keeps its delivery", async () => {
+    const [quiet, clicked] = [await sendSettled({ to: "delivered@simulator.tern.test" }), await sendSettled({ to: "delivered@simulator.tern.test" })];
+    const now = Date.now();
+    const floor = idFloor(now + DAY);
+    const candidates = (await env.DB.prepare(PURGE_SQL.emails).bind(floor, 500).all<{ id: string }>()).results.map((r) => r.id);
+    expect(candidates).toEqual(expect.arrayContaining([quiet, clicked]));
+    // Between the read and the delete, a reader clicks (an event after the floor).
+    await env.DB.prepare("INSERT INTO email_events (id, email_id, account_id, type, data_json, created_at) VALUES (?, ?, ?, 'clicked', '{}', ?)")
+      .bind(idAt(now + 2 * DAY), clicked, acct.accountId, now + 2 * DAY).run();
+    const result = await deleteExpiredEmails(env.DB, candidates, floor);
+    expect(result.deleted).toBe(candidates.length - 1);
+    expect(await row("emails", quiet)).toBeNull();
+    expect(await row("emails", clicked)).not.toBeNull();
+    expect(await count("email_events", "email_id", clicked)).toBeGreaterThan(1);
+
+    // A failed delivery replayed (pending again) between the read and the delete stays, with its attempts.
+    const res = await api(acct.token, "POST", "/webhooks", { endpoint: "https://example.com/replayed", events: ["contact.created"] });
+    const hook = ((await res.json()) as { id: string }).id;
+    const ids: string[] = [];
+    for (const status of ["failed", "failed"]) {
+      const eventId = uuidv7();
+      await env.DB.prepare("INSERT INTO webhook_events (id, account_id, type, payload_json, created_at, fanned_out_at) VALUES (?, ?, 'contact.created', '{}', ?, ?)").bind(eventId, acct.accountId, now, now).run();
+      const id = uuidv7();
+      await env.DB.prepare("INSERT INTO webhook_deliveries (id, webhook_id, account_id, event_id, event_type, status, attempts, created_at) VALUES (?, ?, ?, ?, 'contact.created', ?, 1, ?)").bind(id, hook, acct.accountId, eventId, status, now).run();
+      await env.DB.prepare("INSERT INTO webhook_attempts (id, delivery_id, webhook_id, attempt, started_at, duration_ms, status_code, ok) VALUES (?, ?, ?, 1, ?, 5, 500, 0)").bind(uuidv7(), id, hook, now).run();
+      ids.push(id);
+    }
+    await env.DB.prepare("UPDATE webhook_deliveries SET status = 'pending' WHERE id = ?").bind(ids[1]).run();
+    expect(await deleteSettledDeliveries(env.DB, ids)).toBe(1);
+    expect(await row("webhook_deliveries", ids[0]!)).toBeNull();
+    expect(await row("webhook_deliveries", ids[1]!)).not.toBeNull();
+    expect(await count("webhook_attempts", "delivery_id", ids[1]!)).toBe(1);
   });
 
   it("keeps everything when retention is off", async () => {

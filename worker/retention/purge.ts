@@ -83,27 +83,13 @@ async function purgeRound(env: Pick<Env, "DB" | "BLOBS">, floor: string, batch: 
   const blobs: string[] = [];
 
   const emails = await select(PURGE_SQL.emails);
-  for (const c of chunks(emails)) {
-    const [, deleted] = await db.batch<{ id: string; content_key: string | null; attachments_json: string }>([
-      db.prepare(`DELETE FROM email_events WHERE email_id IN (SELECT id FROM emails WHERE id IN (${marks(c)}) AND ${EMAIL_EXPIRED})`).bind(...c, floor),
-      db.prepare(`DELETE FROM emails WHERE id IN (${marks(c)}) AND ${EMAIL_EXPIRED} RETURNING id, content_key, attachments_json`).bind(...c, floor),
-    ]);
-    for (const e of deleted!.results) {
-      counts.emails++;
-      if (e.content_key) blobs.push(e.content_key);
-      blobs.push(...attachmentKeys(e.attachments_json));
-    }
-  }
+  const deletedEmails = await deleteExpiredEmails(db, emails, floor);
+  counts.emails += deletedEmails.deleted;
+  blobs.push(...deletedEmails.blobs);
 
   // Webhook deliveries that are settled, then outbox events nobody still waits on.
   const deliveries = await select(PURGE_SQL.deliveries);
-  for (const c of chunks(deliveries)) {
-    const [, deleted] = await db.batch([
-      db.prepare(`DELETE FROM webhook_attempts WHERE delivery_id IN (SELECT id FROM webhook_deliveries WHERE id IN (${marks(c)}) AND status <> 'pending')`).bind(...c),
-      db.prepare(`DELETE FROM webhook_deliveries WHERE id IN (${marks(c)}) AND status <> 'pending'`).bind(...c),
-    ]);
-    counts.webhookDeliveries += deleted!.meta.changes ?? 0;
-  }
+  counts.webhookDeliveries += await deleteSettledDeliveries(db, deliveries);
   const events = (await db.prepare(PURGE_SQL.events).bind(floor, batch).run()).meta.changes ?? 0;
   counts.webhookEvents += events;
 
@@ -127,6 +113,37 @@ async function purgeRound(env: Pick<Env, "DB" | "BLOBS">, floor: string, batch: 
     }
   }
   return emails.length === batch || deliveries.length === batch || events === batch || inbound.length === batch;
+}
+
+/** Deletes those of the candidate emails `ids` that are still expired (settled, no event since
+ * `floor`), with their events; answers how many, and their R2 keys. */
+export async function deleteExpiredEmails(db: D1Database, ids: readonly string[], floor: string): Promise<{ deleted: number; blobs: string[] }> {
+  const out = { deleted: 0, blobs: [] as string[] };
+  for (const c of chunks(ids)) {
+    const [, deleted] = await db.batch<{ id: string; content_key: string | null; attachments_json: string }>([
+      db.prepare(`DELETE FROM email_events WHERE email_id IN (SELECT id FROM emails WHERE id IN (${marks(c)}) AND ${EMAIL_EXPIRED})`).bind(...c, floor),
+      db.prepare(`DELETE FROM emails WHERE id IN (${marks(c)}) AND ${EMAIL_EXPIRED} RETURNING id, content_key, attachments_json`).bind(...c, floor),
+    ]);
+    for (const e of deleted!.results) {
+      out.deleted++;
+      if (e.content_key) out.blobs.push(e.content_key);
+      out.blobs.push(...attachmentKeys(e.attachments_json));
+    }
+  }
+  return out;
+}
+
+/** Deletes those of the candidate deliveries `ids` that are still settled, with their attempts. */
+export async function deleteSettledDeliveries(db: D1Database, ids: readonly string[]): Promise<number> {
+  let n = 0;
+  for (const c of chunks(ids)) {
+    const [, deleted] = await db.batch([
+      db.prepare(`DELETE FROM webhook_attempts WHERE delivery_id IN (SELECT id FROM webhook_deliveries WHERE id IN (${marks(c)}) AND status <> 'pending')`).bind(...c),
+      db.prepare(`DELETE FROM webhook_deliveries WHERE id IN (${marks(c)}) AND status <> 'pending'`).bind(...c),
+    ]);
+    n += deleted!.meta.changes ?? 0;
+  }
+  return n;
 }
 
 function chunks<T>(list: readonly T[]): T[][] {
