@@ -570,7 +570,7 @@ export function bridgeSummary(r: BridgeResults): BridgeSummary[] {
         placement: p,
         accepted: of(ratios(runs.bridge, runs.api, (x) => x.rate)),
         sustained: of(ratios(runs.bridge, runs.api, sustainedRate)),
-        cpuOverApi: median(ratios(runs.bridge, runs.api, (x) => (x.cpu ? x.cpu.tern + (x.cpu.bridge ?? 0) : NaN))),
+        cpuOverApi: median(ratios(runs.bridge, runs.api, (x) => (x.cpu ? x.cpu.tern + x.cpu.bridge : NaN))),
         bridgeOverPostfix: runs.postfix.length ? median(ratios(runs.bridge, runs.postfix, (x) => x.rate)) : null,
         peakRssMb: Math.max(...runs.bridge.map((x) => x.peakRssMb ?? NaN)),
       };
