@@ -18,15 +18,16 @@ export type Access = "full" | "sending" | "none";
 
 const knownPaths: { pattern: RegExp; methods: Set<string> }[] = [];
 
-// Every path parameter is a resource id (a UUID), so `/emails/batch` never reads as an id.
+// A path parameter is a resource id (a UUID) unless its route says otherwise, so
+// `/emails/batch` never reads as an id.
 const ID = "[0-9a-fA-F-]{36}";
 
-function toHonoPath(openapiPath: string): string {
-  return openapiPath.replace(/\{(\w+)\}/g, `:$1{${ID}}`);
+function toHonoPath(openapiPath: string, param: string): string {
+  return openapiPath.replace(/\{(\w+)\}/g, `:$1{${param}}`);
 }
 
-function recordPath(path: string, method: string): void {
-  const source = "^" + path.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\\?\{\w+\\?\}/g, ID) + "/?$";
+function recordPath(path: string, method: string, param: string): void {
+  const source = "^" + path.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\\?\{\w+\\?\}/g, param) + "/?$";
   let entry = knownPaths.find((k) => k.pattern.source === source);
   if (!entry) knownPaths.push((entry = { pattern: new RegExp(source), methods: new Set() }));
   entry.methods.add(method.toUpperCase());
@@ -35,17 +36,18 @@ function recordPath(path: string, method: string): void {
 export function defineRoute(
   app: App,
   access: Access,
-  config: RouteConfig & { hidden?: boolean },
+  config: RouteConfig & { hidden?: boolean; /** What its path parameters match instead of a UUID (a regular expression's source). */ paramPattern?: string },
   handler: (c: Ctx) => Promise<Response> | Response,
 ): void {
+  const { paramPattern = ID, ...route } = config;
   if (!config.hidden) {
     app.openAPIRegistry.registerPath({
-      ...config,
+      ...route,
       security: access === "none" ? [] : [{ bearerAuth: [] }],
     });
   }
-  recordPath(config.path, config.method);
-  app.on(config.method.toUpperCase(), toHonoPath(config.path), async (c) => {
+  recordPath(config.path, config.method, paramPattern);
+  app.on(config.method.toUpperCase(), toHonoPath(config.path, paramPattern), async (c) => {
     if (access === "none") return handler(c);
     const principal = await authenticate(c.env.DB, c.req.header("authorization"), (p) => c.executionCtx.waitUntil(p));
     if (access === "full") requireFullAccess(principal);

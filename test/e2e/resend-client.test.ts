@@ -121,6 +121,31 @@ describe("the resend client against tern", () => {
     const notFound = await resend.emails.get(crypto.randomUUID());
     expect(notFound.error).toMatchObject({ name: "not_found", statusCode: 404 });
   });
+
+  it("manages a contact by id and by email", async () => {
+    // The dev account may make 10 requests a second: keep under it, and wait out a 429 from
+    // the tests before (the client does not retry).
+    const paced = async <T extends { error: { statusCode: number | null } | null }>(call: () => Promise<T>): Promise<T> => {
+      for (;;) {
+        await new Promise((r) => setTimeout(r, 150));
+        const answer = await call();
+        if (answer.error?.statusCode !== 429) return answer;
+        await new Promise((r) => setTimeout(r, 1000));
+      }
+    };
+    const email = `contact-${crypto.randomUUID().slice(0, 8)}@example.com`;
+    const created = await paced(() => resend.contacts.create({ email, firstName: "Ada", lastName: "Lovelace" }));
+    expect(created.error).toBeNull();
+    const id = created.data!.id;
+    expect((await paced(() => resend.contacts.get({ id }))).data).toMatchObject({ object: "contact", id, email, first_name: "Ada" });
+    expect((await paced(() => resend.contacts.get({ email }))).data).toMatchObject({ id, email, last_name: "Lovelace" });
+    expect((await paced(() => resend.contacts.update({ email, unsubscribed: true }))).error).toBeNull();
+    expect((await paced(() => resend.contacts.get(id))).data).toMatchObject({ unsubscribed: true });
+    expect((await paced(() => resend.contacts.list())).data!.data.map((c) => c.id)).toContain(id);
+    expect((await paced(() => resend.contacts.remove({ email }))).data).toMatchObject({ id, deleted: true });
+    expect((await paced(() => resend.contacts.get({ email }))).error).toMatchObject({ name: "not_found", statusCode: 404 });
+    await new Promise((r) => setTimeout(r, 1000)); // the next test starts with the second's requests unspent
+  });
 });
 
 describe("npm start's lifecycle", () => {

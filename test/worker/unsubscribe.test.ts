@@ -162,6 +162,26 @@ describe("/contacts", () => {
     ]);
   });
 
+  it("reads, updates and deletes by email address as by id, as Resend's API does", async () => {
+    const a = await createAccount(), b = await createAccount();
+    const email = address("ByMail");
+    const { id } = (await (await api(a.token, "POST", "/contacts", { email, first_name: "Ada" })).json()) as { id: string };
+    // The address as given, in another case, or percent-encoded: the same contact.
+    for (const ref of [email, email.toUpperCase(), encodeURIComponent(email)]) {
+      expect(await (await api(a.token, "GET", `/contacts/${ref}`)).json(), ref).toMatchObject({ object: "contact", id, email: email.toLowerCase(), first_name: "Ada" });
+    }
+    expect(await (await api(a.token, "PATCH", `/contacts/${email}`, { unsubscribed: true })).json()).toEqual({ object: "contact", id });
+    expect(await (await api(a.token, "GET", `/contacts/${id}`)).json()).toMatchObject({ unsubscribed: true });
+    // Another account has no contact at that address: 404, and nothing changes.
+    expect((await api(b.token, "GET", `/contacts/${email}`)).status).toBe(404);
+    expect((await api(b.token, "PATCH", `/contacts/${email}`, { unsubscribed: false })).status).toBe(404);
+    expect((await api(b.token, "DELETE", `/contacts/${email}`)).status).toBe(404);
+    expect((await api(a.token, "GET", `/contacts/nobody-${crypto.randomUUID()}@example.com`)).status).toBe(404);
+    expect(await (await api(a.token, "DELETE", `/contacts/${email}`)).json()).toEqual({ object: "contact", id, deleted: true });
+    expect((await api(a.token, "GET", `/contacts/${id}`)).status).toBe(404);
+    expect((await contactEvents(a)).map((e) => e.type)).toEqual(["contact.created", "contact.updated", "contact.deleted"]);
+  });
+
   it("validates input and refuses a second contact for the same address", async () => {
     const a = await createAccount();
     for (const body of [{}, { email: "nope" }, { email: "A <a@example.com>" }, { email: address("x"), unsubscribed: "yes" }, { email: address("x"), first_name: 3 }]) {

@@ -59,8 +59,11 @@ export async function createContact(env: ContactEnv, accountId: string, input: N
   return row;
 }
 
-export async function findContact(db: D1Database, accountId: string, id: string): Promise<ContactRow | undefined> {
-  return drizzle(db).select().from(contacts).where(and(eq(contacts.accountId, accountId), eq(contacts.id, id))).get();
+/** The account's contact by its id or by its email address (as Resend's API takes either:
+ * `GET /contacts/{id | email}`). An address has an @ and an id never does. */
+export async function findContact(db: D1Database, accountId: string, idOrEmail: string): Promise<ContactRow | undefined> {
+  const key = idOrEmail.includes("@") ? eq(contacts.email, idOrEmail.trim().toLowerCase()) : eq(contacts.id, idOrEmail);
+  return drizzle(db).select().from(contacts).where(and(eq(contacts.accountId, accountId), key)).get();
 }
 
 export interface ContactPatch {
@@ -70,8 +73,8 @@ export interface ContactPatch {
 }
 
 /** The contact after the change; undefined when the account has no such contact. No event when nothing changes. */
-export async function updateContact(env: ContactEnv, accountId: string, id: string, patch: ContactPatch, now = Date.now()): Promise<ContactRow | undefined> {
-  const before = await findContact(env.DB, accountId, id);
+export async function updateContact(env: ContactEnv, accountId: string, idOrEmail: string, patch: ContactPatch, now = Date.now()): Promise<ContactRow | undefined> {
+  const before = await findContact(env.DB, accountId, idOrEmail);
   if (!before) return undefined;
   const after: ContactRow = {
     ...before,
@@ -83,17 +86,17 @@ export async function updateContact(env: ContactEnv, accountId: string, id: stri
   after.updatedAt = now;
   const change = drizzle(env.DB).update(contacts)
     .set({ firstName: after.firstName, lastName: after.lastName, unsubscribed: after.unsubscribed, updatedAt: now })
-    .where(and(eq(contacts.accountId, accountId), eq(contacts.id, id)));
+    .where(and(eq(contacts.accountId, accountId), eq(contacts.id, before.id)));
   await commit(env, change, "contact.updated", after, now);
   return after;
 }
 
-export async function deleteContact(env: ContactEnv, accountId: string, id: string, now = Date.now()): Promise<boolean> {
-  const before = await findContact(env.DB, accountId, id);
-  if (!before) return false;
-  const change = drizzle(env.DB).delete(contacts).where(and(eq(contacts.accountId, accountId), eq(contacts.id, id)));
+export async function deleteContact(env: ContactEnv, accountId: string, idOrEmail: string, now = Date.now()): Promise<ContactRow | undefined> {
+  const before = await findContact(env.DB, accountId, idOrEmail);
+  if (!before) return undefined;
+  const change = drizzle(env.DB).delete(contacts).where(and(eq(contacts.accountId, accountId), eq(contacts.id, before.id)));
   await commit(env, change, "contact.deleted", before, now);
-  return true;
+  return before;
 }
 
 /**

@@ -10,7 +10,7 @@ import { ApiError } from "../errors.ts";
 import { readJson, validate } from "../http.ts";
 import { parseMailbox } from "../mime/address.ts";
 import { finishPage, ListQuery, listSchema, pageQuery, readPage } from "../pagination.ts";
-import { DeletedSchema, errorResponses, IdParam, iso, json, jsonBody } from "./schemas.ts";
+import { DeletedSchema, errorResponses, iso, json, jsonBody } from "./schemas.ts";
 
 const Name = (field: string) =>
   z.string({ error: `\`${field}\` must be a string.` }).max(256, `\`${field}\` must be at most 256 characters.`).nullable().optional();
@@ -67,6 +67,12 @@ function contactView(r: ContactRow) {
 
 const notFound = () => new ApiError("not_found", "Contact not found.");
 
+/** Resend's contact routes take the contact's id or its email address: a path segment of either. */
+const CONTACT_REF = "[^/]+";
+const ContactParam = z.object({
+  id: z.string().openapi({ param: { name: "id", in: "path", description: "The contact's id, or its email address." }, example: "ada@example.com" }),
+});
+
 export function registerContactRoutes(app: App): void {
   defineRoute(
     app,
@@ -119,8 +125,9 @@ export function registerContactRoutes(app: App): void {
       path: "/contacts/{id}",
       tags: ["Contacts"],
       summary: "Retrieve a contact",
-      request: { params: IdParam },
+      request: { params: ContactParam },
       responses: { 200: json(Contact, "The contact"), ...errorResponses(401, 403, 404) },
+      paramPattern: CONTACT_REF,
     }),
     async (c) => {
       const row = await findContact(c.env.DB, c.get("principal").accountId, c.req.param("id")!);
@@ -138,8 +145,9 @@ export function registerContactRoutes(app: App): void {
       tags: ["Contacts"],
       summary: "Update a contact",
       description: "Names and `unsubscribed`; a change emits contact.updated.",
-      request: { params: IdParam, ...jsonBody(UpdateContactRequest) },
+      request: { params: ContactParam, ...jsonBody(UpdateContactRequest) },
       responses: { 200: json(ContactRef, "Updated"), ...errorResponses(400, 401, 403, 404, 422) },
+      paramPattern: CONTACT_REF,
     }),
     async (c) => {
       const body = validate(UpdateContactRequest, await readJson(c.req.raw));
@@ -161,13 +169,14 @@ export function registerContactRoutes(app: App): void {
       path: "/contacts/{id}",
       tags: ["Contacts"],
       summary: "Delete a contact",
-      request: { params: IdParam },
+      request: { params: ContactParam },
       responses: { 200: json(DeletedSchema, "Deleted"), ...errorResponses(401, 403, 404) },
+      paramPattern: CONTACT_REF,
     }),
     async (c) => {
-      const id = c.req.param("id")!;
-      if (!(await deleteContact(c.env, c.get("principal").accountId, id))) throw notFound();
-      return c.json({ object: "contact", id, deleted: true as const });
+      const deleted = await deleteContact(c.env, c.get("principal").accountId, c.req.param("id")!);
+      if (!deleted) throw notFound();
+      return c.json({ object: "contact", id: deleted.id, deleted: true as const });
     },
   );
 }
