@@ -41,6 +41,30 @@ async function count(table: string, column: string, id: string): Promise<number>
   return (await env.DB.prepare(`SELECT count(*) AS n FROM ${table} WHERE ${column} = ?`).bind(id).first<{ n: number }>())!.n;
 }
 
+/** A webhook of the test account's (subscribed to an event nothing here emits). */
+async function webhookId(): Promise<string> {
+  const res = await api(acct.token, "POST", "/webhooks", { endpoint: "https://example.com/retention", events: ["contact.created"] });
+  expect(res.status).toBe(201);
+  return ((await res.json()) as { id: string }).id;
+}
+
+async function insertWebhookEvent(now: number, fannedOut: boolean): Promise<string> {
+  const id = uuidv7(now);
+  await env.DB.prepare("INSERT INTO webhook_events (id, account_id, type, payload_json, created_at, fanned_out_at) VALUES (?, ?, 'contact.created', '{}', ?, ?)")
+    .bind(id, acct.accountId, now, fannedOut ? now : null).run();
+  return id;
+}
+
+/** A delivery of `eventId` to webhook `hook`, with one attempt. */
+async function insertDelivery(hook: string, eventId: string, status: string, now: number): Promise<string> {
+  const id = uuidv7(now);
+  await env.DB.prepare("INSERT INTO webhook_deliveries (id, webhook_id, account_id, event_id, event_type, status, attempts, created_at) VALUES (?, ?, ?, ?, 'contact.created', ?, 1, ?)")
+    .bind(id, hook, acct.accountId, eventId, status, now).run();
+  await env.DB.prepare("INSERT INTO webhook_attempts (id, delivery_id, webhook_id, attempt, started_at, duration_ms, status_code, ok) VALUES (?, ?, ?, 1, ?, 5, 200, 1)")
+    .bind(uuidv7(now), id, hook, now).run();
+  return id;
+}
+
 async function blobKeys(prefix: string): Promise<string[]> {
   return (await env.BLOBS.list({ prefix })).objects.map((o) => o.key);
 }
@@ -123,24 +147,10 @@ describe("the retention purge", () => {
   });
 
   it("deletes settled webhook deliveries with their attempts, and events nobody waits on", async () => {
-    const res = await api(acct.token, "POST", "/webhooks", { endpoint: "https://example.com/retention", events: ["contact.created"] });
-    expect(res.status).toBe(201);
-    const hook = ((await res.json()) as { id: string }).id;
+    const hook = await webhookId();
     const now = Date.now();
-    const event = async (fanned: boolean) => {
-      const id = uuidv7(now);
-      await env.DB.prepare("INSERT INTO webhook_events (id, account_id, type, payload_json, created_at, fanned_out_at) VALUES (?, ?, 'contact.created', '{}', ?, ?)")
-        .bind(id, acct.accountId, now, fanned ? now : null).run();
-      return id;
-    };
-    const delivery = async (eventId: string, status: string) => {
-      const id = uuidv7(now);
-      await env.DB.prepare("INSERT INTO webhook_deliveries (id, webhook_id, account_id, event_id, event_type, status, attempts, created_at) VALUES (?, ?, ?, ?, 'contact.created', ?, 1, ?)")
-        .bind(id, hook, acct.accountId, eventId, status, now).run();
-      await env.DB.prepare("INSERT INTO webhook_attempts (id, delivery_id, webhook_id, attempt, started_at, duration_ms, status_code, ok) VALUES (?, ?, ?, 1, ?, 5, 200, 1)")
-        .bind(uuidv7(now), id, hook, now).run();
-      return id;
-    };
+    const event = (fanned: boolean) => insertWebhookEvent(now, fanned);
+    const delivery = (eventId: string, status: string) => insertDelivery(hook, eventId, status, now);
     const done = await event(true);
     const doneDelivery = await delivery(done, "delivered");
     const failedDelivery = await delivery(await event(true), "failed");
@@ -196,17 +206,9 @@ describe("the retention purge", () => {
     expect(await count("email_events", "email_id", clicked)).toBeGreaterThan(1);
 
     // A failed delivery replayed (pending again) between the read and the delete stays, with its attempts.
-    const res = await api(acct.token, "POST", "/webhooks", { endpoint: "https://example.com/replayed", events: ["contact.created"] });
-    const hook = ((await res.json()) as { id: string }).id;
+    const hook = await webhookId();
     const ids: string[] = [];
-    for (const status of ["failed", "failed"]) {
-      const eventId = uuidv7();
-      await env.DB.prepare("INSERT INTO webhook_events (id, account_id, type, payload_json, created_at, fanned_out_at) VALUES (?, ?, 'contact.created', '{}', ?, ?)").bind(eventId, acct.accountId, now, now).run();
-      const id = uuidv7();
-      await env.DB.prepare("INSERT INTO webhook_deliveries (id, webhook_id, account_id, event_id, event_type, status, attempts, created_at) VALUES (?, ?, ?, ?, 'contact.created', ?, 1, ?)").bind(id, hook, acct.accountId, eventId, status, now).run();
-      await env.DB.prepare("INSERT INTO webhook_attempts (id, delivery_id, webhook_id, attempt, started_at, duration_ms, status_code, ok) VALUES (?, ?, ?, 1, ?, 5, 500, 0)").bind(uuidv7(), id, hook, now).run();
-      ids.push(id);
-    }
+    for (let i = 0; i < 2; i++) ids.push(await insertDelivery(hook, await insertWebhookEvent(now, true), "failed", now));
     await env.DB.prepare("UPDATE webhook_deliveries SET status = 'pending' WHERE id = ?").bind(ids[1]).run();
     expect(await deleteSettledDeliveries(env.DB, ids)).toBe(1);
     expect(await row("webhook_deliveries", ids[0]!)).toBeNull();
