@@ -30,7 +30,7 @@ export const INSERT_EMAIL_SQL =
   `"attempts", "next_attempt_at", "lease_until", "message_id", "created_at") ` +
   `values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 
-export const INSERT_EVENT_SQL = `insert into "email_events" ("id", "email_id", "account_id", "type", "data_json", "created_at") values (?, ?, ?, ?, ?, ?)`;
+export const INSERT_EVENT_SQL = `insert into "email_events" ("id", "email_id", "account_id", "type", "data_json", "created_at", "dedupe_key") values (?, ?, ?, ?, ?, ?, ?)`;
 
 export const EMAIL_BY_ID_SQL =
   `select "id", "account_id", "from_address", "to_json", "cc_json", "bcc_json", "reply_to_json", "subject", "html", "text", "headers_json", ` +
@@ -56,7 +56,7 @@ export function sendBatch(emailId: string, eventId: string, now: number): Statem
         "queued", "queued", null, to, 0, now, null, `${emailId}@${FLOOR_DOMAIN_NAME}`, now,
       ],
     },
-    { sql: INSERT_EVENT_SQL, params: [eventId, emailId, FLOOR_ACCOUNT, "queued", "{}", now] },
+    { sql: INSERT_EVENT_SQL, params: [eventId, emailId, FLOOR_ACCOUNT, "queued", "{}", now, null] },
   ];
 }
 
