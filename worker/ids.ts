@@ -17,12 +17,27 @@ export function uuidv7(now: number = Date.now()): string {
     seq = (bytes[6]! & 0x07) << 8 | bytes[7]!; // random start, leaves room to count up
   }
   lastMs = now;
-  const ms = BigInt(now);
-  for (let i = 0; i < 6; i++) bytes[i] = Number((ms >> BigInt(8 * (5 - i))) & 0xffn);
+  stampTime(bytes, now);
   bytes[6] = 0x70 | ((seq >> 8) & 0x0f);
   bytes[7] = seq & 0xff;
   bytes[8] = (bytes[8]! & 0x3f) | 0x80;
   return uuidFromBytes(bytes);
+}
+
+/** The smallest UUIDv7 of millisecond `ms` (every other bit zero): every id made before `ms`
+ * sorts below it, as text too, so `id < uuidv7Floor(t)` is "made before t" on an index. */
+export function uuidv7Floor(ms: number): string {
+  const bytes = new Uint8Array(16);
+  stampTime(bytes, Math.max(0, Math.floor(ms)));
+  bytes[6] = 0x70;
+  bytes[8] = 0x80;
+  return uuidFromBytes(bytes);
+}
+
+/** The 48-bit millisecond timestamp, big-endian, in the first six bytes. */
+function stampTime(bytes: Uint8Array, ms: number): void {
+  const t = BigInt(ms);
+  for (let i = 0; i < 6; i++) bytes[i] = Number((t >> BigInt(8 * (5 - i))) & 0xffn);
 }
 
 /** The 16 bytes of a UUID (tokens carry ids as bytes, not 36 characters). */

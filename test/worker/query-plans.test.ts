@@ -8,7 +8,8 @@ import { drizzle } from "drizzle-orm/d1";
 import { describe, expect, it } from "vitest";
 import { claimQuery } from "../../worker/delivery/consumer.ts";
 import { markFannedOutQuery, pendingEventsQuery } from "../../worker/webhooks/consumer.ts";
-import { idFloor, PURGE_SQL } from "../../worker/retention/purge.ts";
+import { uuidv7Floor } from "../../worker/ids.ts";
+import { PURGE_SQL } from "../../worker/retention/purge.ts";
 
 async function plan(q: { toSQL(): { sql: string; params: unknown[] } }): Promise<string> {
   const { sql, params } = q.toSQL();
@@ -40,7 +41,7 @@ describe("query plans of the retention purge", () => {
     ["events", /SEARCH d USING (COVERING )?INDEX webhook_deliveries_by_event \(event_id=\?\)/, /webhook_events_pending|webhook_deliveries_due|TEMP B-TREE|SCAN/],
     ["inbound", /SEARCH inbound_emails USING (COVERING )?INDEX sqlite_autoindex_inbound_emails_1 \(id<\?\)/, /TEMP B-TREE|SCAN/],
   ] as const)("%s walks the primary key", async (name, expected, never) => {
-    const rows = await env.DB.prepare(`EXPLAIN QUERY PLAN ${PURGE_SQL[name]}`).bind(idFloor(Date.now()), 500).all<{ detail: string }>();
+    const rows = await env.DB.prepare(`EXPLAIN QUERY PLAN ${PURGE_SQL[name]}`).bind(uuidv7Floor(Date.now()), 500).all<{ detail: string }>();
     const detail = rows.results.map((r) => r.detail).join("\n");
     expect(detail).toMatch(expected);
     if (name === "events") expect(detail).toMatch(/SEARCH w USING (COVERING )?INDEX sqlite_autoindex_webhook_events_1 \(id<\?\)/);

@@ -7,9 +7,9 @@ import { createScheduledController } from "cloudflare:test";
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { readConfig } from "../../worker/config.ts";
-import { uuidv7 } from "../../worker/ids.ts";
+import { uuidv7, uuidv7Floor } from "../../worker/ids.ts";
 import worker from "../../worker/index.ts";
-import { deleteExpiredEmails, deleteSettledDeliveries, idFloor, PURGE_SQL, purgeExpired } from "../../worker/retention/purge.ts";
+import { deleteExpiredEmails, deleteSettledDeliveries, PURGE_SQL, purgeExpired } from "../../worker/retention/purge.ts";
 import { api, createAccount, type TestAccount } from "./fixtures.ts";
 import { waitFor } from "./wait.ts";
 
@@ -73,20 +73,20 @@ async function blobKeys(prefix: string): Promise<string[]> {
  * within an isolate, and an id from the future would move every later id of this isolate.) */
 function idAt(ms: number): string {
   const hex = [...crypto.getRandomValues(new Uint8Array(10))].map((b) => b.toString(16).padStart(2, "0")).join("");
-  return `${idFloor(ms).slice(0, 14)}7${hex.slice(0, 3)}-${"89ab"[Number.parseInt(hex[3]!, 16) % 4]}${hex.slice(4, 7)}-${hex.slice(7, 19)}`;
+  return `${uuidv7Floor(ms).slice(0, 14)}7${hex.slice(0, 3)}-${"89ab"[Number.parseInt(hex[3]!, 16) % 4]}${hex.slice(4, 7)}-${hex.slice(7, 19)}`;
 }
 
-describe("idFloor", () => {
+describe("uuidv7Floor", () => {
   it("sorts below every UUIDv7 of an earlier millisecond and above none of a later one", () => {
     const t = Date.now();
-    expect(idFloor(t)).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7000-8000-000000000000$/);
+    expect(uuidv7Floor(t)).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7000-8000-000000000000$/);
     const made = uuidv7();
-    expect(idFloor(Date.now() - 5) < made && made < idFloor(Date.now() + 5 + 1)).toBe(true);
+    expect(uuidv7Floor(Date.now() - 5) < made && made < uuidv7Floor(Date.now() + 5 + 1)).toBe(true);
     for (let i = 0; i < 200; i++) {
       const id = idAt(t - 1 - i * 997);
       expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
-      expect(id < idFloor(t)).toBe(true);
-      expect(idAt(t + i * 997) >= idFloor(t)).toBe(true);
+      expect(id < uuidv7Floor(t)).toBe(true);
+      expect(idAt(t + i * 997) >= uuidv7Floor(t)).toBe(true);
     }
   });
 });
@@ -193,7 +193,7 @@ describe("the retention purge", () => {
   it("each delete checks again: a click recorded after the candidates were read keeps its email, a replay keeps its delivery", async () => {
     const [quiet, clicked] = [await sendSettled({ to: "delivered@simulator.tern.test" }), await sendSettled({ to: "delivered@simulator.tern.test" })];
     const now = Date.now();
-    const floor = idFloor(now + DAY);
+    const floor = uuidv7Floor(now + DAY);
     const candidates = (await env.DB.prepare(PURGE_SQL.emails).bind(floor, 500).all<{ id: string }>()).results.map((r) => r.id);
     expect(candidates).toEqual(expect.arrayContaining([quiet, clicked]));
     // Between the read and the delete, a reader clicks (an event after the floor).

@@ -1,5 +1,5 @@
-// Data retention: the cron deletes what has been kept for RETENTION_DAYS (30 by default), a
-// bounded batch per run, so that D1 and R2 hold a window of history, not all of it.
+// Data retention: the cron deletes what has been kept for RETENTION_DAYS (30 by default), in
+// bounded batches, so that D1 and R2 hold a window of history, not all of it.
 //   - an email, once settled (done or canceled) and quiet (no event of its own within the
 //     window, so a recent open, click or report keeps it), with its events and its R2 content;
 //   - a webhook delivery no longer pending, with its attempts, and an outbox event that has
@@ -10,6 +10,7 @@
 // may click a link in an old email, and the redirect needs it; a row is a few hundred bytes).
 // D1 first, R2 after: a failed R2 delete leaves an unreachable object, never a row whose
 // content is gone.
+import { uuidv7Floor } from "../ids.ts";
 import type { StoredAttachment } from "../sending/content.ts";
 
 export interface PurgeCounts {
@@ -27,12 +28,6 @@ const ROUND_LIMIT = 20;
 const BUDGET_MS = 10_000;
 /** D1 binds at most 100 parameters per statement. */
 const CHUNK = 90;
-
-/** The smallest UUIDv7 of millisecond `ms`: every id made before `ms` sorts below it. */
-export function idFloor(ms: number): string {
-  const hex = Math.max(0, Math.floor(ms)).toString(16).padStart(12, "0");
-  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-7000-8000-000000000000`;
-}
 
 /** An email the purge may take: settled, and no event of its own since the floor (the last ?). */
 const EMAIL_EXPIRED = `+state IN ('done', 'canceled') AND NOT EXISTS (SELECT 1 FROM email_events e WHERE e.email_id = emails.id AND e.id >= ?)`;
@@ -65,7 +60,7 @@ export async function purgeExpired(env: Pick<Env, "DB" | "BLOBS">, retentionDays
   if (retentionDays === null) return counts;
   const batch = options.batch ?? PURGE_BATCH;
   const rounds = options.rounds ?? ROUND_LIMIT;
-  const floor = idFloor(now - retentionDays * 86_400_000);
+  const floor = uuidv7Floor(now - retentionDays * 86_400_000);
   const started = Date.now();
   for (let round = 0; round < rounds && Date.now() - started < BUDGET_MS; round++) {
     const full = await purgeRound(env, floor, batch, counts);
