@@ -66,10 +66,10 @@ export function readConfig(env: Env): TernConfig {
 /** Days (fractions allowed), at least MIN_RETENTION_DAYS; "0" (or "Infinity") for ever; unset:
  * 30. An unreadable value keeps the default rather than purging on a typo. */
 function retentionDaysOf(value: string | undefined): number | null {
-  if (value === undefined || value.trim() === "") return 30;
+  if (value === undefined || value.trim() === "") return DEFAULT_RETENTION_DAYS;
   const n = Number(value);
   if (n === 0 || n === Infinity) return null;
-  if (!Number.isFinite(n) || n < 0) return warnOnce(`RETENTION_DAYS=${JSON.stringify(value)} is not a number of days: keeping 30`, 30);
+  if (!Number.isFinite(n) || n < 0) return warnOnce(`RETENTION_DAYS=${JSON.stringify(value)} is not a number of days: keeping ${DEFAULT_RETENTION_DAYS}`, DEFAULT_RETENTION_DAYS);
   if (n < MIN_RETENTION_DAYS) return warnOnce(`RETENTION_DAYS=${value} is under ${MIN_RETENTION_DAYS}: keeping ${MIN_RETENTION_DAYS}`, MIN_RETENTION_DAYS);
   return n;
 }
@@ -78,6 +78,7 @@ function retentionDaysOf(value: string | undefined): number | null {
  * would drop the late ones, and with them the suppression of a bounced or complaining address.
  * MTAs give up on a message within about five days, and feedback loops report within days. */
 export const MIN_RETENTION_DAYS = 7;
+const DEFAULT_RETENTION_DAYS = 30;
 
 const warned = new Set<string>();
 function warnOnce<T>(message: string, value: T): T {

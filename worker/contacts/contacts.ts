@@ -43,7 +43,7 @@ export async function createContact(env: ContactEnv, accountId: string, input: N
   const row: ContactRow = {
     id: uuidv7(now),
     accountId,
-    email: input.email.trim().toLowerCase(),
+    email: contactKey(input.email),
     firstName: input.firstName ?? null,
     lastName: input.lastName ?? null,
     unsubscribed: input.unsubscribed ?? false,
@@ -61,8 +61,13 @@ export async function createContact(env: ContactEnv, accountId: string, input: N
 
 /** The account's contact by its id or by its email address (as Resend's API takes either:
  * `GET /contacts/{id | email}`). An address has an @ and an id never does. */
+/** How a contact's address is stored and looked up: one contact per address, whatever its case. */
+function contactKey(email: string): string {
+  return email.trim().toLowerCase();
+}
+
 export async function findContact(db: D1Database, accountId: string, idOrEmail: string): Promise<ContactRow | undefined> {
-  const key = idOrEmail.includes("@") ? eq(contacts.email, idOrEmail.trim().toLowerCase()) : eq(contacts.id, idOrEmail);
+  const key = idOrEmail.includes("@") ? eq(contacts.email, contactKey(idOrEmail)) : eq(contacts.id, idOrEmail);
   return drizzle(db).select().from(contacts).where(and(eq(contacts.accountId, accountId), key)).get();
 }
 
@@ -105,11 +110,10 @@ export async function deleteContact(env: ContactEnv, accountId: string, idOrEmai
  * Unsubscribing twice changes nothing and says nothing.
  */
 export async function unsubscribeAddress(env: ContactEnv, accountId: string, email: string, now = Date.now()): Promise<{ contact: ContactRow; event: ContactEventType | null }> {
-  const address = email.trim().toLowerCase();
+  const address = contactKey(email);
   // Twice at most: a contact created between the read and the insert is then read again.
   for (let round = 0; ; round++) {
-    const existing = await drizzle(env.DB).select().from(contacts)
-      .where(and(eq(contacts.accountId, accountId), eq(contacts.email, address))).get();
+    const existing = await findContact(env.DB, accountId, address);
     if (existing) {
       if (existing.unsubscribed) return { contact: existing, event: null };
       const contact = (await updateContact(env, accountId, existing.id, { unsubscribed: true }, now))!;
