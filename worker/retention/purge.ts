@@ -29,8 +29,11 @@ const BUDGET_MS = 10_000;
 /** D1 binds at most 100 parameters per statement. */
 const CHUNK = 90;
 
-/** An email the purge may take: settled, and no event of its own since the floor (the last ?). */
-const EMAIL_EXPIRED = `+state IN ('done', 'canceled') AND NOT EXISTS (SELECT 1 FROM email_events e WHERE e.email_id = emails.id AND e.id >= ?)`;
+/** An email the purge may take: settled, and no event of its own since the floor (the
+ * parameter named). */
+const emailExpired = (floor: string) => `+state IN ('done', 'canceled') AND NOT EXISTS (SELECT 1 FROM email_events e WHERE e.email_id = emails.id AND e.id >= ${floor})`;
+/** A delivery the purge may take: no longer retrying. */
+const DELIVERY_SETTLED = "status <> 'pending'";
 
 /** The statements that find candidates, each bound to (floor, limit); their plans are checked
  * in test/worker/query-plans.test.ts. Ids are UUIDv7, so `id < floor` is a range of the
@@ -38,8 +41,8 @@ const EMAIL_EXPIRED = `+state IN ('done', 'canceled') AND NOT EXISTS (SELECT 1 F
  * keeps SQLite off the (state, next_attempt_at) index, which would read every settled email and
  * sort them on each run. */
 export const PURGE_SQL = {
-  emails: `SELECT id FROM emails WHERE id < ?1 AND ${EMAIL_EXPIRED.replace("?", "?1")} ORDER BY id LIMIT ?2`,
-  deliveries: `SELECT id FROM webhook_deliveries WHERE id < ?1 AND status <> 'pending' ORDER BY id LIMIT ?2`,
+  emails: `SELECT id FROM emails WHERE id < ?1 AND ${emailExpired("?1")} ORDER BY id LIMIT ?2`,
+  deliveries: `SELECT id FROM webhook_deliveries WHERE id < ?1 AND ${DELIVERY_SETTLED} ORDER BY id LIMIT ?2`,
   events: `DELETE FROM webhook_events WHERE id IN (
       SELECT id FROM webhook_events w
       WHERE id < ?1 AND fanned_out_at IS NOT NULL
@@ -116,8 +119,8 @@ export async function deleteExpiredEmails(db: D1Database, ids: readonly string[]
   const out = { deleted: 0, blobs: [] as string[] };
   for (const c of chunks(ids)) {
     const [, deleted] = await db.batch<{ id: string; content_key: string | null; attachments_json: string }>([
-      db.prepare(`DELETE FROM email_events WHERE email_id IN (SELECT id FROM emails WHERE id IN (${marks(c)}) AND ${EMAIL_EXPIRED})`).bind(...c, floor),
-      db.prepare(`DELETE FROM emails WHERE id IN (${marks(c)}) AND ${EMAIL_EXPIRED} RETURNING id, content_key, attachments_json`).bind(...c, floor),
+      db.prepare(`DELETE FROM email_events WHERE email_id IN (SELECT id FROM emails WHERE id IN (${marks(c)}) AND ${emailExpired("?")})`).bind(...c, floor),
+      db.prepare(`DELETE FROM emails WHERE id IN (${marks(c)}) AND ${emailExpired("?")} RETURNING id, content_key, attachments_json`).bind(...c, floor),
     ]);
     for (const e of deleted!.results) {
       out.deleted++;
@@ -133,8 +136,8 @@ export async function deleteSettledDeliveries(db: D1Database, ids: readonly stri
   let n = 0;
   for (const c of chunks(ids)) {
     const [, deleted] = await db.batch([
-      db.prepare(`DELETE FROM webhook_attempts WHERE delivery_id IN (SELECT id FROM webhook_deliveries WHERE id IN (${marks(c)}) AND status <> 'pending')`).bind(...c),
-      db.prepare(`DELETE FROM webhook_deliveries WHERE id IN (${marks(c)}) AND status <> 'pending'`).bind(...c),
+      db.prepare(`DELETE FROM webhook_attempts WHERE delivery_id IN (SELECT id FROM webhook_deliveries WHERE id IN (${marks(c)}) AND ${DELIVERY_SETTLED})`).bind(...c),
+      db.prepare(`DELETE FROM webhook_deliveries WHERE id IN (${marks(c)}) AND ${DELIVERY_SETTLED}`).bind(...c),
     ]);
     n += deleted!.meta.changes ?? 0;
   }
