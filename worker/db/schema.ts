@@ -239,8 +239,6 @@ export const webhookDeliveries = sqliteTable(
   },
   (t) => [
     uniqueIndex("webhook_deliveries_event").on(t.webhookId, t.eventId),
-    /** An event's deliveries, whatever the webhook: the retention purge keeps an event while one is pending. */
-    index("webhook_deliveries_by_event").on(t.eventId),
     index("webhook_deliveries_webhook").on(t.webhookId, t.id),
     index("webhook_deliveries_due").on(t.status, t.nextAttemptAt),
   ],

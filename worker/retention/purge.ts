@@ -39,14 +39,17 @@ const DELIVERY_SETTLED = "status <> 'pending'";
  * in test/worker/query-plans.test.ts. Ids are UUIDv7, so `id < floor` is a range of the
  * primary key; an email's recent events are a range of the (email_id, id) index. The unary +
  * keeps SQLite off the (state, next_attempt_at) index, which would read every settled email and
- * sort them on each run. */
+ * sort them on each run. An event's pending deliveries are found through its account's
+ * webhooks and the (webhook_id, event_id) index deliveries already have, so the purge adds no
+ * index for every delivery insert to maintain. */
 export const PURGE_SQL = {
   emails: `SELECT id FROM emails WHERE id < ?1 AND ${emailExpired("?1")} ORDER BY id LIMIT ?2`,
   deliveries: `SELECT id FROM webhook_deliveries WHERE id < ?1 AND ${DELIVERY_SETTLED} ORDER BY id LIMIT ?2`,
   events: `DELETE FROM webhook_events WHERE id IN (
       SELECT id FROM webhook_events w
       WHERE id < ?1 AND fanned_out_at IS NOT NULL
-        AND NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.event_id = w.id AND d.status = 'pending')
+        AND NOT EXISTS (SELECT 1 FROM webhooks h JOIN webhook_deliveries d ON d.webhook_id = h.id AND d.event_id = w.id
+                        WHERE h.account_id = w.account_id AND d.status = 'pending')
       ORDER BY id LIMIT ?2)`,
   inbound: `SELECT id FROM inbound_emails WHERE id < ?1 ORDER BY id LIMIT ?2`,
 } as const;

@@ -1,1 +1,0 @@
-CREATE INDEX `webhook_deliveries_by_event` ON `webhook_deliveries` (`event_id`);
