@@ -196,7 +196,7 @@ describe("connections that never log in", () => {
     expect(idle.greeting.code).toBe(220);
     expect((await busy.dialog.command("EHLO client.test")).code).toBe(250);
     // Commands do not extend the time: only a login does.
-    const keepalive = setInterval(() => void busy.dialog.write("NOOP\r\n"), 200);
+    const keepalive = setInterval(() => void (busy.dialog.closed || busy.dialog.write("NOOP\r\n")), 200);
     try {
       const told = await idle.dialog.reply(5_000);
       expect(told.code).toBe(421);
