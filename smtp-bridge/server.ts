@@ -1,8 +1,9 @@
 // The SMTP bridge: one smtp-server per configured port (implicit TLS or STARTTLS), sessions
 // that log in with an API key, and one `POST /emails` per message. Limits (connections in all
 // and per address, recipients, size, idle time, time to log in, submission slots in all and per
-// key) are enforced here; the rules about email stay in the API. close() drains: it stops accepting, lets sessions in the middle of a message
-// finish it, and tells idle ones to come back later.
+// key) are enforced here; the rules about email stay in the API. close() drains: it stops
+// accepting, lets sessions in the middle of a message finish it, and tells idle ones to come
+// back later.
 import type { Server as HttpServer } from "node:http";
 import type { Socket } from "node:net";
 import { SMTPServer, type SMTPServerAuthentication, type SMTPServerAuthenticationResponse, type SMTPServerDataStream, type SMTPServerOptions, type SMTPServerSession } from "smtp-server";
@@ -66,7 +67,7 @@ interface SessionState {
   busy: boolean;
   /** The session holds a submission slot: from its first accepted RCPT to the end of its message. */
   holding: boolean;
-  /** The key's owner of the slot held (it may log in again with another key meanwhile). */
+  /** The key (fingerprint) whose share the slot held counts in. */
   slotOwner: string | null;
   /** Ends the session if it holds its slot for too long without starting DATA. */
   holdTimer: NodeJS.Timeout | null;
@@ -80,6 +81,10 @@ interface SessionState {
 type SmtpError = Error & { responseCode: number };
 const smtpError = (code: number, text: string): SmtpError => Object.assign(new Error(text), { responseCode: code });
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const seconds = (ms: number) => {
+  const n = Math.round(ms / 100) / 10;
+  return `${n} second${n === 1 ? "" : "s"}`;
+};
 /** A connection as both Node's socket and smtp-server's session name it. */
 const endpointKey = (remoteAddress: string, remotePort: number, localAddress: string, localPort: number) =>
   `${canonicalAddress(remoteAddress)} ${remotePort} ${canonicalAddress(localAddress)} ${localPort}`;
@@ -136,7 +141,7 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
     c.close();
   };
   const shuttingDown = "4.3.2 The service is shutting down; try again later";
-  const loginTimeoutText = `4.4.2 No login within ${Math.round(config.loginTimeoutMs / 100) / 10} seconds of connecting; closing`;
+  const loginTimeoutText = `4.4.2 No login within ${seconds(config.loginTimeoutMs)} of connecting; closing`;
 
   const loginOverdue = (peer: Peer) => {
     peer.loginTimer = null;
@@ -307,7 +312,7 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
     state.slotOwner = owner;
     return true;
   };
-  const holdText = `4.4.2 No DATA within ${Math.round(config.submissionHoldMs / 100) / 10} seconds of the first recipient; closing`;
+  const holdText = `4.4.2 No DATA within ${seconds(config.submissionHoldMs)} of the first recipient; closing`;
   /** A slot held at RCPT must be used: a session that does not start DATA in time loses it and
    * is closed, or a few sessions kept alive with NOOP would hold the slots for as long as they like. */
   const limitHold = (state: SessionState) => {

@@ -195,7 +195,7 @@ describe("the bridge in front of an API that goes away and comes back", () => {
       expect(refused.greeting.text).toMatch(/Too many connections/);
       refused.dialog.close();
       // ...until the silent ones' time is up.
-      for (const s of silent) expect((await s.dialog.reply(5_000)).text).toMatch(/^4\.4\.2 No login within 1 seconds/);
+      for (const s of silent) expect((await s.dialog.reply(5_000)).text).toMatch(/^4\.4\.2 No login within 1 second /);
       const t = nodemailer.createTransport({
         host: "127.0.0.1", port: b.startTlsPort, secure: false, requireTLS: true,
         auth: { user: "tern", pass: tern.apiKey }, tls: { ca, servername: "localhost" },
@@ -345,7 +345,7 @@ describe("submission slots (TERN_BRIDGE_MAX_SUBMISSIONS)", () => {
       let last = await hog.reply(5_000);
       while (last.code === 250) last = await hog.reply(5_000);
       expect(last.code).toBe(421);
-      expect(last.text).toMatch(/^4\.4\.2 No DATA within 1 seconds/);
+      expect(last.text).toMatch(/^4\.4\.2 No DATA within 1 second /);
       expect(b.output()).toMatch(/"event":"submission_hold_timeout"/);
 
       // The waiter's message takes longer than the bound to send, but DATA began in time.

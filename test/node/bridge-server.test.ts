@@ -200,7 +200,7 @@ describe("connections that never log in", () => {
     try {
       const told = await idle.dialog.reply(5_000);
       expect(told.code).toBe(421);
-      expect(told.text).toMatch(/^4\.4\.2 No login within 1 seconds/);
+      expect(told.text).toMatch(/^4\.4\.2 No login within 1 second /);
       expect(await handshake.closed).toBeLessThan(3_000);
       let last = await busy.dialog.reply(5_000);
       while (last.code === 250) last = await busy.dialog.reply(5_000);
