@@ -116,55 +116,73 @@ export interface ThrottleOptions {
 }
 
 export interface LoginAttempt {
-  /** The key was wrong: the attempt stays counted. Returns how long to wait before answering. */
+  /** The key was wrong: recorded as a failure. Returns how long to wait before answering. */
   fail(): number;
-  /** The login succeeded, or could not be checked (the API was unreachable): it no longer counts. */
+  /** The login succeeded, or could not be checked (the API was unreachable): not a failure. */
   withdraw(): void;
 }
 
-/** Logins per client address over a sliding window. An attempt counts from its start, before
- * the key is checked (asynchronously): counted only once it had failed, any number of parallel
- * attempts would all pass the check before the first failure was recorded. */
+/** Failed logins per client address over a sliding window, and logins still being checked.
+ * An attempt counts from its start, before the key is checked (asynchronously): counted only
+ * once it had failed, any number of parallel attempts would all be checked before the first
+ * failure was recorded. Attempts past the limit wait for earlier ones to end, so parallel
+ * logins with a good key all get in, and parallel guesses stop at the limit. */
 export class FailureThrottle {
   readonly #o: Required<ThrottleOptions>;
-  readonly #attempts = new Map<string, { at: number }[]>();
+  readonly #failures = new Map<string, number[]>();
+  readonly #checking = new Map<string, { count: number; waiting: (() => void)[] }>();
 
   constructor(o: ThrottleOptions) {
     this.#o = { now: Date.now, ...o };
   }
 
-  #recent(client: string): { at: number }[] {
+  #recent(client: string): number[] {
     const since = this.#o.now() - this.#o.windowMs;
-    const list = (this.#attempts.get(client) ?? []).filter((a) => a.at > since);
-    if (list.length) this.#attempts.set(client, list);
-    else this.#attempts.delete(client);
+    const list = (this.#failures.get(client) ?? []).filter((t) => t > since);
+    if (list.length) this.#failures.set(client, list);
+    else this.#failures.delete(client);
     return list;
   }
 
-  /** True while the address has failed (or is trying) too often: it gets no further tries until the window passes. */
+  /** True while the address has failed too often: it gets no further tries until the window passes. */
   blocked(client: string): boolean {
     return this.#recent(client).length >= this.#o.maxFailures;
   }
 
-  /** Counts an attempt from `client`; null when the address is blocked. */
-  begin(client: string): LoginAttempt | null {
-    if (this.blocked(client)) return null;
-    if (this.#attempts.size > MAX_CACHED) for (const k of [...this.#attempts.keys()]) this.#recent(k);
-    const entry = { at: this.#o.now() };
-    this.#attempts.set(client, [...this.#recent(client), entry]);
+  /** Starts an attempt from `client` once the failures so far and the attempts still being
+   * checked leave room for it; null when the address is blocked. */
+  async begin(client: string): Promise<LoginAttempt | null> {
+    for (;;) {
+      if (this.blocked(client)) return null;
+      const checking = this.#checking.get(client) ?? { count: 0, waiting: [] };
+      this.#checking.set(client, checking);
+      if (this.#recent(client).length + checking.count < this.#o.maxFailures) {
+        checking.count++;
+        break;
+      }
+      await new Promise<void>((resolve) => checking.waiting.push(resolve));
+    }
     let settled = false;
+    const end = () => {
+      settled = true;
+      const checking = this.#checking.get(client)!;
+      checking.count--;
+      // Everyone waiting looks again: the one that ended left room, or a block.
+      const waiting = checking.waiting.splice(0);
+      if (checking.count === 0) this.#checking.delete(client);
+      for (const resume of waiting) resume();
+    };
     return {
       fail: () => {
-        settled = true;
-        const count = Math.max(1, this.#recent(client).length);
-        return Math.min(this.#o.maxDelayMs, this.#o.baseDelayMs * 2 ** (count - 1));
+        if (settled) return 0;
+        if (this.#failures.size > MAX_CACHED) for (const k of [...this.#failures.keys()]) this.#recent(k);
+        const list = [...this.#recent(client), this.#o.now()].slice(-this.#o.maxFailures);
+        this.#failures.set(client, list);
+        end();
+        return Math.min(this.#o.maxDelayMs, this.#o.baseDelayMs * 2 ** (list.length - 1));
       },
       withdraw: () => {
-        if (settled) return;
-        settled = true;
-        const list = this.#recent(client).filter((a) => a !== entry);
-        if (list.length) this.#attempts.set(client, list);
-        else this.#attempts.delete(client);
+        if (!settled) end();
       },
     };
   }

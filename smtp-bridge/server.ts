@@ -252,41 +252,41 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
   const onAuth = (auth: SMTPServerAuthentication, session: SMTPServerSession, callback: (err: Error | null | undefined, response?: SMTPServerAuthenticationResponse) => void) => {
     const state = sessions.get(session.id);
     if (!state || !session.secure) return callback(smtpError(538, "5.7.11 Encryption required: use STARTTLS first"));
-    // Counted now, before the key is checked: parallel logins from one address are bounded by
-    // the limit as much as one after the other.
-    const attempt = throttle.begin(state.client);
-    if (!attempt) {
-      log.warn("auth_refused", { session: session.id, ip: state.remoteAddress, reason: "throttled" });
-      return callback(smtpError(454, "4.7.0 Too many failed logins from your address; try again later"));
-    }
     state.authenticating = true;
-    const fail = (reason: string) => {
-      const delay = attempt.fail();
-      log.warn("auth_failed", { session: session.id, ip: state.remoteAddress, reason, delay_ms: delay });
-      setTimeout(() => {
-        state.authenticating = false;
-        callback(smtpError(535, "5.7.8 Authentication credentials invalid: the user is tern and the password an API key"));
-        if (state.overdue) setImmediate(() => hangUp(state, loginTimeoutText));
-      }, delay);
-    };
-    const key = auth.password ?? "";
-    if ((auth.username ?? "").toLowerCase() !== "tern" || !key) return fail("wrong_user");
-    verdicts.verdict(key).then((verdict) => {
-      if (verdict === "invalid") return fail("invalid_key");
-      attempt.withdraw();
+    /** Answers the AUTH; a session whose time to log in ran out meanwhile, and did not log in, is then closed. */
+    const answer = (err: SmtpError | null, user?: string) => {
       state.authenticating = false;
-      if (verdict === "valid") {
+      callback(err, user ? { user } : undefined);
+      if (err && state.overdue) setImmediate(() => hangUp(state, loginTimeoutText));
+    };
+    // Counted from now, before the key is checked: parallel logins from one address are bounded
+    // by the limit as much as one after the other (those past it wait for earlier ones to end).
+    throttle.begin(state.client).then((attempt) => {
+      if (!attempt) {
+        log.warn("auth_refused", { session: session.id, ip: state.remoteAddress, reason: "throttled" });
+        return answer(smtpError(454, "4.7.0 Too many failed logins from your address; try again later"));
+      }
+      const fail = (reason: string) => {
+        const delay = attempt.fail();
+        log.warn("auth_failed", { session: session.id, ip: state.remoteAddress, reason, delay_ms: delay });
+        setTimeout(() => answer(smtpError(535, "5.7.8 Authentication credentials invalid: the user is tern and the password an API key")), delay);
+      };
+      const key = auth.password ?? "";
+      if ((auth.username ?? "").toLowerCase() !== "tern" || !key) return fail("wrong_user");
+      verdicts.verdict(key).then((verdict) => {
+        if (verdict === "invalid") return fail("invalid_key");
+        attempt.withdraw();
+        if (verdict === "unknown") {
+          log.warn("auth_unavailable", { session: session.id, ip: state.remoteAddress });
+          return answer(smtpError(454, "4.7.0 Temporary authentication failure: tern's API could not be reached; try again later"));
+        }
         const fingerprint = keyFingerprint(key);
         state.login = { key, fingerprint };
         if (state.peer.loginTimer) clearTimeout(state.peer.loginTimer);
         state.peer.loginTimer = null;
         log.info("auth_ok", { session: session.id, ip: state.remoteAddress, key: fingerprint });
-        callback(null, { user: fingerprint });
-      } else {
-        log.warn("auth_unavailable", { session: session.id, ip: state.remoteAddress });
-        callback(smtpError(454, "4.7.0 Temporary authentication failure: tern's API could not be reached; try again later"));
-        if (state.overdue) setImmediate(() => hangUp(state, loginTimeoutText));
-      }
+        answer(null, fingerprint);
+      });
     });
   };
 

@@ -45,6 +45,7 @@ function admin(...args: string[]): string {
   return r.stdout;
 }
 
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const plainLogin = (key: string) => `AUTH PLAIN ${Buffer.from(`\0tern\0${key}`).toString("base64")}`;
 
 describe("the bridge in front of an API that goes away and comes back", () => {
@@ -157,10 +158,17 @@ describe("the bridge in front of an API that goes away and comes back", () => {
     expect(b.output()).not.toContain(tern.apiKey);
   });
 
-  it("50 wrong logins in parallel from one address: only the limit's worth are checked, the rest refused at once", async () => {
+  it("50 wrong logins in parallel from one address: only the limit's worth are checked, the rest refused; 50 good ones all get in", async () => {
     const b = await bridge({ TERN_BRIDGE_AUTH_MAX_FAILURES: "5", TERN_BRIDGE_AUTH_FAILURE_DELAY_MS: "50", TERN_BRIDGE_MAX_CONNECTIONS_PER_IP: "60" });
     const ca = readFileSync(b.caCertPath);
-    const dialogs = await Promise.all(Array.from({ length: 50 }, async () => (await SmtpDialog.open(b.tlsPort, { tls: true, ca })).dialog));
+    const open50 = () => Promise.all(Array.from({ length: 50 }, async () => (await SmtpDialog.open(b.tlsPort, { tls: true, ca })).dialog));
+    // A pooled client opening its connections at once, with the right key: none is turned away.
+    const good = await open50();
+    expect((await Promise.all(good.map((d) => d.login(tern.apiKey)))).map((r) => r.code)).toEqual(Array(50).fill(235));
+    for (const d of good) d.close();
+    await sleep(300);
+
+    const dialogs = await open50();
     try {
       for (const d of await Promise.all(dialogs.map((d) => d.command("EHLO client.test")))) expect(d.code).toBe(250);
       // Every AUTH is on its way before any is answered.
@@ -213,7 +221,6 @@ describe("the bridge in front of an API that goes away and comes back", () => {
 });
 
 describe("submission slots (TERN_BRIDGE_MAX_SUBMISSIONS)", () => {
-  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
   it("answers a session's first RCPT only once it holds a slot, so no DATA waits in the bridge; hang-ups, RSET and QUIT give slots back", async () => {
     const b = await bridge({ TERN_BRIDGE_MAX_SUBMISSIONS: "1" });
@@ -320,7 +327,7 @@ describe("submission slots (TERN_BRIDGE_MAX_SUBMISSIONS)", () => {
     const t0 = Date.now();
     const answer = await answeredWithin(neighbour.command("RCPT TO:<neighbour@example.com>"), 3_000);
     expect(answer).toMatchObject({ code: 250 });
-    expect(Date.now() - t0).toBeLessThan(1_000);
+    expect(Date.now() - t0).toBeLessThan(2_000); // one round trip, not the hog's 60 s
     expect(await slots()).toEqual({ active: 3, waiting: 2 });
 
     // The key's own waiting sessions go on as its slots come back.

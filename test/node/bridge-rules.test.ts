@@ -62,36 +62,53 @@ describe("key verdicts", () => {
 });
 
 describe("the failed-login throttle", () => {
-  it("doubles the delay with each recent failure, up to the maximum, and locks the address out after the limit", () => {
+  it("doubles the delay with each recent failure, up to the maximum, and locks the address out after the limit", async () => {
     let now = 1_000_000;
     const t = new FailureThrottle({ maxFailures: 4, windowMs: 60_000, baseDelayMs: 1_000, maxDelayMs: 5_000, now: () => now });
-    const fail = (client: string) => t.begin(client)!.fail();
+    const fail = async (client: string) => (await t.begin(client))!.fail();
     expect(t.blocked("1.2.3.4")).toBe(false);
-    expect([fail("1.2.3.4"), fail("1.2.3.4"), fail("1.2.3.4")]).toEqual([1_000, 2_000, 4_000]);
+    expect([await fail("1.2.3.4"), await fail("1.2.3.4"), await fail("1.2.3.4")]).toEqual([1_000, 2_000, 4_000]);
     expect(t.blocked("1.2.3.4")).toBe(false);
-    expect(fail("1.2.3.4")).toBe(5_000);
+    expect(await fail("1.2.3.4")).toBe(5_000);
     expect(t.blocked("1.2.3.4")).toBe(true);
-    expect(t.begin("1.2.3.4")).toBeNull();
+    expect(await t.begin("1.2.3.4")).toBeNull();
     expect(t.blocked("5.6.7.8")).toBe(false);
     now += 60_001;
     expect(t.blocked("1.2.3.4")).toBe(false);
-    expect(fail("1.2.3.4")).toBe(1_000);
+    expect(await fail("1.2.3.4")).toBe(1_000);
   });
 
-  it("counts an attempt from its start, so parallel attempts cannot all pass before the first fails; a login that works stops counting", () => {
+  it("counts an attempt from its start: parallel guesses stop at the limit, parallel good logins all get in", async () => {
     const t = new FailureThrottle({ maxFailures: 3, windowMs: 60_000, baseDelayMs: 10, maxDelayMs: 1_000 });
-    const started = Array.from({ length: 50 }, () => t.begin("1.2.3.4"));
-    expect(started.filter((a) => a !== null)).toHaveLength(3);
+    const settled = async (p: Promise<unknown>) => (await Promise.race([p.then(() => true), new Promise((r) => setTimeout(() => r(false), 20))])) as boolean;
+
+    // 50 guesses at once: three are checked, the others wait for them and are then refused.
+    const guesses = Array.from({ length: 50 }, () => t.begin("1.2.3.4"));
+    const first = await Promise.all(guesses.slice(0, 3));
+    expect(first.every((a) => a !== null)).toBe(true);
+    expect(await settled(guesses[3]!)).toBe(false);
+    for (const a of first) a!.fail();
+    expect((await Promise.all(guesses.slice(3))).every((a) => a === null)).toBe(true);
     expect(t.blocked("1.2.3.4")).toBe(true);
-    started[0]!.withdraw(); // that key was right
-    started[0]!.withdraw(); // only once
-    expect(t.blocked("1.2.3.4")).toBe(false);
-    expect(started[1]!.fail()).toBe(20); // two in the window
-    const again = t.begin("1.2.3.4")!;
-    expect(t.begin("1.2.3.4")).toBeNull();
-    again.fail();
-    again.withdraw(); // a failure stays counted
-    expect(t.blocked("1.2.3.4")).toBe(true);
+
+    // 50 good logins at once: at most three are checked at a time, and every one gets its turn.
+    const logins = Array.from({ length: 50 }, () => t.begin("5.6.7.8"));
+    let done = 0;
+    for (const login of logins) {
+      const a = await login;
+      expect(a).not.toBeNull();
+      a!.withdraw();
+      a!.withdraw(); // only once
+      done++;
+    }
+    expect(done).toBe(50);
+    expect(t.blocked("5.6.7.8")).toBe(false);
+    // A failure is not withdrawn.
+    const a = (await t.begin("5.6.7.8"))!;
+    expect(a.fail()).toBe(10);
+    a.withdraw();
+    const b = (await t.begin("5.6.7.8"))!;
+    expect(b.fail()).toBe(20);
   });
 
   it("counts IPv4-mapped addresses as IPv4 and IPv6 addresses by their /64, however they are written", () => {
