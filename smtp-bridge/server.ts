@@ -46,6 +46,7 @@ interface Connection {
 interface Peer {
   socket: Socket | null;
   server: SMTPServer | null;
+  implicitTls: boolean;
   client: string;
   key: string;
   /** Counted in perClient (until forget()). */
@@ -152,21 +153,30 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
       state.overdue = true;
       return;
     }
-    log.warn("login_timeout", { session: state?.id ?? null, ip: state?.remoteAddress ?? peer.socket?.remoteAddress ?? null, handshake_done: state !== null });
-    if (state) hangUp(state, loginTimeoutText);
-    else if (peer.socket) {
-      // Still in its implicit-TLS handshake: nothing can be said to it. The TLS socket over it
-      // is the one to destroy (smtp-server keeps it among its pending sockets): tearing the
-      // wrap down from below in the middle of a handshake crashes Node.
-      const pending = (peer.server as unknown as { _pendingSockets?: Map<Socket, Socket> } | null)?._pendingSockets;
-      (pending?.get(peer.socket) ?? peer.socket).destroy();
+    if (state) {
+      log.warn("login_timeout", { session: state.id, ip: state.remoteAddress });
+      return hangUp(state, loginTimeoutText);
     }
+    if (!peer.socket) return;
+    // No session yet, so nothing can be said to it. A plain socket (a STARTTLS port's, before
+    // its greeting) is simply destroyed; on an implicit-TLS port it is the TLS socket over it
+    // that must go (smtp-server keeps it among its pending sockets while the handshake runs):
+    // tearing the wrap down from below crashes Node.
+    const pending = (peer.server as unknown as { _pendingSockets?: Map<Socket, Socket> } | null)?._pendingSockets;
+    const top = peer.implicitTls ? pending?.get(peer.socket) : peer.socket;
+    if (top && (top !== peer.socket || !peer.implicitTls)) {
+      log.warn("login_timeout", { session: null, ip: peer.socket.remoteAddress ?? null, handshake: peer.implicitTls ? "unfinished" : null });
+      return top.destroy();
+    }
+    // The handshake is done (or about to start): the session is told once it has begun.
+    peer.loginTimer = setTimeout(() => loginOverdue(peer), 500);
+    peer.loginTimer.unref();
   };
 
   /** Counts a connection against its address and starts its time to log in. */
   const admit = (socket: Socket | null, remoteAddress: string, key: string): Peer => {
     const client = clientKey(remoteAddress);
-    const peer: Peer = { socket, server: null, client, key, counted: true, loginTimer: setTimeout(() => loginOverdue(peer), config.loginTimeoutMs), state: null };
+    const peer: Peer = { socket, server: null, implicitTls: false, client, key, counted: true, loginTimer: setTimeout(() => loginOverdue(peer), config.loginTimeoutMs), state: null };
     peer.loginTimer!.unref();
     perClient.set(client, (perClient.get(client) ?? 0) + 1);
     peers.set(key, peer);
@@ -190,6 +200,7 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
     const remoteAddress = socket.remoteAddress ?? "";
     const peer = admit(socket, remoteAddress, endpointKey(remoteAddress, socket.remotePort ?? 0, socket.localAddress ?? "", socket.localPort ?? 0));
     peer.server = server;
+    peer.implicitTls = tls === "implicit";
     socket.once("close", () => forget(peer));
     // Before the handshake nothing can be written: the connection is dropped (a STARTTLS port
     // answers 421 in onConnect instead).
