@@ -5,7 +5,7 @@
 import { copyFileSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { connect as tcpConnect, type Socket } from "node:net";
+import { createServer, connect as tcpConnect, type Socket } from "node:net";
 import { connect } from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureLocalCertificates } from "../../dev/certs.ts";
@@ -213,5 +213,58 @@ describe("connections that never log in", () => {
       handshake.socket.destroy();
     }
     expect(limitedLogs.filter((l) => l.includes('"login_timeout"'))).toHaveLength(3);
+  });
+});
+
+describe("addresses on a dual-stack listener", () => {
+  let dual: Bridge | null = null;
+  let tls: number;
+  let plain: number;
+  const dualLogs: string[] = [];
+  const ca = readFileSync(first.caCertPath);
+
+  beforeAll(async () => {
+    // Only where the machine has IPv6 on loopback.
+    const v6 = await new Promise<boolean>((resolve) => {
+      const probe = createServer();
+      probe.once("error", () => resolve(false));
+      probe.listen(0, "::1", () => probe.close(() => resolve(true)));
+    });
+    if (!v6) return;
+    [tls, plain] = [await freePort(), await freePort()];
+    dual = await startBridge(
+      configFromEnv({
+        TERN_API_URL: `http://127.0.0.1:${await freePort()}`,
+        TERN_BRIDGE_HOST: "::",
+        TERN_BRIDGE_TLS_PORTS: String(tls),
+        TERN_BRIDGE_STARTTLS_PORTS: String(plain),
+        TERN_BRIDGE_HEALTH_PORT: "off",
+        TERN_BRIDGE_CERT_FILE: first.certPath,
+        TERN_BRIDGE_KEY_FILE: first.keyPath,
+        TERN_BRIDGE_MAX_CONNECTIONS_PER_IP: "2",
+        TERN_BRIDGE_LOG_LEVEL: "debug",
+      }),
+      createLogger("debug", (line) => dualLogs.push(line)),
+    );
+  });
+
+  afterAll(async () => {
+    await dual?.close();
+  });
+
+  it("counts an IPv6 client and an IPv4 one (seen as IPv4-mapped) each against its own limit", async (ctx) => {
+    if (!dual) return ctx.skip();
+    const v6 = [await SmtpDialog.open(plain, { host: "::1" }), await SmtpDialog.open(tls, { host: "::1", tls: true, ca })];
+    const v4 = [await SmtpDialog.open(plain), await SmtpDialog.open(tls, { tls: true, ca })];
+    expect([...v6, ...v4].map((o) => o.greeting.code)).toEqual([220, 220, 220, 220]);
+    const third6 = await SmtpDialog.open(plain, { host: "::1" });
+    expect(third6.greeting.code).toBe(421);
+    expect(third6.greeting.text).toMatch(/Too many connections from your address/);
+    await expect(SmtpDialog.open(tls, { host: "::1", tls: true, ca })).rejects.toThrow();
+    const third4 = await SmtpDialog.open(plain);
+    expect(third4.greeting.code).toBe(421);
+    for (const o of [...v6, ...v4, third6, third4]) o.dialog.close();
+    expect(dualLogs.join("\n")).not.toContain('"connection_unmatched"');
+    expect(dualLogs.filter((l) => l.includes('"max_connections_per_ip"')).map((l) => (JSON.parse(l) as { ip: string }).ip).sort()).toEqual(["127.0.0.1", "::1", "::1"]);
   });
 });
