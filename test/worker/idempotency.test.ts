@@ -116,7 +116,7 @@ describe("Idempotency-Key on POST /emails", () => {
     const a = await createAccount();
     const deep = (inner: string) => `${"[".repeat(100_000)}${inner}${"]".repeat(100_000)}`;
     const body = `{"from":"k@${a.domain}","to":"delivered@simulator.tern.test","subject":"s","text":"t","tags":${deep("1")}}`;
-    for (const headers of [{ "idempotency-key": "deep-1" }, {}]) {
+    for (const headers of [{ "idempotency-key": "deep-1" }, {}] as Record<string, string>[]) {
       const res = await api(a.token, "POST", "/emails", body, headers);
       expect(res.status).toBe(422);
       expect(((await res.json()) as { name: string }).name).toBe("validation_error");
