@@ -642,6 +642,13 @@ describe("buildMessage", () => {
     expect(root.headers.filter(([n]) => n.toLowerCase() === "from")).toHaveLength(1);
   });
 
+  it("never writes a trace or verdict header (an email accepted before the API refused them)", () => {
+    const trace = ["Received", "Authentication-Results", "ARC-Seal", "Resent-From", "Received-SPF", "Delivered-To", "X-Spam-Status"];
+    const { text } = build({ headers: { ...Object.fromEntries(trace.map((n) => [n, "forged"])), "X-Ok": "1" } });
+    expect(text).not.toContain("forged");
+    expect(text).toContain("X-Ok: 1");
+  });
+
   it("writes a custom Reply-To only when the message has no replyTo of its own", () => {
     expect(build({ headers: { "Reply-To": "custom@example.com" } }).text).toContain("Reply-To: custom@example.com");
     const { root } = build({ headers: { "Reply-To": "custom@example.com" }, replyTo: [{ email: "r@example.com" }] });

@@ -4,6 +4,7 @@
 
 import { toHex } from "../bytes.ts";
 import type { Address } from "./address.ts";
+import { isTraceHeaderName } from "../../smtp-bridge/trace-headers.ts";
 import { formatMailboxTokens } from "./address.ts";
 import {
   base64LinesLength,
@@ -126,7 +127,9 @@ function topHeaders(input: MimeMessageInput): string[] {
   fields.push("MIME-Version: 1.0");
   for (const [name, value] of Object.entries(input.headers)) {
     if (!isValidHeaderName(name)) throw new TypeError(`invalid header name: ${JSON.stringify(name)}`);
-    if (isOwnedHeaderName(name)) continue;
+    // Trace headers are refused by the API; an email accepted before that rule still never
+    // carries them.
+    if (isOwnedHeaderName(name) || isTraceHeaderName(name)) continue;
     // Reply-To may appear once: the structured replyTo wins over a custom one.
     if (name.toLowerCase() === "reply-to" && input.replyTo.length > 0) continue;
     if (typeof value !== "string" || /[\r\n\0]/.test(value)) throw new TypeError(`header ${name} contains CR, LF or NUL`);
