@@ -298,7 +298,18 @@ describe("createOutboundFetcher", () => {
 
   it("stops reading a body that grows past maxBytes", async () => {
     const result = await createOutboundFetcher({ ...local, maxBytes: 1024 * 1024 })(`${base}/big`);
-    expect(result).toEqual({ ok: false, message: "The file is larger than the limit of 1048576 bytes." });
+    expect(result).toEqual({ ok: false, tooBig: true, message: "The file is larger than the limit of 1048576 bytes." });
+  });
+
+  it("holds one fetch to a tighter limit with its own message, declared or streamed", async () => {
+    const limit = { maxBytes: 1000, message: "Only 1000 bytes were left." };
+    const fetcher = createOutboundFetcher({ ...local, maxBytes: 10 * 1024 * 1024 });
+    expect(await fetcher(`${base}/big`, limit)).toEqual({ ok: false, tooBig: true, message: "Only 1000 bytes were left." });
+    expect(await fetcher(`${base}/big-declared`, limit)).toEqual({ ok: false, tooBig: true, message: "Only 1000 bytes were left." });
+    expect(await fetcher(`${base}/file.pdf`, limit)).toMatchObject({ ok: true });
+    // A limit looser than the policy's does not loosen it.
+    expect(await createOutboundFetcher(local)(`${base}/big`, { maxBytes: 10 * 1024 * 1024, message: "x" }))
+      .toEqual({ ok: false, tooBig: true, message: "The file is larger than the limit of 1048576 bytes." });
   });
 
   it("accepts a body up to maxBytes", async () => {
@@ -314,7 +325,7 @@ describe("createOutboundFetcher", () => {
     // The server declares 5 MB and sends nothing: only the header check can answer before the timeout.
     const started = Date.now();
     const result = await createOutboundFetcher({ ...local, timeoutMs: 10_000 })(`${base}/big-declared`);
-    expect(result).toEqual({ ok: false, message: "The file is larger than the limit of 1048576 bytes." });
+    expect(result).toEqual({ ok: false, tooBig: true, message: "The file is larger than the limit of 1048576 bytes." });
     expect(Date.now() - started).toBeLessThan(5_000);
   });
 

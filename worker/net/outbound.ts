@@ -26,7 +26,16 @@ export interface OutboundFile {
   finalUrl: string;
 }
 
-export type OutboundFetcher = (url: string) => Promise<Result<OutboundFile>>;
+/** Why a fetch failed, safe to show; `tooBig` when the body was over the size limit. */
+export type OutboundFailure = { message: string; tooBig?: true };
+
+/** A tighter size limit for one fetch than the policy's, and what to say when it is passed. */
+export interface FetchLimit {
+  maxBytes: number;
+  message: string;
+}
+
+export type OutboundFetcher = (url: string, limit?: FetchLimit) => Promise<Result<OutboundFile, OutboundFailure>>;
 
 const LOCAL_NAME_SUFFIXES = [".localhost", ".local", ".internal", ".home.arpa"];
 
@@ -221,8 +230,9 @@ const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
  */
 export function createOutboundFetcher(policy: OutboundPolicy, fetchImpl?: typeof fetch): OutboundFetcher {
   const doFetch: typeof fetch = fetchImpl ?? ((input, init) => fetch(input, init));
-  return async (url) => {
+  return async (url, limit) => {
     const signal = AbortSignal.timeout(policy.timeoutMs);
+    const maxBytes = Math.min(policy.maxBytes, limit?.maxBytes ?? Infinity);
     const timedOut: Result<OutboundFile> = {
       ok: false,
       message: `The server did not send the whole file within ${policy.timeoutMs} ms.`,
@@ -259,16 +269,18 @@ export function createOutboundFetcher(policy: OutboundPolicy, fetchImpl?: typeof
         await discard(response);
         return { ok: false, message: `The server answered with status ${response.status}.` };
       }
-      const tooBig: Result<OutboundFile> = {
+      const tooBig: Result<OutboundFile, OutboundFailure> = {
         ok: false,
-        message: `The file is larger than the limit of ${policy.maxBytes} bytes.`,
+        tooBig: true,
+        message: limit && limit.maxBytes < policy.maxBytes ? limit.message : `The file is larger than the limit of ${policy.maxBytes} bytes.`,
       };
+      // A declared length over the limit is refused before any of the body is read.
       const declared = response.headers.get("content-length");
-      if (declared !== null && /^\d+$/.test(declared.trim()) && Number(declared.trim()) > policy.maxBytes) {
+      if (declared !== null && /^\d+$/.test(declared.trim()) && Number(declared.trim()) > maxBytes) {
         await discard(response);
         return tooBig;
       }
-      const body = await readBounded(response, policy.maxBytes, signal);
+      const body = await readBounded(response, maxBytes, signal);
       if (body === "too_big") return tooBig;
       if (body === "failed") {
         return signal.aborted ? timedOut : { ok: false, message: "The server's answer broke off before it was complete." };
