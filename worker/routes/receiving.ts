@@ -35,7 +35,7 @@ const AttachmentParams = z.object({
   id: z.string().openapi({ param: { name: "id", in: "path" } }),
   attachment_id: z.string().openapi({ param: { name: "attachment_id", in: "path" } }),
 });
-const LinkQuery = z.object({ expires: z.string().optional(), signature: z.string().optional() });
+const LinkQuery = z.object({ key: z.string().optional(), expires: z.string().optional(), signature: z.string().optional() });
 
 function origin(url: string): string {
   return new URL(url).origin;
@@ -72,12 +72,12 @@ export function registerReceivingRoutes(app: App): void {
       path: "/emails/receiving/{id}",
       tags: ["Receiving"],
       summary: "Retrieve a received email",
-      description: "Bodies, headers, the receiving MX's SPF/DKIM/DMARC verdicts, and download links for the raw message and each attachment (signed, valid one hour).",
+      description: "Bodies, headers, the receiving MX's SPF/DKIM/DMARC verdicts, and download links for the raw message and each attachment (signed, valid one hour, and only while the API key that asked for them exists).",
       request: { params: IdParam },
       responses: { 200: json(ReceivedEmail, "The received email"), ...errorResponses(401, 403, 404) },
     }),
     async (c) => {
-      const { accountId } = c.get("principal");
+      const { accountId, keyId } = c.get("principal");
       const row = await drizzle(c.env.DB).select().from(inboundEmails).where(and(eq(inboundEmails.id, c.req.param("id")!), eq(inboundEmails.accountId, accountId))).get();
       if (!row) throw new ApiError("not_found", "Received email not found.");
       const stored = await c.env.BLOBS.get(row.contentKey);
@@ -86,7 +86,7 @@ export function registerReceivingRoutes(app: App): void {
       const now = Date.now();
       const base = `${origin(c.req.url)}/emails/receiving/${row.id}`;
       const link = async (subject: string, path: string) => {
-        const s = await signedQuery(config.masterKey, subject, now);
+        const s = await signedQuery(config.masterKey, subject, keyId, now);
         return { download_url: `${base}${path}?${s.query}`, expires_at: new Date(s.expiresAt).toISOString() };
       };
       const auth = JSON.parse(row.authJson) as AuthResults;
@@ -120,7 +120,7 @@ export function registerReceivingRoutes(app: App): void {
     }),
     async (c) => {
       const id = c.req.param("id")!;
-      const ok = await verifyLink(readConfig(c.env).masterKey, `raw:${id}`, c.req.query("expires"), c.req.query("signature"), Date.now());
+      const ok = await verifyLink(c.env.DB, readConfig(c.env).masterKey, `raw:${id}`, c.req.query(), Date.now());
       if (!ok) throw notFound();
       const row = await drizzle(c.env.DB).select({ rawKey: inboundEmails.rawKey }).from(inboundEmails).where(eq(inboundEmails.id, id)).get();
       const obj = row ? await c.env.BLOBS.get(row.rawKey) : null;
@@ -142,7 +142,7 @@ export function registerReceivingRoutes(app: App): void {
     async (c) => {
       const id = c.req.param("id")!;
       const attachmentId = c.req.param("attachment_id")!;
-      const ok = await verifyLink(readConfig(c.env).masterKey, `attachment:${id}:${attachmentId}`, c.req.query("expires"), c.req.query("signature"), Date.now());
+      const ok = await verifyLink(c.env.DB, readConfig(c.env).masterKey, `attachment:${id}:${attachmentId}`, c.req.query(), Date.now());
       if (!ok) throw notFound();
       const row = await drizzle(c.env.DB).select({ attachmentsJson: inboundEmails.attachmentsJson }).from(inboundEmails).where(eq(inboundEmails.id, id)).get();
       const att = row ? (JSON.parse(row.attachmentsJson) as StoredAttachment[]).find((a) => a.id === attachmentId) : undefined;
