@@ -280,7 +280,7 @@ export function createOutboundFetcher(policy: OutboundPolicy, fetchImpl?: typeof
         await discard(response);
         return tooBig;
       }
-      const body = await readBounded(response, maxBytes, signal);
+      const body = await readBounded(response, maxBytes, signal, declared !== null && /^\d+$/.test(declared.trim()) ? Number(declared.trim()) : null);
       if (body === "too_big") return tooBig;
       if (body === "failed") {
         return signal.aborted ? timedOut : { ok: false, message: "The server's answer broke off before it was complete." };
@@ -302,8 +302,10 @@ async function discard(response: Response): Promise<void> {
   }
 }
 
-/** Reads the body as a stream, stopping as soon as it passes `maxBytes` or the signal fires. */
-async function readBounded(response: Response, maxBytes: number, signal: AbortSignal): Promise<Uint8Array | "too_big" | "failed"> {
+/** Reads the body as a stream, stopping as soon as it passes `maxBytes` or the signal fires.
+ * With a declared length the bytes go straight into one buffer of that size: a 30 MB file
+ * then costs 30 MB, not its chunks and their copy. */
+async function readBounded(response: Response, maxBytes: number, signal: AbortSignal, declared: number | null): Promise<Uint8Array | "too_big" | "failed"> {
   if (response.body === null) return new Uint8Array(0);
   const reader = response.body.getReader();
   const aborted = new Promise<never>((_, reject) => {
@@ -312,21 +314,28 @@ async function readBounded(response: Response, maxBytes: number, signal: AbortSi
   });
   aborted.catch(() => {});
   const chunks: Uint8Array[] = [];
+  const whole = declared !== null ? new Uint8Array(declared) : null;
   let total = 0;
   try {
     for (;;) {
       const { done, value } = await Promise.race([reader.read(), aborted]);
       if (done) break;
-      total += value.byteLength;
-      if (total > maxBytes) {
+      if (total + value.byteLength > maxBytes) {
         reader.cancel().catch(() => {});
         return "too_big";
       }
-      chunks.push(value);
+      if (whole) {
+        // More than the server declared: its answer is not what it said it was.
+        if (total + value.byteLength > whole.length) throw new Error("longer than declared");
+        whole.set(value, total);
+      } else {
+        chunks.push(value);
+      }
+      total += value.byteLength;
     }
   } catch {
     reader.cancel().catch(() => {});
     return "failed";
   }
-  return concatBytes(chunks, total);
+  return whole ? whole.subarray(0, total) : concatBytes(chunks, total);
 }
