@@ -291,10 +291,33 @@ describe("inbound mail", () => {
 
   it("expired links stop working", async () => {
     const { signedQuery, verifyLink } = await import("../../worker/inbound/links.ts");
-    const s = await signedQuery(env.MASTER_KEY, "raw:x", Date.now() - 2 * 3600_000);
-    const p = new URLSearchParams(s.query);
-    expect(await verifyLink(env.MASTER_KEY, "raw:x", p.get("expires")!, p.get("signature")!, Date.now())).toBe(false);
-    expect(await verifyLink(env.MASTER_KEY, "raw:x", p.get("expires")!, p.get("signature")!, Number(p.get("expires")) - 1)).toBe(true);
+    const keyId = (await env.DB.prepare("SELECT id FROM api_keys WHERE account_id = ?").bind(acct.accountId).first<{ id: string }>())!.id;
+    const s = await signedQuery(env.MASTER_KEY, "raw:x", keyId, Date.now() - 2 * 3600_000);
+    const p = Object.fromEntries(new URLSearchParams(s.query));
+    expect(await verifyLink(env.DB, env.MASTER_KEY, "raw:x", p, Date.now())).toBe(false);
+    expect(await verifyLink(env.DB, env.MASTER_KEY, "raw:x", p, Number(p.expires) - 1)).toBe(true);
+  });
+
+  // Issue 20: download links stayed valid for an hour after the key that made them was revoked.
+  it("download links stop working when the API key that made them is revoked, and cannot be moved to another key", async () => {
+    const raw = message(`support@${domain}`);
+    const outcome = await handleEmail(incoming("alice@sender.example", `support@${domain}`, raw).message, env);
+    const id = (outcome as { ids: string[] }).ids[0]!;
+    const created = (await (await api(acct.token, "POST", "/api-keys", { name: "reader", permission: "full_access" })).json()) as { id: string; token: string };
+    const got = (await (await api(created.token, "GET", `/emails/receiving/${id}`)).json()) as { raw: { download_url: string }; attachments: { download_url: string }[] };
+    const urls = [got.raw.download_url, got.attachments[0]!.download_url];
+    expect(new URL(urls[0]!).searchParams.get("key")).toBe(created.id);
+    for (const url of urls) expect((await worker.fetch(new Request(url), env, {} as ExecutionContext)).status).toBe(200);
+    // The signature covers the key: naming another (live) key of the account breaks it.
+    const ownKey = (await env.DB.prepare("SELECT id FROM api_keys WHERE account_id = ? AND id != ?").bind(acct.accountId, created.id).first<{ id: string }>())!.id;
+    const moved = urls[0]!.replace(`key=${created.id}`, `key=${ownKey}`);
+    expect((await worker.fetch(new Request(moved), env, {} as ExecutionContext)).status).toBe(404);
+    expect((await api(acct.token, "DELETE", `/api-keys/${created.id}`)).status).toBe(200);
+    for (const url of urls) {
+      const res = await worker.fetch(new Request(url), env, {} as ExecutionContext);
+      expect(res.status).toBe(404);
+      expect(((await res.json()) as { name: string }).name).toBe("not_found");
+    }
   });
 
   it.each([
