@@ -1,5 +1,6 @@
 // Typed configuration read from the Worker's environment (wrangler.toml [vars] and secrets).
 // One reader, so every module sees the same defaults.
+import { resolveRegion, type Region } from "./regions.ts";
 
 export interface TernConfig {
   devMode: boolean;
@@ -32,6 +33,8 @@ export interface TernConfig {
   /** Days sent and received mail and webhook history are kept (worker/retention/purge.ts);
    * null: kept for ever (RETENTION_DAYS = "0"). */
   retentionDays: number | null;
+  /** A sending region as this deployment configured it (worker/regions.ts). */
+  region(name: string): Region;
 }
 
 // 1 min, 5 min, 15 min, 30 min, 1 h, 2 h, 4 h, 8 h, 8 h: about a day, like an MTA's queue.
@@ -39,6 +42,11 @@ const DEFAULT_RETRY_SCHEDULE = [60, 300, 900, 1800, 3600, 7200, 14400, 28800, 28
 
 export function readConfig(env: Env): TernConfig {
   const retry = env.RETRY_SCHEDULE;
+  const regionDefaults = {
+    relayUrl: env.RELAY_URL ?? "",
+    bounceHost: env.BOUNCE_HOST || "bounces.tern.localhost",
+    spfInclude: env.SPF_INCLUDE || "_spf.tern.localhost",
+  };
   return {
     devMode: env.TERN_DEV_MODE === "true",
     relayUrl: env.RELAY_URL ?? "",
@@ -60,6 +68,7 @@ export function readConfig(env: Env): TernConfig {
     webhookAllowPrivateTargets: env.TERN_DEV_MODE === "true" || env.WEBHOOK_ALLOW_PRIVATE_TARGETS === "true",
     inboundAuthservId: env.INBOUND_AUTHSERV_ID || "mx.cloudflare.net",
     retentionDays: retentionDaysOf(env.RETENTION_DAYS),
+    region: (name) => resolveRegion(env, regionDefaults, name),
   };
 }
 

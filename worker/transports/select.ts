@@ -1,14 +1,13 @@
-// Which transport carries a region's mail: the region's relay (RELAY_URL_<REGION>, e.g.
-// RELAY_URL_EU_WEST_1) or the default RELAY_URL. With neither, mail waits (deferred) and the
-// reason says how to fix it, so nothing is lost while an operator configures a relay.
+// Which transport carries a region's mail, as the region table says (worker/regions.ts): the
+// region's relay (RELAY_URL_<REGION>, e.g. RELAY_URL_EU_WEST_1) or the default RELAY_URL. With
+// neither, mail waits (deferred) and the reason says how to fix it, so nothing is lost while
+// an operator configures a relay.
 import type { TernConfig } from "../config.ts";
 import { createSmtpTransport, parseRelayUrl } from "./smtp.ts";
 import type { OutboundMessage, RecipientResult, Transport } from "./transport.ts";
 
-export function relayUrlFor(env: Env, config: TernConfig, region: string): string {
-  const key = `RELAY_URL_${region.toUpperCase().replace(/-/g, "_")}`;
-  const specific = (env as unknown as Record<string, unknown>)[key];
-  return typeof specific === "string" && specific ? specific : config.relayUrl;
+export function relayUrlFor(_env: Env, config: TernConfig, region: string): string {
+  return config.region(region).relayUrl;
 }
 
 function waitingTransport(reason: string): Transport {
