@@ -9,9 +9,14 @@
 // replays the winner's stored answer. A request that dies before its batch commits leaves
 // nothing behind, so a retry simply runs; one that dies after it left its answer, so a retry
 // replays it. A fresh key costs two small statements in a batch the send makes anyway, and no
-// round trip of its own.
+// D1 round trip of its own.
+//
+// In front of the row, the key's Durable Object (durable-objects/idempotency-front.ts) is the
+// single-flight point: concurrent repeats wait on it and replay the first one's answer, so a
+// retry storm reaches D1 once. It keeps nothing D1 does not: without it the row still decides.
 import { and, eq, gt, inArray, lte, sql } from "drizzle-orm";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
+import type { FrontResult, Settled } from "../../durable-objects/idempotency-front.ts";
 import type { Principal } from "../auth.ts";
 import { toHex } from "../bytes.ts";
 import { idempotencyKeys, usage } from "../db/schema.ts";
@@ -80,10 +85,57 @@ async function replay(db: DrizzleD1Database, claim: KeyClaim, principal: Princip
   return { status: row.status, body: row.body, headers };
 }
 
-/** Sends at most once per key: replays the stored answer (with idempotent-replayed: true). */
+/** Sends at most once per key: replays the stored answer (with idempotent-replayed: true).
+ * Through the key's Durable Object (the single-flight point) unless IDEMPOTENCY_FRONT is
+ * "false"; either way the key's row in D1 decides. */
 export async function sendIdempotently(env: Env, principal: Principal, route: string, key: string, req: SendRequest, defer?: Defer): Promise<Answer> {
   checkKey(key);
   const claim: KeyClaim = { accountId: principal.accountId, scope: route, key, fingerprint: await fingerprint(req) };
+  const decide = () => decideInD1(env, principal, claim, req, defer);
+  return env.IDEMPOTENCY_FRONT === "false" ? decide() : throughFront(env, claim, decide);
+}
+
+/** 2xx answers are stored with the emails and other 4xx as validation outcomes; 429 and 5xx
+ * release the key (contract 4.3). */
+const isStored = (status: number) => status < 500 && status !== 429;
+
+/** The key's object runs `decide` once for all the requests that reach it while it runs. */
+async function throughFront(env: Env, claim: KeyClaim, decide: () => Promise<Answer>): Promise<Answer> {
+  let own: Promise<Answer> | undefined;
+  // Never rejects: a failure stays with the caller (returned from `own`); the object only
+  // learns that this send settled nothing.
+  const send = async (): Promise<Settled | null> => {
+    own = decide();
+    try {
+      const answer = await own;
+      return { ...answer, stored: isStored(answer.status) };
+    } catch {
+      return null;
+    }
+  };
+  let result: FrontResult;
+  try {
+    const stub = env.IDEMPOTENCY.getByName(`${claim.accountId}\n${claim.scope}\n${claim.key}`);
+    result = await stub.run(claim.fingerprint, send);
+  } catch (err) {
+    // The object could not be reached, or was lost mid-call: the row in D1 decides alone.
+    if (own) return own;
+    console.error("idempotency object unavailable; deciding in D1 alone", err instanceof Error ? err.message : String(err));
+    return decide();
+  }
+  switch (result.kind) {
+    case "ran":
+      return own ?? decide();
+    case "replay":
+      return result.answer;
+    case "conflict":
+      throw new ApiError("invalid_idempotent_request", "This idempotency key was already used with a different request body.");
+  }
+}
+
+/** The key's row in D1 decides: the send claims it in its own batch; a request that loses
+ * replays the winner's stored answer. */
+async function decideInD1(env: Env, principal: Principal, claim: KeyClaim, req: SendRequest, defer?: Defer): Promise<Answer> {
   const db = drizzle(env.DB);
   // A second round only when the row we lost to expired between the two reads.
   for (let round = 0; round < 3; round++) {
