@@ -1,11 +1,11 @@
 // The single-flight point of one Idempotency-Key (contract 4.3, architecture step 3): every
-// request with the key comes through this object, named after (account, scope, key). The first
-// one runs its send (the caller's own callback, in the caller's isolate, so the send and its
-// D1 batch are exactly what they are without the object); requests that arrive while it runs
-// wait here and get its answer, so a retry storm costs D1 one batch instead of one failing
-// batch per repeat. The object remembers only the send in flight and forgets it when it settles:
-// it keeps nothing D1 does not have, and if it is lost (evicted, restarted) the key's row in D1
-// still decides (worker/sending/idempotency.ts falls back to it).
+// request with the key asks this object first, named after (account, scope, key). The first
+// one is told to run its send itself, in its own isolate (the send and its D1 batch are
+// exactly what they are without the object), and reports the answer when it has it; requests
+// that arrive meanwhile wait here and get that answer, so a retry storm costs D1 one batch
+// instead of one failing batch per repeat. The object remembers only the send in flight and
+// forgets it when it settles: it keeps nothing D1 does not have, and if it is lost (evicted,
+// restarted) the key's row in D1 still decides (worker/sending/idempotency.ts falls back to it).
 import { DurableObject } from "cloudflare:workers";
 
 /** What a send answered, and whether that answer is the key's for good (stored in D1 with
@@ -18,26 +18,34 @@ export interface Settled {
 }
 
 export type FrontResult =
-  /** The caller's own callback ran: its answer is the caller's to give. */
-  | { kind: "ran" }
+  /** No send with this key is in flight: run it, then report with `settle(token, ...)`. */
+  | { kind: "run"; token: string }
   /** Another request with the same body ran while this one waited: replay its answer. */
   | { kind: "replay"; answer: Omit<Settled, "stored"> }
   /** Another request with another body stored its answer while this one waited. */
   | { kind: "conflict" };
 
+/** How long waiters trust a runner that has not reported: past it (the runner's isolate died,
+ * or its report was lost) the next waiter runs, and the D1 row decides between them. Longer
+ * than any send: attachment fetches time out at 15 s, the D1 batch well before this. */
+export const RUN_DEADLINE_MS = 60_000;
+
 interface InFlight {
   fingerprint: string;
-  /** Settles with the answer, or with null when the runner's send failed. */
+  token: string;
+  /** Settles with the answer, or with null when the runner failed or went silent. */
   done: Promise<Settled | null>;
+  settle: (s: Settled | null) => void;
+  deadline: ReturnType<typeof setTimeout>;
 }
 
 export class IdempotencyFront extends DurableObject<Env> {
   private inFlight: InFlight | undefined;
 
-  /** Runs `send` unless a send with this key is in flight: then waits for it and replays its
-   * answer (same body) or reports the conflict (another body). When the one in flight released
-   * the key or failed, one of the waiters runs next. */
-  async run(fingerprint: string, send: () => Promise<Settled | null>): Promise<FrontResult> {
+  /** Lets the caller run its send unless one with this key is in flight: then waits for it
+   * and replays its answer (same body) or reports the conflict (another body). When the one in
+   * flight released the key or failed, the first waiter to wake runs next. */
+  async enter(fingerprint: string): Promise<FrontResult> {
     for (;;) {
       const current = this.inFlight;
       if (!current) break;
@@ -47,21 +55,23 @@ export class IdempotencyFront extends DurableObject<Env> {
         const { stored: _, ...answer } = settled;
         return { kind: "replay", answer: { ...answer, headers: { ...answer.headers, "idempotent-replayed": "true" } } };
       }
-      // Released or failed: the first waiter to get here runs; the others wait for it.
     }
+    const token = crypto.randomUUID();
     let settle!: (s: Settled | null) => void;
-    const mine: InFlight = { fingerprint, done: new Promise((r) => (settle = r)) };
-    this.inFlight = mine;
-    let settled: Settled | null;
-    try {
-      settled = await send();
-    } catch {
-      // The caller is gone (its isolate ended mid-send): the waiters try for themselves.
-      settled = null;
-    }
+    const done = new Promise<Settled | null>((r) => (settle = r));
+    const deadline = setTimeout(() => this.settle(token, null), RUN_DEADLINE_MS);
+    this.inFlight = { fingerprint, token, done, settle, deadline };
+    return { kind: "run", token };
+  }
+
+  /** The runner's answer (null: its send failed). A report from a runner whose turn ended
+   * (its deadline passed) changes nothing. */
+  settle(token: string, settled: Settled | null): void {
+    const current = this.inFlight;
+    if (!current || current.token !== token) return;
+    clearTimeout(current.deadline);
     // Forgotten before the waiters wake, so that the first of them finds the way clear.
-    if (this.inFlight === mine) this.inFlight = undefined;
-    settle(settled);
-    return { kind: "ran" };
+    this.inFlight = undefined;
+    current.settle(settled);
   }
 }

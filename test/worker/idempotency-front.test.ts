@@ -102,7 +102,7 @@ describe("the Idempotency-Key's object", () => {
   it("an object that cannot be reached leaves the decision to the row: one email, then replays", async () => {
     const lost = new Proxy(env.IDEMPOTENCY, {
       get(target, prop) {
-        if (prop === "getByName") return () => ({ run: () => Promise.reject(new Error("Durable Object reset because its code was updated.")) });
+        if (prop === "getByName") return () => ({ enter: () => Promise.reject(new Error("Durable Object reset because its code was updated.")) });
         const v = Reflect.get(target, prop, target);
         return typeof v === "function" ? v.bind(target) : v;
       },
@@ -132,5 +132,22 @@ describe("the Idempotency-Key's object", () => {
     expect(sent.status).toBe(200);
     expect(sent.headers.get("idempotent-replayed")).toBeNull();
     expect(await countRows("emails", a.accountId)).toBe(1);
+  });
+
+  it("the object itself: one runner at a time, waiters replay a stored answer, a stale report changes nothing", async () => {
+    const stub = env.IDEMPOTENCY.getByName(`direct-${crypto.randomUUID()}`);
+    const first = await stub.enter("fp-a");
+    expect(first.kind).toBe("run");
+    const same = stub.enter("fp-a");
+    const other = stub.enter("fp-b");
+    await stub.settle("not-the-token", { status: 200, body: "{}", headers: {}, stored: true });
+    // Released (a 429): the first waiter to wake runs next; the other waits for it.
+    await stub.settle((first as { token: string }).token, { status: 429, body: "{}", headers: {}, stored: false });
+    const a = await same;
+    expect(a.kind).toBe("run");
+    await stub.settle((a as { token: string }).token, { status: 200, body: '{"id":"x"}', headers: { "x-tern-monthly-quota": "1" }, stored: true });
+    expect(await other).toEqual({ kind: "conflict" });
+    // Nothing in flight now: the next request runs (and the D1 row would make it replay).
+    expect((await stub.enter("fp-a")).kind).toBe("run");
   });
 });

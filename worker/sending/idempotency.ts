@@ -92,45 +92,42 @@ export async function sendIdempotently(env: Env, principal: Principal, route: st
   checkKey(key);
   const claim: KeyClaim = { accountId: principal.accountId, scope: route, key, fingerprint: await fingerprint(req) };
   const decide = () => decideInD1(env, principal, claim, req, defer);
-  return env.IDEMPOTENCY_FRONT === "false" ? decide() : throughFront(env, claim, decide);
+  return env.IDEMPOTENCY_FRONT === "false" ? decide() : throughFront(env, claim, decide, defer);
 }
 
 /** 2xx answers are stored with the emails and other 4xx as validation outcomes; 429 and 5xx
  * release the key (contract 4.3). */
 const isStored = (status: number) => status < 500 && status !== 429;
 
-/** The key's object runs `decide` once for all the requests that reach it while it runs. */
-async function throughFront(env: Env, claim: KeyClaim, decide: () => Promise<Answer>): Promise<Answer> {
-  let own: Promise<Answer> | undefined;
-  // Never rejects: a failure stays with the caller (returned from `own`); the object only
-  // learns that this send settled nothing.
-  const send = async (): Promise<Settled | null> => {
-    own = decide();
-    try {
-      const answer = await own;
-      return { ...answer, stored: isStored(answer.status) };
-    } catch {
-      return null;
-    }
-  };
-  let result: FrontResult;
+/** The key's object lets one request at a time run `decide`; the others wait there for its
+ * answer. Only asking the object is on the request's path: the report goes after the answer. */
+async function throughFront(env: Env, claim: KeyClaim, decide: () => Promise<Answer>, defer?: Defer): Promise<Answer> {
+  const stub = env.IDEMPOTENCY.getByName(`${claim.accountId}\n${claim.scope}\n${claim.key}`);
+  let entry: FrontResult;
   try {
-    const stub = env.IDEMPOTENCY.getByName(`${claim.accountId}\n${claim.scope}\n${claim.key}`);
-    result = await stub.run(claim.fingerprint, send);
+    entry = await stub.enter(claim.fingerprint);
   } catch (err) {
-    // The object could not be reached, or was lost mid-call: the row in D1 decides alone.
-    if (own) return own;
+    // The object could not be reached: the row in D1 decides alone.
     console.error("idempotency object unavailable; deciding in D1 alone", err instanceof Error ? err.message : String(err));
     return decide();
   }
-  switch (result.kind) {
-    case "ran":
-      return own ?? decide();
-    case "replay":
-      return result.answer;
-    case "conflict":
-      throw new ApiError("invalid_idempotent_request", "This idempotency key was already used with a different request body.");
+  if (entry.kind === "replay") return entry.answer;
+  if (entry.kind === "conflict") throw new ApiError("invalid_idempotent_request", "This idempotency key was already used with a different request body.");
+  const report = (settled: Settled | null) => {
+    // A lost report only makes the waiters wait out the object's deadline, then ask D1.
+    const sent = stub.settle(entry.token, settled).catch((err: unknown) => console.error("could not report to the idempotency object", err instanceof Error ? err.message : String(err)));
+    if (defer) defer(sent);
+    else return sent;
+  };
+  let answer: Answer;
+  try {
+    answer = await decide();
+  } catch (err) {
+    await report(null);
+    throw err;
   }
+  await report({ ...answer, stored: isStored(answer.status) });
+  return answer;
 }
 
 /** The key's row in D1 decides: the send claims it in its own batch; a request that loses
