@@ -16,6 +16,7 @@ import { Agent, request } from "node:http";
 import { cpus, loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { startTern, type TernProcess } from "../test/support/processes.ts";
+import { measuredLoad } from "./cpu.ts";
 import { median, quantile, runLoad, type LoadResult } from "./load.ts";
 import { writeDoc } from "./report.ts";
 
@@ -39,8 +40,11 @@ export interface StormRound {
   p99: number;
 }
 
+/** A load run and the Worker runtime's CPU milliseconds per request in its window (null off Linux). */
+type Measured = LoadResult & { cpuMs: number | null };
+
 export interface IdempotencyResults {
-  load: Record<Side, Record<LoadVariant, LoadResult[]>>;
+  load: Record<Side, Record<LoadVariant, Measured[]>>;
   storm: Record<Side, StormRound[]>;
 }
 
@@ -135,18 +139,22 @@ export async function runIdempotencyBench(opts: { quick: boolean; log: (line: st
     const out: IdempotencyResults = { load: { object: { send: [], "send+key": [] }, row: { send: [], "send+key": [] } }, storm: { object: [], row: [] } };
     const run = randomUUID().slice(0, 8);
     let keys = 0;
-    const loadOf = (side: Side, v: LoadVariant, extra: { warmupMs: number; durationMs: number }, onBody?: (b: string) => void) => {
+    const optionsOf = (side: Side, v: LoadVariant) => {
       const t = terns[side];
-      return runLoad({
+      return {
         url: `${t.url}/emails`,
-        method: "POST",
+        method: "POST" as const,
         headers: { authorization: `Bearer ${t.apiKey}`, "content-type": "application/json" },
         headersFor: v === "send+key" ? () => ({ "idempotency-key": `bench-${run}-${++keys}` }) : undefined,
         body: body(v),
         connections: 2,
-        onBody,
-        ...extra,
-      });
+      };
+    };
+    const warm = (side: Side, v: LoadVariant) => runLoad({ ...optionsOf(side, v), warmupMs: 0, durationMs: opts.quick ? 500 : 1500 });
+    const measure = async (side: Side, v: LoadVariant, onBody: (b: string) => void): Promise<Measured> => {
+      const t = terns[side];
+      const { result, cpu } = await measuredLoad(t.child.pid, Number(new URL(t.url).port), { ...optionsOf(side, v), ...window, onBody });
+      return { ...result, cpuMs: cpu && result.requests > 0 ? (cpu["worker runtime"] * 1000) / result.requests : null };
     };
     // Each side answers the way it means to: a repeat replays, and the row-only tern has no object.
     for (const side of ["object", "row"] as Side[]) {
@@ -156,7 +164,7 @@ export async function runIdempotencyBench(opts: { quick: boolean; log: (line: st
       if (a.status !== 200 || b.status !== 200 || !b.replayed) throw new Error(`${side}: a repeated key did not replay (${a.status}, ${b.status}, replayed ${b.replayed})`);
     }
     opts.log("warming up (not recorded)");
-    for (const side of ["object", "row"] as Side[]) for (const v of ["send", "send+key"] as LoadVariant[]) await loadOf(side, v, { warmupMs: 0, durationMs: opts.quick ? 500 : 1500 });
+    for (const side of ["object", "row"] as Side[]) for (const v of ["send", "send+key"] as LoadVariant[]) await warm(side, v);
     await storm(agent, terns.object);
     await storm(agent, terns.row);
 
@@ -165,9 +173,9 @@ export async function runIdempotencyBench(opts: { quick: boolean; log: (line: st
       if (round % 2 === 0) order.reverse();
       for (const [side, v] of order) {
         let last: string | null = null;
-        const r = await loadOf(side, v, window, (b) => (last = (JSON.parse(b) as { id: string }).id));
+        const r = await measure(side, v, (b) => (last = (JSON.parse(b) as { id: string }).id));
         out.load[side][v].push(r);
-        opts.log(`round ${round}/${rounds}, ${side.padEnd(6)} ${v.padEnd(8)}: p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, ${r.rps.toFixed(0)} req/s, ${r.errors} errors`);
+        opts.log(`round ${round}/${rounds}, ${side.padEnd(6)} ${v.padEnd(8)}: p50 ${r.p50.toFixed(2)} ms, p99 ${r.p99.toFixed(2)} ms, ${r.rps.toFixed(0)} req/s, ${r.errors} errors, worker CPU ${r.cpuMs?.toFixed(2) ?? "?"} ms/request`);
         if (r.errors > 0) throw new Error(`${side} ${v}: ${r.errors} errors ${JSON.stringify(r.statuses)}`);
         await drain(terns[side], last);
       }
@@ -198,7 +206,9 @@ export function summarize(r: IdempotencyResults) {
   const p50 = (side: Side, v: LoadVariant) => median(r.load[side][v].map((x) => x.p50));
   const ratios = (side: Side) => r.load[side]["send+key"].map((k, i) => k.p50 / r.load[side].send[i]!.p50);
   const stormMs = (side: Side) => median(r.storm[side].map((s) => s.ms));
+  const cpu = (side: Side, v: LoadVariant) => median(r.load[side][v].map((x) => x.cpuMs ?? NaN));
   return {
+    cpu,
     keyRatio: { object: median(ratios("object")), row: median(ratios("row")) },
     keyRatioRange: { object: ratios("object"), row: ratios("row") },
     p50,
@@ -218,10 +228,10 @@ export function renderIdempotency(r: IdempotencyResults, facts: string): string 
     "",
     `**A fresh key** (closed loop, 2 connections, a new \`Idempotency-Key\` on every request vs none; median of ${r.load.object.send.length} rounds):`,
     "",
-    "| tern | send p50 | send+key p50 | send+key/send p50 (rounds' range) | target |",
-    "|---|---|---|---|---|",
+    "| tern | send p50 | send+key p50 | send+key/send p50 (rounds' range) | target | Worker CPU per request: send, send+key |",
+    "|---|---|---|---|---|---|",
     ...(["object", "row"] as Side[]).map((side) =>
-      `| ${side} | ${f2(s.p50(side, "send"))} ms | ${f2(s.p50(side, "send+key"))} ms | ${f2(s.keyRatio[side])} (${range(s.keyRatioRange[side])}) | ${side === "object" ? `<= ${FRESH_KEY_TARGET}: ${s.keyRatio.object <= FRESH_KEY_TARGET ? "met" : "MISSED"}` : "-"} |`),
+      `| ${side} | ${f2(s.p50(side, "send"))} ms | ${f2(s.p50(side, "send+key"))} ms | ${f2(s.keyRatio[side])} (${range(s.keyRatioRange[side])}) | ${side === "object" ? `<= ${FRESH_KEY_TARGET}: ${s.keyRatio.object <= FRESH_KEY_TARGET ? "met" : "MISSED"}` : "-"} | ${f2(s.cpu(side, "send"))}, ${f2(s.cpu(side, "send+key"))} ms |`),
     "",
     `**A retry storm**: ${STORM} identical requests with one key at once, over ${STORM} open keep-alive connections, ${r.storm.object.length} rounds each:`,
     "",

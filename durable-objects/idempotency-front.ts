@@ -1,5 +1,6 @@
-// The single-flight point of one Idempotency-Key (contract 4.3, architecture step 3): every
-// request with the key asks this object first, named after (account, scope, key). The first
+// The single-flight point of Idempotency-Keys (contract 4.3, architecture step 3): every
+// request with a key asks the key's object first (one of a few per account, picked by hashing
+// the key: worker/sending/idempotency.ts frontName). The first
 // one is told to run its send itself, in its own isolate (the send and its D1 batch are
 // exactly what they are without the object), and reports the answer when it has it; requests
 // that arrive meanwhile wait here and get that answer, so a retry storm costs D1 one batch
@@ -18,7 +19,7 @@ export interface Settled {
 }
 
 export type FrontResult =
-  /** No send with this key is in flight: run it, then report with `settle(token, ...)`. */
+  /** No send with this key is in flight: run it, then report with `settle(key, token, ...)`. */
   | { kind: "run"; token: string }
   /** Another request with the same body ran while this one waited: replay its answer. */
   | { kind: "replay"; answer: Omit<Settled, "stored"> }
@@ -40,14 +41,15 @@ interface InFlight {
 }
 
 export class IdempotencyFront extends DurableObject<Env> {
-  private inFlight: InFlight | undefined;
+  /** The sends in flight, by key (scope and key: an object serves many keys of one account). */
+  private readonly inFlight = new Map<string, InFlight>();
 
   /** Lets the caller run its send unless one with this key is in flight: then waits for it
    * and replays its answer (same body) or reports the conflict (another body). When the one in
    * flight released the key or failed, the first waiter to wake runs next. */
-  async enter(fingerprint: string): Promise<FrontResult> {
+  async enter(key: string, fingerprint: string): Promise<FrontResult> {
     for (;;) {
-      const current = this.inFlight;
+      const current = this.inFlight.get(key);
       if (!current) break;
       const settled = await current.done;
       if (settled?.stored) {
@@ -59,19 +61,19 @@ export class IdempotencyFront extends DurableObject<Env> {
     const token = crypto.randomUUID();
     let settle!: (s: Settled | null) => void;
     const done = new Promise<Settled | null>((r) => (settle = r));
-    const deadline = setTimeout(() => this.settle(token, null), RUN_DEADLINE_MS);
-    this.inFlight = { fingerprint, token, done, settle, deadline };
+    const deadline = setTimeout(() => this.settle(key, token, null), RUN_DEADLINE_MS);
+    this.inFlight.set(key, { fingerprint, token, done, settle, deadline });
     return { kind: "run", token };
   }
 
   /** The runner's answer (null: its send failed). A report from a runner whose turn ended
    * (its deadline passed) changes nothing. */
-  settle(token: string, settled: Settled | null): void {
-    const current = this.inFlight;
+  settle(key: string, token: string, settled: Settled | null): void {
+    const current = this.inFlight.get(key);
     if (!current || current.token !== token) return;
     clearTimeout(current.deadline);
     // Forgotten before the waiters wake, so that the first of them finds the way clear.
-    this.inFlight = undefined;
+    this.inFlight.delete(key);
     current.settle(settled);
   }
 }

@@ -6,6 +6,7 @@ import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test"
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { app } from "../../worker/index.ts";
+import { FRONT_SHARDS, frontName } from "../../worker/sending/idempotency.ts";
 import { periodsAt } from "../../worker/sending/quota.ts";
 import { countRows, createAccount, type TestAccount } from "./fixtures.ts";
 
@@ -134,20 +135,31 @@ describe("the Idempotency-Key's object", () => {
     expect(await countRows("emails", a.accountId)).toBe(1);
   });
 
-  it("the object itself: one runner at a time, waiters replay a stored answer, a stale report changes nothing", async () => {
+  it("the object itself: one runner per key, waiters replay a stored answer, a stale report changes nothing", async () => {
     const stub = env.IDEMPOTENCY.getByName(`direct-${crypto.randomUUID()}`);
-    const first = await stub.enter("fp-a");
+    const first = await stub.enter("k", "fp-a");
     expect(first.kind).toBe("run");
-    const same = stub.enter("fp-a");
-    const other = stub.enter("fp-b");
-    await stub.settle("not-the-token", { status: 200, body: "{}", headers: {}, stored: true });
+    // Another key of the same object is not held up by this one.
+    expect((await stub.enter("k2", "fp-a")).kind).toBe("run");
+    const same = stub.enter("k", "fp-a");
+    const other = stub.enter("k", "fp-b");
+    await stub.settle("k", "not-the-token", { status: 200, body: "{}", headers: {}, stored: true });
     // Released (a 429): the first waiter to wake runs next; the other waits for it.
-    await stub.settle((first as { token: string }).token, { status: 429, body: "{}", headers: {}, stored: false });
+    await stub.settle("k", (first as { token: string }).token, { status: 429, body: "{}", headers: {}, stored: false });
     const a = await same;
     expect(a.kind).toBe("run");
-    await stub.settle((a as { token: string }).token, { status: 200, body: '{"id":"x"}', headers: { "x-tern-monthly-quota": "1" }, stored: true });
+    await stub.settle("k", (a as { token: string }).token, { status: 200, body: '{"id":"x"}', headers: { "x-tern-monthly-quota": "1" }, stored: true });
     expect(await other).toEqual({ kind: "conflict" });
     // Nothing in flight now: the next request runs (and the D1 row would make it replay).
-    expect((await stub.enter("fp-a")).kind).toBe("run");
+    expect((await stub.enter("k", "fp-a")).kind).toBe("run");
+  });
+
+  it("a key's requests always meet at the same object, and an account's keys spread over a few", () => {
+    const claim = { accountId: "acct", scope: "POST /emails", key: "order-1" };
+    expect(frontName(claim)).toBe(frontName({ ...claim }));
+    expect(frontName(claim)).toMatch(/^acct\//);
+    const names = new Set(Array.from({ length: 2000 }, (_, i) => frontName({ ...claim, key: `k${i}` })));
+    expect(names.size).toBe(FRONT_SHARDS);
+    expect(frontName({ ...claim, accountId: "other" })).not.toBe(frontName(claim));
   });
 });

@@ -99,13 +99,28 @@ export async function sendIdempotently(env: Env, principal: Principal, route: st
  * release the key (contract 4.3). */
 const isStored = (status: number) => status < 500 && status !== 429;
 
+/** Objects per account that keys are spread over (by a hash of scope and key). */
+export const FRONT_SHARDS = 32;
+
+/** The object a key's requests meet at: one of FRONT_SHARDS per account, chosen by the key, so
+ * that every request with the key reaches the same object and a fresh key usually finds one
+ * already running. */
+export function frontName(claim: Pick<KeyClaim, "accountId" | "scope" | "key">): string {
+  // FNV-1a: a stable spread, not a secret.
+  let h = 0x811c9dc5;
+  const s = `${claim.scope}\n${claim.key}`;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+  return `${claim.accountId}/${(h >>> 0) % FRONT_SHARDS}`;
+}
+
 /** The key's object lets one request at a time run `decide`; the others wait there for its
  * answer. Only asking the object is on the request's path: the report goes after the answer. */
 async function throughFront(env: Env, claim: KeyClaim, decide: () => Promise<Answer>, defer?: Defer): Promise<Answer> {
-  const stub = env.IDEMPOTENCY.getByName(`${claim.accountId}\n${claim.scope}\n${claim.key}`);
+  const stub = env.IDEMPOTENCY.getByName(frontName(claim));
+  const slot = `${claim.scope}\n${claim.key}`;
   let entry: FrontResult;
   try {
-    entry = await stub.enter(claim.fingerprint);
+    entry = await stub.enter(slot, claim.fingerprint);
   } catch (err) {
     // The object could not be reached: the row in D1 decides alone.
     console.error("idempotency object unavailable; deciding in D1 alone", err instanceof Error ? err.message : String(err));
@@ -115,7 +130,7 @@ async function throughFront(env: Env, claim: KeyClaim, decide: () => Promise<Ans
   if (entry.kind === "conflict") throw new ApiError("invalid_idempotent_request", "This idempotency key was already used with a different request body.");
   const report = (settled: Settled | null) => {
     // A lost report only makes the waiters wait out the object's deadline, then ask D1.
-    const sent = stub.settle(entry.token, settled).catch((err: unknown) => console.error("could not report to the idempotency object", err instanceof Error ? err.message : String(err)));
+    const sent = stub.settle(slot, entry.token, settled).catch((err: unknown) => console.error("could not report to the idempotency object", err instanceof Error ? err.message : String(err)));
     if (defer) defer(sent);
     else return sent;
   };
