@@ -97,3 +97,23 @@ export function resolveRegion(env: object, defaults: RegionDefaults, name: strin
 export function resolveRegions(env: object, defaults: RegionDefaults): Record<string, Region> {
   return Object.fromEntries(REGION_TABLE.map((r) => [r.name, resolveRegion(env, defaults, r.name)]));
 }
+
+const JURISDICTIONS: readonly DurableObjectJurisdiction[] = ["eu", "fedramp", "fedramp-high", "us"];
+
+/** A Durable Object namespace in the deployment's jurisdiction: DO_JURISDICTION = "eu" keeps
+ * every object tern creates (rate limiter, idempotency front) in the EU (README: EU data
+ * residency). Unset: wherever Cloudflare places them. */
+export function inJurisdiction<T extends Rpc.DurableObjectBranded | undefined>(env: object, ns: DurableObjectNamespace<T>): DurableObjectNamespace<T> {
+  const j = (env as { DO_JURISDICTION?: unknown }).DO_JURISDICTION;
+  if (typeof j !== "string" || !JURISDICTIONS.includes(j as DurableObjectJurisdiction)) return ns;
+  try {
+    return ns.jurisdiction(j as DurableObjectJurisdiction);
+  } catch (err) {
+    // Local workerd (wrangler dev, the tests) has no jurisdictions: everything is on this machine.
+    if (!warnedJurisdiction) console.warn(`DO_JURISDICTION=${j} ignored here: ${err instanceof Error ? err.message : String(err)}`);
+    warnedJurisdiction = true;
+    return ns;
+  }
+}
+
+let warnedJurisdiction = false;

@@ -162,4 +162,12 @@ describe("the Idempotency-Key's object", () => {
     expect(names.size).toBe(FRONT_SHARDS);
     expect(frontName({ ...claim, accountId: "other" })).not.toBe(frontName(claim));
   });
+
+  it("DO_JURISDICTION=eu: where the runtime has no jurisdictions (locally) it is ignored with a warning, and keys still send once", async () => {
+    const { results } = await storm(acct, "storm-eu", 20, { DO_JURISDICTION: "eu" } as Partial<Env>);
+    expect(results.filter((r) => r.replayed === null)).toHaveLength(1);
+    expect(results.filter((r) => r.replayed === "true")).toHaveLength(19);
+    // The namespace the setting asks for is the one workerd cannot make locally.
+    expect(() => env.IDEMPOTENCY.jurisdiction("eu")).toThrow(/not implemented in workerd/);
+  });
 });

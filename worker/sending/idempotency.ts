@@ -21,6 +21,7 @@ import type { Principal } from "../auth.ts";
 import { toHex } from "../bytes.ts";
 import { idempotencyKeys, usage } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
+import { inJurisdiction } from "../regions.ts";
 import { planLimits } from "../plans.ts";
 import { deleteIfExpired, KeyTaken, keyRow, thisKey, type KeyClaim } from "./key-claim.ts";
 import { periodsAt, quotaHeaders, type QuotaUse } from "./quota.ts";
@@ -116,7 +117,7 @@ export function frontName(claim: Pick<KeyClaim, "accountId" | "scope" | "key">):
 /** The key's object lets one request at a time run `decide`; the others wait there for its
  * answer. Only asking the object is on the request's path: the report goes after the answer. */
 async function throughFront(env: Env, claim: KeyClaim, decide: () => Promise<Answer>, defer?: Defer): Promise<Answer> {
-  const stub = env.IDEMPOTENCY.getByName(frontName(claim));
+  const stub = inJurisdiction(env, env.IDEMPOTENCY).getByName(frontName(claim));
   const slot = `${claim.scope}\n${claim.key}`;
   let entry: FrontResult;
   try {
