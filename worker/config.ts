@@ -42,14 +42,15 @@ const DEFAULT_RETRY_SCHEDULE = [60, 300, 900, 1800, 3600, 7200, 14400, 28800, 28
 
 export function readConfig(env: Env): TernConfig {
   const retry = env.RETRY_SCHEDULE;
+  // What every region falls back to (worker/regions.ts).
   const regionDefaults = {
     relayUrl: env.RELAY_URL ?? "",
-    bounceHost: env.BOUNCE_HOST || "bounces.tern.localhost",
-    spfInclude: env.SPF_INCLUDE || "_spf.tern.localhost",
+    bounceHost: (env.BOUNCE_HOST || "bounces.tern.localhost").toLowerCase(),
+    spfInclude: (env.SPF_INCLUDE || "_spf.tern.localhost").toLowerCase(),
   };
   return {
     devMode: env.TERN_DEV_MODE === "true",
-    relayUrl: env.RELAY_URL ?? "",
+    relayUrl: regionDefaults.relayUrl,
     relayFinal: env.RELAY_FINAL === "true",
     heloName: env.SMTP_HELO_NAME || "tern.localhost",
     simulatorDomains: (env.SIMULATOR_DOMAINS ?? "")
@@ -60,8 +61,8 @@ export function readConfig(env: Env): TernConfig {
     retrySchedule: retry ? retry.split(",").map((s) => Number(s.trim())).filter((n) => n >= 0) : DEFAULT_RETRY_SCHEDULE,
     stuckAfterMs: (Number(env.STUCK_AFTER_SECONDS) || 120) * 1000,
     dohUrl: env.DOH_URL || "https://cloudflare-dns.com/dns-query",
-    bounceHost: (env.BOUNCE_HOST || "bounces.tern.localhost").toLowerCase(),
-    spfInclude: (env.SPF_INCLUDE || "_spf.tern.localhost").toLowerCase(),
+    bounceHost: regionDefaults.bounceHost,
+    spfInclude: regionDefaults.spfInclude,
     inboundMxHost: (env.INBOUND_MX_HOST || "inbound.tern.localhost").toLowerCase(),
     masterKey: env.MASTER_KEY || undefined,
     publicUrl: (env.PUBLIC_URL ?? "").replace(/\/+$/, ""),
