@@ -9,7 +9,9 @@
 // What differs from a relay: Cloudflare requires the envelope sender to be the From address
 // (it runs its own return path, so tern's VERP address and the DSNs it would bring are not
 // used: bounces it learns of later come back only as E_RECIPIENT_SUPPRESSED on the next send),
-// and the sending domain must be onboarded to Email Sending.
+// and the sending domain must be onboarded to Email Sending. A domain's `tls: enforced` holds on
+// the hop to Cloudflare (inside its network); onward hops follow Cloudflare's policy, as they
+// follow a relay's own policy past a relay without REQUIRETLS.
 import { EmailMessage } from "cloudflare:email";
 import type { OutboundMessage, RecipientResult, Transport, TransportSession } from "./transport.ts";
 
