@@ -1,5 +1,6 @@
 // Typed configuration read from the Worker's environment (wrangler.toml [vars] and secrets).
 // One reader, so every module sees the same defaults.
+import { resolveRegion, type Region } from "./regions.ts";
 
 export interface TernConfig {
   devMode: boolean;
@@ -32,6 +33,8 @@ export interface TernConfig {
   /** Days sent and received mail and webhook history are kept (worker/retention/purge.ts);
    * null: kept for ever (RETENTION_DAYS = "0"). */
   retentionDays: number | null;
+  /** A sending region as this deployment configured it (worker/regions.ts). */
+  region(name: string): Region;
 }
 
 // 1 min, 5 min, 15 min, 30 min, 1 h, 2 h, 4 h, 8 h, 8 h: about a day, like an MTA's queue.
@@ -39,9 +42,15 @@ const DEFAULT_RETRY_SCHEDULE = [60, 300, 900, 1800, 3600, 7200, 14400, 28800, 28
 
 export function readConfig(env: Env): TernConfig {
   const retry = env.RETRY_SCHEDULE;
+  // What every region falls back to (worker/regions.ts).
+  const regionDefaults = {
+    relayUrl: env.RELAY_URL ?? "",
+    bounceHost: (env.BOUNCE_HOST || "bounces.tern.localhost").toLowerCase(),
+    spfInclude: (env.SPF_INCLUDE || "_spf.tern.localhost").toLowerCase(),
+  };
   return {
     devMode: env.TERN_DEV_MODE === "true",
-    relayUrl: env.RELAY_URL ?? "",
+    relayUrl: regionDefaults.relayUrl,
     relayFinal: env.RELAY_FINAL === "true",
     heloName: env.SMTP_HELO_NAME || "tern.localhost",
     simulatorDomains: (env.SIMULATOR_DOMAINS ?? "")
@@ -52,14 +61,15 @@ export function readConfig(env: Env): TernConfig {
     retrySchedule: retry ? retry.split(",").map((s) => Number(s.trim())).filter((n) => n >= 0) : DEFAULT_RETRY_SCHEDULE,
     stuckAfterMs: (Number(env.STUCK_AFTER_SECONDS) || 120) * 1000,
     dohUrl: env.DOH_URL || "https://cloudflare-dns.com/dns-query",
-    bounceHost: (env.BOUNCE_HOST || "bounces.tern.localhost").toLowerCase(),
-    spfInclude: (env.SPF_INCLUDE || "_spf.tern.localhost").toLowerCase(),
+    bounceHost: regionDefaults.bounceHost,
+    spfInclude: regionDefaults.spfInclude,
     inboundMxHost: (env.INBOUND_MX_HOST || "inbound.tern.localhost").toLowerCase(),
     masterKey: env.MASTER_KEY || undefined,
     publicUrl: (env.PUBLIC_URL ?? "").replace(/\/+$/, ""),
     webhookAllowPrivateTargets: env.TERN_DEV_MODE === "true" || env.WEBHOOK_ALLOW_PRIVATE_TARGETS === "true",
     inboundAuthservId: env.INBOUND_AUTHSERV_ID || "mx.cloudflare.net",
     retentionDays: retentionDaysOf(env.RETENTION_DAYS),
+    region: (name) => resolveRegion(env, regionDefaults, name),
   };
 }
 
