@@ -15,7 +15,6 @@ import { announce, domainOutboxEvent, outboxInsert, type OutboxEvent } from "../
 import type { DomainEventType } from "../webhooks/payloads.ts";
 import { forgetSendingIdentities } from "../delivery/sending-identity.ts";
 import { forgetAccountDomains } from "../sending/sender.ts";
-import { ApiError } from "../errors.ts";
 import { isRegion, REGIONS } from "../regions.ts";
 import { dohResolver, type Resolver } from "./dns.ts";
 import {
