@@ -36,9 +36,10 @@ export interface BridgeConfig {
    * sessions wait for their turn at their first RCPT, before they may send DATA, so memory stays
    * bounded however many sessions send at the same moment. */
   maxSubmissions: number;
-  /** Slots one API key may hold at once (the bridge knows a tenant by its key), so one tenant
-   * cannot take them all; its other sessions wait while other keys' sessions go ahead. */
-  maxSubmissionsPerKey: number;
+  /** Slots one account may hold at once, whichever of its keys its sessions use (tern names a
+   * key's account when the key is checked), so one tenant cannot take them all; its other
+   * sessions wait while other accounts' sessions go ahead. */
+  maxSubmissionsPerAccount: number;
   /** How long a session may hold a slot without starting DATA: then it is told 421 and closed. */
   submissionHoldMs: number;
   /** How long a connection may go without logging in (TLS handshake included), busy or idle:
@@ -131,7 +132,7 @@ export function configFromEnv(env: Env): BridgeConfig {
     maxConnectionsPerIp: int(env, "TERN_BRIDGE_MAX_CONNECTIONS_PER_IP", 50, 1),
     maxRecipients: int(env, "TERN_BRIDGE_MAX_RECIPIENTS", 150, 1, 150),
     maxSubmissions,
-    maxSubmissionsPerKey: int(env, "TERN_BRIDGE_MAX_SUBMISSIONS_PER_KEY", Math.max(1, Math.floor(maxSubmissions / 4)), 1, maxSubmissions),
+    maxSubmissionsPerAccount: int(env, "TERN_BRIDGE_MAX_SUBMISSIONS_PER_ACCOUNT", Math.max(1, Math.floor(maxSubmissions / 4)), 1, maxSubmissions),
     submissionHoldMs: int(env, "TERN_BRIDGE_SUBMISSION_HOLD_MS", 30_000, 100),
     loginTimeoutMs: int(env, "TERN_BRIDGE_LOGIN_TIMEOUT_MS", 20_000, 100),
     socketTimeoutMs: int(env, "TERN_BRIDGE_SOCKET_TIMEOUT_MS", 120_000, 1000),

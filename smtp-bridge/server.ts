@@ -98,7 +98,17 @@ const memoryMb = () => {
 export async function startBridge(config: BridgeConfig, log: Logger): Promise<Bridge> {
   const started = Date.now();
   const api = new ApiClient({ baseUrl: config.apiUrl, timeoutMs: config.apiTimeoutMs });
-  const verdicts = new KeyVerdicts(async (key) => keyVerdictFor(await api.checkKey(key)), config.authCacheMs);
+  // The account each good key belongs to (by fingerprint), as the API named it: submission
+  // slots are shared per account, so an account cannot take more by using more keys.
+  const accountOfKey = new Map<string, string>();
+  const verdicts = new KeyVerdicts(async (key) => {
+    const answer = await api.checkKey(key);
+    if (answer.kind === "answer" && answer.account) {
+      if (accountOfKey.size >= 100_000) accountOfKey.clear();
+      accountOfKey.set(keyFingerprint(key), answer.account);
+    }
+    return keyVerdictFor(answer);
+  }, config.authCacheMs);
   const throttle = new FailureThrottle({
     maxFailures: config.authMaxFailures,
     windowMs: config.authFailureWindowMs,
@@ -107,7 +117,7 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
   });
   const spool = openSpool(config.spoolDir, config.spoolThresholdBytes, config.spoolMemoryBytes);
   const sessions = new Map<string, SessionState>();
-  const slots = new FairSlots(config.maxSubmissions, config.maxSubmissionsPerKey);
+  const slots = new FairSlots(config.maxSubmissions, config.maxSubmissionsPerAccount);
   /** Open connections by client address (clientKey), pending TLS handshakes included. */
   const perClient = new Map<string, number>();
   const peers = new Map<string, Peer>();
@@ -313,7 +323,8 @@ export async function startBridge(config: BridgeConfig, log: Logger): Promise<Br
    * meanwhile (the slot is given back). */
   const hold = async (state: SessionState): Promise<boolean> => {
     if (state.holding) return true;
-    const owner = state.login!.fingerprint;
+    // Per account where the API named it; per key otherwise (an older API).
+    const owner = accountOfKey.get(state.login!.fingerprint) ?? state.login!.fingerprint;
     await slots.acquire(owner);
     if (state.closed) {
       slots.release(owner);

@@ -310,12 +310,15 @@ describe("submission slots (TERN_BRIDGE_MAX_SUBMISSIONS)", () => {
   };
   const answeredWithin = async <T>(reply: Promise<T>, ms: number) => Promise.race([reply, sleep(ms).then(() => "not answered" as const)]);
 
-  it("one key holds at most TERN_BRIDGE_MAX_SUBMISSIONS_PER_KEY slots: another account's RCPT is answered at once while it holds them all", async () => {
+  it("one account holds at most TERN_BRIDGE_MAX_SUBMISSIONS_PER_ACCOUNT slots, whichever of its keys it uses: another account's RCPT is answered at once", async () => {
     const other = JSON.parse(admin("create-account", "neighbour", "--plan", "pro_50k")) as { api_key: string };
-    const b = await bridge({ TERN_BRIDGE_MAX_SUBMISSIONS: "4", TERN_BRIDGE_MAX_SUBMISSIONS_PER_KEY: "2", TERN_BRIDGE_SUBMISSION_HOLD_MS: "60000" });
+    // The hog's second key, of the same account: more keys must not mean more slots.
+    const made = await fetch(`${tern.url}/api-keys`, { method: "POST", headers: { authorization: `Bearer ${tern.apiKey}`, "content-type": "application/json" }, body: JSON.stringify({ name: "second", permission: "sending_access" }) });
+    const secondKey = ((await made.json()) as { token: string }).token;
+    const b = await bridge({ TERN_BRIDGE_MAX_SUBMISSIONS: "4", TERN_BRIDGE_MAX_SUBMISSIONS_PER_ACCOUNT: "2", TERN_BRIDGE_SUBMISSION_HOLD_MS: "60000" });
     const slots = async () => ((await (await fetch(b.healthUrl)).json()) as { submissions: { active: number; waiting: number } }).submissions;
     // The attack: as many sessions as there are slots, each at RCPT, none sending DATA.
-    const hog = await Promise.all([1, 2, 3, 4].map(() => loggedIn(b, tern.apiKey, `hello@${tern.domain}`)));
+    const hog = await Promise.all([tern.apiKey, secondKey, tern.apiKey, secondKey].map((key) => loggedIn(b, key, `hello@${tern.domain}`)));
     await Promise.all(hog.map((d, i) => d.write(`RCPT TO:<hog-${i}@example.com>\r\n`)));
     const granted = new Set<number>();
     hog.forEach((d, i) => void d.reply(60_000).then((r) => r.code === 250 && granted.add(i), () => {}));

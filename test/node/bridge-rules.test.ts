@@ -233,7 +233,7 @@ describe("configuration", () => {
     ]);
     expect(c.maxMessageBytes).toBe(40 * 1024 * 1024);
     expect(c.healthPort).toBe(2580);
-    expect([c.maxSubmissions, c.maxSubmissionsPerKey, c.submissionHoldMs, c.loginTimeoutMs, c.socketTimeoutMs]).toEqual([32, 8, 30_000, 20_000, 120_000]);
+    expect([c.maxSubmissions, c.maxSubmissionsPerAccount, c.submissionHoldMs, c.loginTimeoutMs, c.socketTimeoutMs]).toEqual([32, 8, 30_000, 20_000, 120_000]);
   });
 
   it("turns each port off, or makes it optional", () => {
@@ -249,7 +249,7 @@ describe("configuration", () => {
     expect(() => configFromEnv({ ...base, TERN_BRIDGE_TLS_PORTS: "465", TERN_BRIDGE_STARTTLS_PORTS: "465" })).toThrow(/twice/);
     expect(() => configFromEnv({ ...base, TERN_BRIDGE_MAX_MESSAGE_BYTES: "50000000" })).toThrow(ConfigError);
     expect(() => configFromEnv({ ...base, TERN_BRIDGE_STARTTLS_PORTS: "smtp" })).toThrow(/TERN_BRIDGE_STARTTLS_PORTS/);
-    expect(() => configFromEnv({ ...base, TERN_BRIDGE_MAX_SUBMISSIONS: "4", TERN_BRIDGE_MAX_SUBMISSIONS_PER_KEY: "5" })).toThrow(/TERN_BRIDGE_MAX_SUBMISSIONS_PER_KEY/);
+    expect(() => configFromEnv({ ...base, TERN_BRIDGE_MAX_SUBMISSIONS: "4", TERN_BRIDGE_MAX_SUBMISSIONS_PER_ACCOUNT: "5" })).toThrow(/TERN_BRIDGE_MAX_SUBMISSIONS_PER_ACCOUNT/);
     expect(() => configFromEnv({ ...base, TERN_BRIDGE_LOGIN_TIMEOUT_MS: "0" })).toThrow(/TERN_BRIDGE_LOGIN_TIMEOUT_MS/);
   });
 });
