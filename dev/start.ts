@@ -174,6 +174,9 @@ export async function start(o: StartOptions): Promise<Running> {
   };
   if (process.env.TERN_STUCK_AFTER_SECONDS) vars.STUCK_AFTER_SECONDS = process.env.TERN_STUCK_AFTER_SECONDS;
   if (process.env.TERN_RETRY_SCHEDULE) vars.RETRY_SCHEDULE = process.env.TERN_RETRY_SCHEDULE;
+  if (process.env.TERN_LEASE_SECONDS) vars.LEASE_SECONDS = process.env.TERN_LEASE_SECONDS;
+  // Another relay than the dev one (a fault test's SMTP peer that outlives tern).
+  if (process.env.TERN_RELAY_URL) vars.RELAY_URL = process.env.TERN_RELAY_URL;
   const child = spawn(
     process.execPath,
     [WRANGLER, "dev", "--ip", "127.0.0.1", "--port", String(o.port), "--persist-to", o.persistTo,
