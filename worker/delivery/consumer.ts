@@ -20,8 +20,8 @@ import { transportFor } from "../transports/select.ts";
 import { NoSigningKeyError, sendingIdentity } from "./sending-identity.ts";
 import { isSimulated, simulate } from "../transports/simulator.ts";
 import type { Transport, TransportSession } from "../transports/transport.ts";
-import { settleAttempt, type EventRecord, type Settlement } from "./outcome.ts";
-import { AttemptLog, LeaseLostError, progressOf } from "./progress.ts";
+import { settleAttempt, type AttemptResult, type EventRecord, type Settlement } from "./outcome.ts";
+import { AttemptLog, LeaseLostError, markInFlightStatement, progressOf, type InFlightMark } from "./progress.ts";
 import { canonicalRecipient } from "../sending/return-path.ts";
 import { announce, emailFacts, emailOutboxEvent, outboxInsert, type OutboxEvent } from "../events/outbox.ts";
 import type { Bounce } from "../webhooks/payloads.ts";
@@ -65,34 +65,45 @@ export async function consumeSendBatch(batch: MessageBatch<QueueMessage>, env: E
   const outcome = new Map<string, number | null | "error">();
 
   // A few workers, each with its own connection per region, take the claimed emails in turn;
-  // each email is recorded as soon as it is settled, so a crash loses at most one attempt.
+  // each message's reply is recorded as soon as it arrives (progress.ts), so a crash leaves at
+  // most one message per connection whose outcome tern does not know. Each worker takes its
+  // next email before settling the current one: the settlement's D1 batch also marks the next
+  // email's first message in flight, which saves that email a write of its own.
   const queue = [...claimed];
   const simulatedWrites: SimulatedWrite[] = [];
   await Promise.all(
     Array.from({ length: Math.min(PARALLEL_SESSIONS, queue.length) }, async () => {
       const sessions = new Sessions(makeTransport);
       try {
-        for (let email = queue.shift(); email; email = queue.shift()) {
+        let firstMarked = false;
+        let email = queue.shift();
+        while (email) {
+          // The next email is taken early only while the other connections have work of their own.
+          const next = queue.length >= PARALLEL_SESSIONS ? queue.shift() : undefined;
+          const marking = firstMarked;
+          firstMarked = false;
           try {
-            outcome.set(email.id, await deliverEmail(env, config, email, suppressed.get(email.accountId)!, sessions, now, simulatedWrites));
+            const nextMark = next ? firstMessageMark(next, suppressed.get(next.accountId)!, config) : null;
+            const done = await deliverEmail(env, config, email, suppressed.get(email.accountId)!, sessions, now, simulatedWrites, { firstMarked: marking, nextMark });
+            outcome.set(email.id, done.retryIn);
+            firstMarked = done.nextMarked;
           } catch (err) {
             if (err instanceof LeaseLostError) {
               // The cron handed it back (the lease ran out): its next owner sends the rest.
               console.error("lease lost mid-send; left to its next owner", email.id);
               outcome.set(email.id, null);
-              continue;
-            }
-            if (err instanceof UnrecordedDeliveryError) {
+            } else if (err instanceof UnrecordedDeliveryError) {
               // The mail left tern: handing the claim back would send it again in 30 s. The row
               // stays in `sending` until its lease ends, the longest wait before a resend.
               console.error("delivered but not recorded; left to its lease", email.id, err.cause);
               outcome.set(email.id, null);
-              continue;
+            } else {
+              console.error("delivery failed unexpectedly; will retry", email.id, err);
+              await releaseClaim(env.DB, email.id).catch(() => {});
+              outcome.set(email.id, "error");
             }
-            console.error("delivery failed unexpectedly; will retry", email.id, err);
-            await releaseClaim(env.DB, email.id).catch(() => {});
-            outcome.set(email.id, "error");
           }
+          email = next ?? queue.shift();
         }
       } finally {
         await sessions.closeAll();
@@ -167,17 +178,17 @@ class UnrecordedDeliveryError extends Error {}
 /** Records what happened to mail that already left tern. A transient D1 failure must not turn
  * into a second send, so the write is retried (it is guarded by state = 'sending', so running
  * it twice changes nothing) before giving up. */
-async function recordAfterSend(d1: D1Database, emailId: string, statements: BatchItem<"sqlite">[]): Promise<void> {
+async function recordAfterSend(d1: D1Database, emailId: string, statements: BatchItem<"sqlite">[]): Promise<D1Result[] | null> {
   let last: unknown;
   for (let attempt = 0; attempt < 4; attempt++) {
     try {
-      // A batch that failed on the way back may have committed: then there is nothing to redo.
+      // A batch that failed on the way back may have committed: then there is nothing to redo
+      // (and what it did is not known: null).
       if (attempt > 0) {
         const row = await drizzle(d1).select({ state: emails.state }).from(emails).where(eq(emails.id, emailId)).get();
-        if (row && row.state !== "sending") return;
+        if (row && row.state !== "sending") return null;
       }
-      await drizzle(d1).batch(statements as [BatchItem<"sqlite">]);
-      return;
+      return (await drizzle(d1).batch(statements as [BatchItem<"sqlite">])) as unknown as D1Result[];
     } catch (err) {
       last = err;
       await new Promise((r) => setTimeout(r, 100 * 2 ** attempt));
@@ -200,6 +211,43 @@ async function suppressedInBatch(d1: D1Database, claimed: EmailRow[]): Promise<M
   return out;
 }
 
+/** Who an email's attempt is for: the replies an interrupted attempt already recorded (not sent
+ * again), the suppressed recipients (settled without an attempt) and the rest, in order; the
+ * first of those that is not simulated gets the first message that leaves tern. */
+interface AttemptPlan {
+  answered: AttemptResult[];
+  suppressed: string[];
+  toAttempt: string[];
+  firstReal: string | null;
+}
+
+function planAttempt(email: EmailRow, suppressedSet: Set<string>, config: TernConfig): AttemptPlan {
+  const answered = progressOf(email).results;
+  const done = new Set(answered.map((r) => canonicalRecipient(r.recipient)));
+  const open = (JSON.parse(email.pendingJson) as string[]).filter((r) => !done.has(canonicalRecipient(r)));
+  const toAttempt = open.filter((r) => !suppressedSet.has(suppressionKey(r)));
+  return {
+    answered,
+    suppressed: open.filter((r) => suppressedSet.has(suppressionKey(r))),
+    toAttempt,
+    firstReal: toAttempt.find((r) => !isSimulated(r, config.simulatorDomains)) ?? null,
+  };
+}
+
+/** The in-flight mark of an email's first message, to ride along with the previous email's
+ * settlement (null when the email sends nothing outside tern). */
+function firstMessageMark(email: EmailRow, suppressedSet: Set<string>, config: TernConfig): InFlightMark | null {
+  const plan = planAttempt(email, suppressedSet, config);
+  return plan.firstReal === null ? null : { emailId: email.id, lease: email.leaseUntil!, inFlight: plan.firstReal, results: plan.answered };
+}
+
+interface Handoff {
+  /** This email's first message was marked in flight by the previous settlement. */
+  firstMarked: boolean;
+  /** The mark of the next email's first message, written with this settlement if it is written now. */
+  nextMark: InFlightMark | null;
+}
+
 async function deliverEmail(
   env: Env,
   config: TernConfig,
@@ -208,43 +256,40 @@ async function deliverEmail(
   sessions: Sessions,
   now: () => number,
   simulatedWrites: SimulatedWrite[],
-): Promise<number | null> {
+  handoff: Handoff,
+): Promise<{ retryIn: number | null; nextMarked: boolean }> {
   const attempt = email.attempts + 1;
-  const pending = JSON.parse(email.pendingJson) as string[];
-  // An attempt that was interrupted (its lease ended) already has some replies: kept, not resent.
-  const log = new AttemptLog(env.DB, email.id, email.leaseUntil!, config.leaseMs, now, progressOf(email).results);
-  const answered = new Set(log.results.map((r) => canonicalRecipient(r.recipient)));
-  const open = pending.filter((r) => !answered.has(canonicalRecipient(r)));
-  // Suppressed addresses are settled without an attempt; the other recipients go on.
-  const suppressed = open.filter((r) => suppressedSet.has(suppressionKey(r)));
-  const toAttempt = open.filter((r) => !suppressedSet.has(suppressionKey(r)));
+  const plan = planAttempt(email, suppressedSet, config);
+  const log = new AttemptLog(env.DB, email.id, email.leaseUntil!, config.leaseMs, now, [...plan.answered]);
 
   let retrySchedule = config.retrySchedule;
   try {
-    await attemptDelivery(env, config, email, toAttempt, attempt, sessions, log);
+    await attemptDelivery(env, config, email, plan.toAttempt, attempt, sessions, log, handoff.firstMarked);
   } catch (err) {
     if (!(err instanceof ContentMissingError) && !(err instanceof NoSigningKeyError)) throw err;
     // Its stored content or its domain is gone: no retry can ever send this message.
     console.error("cannot build message", email.id, err.message);
     const message = err instanceof NoSigningKeyError ? err.message : "The stored content of this email is missing.";
-    const unanswered = toAttempt.filter((r) => !log.results.some((x) => canonicalRecipient(x.recipient) === canonicalRecipient(r)));
+    const unanswered = plan.toAttempt.filter((r) => !log.results.some((x) => canonicalRecipient(x.recipient) === canonicalRecipient(r)));
     log.results.push(...unanswered.map((recipient) => ({ recipient, status: "deferred" as const, final: false, message })));
     retrySchedule = [];
   }
-  const settlement = withSuppressed(settleAttempt(log.results, { attempt, retrySchedule, alreadyDelayed: attempt > 1 }), suppressed);
+  const settlement = withSuppressed(settleAttempt(log.results, { attempt, retrySchedule, alreadyDelayed: attempt > 1 }), plan.suppressed);
   const t = now();
   const { statements, outbox } = settlementStatements(env.DB, email, attempt, settlement, t, log.currentLease);
   statements.push(...suppressionStatements(env.DB, email, settlement.events, t));
+  const retryIn = settlement.state === "queued" ? settlement.retryInSeconds : null;
   const leftTern = log.results.some((r) => !isSimulated(r.recipient, config.simulatorDomains));
+  if (!leftTern) {
+    simulatedWrites.push({ emailId: email.id, statements, outbox });
+    return { retryIn, nextMarked: false };
+  }
   // Mail that left tern is recorded before anything else happens: a crash after this point
   // must not send it again.
-  if (leftTern) {
-    await recordAfterSend(env.DB, email.id, statements);
-    await announce(env, outbox);
-  } else {
-    simulatedWrites.push({ emailId: email.id, statements, outbox });
-  }
-  return settlement.state === "queued" ? settlement.retryInSeconds : null;
+  const mark = handoff.nextMark ? statements.push(markInFlightStatement(drizzle(env.DB), handoff.nextMark)) - 1 : -1;
+  const written = await recordAfterSend(env.DB, email.id, statements);
+  await announce(env, outbox);
+  return { retryIn, nextMarked: mark >= 0 && written !== null && (written[mark]!.meta.changes ?? 0) > 0 };
 }
 
 /** Sends to each recipient in turn, adding each result to the attempt's log as it comes. */
@@ -256,6 +301,7 @@ async function attemptDelivery(
   attempt: number,
   sessions: Sessions,
   log: AttemptLog,
+  firstMarked: boolean,
 ): Promise<void> {
   const real = pending.filter((r) => !isSimulated(r, config.simulatorDomains));
   for (const r of pending) if (isSimulated(r, config.simulatorDomains)) log.results.push({ ...simulate(r, attempt), final: true });
@@ -279,13 +325,18 @@ async function attemptDelivery(
   };
 
   // One message per recipient, each with its own return path. The first is marked in flight
-  // before it leaves; each reply is recorded with the next recipient marked, and the last one
-  // with the settlement (deliverEmail).
-  await log.record(real[0]!);
+  // before it leaves (by the previous email's settlement, or here); each reply is recorded with
+  // the next recipient marked, and the last one with the settlement (deliverEmail).
+  if (!firstMarked) await log.record(real[0]!);
   for (const [i, recipient] of real.entries()) {
     const raw = await messageFor(recipient);
     // The envelope carries internationalized domains as A-labels (punycode).
-    const delivered = await session.deliver({ envelopeFrom: await identity.envelopeFrom(recipient), recipients: [toAsciiEmail(recipient)], raw, requireTls: identity.requireTls });
+    const envelopeFrom = await identity.envelopeFrom(recipient);
+    const delivered = await session.deliver({ envelopeFrom, recipients: [toAsciiEmail(recipient)], raw, requireTls: identity.requireTls }).catch((err: unknown) => {
+      // A transport never throws for a delivery problem; if it does anyway, the message may
+      // have left: the email waits for its lease, and its recipient is sent again visibly.
+      throw new UnrecordedDeliveryError("the transport failed mid-message", { cause: err });
+    });
     for (const r of delivered) log.results.push({ ...r, final: r.status === "accepted" && config.relayFinal });
     const next = real[i + 1];
     if (next !== undefined) await recordOrLeave(log, next);

@@ -71,6 +71,22 @@ export class AttemptLog {
   }
 }
 
+/** An email's first message, marked in flight from outside its own attempt (the consumer writes
+ * it with the previous email's settlement). The lease is left as claimed: the guard stays the
+ * one the email's own log starts from. */
+export interface InFlightMark {
+  emailId: string;
+  lease: number;
+  inFlight: string;
+  results: AttemptResult[];
+}
+
+export function markInFlightStatement(db: DrizzleD1Database, m: InFlightMark): BatchItem<"sqlite"> {
+  const progress: AttemptProgress = { inFlight: m.inFlight, results: m.results };
+  return db.update(emails).set({ attemptJson: JSON.stringify(progress) })
+    .where(and(eq(emails.id, m.emailId), eq(emails.state, "sending"), eq(emails.leaseUntil, m.lease)));
+}
+
 export const OUTCOME_UNKNOWN = "outcome_unknown";
 
 /** What the cron does with an email whose lease ended: back to `queued`, keeping the answered
