@@ -238,6 +238,10 @@ describe("reports at the return path", () => {
     const outcome = await handleEmail(a.message, env);
     // Not a return path tern made: not a report, and no receiving domain either.
     expect(outcome.kind).toBe("rejected");
+    // Nor is one whose recipient mark was changed (to point at another recipient) under a valid tag.
+    const remarked = returnPath.replace(/-([0-9a-f]{10})-/, (_m, mark: string) => `-${mark.slice(0, 9)}${mark.endsWith("0") ? "1" : "0"}-`);
+    expect(remarked).not.toBe(returnPath);
+    expect((await handleEmail(incoming("", remarked, fixture("postfix-bounce-user-unknown")).message, env)).kind).toBe("rejected");
     const b = incoming("someone@example.org", returnPath, fixture("malformed-auto-reply"));
     expect(await handleEmail(b.message, env)).toMatchObject({ kind: "report", applied: false });
     expect(b.rejected()).toBeNull();
