@@ -165,7 +165,6 @@ async function releaseClaim(db: D1Database, emailId: string): Promise<void> {
     .where(and(eq(emails.id, emailId), eq(emails.state, "sending")));
 }
 
-/** One attempt for one claimed email. Returns seconds until a retry, or null when it is done. */
 interface SimulatedWrite {
   emailId: string;
   statements: BatchItem<"sqlite">[];
@@ -176,8 +175,8 @@ interface SimulatedWrite {
 class UnrecordedDeliveryError extends Error {}
 
 /** Records what happened to mail that already left tern. A transient D1 failure must not turn
- * into a second send, so the write is retried (it is guarded by state = 'sending', so running
- * it twice changes nothing) before giving up. */
+ * into a second send, so the write is retried (it is guarded by state = 'sending' and the
+ * lease, so running it twice changes nothing) before giving up. */
 async function recordAfterSend(d1: D1Database, emailId: string, statements: BatchItem<"sqlite">[]): Promise<D1Result[] | null> {
   let last: unknown;
   for (let attempt = 0; attempt < 4; attempt++) {
@@ -248,6 +247,8 @@ interface Handoff {
   nextMark: InFlightMark | null;
 }
 
+/** One attempt for one claimed email: seconds until a retry (null when it is done), and
+ * whether the next email's first message was marked in flight with this settlement. */
 async function deliverEmail(
   env: Env,
   config: TernConfig,
