@@ -163,14 +163,14 @@ describe("delivery through the relay", () => {
         },
       };
     };
-    // The real D1, counting the progress writes made on their own (a settlement's batch marks
-    // the next email without touching its lease).
+    // The real D1, counting the progress writes made on their own (AttemptLog.record, guarded
+    // by `lease_until in (...)`; a mark in a settlement's batch is guarded by one lease).
     let ownWrites = 0;
     const db = new Proxy(env.DB, {
       get(target, prop) {
         if (prop === "prepare") {
           return (query: string) => {
-            if (/^update "emails" set "lease_until" = \?, "attempt_json" = \?/.test(query)) ownWrites++;
+            if (/^update "emails" set "lease_until" = \?, "attempt_json" = \? where .* in \(/.test(query)) ownWrites++;
             return target.prepare(query);
           };
         }

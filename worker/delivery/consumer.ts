@@ -75,18 +75,18 @@ export async function consumeSendBatch(batch: MessageBatch<QueueMessage>, env: E
     Array.from({ length: Math.min(PARALLEL_SESSIONS, queue.length) }, async () => {
       const sessions = new Sessions(makeTransport);
       try {
-        let firstMarked = false;
+        let carried: Carried | null = null;
         let email = queue.shift();
         while (email) {
           // The next email is taken early only while the other connections have work of their own.
           const next = queue.length >= PARALLEL_SESSIONS ? queue.shift() : undefined;
-          const marking = firstMarked;
-          firstMarked = false;
+          const first: Carried = carried ?? { marked: false, leases: [email.leaseUntil!] };
+          carried = null;
           try {
             const nextMark = next ? firstMessageMark(next, suppressed.get(next.accountId)!, config) : null;
-            const done = await deliverEmail(env, config, email, suppressed.get(email.accountId)!, sessions, now, simulatedWrites, { firstMarked: marking, nextMark });
+            const done = await deliverEmail(env, config, email, suppressed.get(email.accountId)!, sessions, now, simulatedWrites, { first, nextMark });
             outcome.set(email.id, done.retryIn);
-            firstMarked = done.nextMarked;
+            carried = done.next;
           } catch (err) {
             if (err instanceof LeaseLostError) {
               // The cron handed it back (the lease ran out): its next owner sends the rest.
@@ -235,16 +235,22 @@ function planAttempt(email: EmailRow, suppressedSet: Set<string>, config: TernCo
 
 /** The in-flight mark of an email's first message, to ride along with the previous email's
  * settlement (null when the email sends nothing outside tern). */
-function firstMessageMark(email: EmailRow, suppressedSet: Set<string>, config: TernConfig): InFlightMark | null {
+function firstMessageMark(email: EmailRow, suppressedSet: Set<string>, config: TernConfig): Omit<InFlightMark, "renewTo"> | null {
   const plan = planAttempt(email, suppressedSet, config);
   return plan.firstReal === null ? null : { emailId: email.id, lease: email.leaseUntil!, inFlight: plan.firstReal, results: plan.answered };
 }
 
+/** What the previous settlement did for an email: whether it marked its first message in flight,
+ * and the lease the email's own writes are guarded by (both values when that is not known). */
+interface Carried {
+  marked: boolean;
+  leases: number[];
+}
+
 interface Handoff {
-  /** This email's first message was marked in flight by the previous settlement. */
-  firstMarked: boolean;
+  first: Carried;
   /** The mark of the next email's first message, written with this settlement if it is written now. */
-  nextMark: InFlightMark | null;
+  nextMark: Omit<InFlightMark, "renewTo"> | null;
 }
 
 /** One attempt for one claimed email: seconds until a retry (null when it is done), and
@@ -258,14 +264,14 @@ async function deliverEmail(
   now: () => number,
   simulatedWrites: SimulatedWrite[],
   handoff: Handoff,
-): Promise<{ retryIn: number | null; nextMarked: boolean }> {
+): Promise<{ retryIn: number | null; next: Carried | null }> {
   const attempt = email.attempts + 1;
   const plan = planAttempt(email, suppressedSet, config);
-  const log = new AttemptLog(env.DB, email.id, email.leaseUntil!, config.leaseMs, now, [...plan.answered]);
+  const log = new AttemptLog(env.DB, email.id, handoff.first.leases, config.leaseMs, now, [...plan.answered]);
 
   let retrySchedule = config.retrySchedule;
   try {
-    await attemptDelivery(env, config, email, plan.toAttempt, attempt, sessions, log, handoff.firstMarked);
+    await attemptDelivery(env, config, email, plan.toAttempt, attempt, sessions, log, handoff.first.marked);
   } catch (err) {
     if (!(err instanceof ContentMissingError) && !(err instanceof NoSigningKeyError)) throw err;
     // Its stored content or its domain is gone: no retry can ever send this message.
@@ -277,20 +283,25 @@ async function deliverEmail(
   }
   const settlement = withSuppressed(settleAttempt(log.results, { attempt, retrySchedule, alreadyDelayed: attempt > 1 }), plan.suppressed);
   const t = now();
-  const { statements, outbox } = settlementStatements(env.DB, email, attempt, settlement, t, log.currentLease);
+  const { statements, outbox } = settlementStatements(env.DB, email, attempt, settlement, t, log.currentLeases);
   statements.push(...suppressionStatements(env.DB, email, settlement.events, t));
   const retryIn = settlement.state === "queued" ? settlement.retryInSeconds : null;
   const leftTern = log.results.some((r) => !isSimulated(r.recipient, config.simulatorDomains));
   if (!leftTern) {
     simulatedWrites.push({ emailId: email.id, statements, outbox });
-    return { retryIn, nextMarked: false };
+    return { retryIn, next: null };
   }
   // Mail that left tern is recorded before anything else happens: a crash after this point
   // must not send it again.
-  const mark = handoff.nextMark ? statements.push(markInFlightStatement(drizzle(env.DB), handoff.nextMark)) - 1 : -1;
+  const mark = handoff.nextMark && { ...handoff.nextMark, renewTo: t + config.leaseMs };
+  if (mark) statements.push(markInFlightStatement(drizzle(env.DB), mark));
   const written = await recordAfterSend(env.DB, email.id, statements);
   await announce(env, outbox);
-  return { retryIn, nextMarked: mark >= 0 && written !== null && (written[mark]!.meta.changes ?? 0) > 0 };
+  if (!mark) return { retryIn, next: null };
+  // A batch retried after it may have committed does not say whether the mark was written.
+  if (written === null) return { retryIn, next: { marked: false, leases: [mark.lease, mark.renewTo] } };
+  const marked = (written.at(-1)!.meta.changes ?? 0) > 0;
+  return { retryIn, next: marked ? { marked, leases: [mark.renewTo] } : { marked, leases: [mark.lease] } };
 }
 
 /** Sends to each recipient in turn, adding each result to the attempt's log as it comes. */
@@ -415,7 +426,7 @@ function buildEmailMessage(email: EmailRow, content: EmailContent, parts: Messag
 type RecordedEvent = EventRecord | { type: "suppressed"; data: Record<string, unknown> };
 type RecordedSettlement = Omit<Settlement, "events"> & { events: RecordedEvent[] };
 
-function settlementStatements(d1: D1Database, email: EmailRow, attempt: number, s: RecordedSettlement, now: number, lease: number): { statements: BatchItem<"sqlite">[]; outbox: OutboxEvent[] } {
+function settlementStatements(d1: D1Database, email: EmailRow, attempt: number, s: RecordedSettlement, now: number, leases: number[]): { statements: BatchItem<"sqlite">[]; outbox: OutboxEvent[] } {
   const db = drizzle(d1);
   const update = db.update(emails).set({
     state: s.state,
@@ -425,7 +436,7 @@ function settlementStatements(d1: D1Database, email: EmailRow, attempt: number, 
     attemptJson: null,
     nextAttemptAt: s.state === "queued" ? now + (s.retryInSeconds ?? 0) * 1000 : null,
     ...(s.lastEvent ? { lastEvent: s.lastEvent } : {}),
-  }).where(and(eq(emails.id, email.id), eq(emails.state, "sending"), eq(emails.leaseUntil, lease)));
+  }).where(and(eq(emails.id, email.id), eq(emails.state, "sending"), inArray(emails.leaseUntil, leases)));
   const inserts = s.events.map((e, i) =>
     db.insert(emailEvents).values({
       id: uuidv7(now + i),

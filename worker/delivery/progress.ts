@@ -29,21 +29,23 @@ export class LeaseLostError extends Error {}
 /** The progress writes of one consumer's attempt at one email. Each write renews the lease and
  * is guarded by it: a consumer that lost its email stops instead of sending beside the next. */
 export class AttemptLog {
-  private lease: number;
+  private leases: number[];
   constructor(
     private readonly d1: D1Database,
     private readonly emailId: string,
-    lease: number,
+    /** The lease this consumer holds: one value, or two when a write that set the second may or
+     * may not have committed. */
+    leases: number[],
     private readonly leaseMs: number,
     private readonly now: () => number,
     readonly results: AttemptResult[],
   ) {
-    this.lease = lease;
+    this.leases = leases;
   }
 
   /** The lease this consumer holds now: the guard of the final write too. */
-  get currentLease(): number {
-    return this.lease;
+  get currentLeases(): number[] {
+    return this.leases;
   }
 
   /** Records the results so far and marks `next` in flight. Retried on a D1 failure (the write
@@ -53,13 +55,13 @@ export class AttemptLog {
     const progress: AttemptProgress = { inFlight: next, results: this.results };
     const write = drizzle(this.d1).update(emails)
       .set({ attemptJson: JSON.stringify(progress), leaseUntil: renewed })
-      .where(and(eq(emails.id, this.emailId), eq(emails.state, "sending"), inArray(emails.leaseUntil, [this.lease, renewed])));
+      .where(and(eq(emails.id, this.emailId), eq(emails.state, "sending"), inArray(emails.leaseUntil, [...this.leases, renewed])));
     let last: unknown;
     for (let attempt = 0; attempt < 4; attempt++) {
       try {
         const result = await write.run();
         if ((result.meta.changes ?? 0) === 0) throw new LeaseLostError(`email ${this.emailId} is no longer this consumer's`);
-        this.lease = renewed;
+        this.leases = [renewed];
         return;
       } catch (err) {
         if (err instanceof LeaseLostError) throw err;
@@ -72,18 +74,19 @@ export class AttemptLog {
 }
 
 /** An email's first message, marked in flight from outside its own attempt (the consumer writes
- * it with the previous email's settlement). The lease is left as claimed: the guard stays the
- * one the email's own log starts from. */
+ * it with the previous email's settlement), renewing the lease as AttemptLog.record does. */
 export interface InFlightMark {
   emailId: string;
+  /** The lease as claimed: the guard. */
   lease: number;
+  renewTo: number;
   inFlight: string;
   results: AttemptResult[];
 }
 
 export function markInFlightStatement(db: DrizzleD1Database, m: InFlightMark): BatchItem<"sqlite"> {
   const progress: AttemptProgress = { inFlight: m.inFlight, results: m.results };
-  return db.update(emails).set({ attemptJson: JSON.stringify(progress) })
+  return db.update(emails).set({ attemptJson: JSON.stringify(progress), leaseUntil: m.renewTo })
     .where(and(eq(emails.id, m.emailId), eq(emails.state, "sending"), eq(emails.leaseUntil, m.lease)));
 }
 
