@@ -13,6 +13,9 @@ export interface TernConfig {
   retrySchedule: number[];
   /** How long a queued email may wait for its queue message before the cron enqueues it again. */
   stuckAfterMs: number;
+  /** How long a consumer owns an email it claimed (LEASE_SECONDS); renewed before each message.
+   * Past it the cron hands the email back, and an unrecorded message is sent again. */
+  leaseMs: number;
   /** DNS-over-HTTPS resolver (JSON API) used to check domains. */
   dohUrl: string;
   /** The MX target of every domain's return-path subdomain: where bounces arrive. */
@@ -60,6 +63,7 @@ export function readConfig(env: Env): TernConfig {
     inlineContentLimit: Number(env.INLINE_CONTENT_LIMIT) || 65536,
     retrySchedule: retry ? retry.split(",").map((s) => Number(s.trim())).filter((n) => n >= 0) : DEFAULT_RETRY_SCHEDULE,
     stuckAfterMs: (Number(env.STUCK_AFTER_SECONDS) || 120) * 1000,
+    leaseMs: (Number(env.LEASE_SECONDS) || 600) * 1000,
     dohUrl: env.DOH_URL || "https://cloudflare-dns.com/dns-query",
     bounceHost: regionDefaults.bounceHost,
     spfInclude: regionDefaults.spfInclude,

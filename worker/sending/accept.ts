@@ -240,6 +240,7 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
           attempts: 0,
           nextAttemptAt: p.scheduledAt ?? p.createdAt,
           leaseUntil: null,
+          attemptJson: null,
           messageId: p.messageId,
           createdAt: p.createdAt,
         },

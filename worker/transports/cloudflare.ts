@@ -100,7 +100,7 @@ class CloudflareSession implements TransportSession {
     return Promise.all(message.recipients.map(async (recipient): Promise<RecipientResult> => {
       try {
         const sent = await this.binding.send(new EmailMessage(from, recipient, text ?? new Response(message.raw).body!));
-        return { recipient, status: "accepted", code: 250, message: `Accepted by Cloudflare Email Sending${sent?.messageId ? ` as ${sent.messageId}` : ""}` };
+        return { recipient, status: "accepted", code: 250, final: false, message: `Accepted by Cloudflare Email Sending${sent?.messageId ? ` as ${sent.messageId}` : ""}` };
       } catch (err) {
         return outcomeOf(recipient, err);
       }
