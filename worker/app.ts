@@ -7,14 +7,16 @@ import { HTTPException } from "hono/http-exception";
 import { authenticate, requireFullAccess, type Principal } from "./auth.ts";
 import { MasterKeyMissingError } from "./crypto/master-key.ts";
 import { ApiError, errorResponse, unexpectedError } from "./errors.ts";
+import { writeLog, type SendLog } from "./logs/record.ts";
 import { rateHeaders, takeRequest } from "./rate-limit.ts";
 
-export type AppEnv = { Bindings: Env; Variables: { principal: Principal } };
+export type AppEnv = { Bindings: Env; Variables: { principal: Principal; /** Set by a send that logs itself in its own batch. */ sendLog?: SendLog } };
 export type App = OpenAPIHono<AppEnv>;
 export type Ctx = Context<AppEnv>;
 
-/** full: full_access keys only; sending: any key; none: public. */
-export type Access = "full" | "sending" | "none";
+/** full: full_access keys only; sending: any key; none: public; link-or-full: public with a
+ * signed link's `signature` query (the link is the credential), full otherwise. */
+export type Access = "full" | "sending" | "none" | "link-or-full";
 
 const knownPaths: { pattern: RegExp; methods: Set<string> }[] = [];
 
@@ -43,14 +45,14 @@ export function defineRoute(
   if (!config.hidden) {
     app.openAPIRegistry.registerPath({
       ...route,
-      security: access === "none" ? [] : [{ bearerAuth: [] }],
+      security: access === "none" ? [] : access === "link-or-full" ? [{ bearerAuth: [] }, {}] : [{ bearerAuth: [] }],
     });
   }
   recordPath(config.path, config.method, paramPattern);
   app.on(config.method.toUpperCase(), toHonoPath(config.path, paramPattern), async (c) => {
-    if (access === "none") return handler(c);
+    if (access === "none" || (access === "link-or-full" && c.req.query("signature") !== undefined)) return handler(c);
     const principal = await authenticate(c.env.DB, c.req.header("authorization"), (p) => c.executionCtx.waitUntil(p));
-    if (access === "full") requireFullAccess(principal);
+    if (access === "full" || access === "link-or-full") requireFullAccess(principal);
     c.set("principal", principal);
     const headers = rateHeaders(await takeRequest(c.env, principal));
     let res: Response;
@@ -60,8 +62,19 @@ export function defineRoute(
       res = errorToResponse(err);
     }
     for (const [k, v] of Object.entries(headers)) res.headers.set(k, v);
+    if (!c.get("sendLog")?.written) afterAnswer(c, writeLog(c.env.DB, { req: c.req.raw, principal }, res));
     return res;
   });
+}
+
+/** Work that finishes after the answer; without an execution context (app.request in a
+ * unit test) it simply runs. */
+function afterAnswer(c: Ctx, work: Promise<unknown>): void {
+  try {
+    c.executionCtx.waitUntil(work);
+  } catch {
+    void work;
+  }
 }
 
 function errorToResponse(err: unknown): Response {

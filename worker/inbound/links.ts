@@ -12,9 +12,10 @@ async function mac(masterKey: string | undefined, subject: string, expires: numb
   return toBase64Url(new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`${subject}\n${expires}`))));
 }
 
-/** `subject` names the object: "raw:<email id>" or "attachment:<email id>:<attachment id>". */
-export async function signedQuery(masterKey: string | undefined, subject: string, now: number): Promise<{ query: string; expiresAt: number }> {
-  const expires = now + LINK_TTL_MS;
+/** `subject` names the object: "raw:<email id>", "attachment:<email id>:<attachment id>",
+ * "sent-attachment:<email id>:<attachment id>" or "share:<email id>". */
+export async function signedQuery(masterKey: string | undefined, subject: string, now: number, ttl = LINK_TTL_MS): Promise<{ query: string; expiresAt: number }> {
+  const expires = now + ttl;
   return { query: `expires=${expires}&signature=${await mac(masterKey, subject, expires)}`, expiresAt: expires };
 }
 
