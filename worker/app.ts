@@ -7,7 +7,7 @@ import { HTTPException } from "hono/http-exception";
 import { authenticate, requireFullAccess, type Principal } from "./auth.ts";
 import { MasterKeyMissingError } from "./crypto/master-key.ts";
 import { ApiError, errorResponse, unexpectedError } from "./errors.ts";
-import { writeLog, type SendLog } from "./logs/record.ts";
+import { isLogRead, readAnswer, writeLog, type SendLog } from "./logs/record.ts";
 import { rateHeaders, takeRequest } from "./rate-limit.ts";
 
 export type AppEnv = { Bindings: Env; Variables: { principal: Principal; /** Set by a send that logs itself in its own batch. */ sendLog?: SendLog } };
@@ -62,8 +62,10 @@ export function defineRoute(
       res = errorToResponse(err);
     }
     for (const [k, v] of Object.entries(headers)) res.headers.set(k, v);
-    if (!c.get("sendLog")?.written) afterAnswer(c, writeLog(c.env.DB, { req: c.req.raw, principal }, res));
-    return res;
+    if (c.get("sendLog")?.written || isLogRead(c.req.raw)) return res;
+    const answer = await readAnswer(res);
+    afterAnswer(c, writeLog(c.env.DB, { req: c.req.raw, principal }, answer.res.status, answer.text));
+    return answer.res;
   });
 }
 

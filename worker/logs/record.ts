@@ -78,16 +78,28 @@ export function logStatement(d1: D1Database, r: LogRequest, status: number, resp
   return statementOf(d1, drizzle(d1).insert(apiLogs).values(logRow(r, status, responseJsonOf(responseBody))));
 }
 
-/** Writes the request's row after the answer (the answer's body is read from a clone). */
-export async function writeLog(d1: D1Database, r: LogRequest, res: Response): Promise<void> {
-  const json = (res.headers.get("content-type") ?? "").includes("application/json");
-  const text = json ? await res.clone().text() : "";
+/** Writes the request's row (after the answer: the caller defers it). `responseText` is the
+ * JSON answer's text, null for any other answer. */
+export async function writeLog(d1: D1Database, r: LogRequest, status: number, responseText: string | null): Promise<void> {
   try {
-    await drizzle(d1).insert(apiLogs).values(logRow(r, res.status, json ? responseJsonOf(text) : null));
+    await drizzle(d1).insert(apiLogs).values(logRow(r, status, responseText === null ? null : responseJsonOf(responseText)));
   } catch (err) {
     // A lost log line must never fail or slow the request it describes.
     console.error("could not record the API log", err);
   }
+}
+
+/** The JSON answer's text, and the answer rebuilt around it (a tee of the body would wait on a
+ * reader the runtime may never start); any other answer is left as it is. */
+export async function readAnswer(res: Response): Promise<{ res: Response; text: string | null }> {
+  if (!(res.headers.get("content-type") ?? "").includes("application/json") || !res.body) return { res, text: null };
+  const text = await res.text();
+  return { res: new Response(text, res), text };
+}
+
+/** Reading the log is not itself logged: polling it would fill it. */
+export function isLogRead(req: Request): boolean {
+  return req.method === "GET" && /^\/logs(\/|$)/.test(new URL(req.url).pathname);
 }
 
 /** A send's log: its row is built from the answer and committed in the send's batch; `written`
