@@ -39,14 +39,29 @@ describe("GET /openapi.json", () => {
 });
 
 describe("GET /docs", () => {
-  it("renders a readable reference of every route, with no scripts", async () => {
+  it("serves Scalar's reference from tern itself, under a CSP that lets the page reach tern alone", async () => {
     const res = await exports.default.fetch("http://tern.test/docs");
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toMatch(/text\/html/);
+    const csp = res.headers.get("content-security-policy")!;
+    expect(csp).toContain("default-src 'none'");
+    expect(csp).toContain("connect-src 'self'");
+    expect(csp).toContain("script-src 'self'");
     const html = await res.text();
-    expect(html).toContain("<code>/emails/batch</code>");
-    expect(html).toContain("scheduled_at");
-    expect(html).not.toMatch(/<script/i);
+    const scripts = [...html.matchAll(/<script[^>]*src="([^"]+)"/g)].map((m) => m[1]!);
+    expect(scripts.map((s) => s.split("?")[0])).toEqual(["/docs/scalar.js", "/docs/init.js"]);
+    expect(html).not.toMatch(/<script(?![^>]*src=)/); // no inline script
+    expect(html).not.toMatch(/https?:\/\//); // nothing from elsewhere
+
+    const bundle = await exports.default.fetch(`http://tern.test${scripts[0]}`);
+    expect(bundle.headers.get("content-type")).toMatch(/javascript/);
+    const js = await bundle.text();
+    expect(js.length).toBeGreaterThan(1_000_000);
+    expect(js).toContain("createApiReference");
+
+    const init = await (await exports.default.fetch(`http://tern.test${scripts[1]}`)).text();
+    const config = JSON.parse(init.slice(init.indexOf("{"), init.lastIndexOf("}") + 1)) as Record<string, unknown>;
+    expect(config).toMatchObject({ url: "/openapi.json", proxyUrl: "", servers: [{ url: "http://tern.test" }], withDefaultFonts: false, telemetry: false, persistAuth: false });
   });
 });
 
