@@ -57,6 +57,7 @@ const CONFIG = {
   telemetry: false,
   persistAuth: false,
   agent: { disabled: true },
+  mcp: { disabled: true },
   showDeveloperTools: "never",
   documentDownloadType: "json",
   authentication: { preferredSecurityScheme: "bearerAuth" },
