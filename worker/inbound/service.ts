@@ -91,7 +91,10 @@ export async function downloadAttachment(env: Pick<Env, "DB" | "BLOBS">, config:
 function receivedAttachmentView(a: StoredAttachment, link: { download_url: string; expires_at: string }) {
   return {
     object: "attachment" as const,
-    id: a.id, filename: a.filename, content_type: a.content_type, content_id: a.content_id, content_disposition: a.content_disposition, size: a.size,
+    id: a.id, filename: a.filename, content_type: a.content_type, content_id: a.content_id,
+    // Resend's two values: typed clients (resend-rust, resend-dotnet) refuse anything else.
+    content_disposition: a.content_disposition === "inline" ? "inline" : "attachment",
+    size: a.size,
     ...link,
   };
 }
