@@ -32,7 +32,7 @@ function typedRead(value: unknown, shape: Shape, where = ""): string[] {
       if (!nullable && type !== "any") problems.push(`${at} is ${x === null ? "null" : "missing"}`);
       continue;
     }
-    if (Array.isArray(type)) {
+    if (typeof type !== "string") {
       if (!type.includes(x as string)) problems.push(`${at} = ${JSON.stringify(x)} is not one of ${type.join("|")}`);
     } else if (type.startsWith("string") && typeof x !== "string") problems.push(`${at} is not a string`);
     else if (type.startsWith("uuid") && !(typeof x === "string" && UUID.test(x))) problems.push(`${at} = ${JSON.stringify(x)} is not a Guid`);
