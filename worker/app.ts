@@ -7,17 +7,19 @@ import { HTTPException } from "hono/http-exception";
 import { authenticate, requireFullAccess, type Principal } from "./auth.ts";
 import { MasterKeyMissingError } from "./crypto/master-key.ts";
 import { ApiError, errorResponse, unexpectedError } from "./errors.ts";
+import { isLogRead, readAnswer, writeLog, type SendLog } from "./logs/record.ts";
 import { rateHeaders, takeRequest } from "./rate-limit.ts";
 
 /** The response header that names the authenticated key's account. */
 export const ACCOUNT_HEADER = "tern-account-id";
 
-export type AppEnv = { Bindings: Env; Variables: { principal: Principal } };
+export type AppEnv = { Bindings: Env; Variables: { principal: Principal; /** Set by a send that logs itself in its own batch. */ sendLog?: SendLog } };
 export type App = OpenAPIHono<AppEnv>;
 export type Ctx = Context<AppEnv>;
 
-/** full: full_access keys only; sending: any key; none: public. */
-export type Access = "full" | "sending" | "none";
+/** full: full_access keys only; sending: any key; none: public; link-or-full: public with a
+ * signed link's `signature` query (the link is the credential), full otherwise. */
+export type Access = "full" | "sending" | "none" | "link-or-full";
 
 const knownPaths: { pattern: RegExp; methods: Set<string> }[] = [];
 
@@ -46,14 +48,14 @@ export function defineRoute(
   if (!config.hidden) {
     app.openAPIRegistry.registerPath({
       ...route,
-      security: access === "none" ? [] : [{ bearerAuth: [] }],
+      security: access === "none" ? [] : access === "link-or-full" ? [{ bearerAuth: [] }, {}] : [{ bearerAuth: [] }],
     });
   }
   recordPath(config.path, config.method, paramPattern);
   app.on(config.method.toUpperCase(), toHonoPath(config.path, paramPattern), async (c) => {
-    if (access === "none") return handler(c);
+    if (access === "none" || (access === "link-or-full" && c.req.query("signature") !== undefined)) return handler(c);
     const principal = await authenticate(c.env.DB, c.req.header("authorization"), (p) => c.executionCtx.waitUntil(p));
-    if (access === "full") {
+    if (access === "full" || access === "link-or-full") {
       try {
         requireFullAccess(principal);
       } catch (err) {
@@ -75,8 +77,21 @@ export function defineRoute(
     // The key's account, for clients that share limits per account (the SMTP bridge's slots).
     // The caller holds a key of that account, so this tells it nothing it could not ask for.
     res.headers.set(ACCOUNT_HEADER, principal.accountId);
-    return res;
+    if (c.get("sendLog")?.written || isLogRead(c.req.raw)) return res;
+    const answer = await readAnswer(res);
+    afterAnswer(c, writeLog(c.env.DB, { req: c.req.raw, principal }, answer.res.status, answer.text));
+    return answer.res;
   });
+}
+
+/** Work that finishes after the answer; without an execution context (app.request in a
+ * unit test) it simply runs. */
+function afterAnswer(c: Ctx, work: Promise<unknown>): void {
+  try {
+    c.executionCtx.waitUntil(work);
+  } catch {
+    void work;
+  }
 }
 
 function errorToResponse(err: unknown): Response {

@@ -37,6 +37,13 @@ async function readBodyLimited(req: Request, limit: number): Promise<Uint8Array>
   return concatBytes(chunks, size);
 }
 
+/** The parsed body of each request read with readJson, for the API log (worker/logs). */
+const parsedBodies = new WeakMap<Request, unknown>();
+
+export function parsedBody(req: Request): unknown {
+  return parsedBodies.get(req);
+}
+
 /** The body as parsed JSON; 400 validation_error when it is not JSON. */
 export async function readJson(req: Request, limit = MAX_REQUEST_BYTES): Promise<unknown> {
   const bytes = await readBodyLimited(req, limit);
@@ -47,11 +54,14 @@ export async function readJson(req: Request, limit = MAX_REQUEST_BYTES): Promise
     throw new ApiError("validation_error", "The request body must be UTF-8 encoded JSON.", 400);
   }
   if (text.trim() === "") throw new ApiError("validation_error", "The request body is empty; it must be JSON.", 400);
+  let parsed: unknown;
   try {
-    return JSON.parse(text);
+    parsed = JSON.parse(text);
   } catch {
     throw new ApiError("validation_error", "The request body is not valid JSON.", 400);
   }
+  parsedBodies.set(req, parsed);
+  return parsed;
 }
 
 function fieldPath(path: PropertyKey[]): string {
@@ -136,4 +146,21 @@ export function validate<S extends z.ZodType>(schema: S, input: unknown, rootNam
   const result = schema.safeParse(input);
   if (!result.success) throw zodToApiError(result.error, input, rootName);
   return result.data;
+}
+
+/** Official clients put the resource's id in an update's body as well as its path
+ * (resend-python: Domains.update sends `id`, Webhooks.update `webhook_id`): such a key is
+ * accepted when it names the path's resource and dropped; any other value is a 422. */
+export function dropPathId(body: unknown, pathId: string, keys: readonly string[]): unknown {
+  if (body === null || typeof body !== "object" || Array.isArray(body)) return body;
+  const out = { ...(body as Record<string, unknown>) };
+  for (const k of keys) {
+    if (!(k in out)) continue;
+    const v = out[k];
+    if (typeof v !== "string" || v.toLowerCase() !== pathId.toLowerCase()) {
+      throw new ApiError("validation_error", `\`${k}\` must be the id in the path (${pathId}) when it is sent.`);
+    }
+    delete out[k];
+  }
+  return out;
 }

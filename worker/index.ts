@@ -10,6 +10,10 @@ import { registerDocRoutes } from "./routes/docs.ts";
 import { registerDomainRoutes } from "./routes/domains.ts";
 import { registerReceivingRoutes } from "./routes/receiving.ts";
 import { registerEmailRoutes } from "./routes/emails.ts";
+import { registerAttachmentRoutes } from "./routes/attachments.ts";
+import { registerShareRoutes } from "./routes/share.ts";
+import { registerDomainClaimRoutes } from "./routes/domain-claims.ts";
+import { registerLogRoutes } from "./routes/logs.ts";
 import { registerContactRoutes } from "./routes/contacts.ts";
 import { registerSuppressionRoutes } from "./routes/suppressions.ts";
 import { registerTrackingRoutes } from "./routes/tracking.ts";
@@ -32,6 +36,10 @@ registerWebhookRoutes(app);
 registerContactRoutes(app);
 registerSuppressionRoutes(app);
 registerTrackingRoutes(app);
+registerLogRoutes(app);
+registerAttachmentRoutes(app);
+registerShareRoutes(app);
+registerDomainClaimRoutes(app);
 registerDocRoutes(app);
 
 export default {

@@ -45,3 +45,20 @@ export function finishPage<T>(rows: T[], page: Page): { object: "list"; has_more
 export function listSchema<T extends z.ZodType>(item: T) {
   return z.object({ object: z.literal("list"), has_more: z.boolean(), data: z.array(item) });
 }
+
+/** One page of a short in-memory list in its own order: `after` / `before` name an item. */
+export function pageOfList<T extends { id: string }>(items: T[], page: Page): { object: "list"; has_more: boolean; data: T[] } {
+  let start = 0;
+  let end = items.length;
+  if (page.after) {
+    const i = items.findIndex((x) => x.id === page.after);
+    start = i < 0 ? items.length : i + 1;
+  }
+  if (page.before) {
+    const i = items.findIndex((x) => x.id === page.before);
+    end = i < 0 ? 0 : i;
+    start = Math.max(0, end - page.limit);
+    return { object: "list", has_more: start > 0, data: items.slice(start, end) };
+  }
+  return { object: "list", has_more: end - start > page.limit, data: items.slice(start, start + page.limit) };
+}

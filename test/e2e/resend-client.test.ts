@@ -153,6 +153,70 @@ describe("the resend client against tern", () => {
   });
 });
 
+describe("the resend client's newer calls (issue 19)", () => {
+  it("attachments of a sent email, a share link, and the request log", async () => {
+    const { data } = await resend.emails.send({
+      from: `hello@${tern.domain}`, to: "files@example.com", subject: "files", text: "t",
+      attachments: [{ filename: "report.pdf", content: pdf }],
+    });
+    const emailId = data!.id;
+    const list = await resend.emails.attachments.list({ emailId });
+    expect(list.error).toBeNull();
+    expect(list.data!.data).toHaveLength(1);
+    const att = list.data!.data[0]!;
+    expect(att).toMatchObject({ filename: "report.pdf", content_type: "application/pdf", size: pdf.length });
+    const one = await resend.emails.attachments.get({ emailId, id: att.id });
+    expect(one.data).toMatchObject({ object: "attachment", id: att.id });
+    const bytes = Buffer.from(await (await fetch(one.data!.download_url)).arrayBuffer());
+    expect(bytes.equals(pdf)).toBe(true);
+
+    const shared = await resend.emails.share(emailId, { expiresIn: "2 hours" });
+    expect(shared.error).toBeNull();
+    const page = await fetch(shared.data!.url);
+    expect(page.status).toBe(200);
+    expect(await page.text()).toContain("files");
+    const missing = await resend.emails.share(crypto.randomUUID());
+    expect(missing.error).toMatchObject({ name: "not_found", statusCode: 404 });
+
+    const logs = await resend.logs.list({ limit: 100 });
+    expect(logs.error).toBeNull();
+    const sent = logs.data!.data.find((l) => l.endpoint === "/emails" && l.method === "POST");
+    expect(sent).toBeDefined();
+    const log = await resend.logs.get(sent!.id);
+    expect(log.data).toMatchObject({ response_status: 200 });
+    expect(JSON.stringify(log.data)).not.toContain(pdf.toString("base64").slice(0, 40));
+  });
+
+  it("renames a key, and manages suppressions by id, by address and in batches", async () => {
+    const key = await resend.apiKeys.create({ name: "to rename" });
+    const renamed = await resend.apiKeys.update(key.data!.id, { name: "renamed" });
+    expect(renamed.error).toBeNull();
+    expect(renamed.data).toEqual({ object: "api_key", id: key.data!.id });
+
+    const added = await resend.suppressions.add({ email: "Gone@Example.com" });
+    expect(added.error).toBeNull();
+    const byEmail = await resend.suppressions.get("gone@example.com");
+    expect(byEmail.data).toMatchObject({ id: added.data!.id, email: "gone@example.com", origin: "manual" });
+    const manual = await resend.suppressions.list({ origin: "manual" });
+    expect(manual.data!.data.map((s) => s.email)).toContain("gone@example.com");
+    expect((await resend.suppressions.remove(added.data!.id)).data).toMatchObject({ id: added.data!.id, deleted: true });
+    expect((await resend.suppressions.get(added.data!.id)).error).toMatchObject({ name: "not_found" });
+
+    const batch = await resend.suppressions.batch.add({ emails: ["b1@example.com", "b2@example.com"] });
+    expect(batch.data!.data).toHaveLength(2);
+    const removed = await resend.suppressions.batch.remove({ emails: ["b1@example.com", "b2@example.com"] });
+    expect(removed.data!.data.map((d) => d.deleted)).toEqual([true, true]);
+  });
+
+  it("domain claims answer in Resend's error shape when there is nothing to claim", async () => {
+    const claim = await resend.domains.claims.create({ name: `nobody-${Date.now()}.example.com` });
+    expect(claim.data).toBeNull();
+    expect(claim.error).toMatchObject({ name: "validation_error", statusCode: 422 });
+    const get = await resend.domains.claims.get(crypto.randomUUID());
+    expect(get.error).toMatchObject({ name: "not_found" });
+  });
+});
+
 describe("npm start's lifecycle", () => {
   it("Ctrl-C stops every process it started, and state survives a restart", async () => {
     const { data } = await resend.emails.send({ from: `hello@${tern.domain}`, to: "persist@example.com", subject: "kept", text: "t" });

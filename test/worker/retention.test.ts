@@ -218,7 +218,7 @@ describe("the retention purge", () => {
 
   it("keeps everything when retention is off", async () => {
     const id = await sendSettled({ to: "delivered@simulator.tern.test" });
-    expect(await purgeExpired(env, null, Date.now() + 10_000 * DAY)).toEqual({ emails: 0, webhookDeliveries: 0, webhookEvents: 0, inboundEmails: 0, blobs: 0 });
+    expect(await purgeExpired(env, null, Date.now() + 10_000 * DAY)).toEqual({ emails: 0, webhookDeliveries: 0, webhookEvents: 0, inboundEmails: 0, apiLogs: 0, blobs: 0 });
     expect(await row("emails", id)).not.toBeNull();
   });
 });

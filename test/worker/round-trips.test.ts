@@ -79,4 +79,7 @@ it("one accepted email costs one D1 batch and one queue send", async () => {
   Object.assign(counts, { d1Batches: 0, d1Queries: 0, queueSends: 0, r2Calls: 0 });
   await send(e, "measured");
   expect(counts).toEqual({ d1Batches: 1, d1Queries: 0, queueSends: 1, r2Calls: 0 });
+  // The request's API log (GET /logs) rode in that one batch.
+  const logged = await env.DB.prepare("SELECT COUNT(*) AS n FROM api_logs WHERE account_id = ? AND request_json LIKE ?").bind(acct.accountId, '%"subject":"measured"%').first<{ n: number }>();
+  expect(logged!.n).toBe(1);
 });

@@ -58,3 +58,10 @@ export async function revokeApiKey(d1: D1Database, accountId: string, id: string
   evictKey(id);
   return { object: "api_key", id, deleted: true };
 }
+
+export async function renameApiKey(d1: D1Database, accountId: string, id: string, name: string): Promise<{ object: "api_key"; id: string }> {
+  const updated = await drizzle(d1).update(apiKeys).set({ name })
+    .where(and(eq(apiKeys.id, id), eq(apiKeys.accountId, accountId))).returning({ id: apiKeys.id });
+  if (updated.length === 0) throw new ApiError("not_found", "API key not found.");
+  return { object: "api_key", id };
+}

@@ -367,3 +367,50 @@ export const idempotencyKeys = sqliteTable(
   },
   (t) => [primaryKey({ columns: [t.accountId, t.scope, t.key] }), index("idempotency_keys_expiry").on(t.expiresAt)],
 );
+
+/** Every API request an account makes (GET /logs): bodies are kept with secrets and
+ * attachment contents left out, for the retention window. A send writes its row in the send's
+ * own D1 batch; other requests write theirs after the answer (waitUntil). */
+export const apiLogs = sqliteTable(
+  "api_logs",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    /** The API key that made the request. */
+    keyId: text("key_id"),
+    method: text("method").notNull(),
+    /** The path, without the query. */
+    endpoint: text("endpoint").notNull(),
+    status: integer("status").notNull(),
+    userAgent: text("user_agent"),
+    /** JSON, redacted; null when the request had no JSON body. */
+    requestJson: text("request_json"),
+    /** JSON, redacted; null when the answer was not JSON. */
+    responseJson: text("response_json"),
+    createdAt: integer("created_at").notNull(),
+  },
+  (t) => [index("api_logs_account").on(t.accountId, t.id)],
+);
+
+/** A claim of a domain name another account holds (POST /domains/claim): proven by a TXT
+ * record at the name, it retires the other accounts' copies. `domainId` is the claimant's own
+ * domain of that name (created by the claim when it had none). */
+export const domainClaims = sqliteTable(
+  "domain_claims",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull().references(() => accounts.id),
+    domainId: text("domain_id").notNull(),
+    name: text("name").notNull(),
+    region: text("region").notNull(),
+    /** The TXT record's value: `tern-domain-verification=<random>`. */
+    token: text("token").notNull(),
+    status: text("status", { enum: ["pending", "completed", "superseded", "expired"] }).notNull(),
+    createdAt: integer("created_at").notNull(),
+    updatedAt: integer("updated_at").notNull(),
+  },
+  (t) => [index("domain_claims_domain").on(t.domainId, t.id), index("domain_claims_name").on(t.name)],
+);
+
+export type ApiLogRow = typeof apiLogs.$inferSelect;
+export type DomainClaimRow = typeof domainClaims.$inferSelect;

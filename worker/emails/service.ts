@@ -5,8 +5,10 @@ import { drizzle } from "drizzle-orm/d1";
 import { emailEvents, emails, type EmailRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
 import { uuidv7 } from "../ids.ts";
-import { finishPage, pageQuery, type Page } from "../pagination.ts";
-import { loadBodies } from "../sending/content.ts";
+import { finishPage, pageOfList, pageQuery, type Page } from "../pagination.ts";
+import type { TernConfig } from "../config.ts";
+import { signedQuery, verifyLink, type LinkQuery } from "../inbound/links.ts";
+import { loadBodies, type StoredAttachment as SentAttachment } from "../sending/content.ts";
 import { parseScheduledAt } from "../sending/schedule.ts";
 
 const iso = (ms: number | null | undefined): string | null => (ms == null ? null : new Date(ms).toISOString());
@@ -94,4 +96,76 @@ export async function listEmailEvents(d1: D1Database, accountId: string, id: str
     has_more: false,
     data: rows.map((e) => ({ object: "email_event" as const, id: e.id, type: e.type, created_at: iso(e.createdAt)!, data: JSON.parse(e.dataJson) as Record<string, unknown> })),
   };
+}
+
+// Attachments of a sent email: their metadata with a signed, expiring download link (as
+// received mail has), and the download the link points at.
+
+/** A sent attachment's id: stored attachments have none, so it is derived from the email's id
+ * and the attachment's position (a SHA-256, laid out as a version-8 UUID): stable, unguessable
+ * without the email id, and the same in every answer. */
+export async function sentAttachmentId(emailId: string, index: number): Promise<string> {
+  const digest = new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(`tern-attachment:${emailId}:${index}`)));
+  const b = digest.slice(0, 16);
+  b[6] = (b[6]! & 0x0f) | 0x80;
+  b[8] = (b[8]! & 0x3f) | 0x80;
+  const hex = [...b].map((x) => x.toString(16).padStart(2, "0")).join("");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+export interface AttachmentView {
+  object: "attachment";
+  id: string;
+  filename: string | null;
+  content_type: string;
+  content_id: string | null;
+  content_disposition: string | null;
+  size: number;
+  download_url: string;
+  expires_at: string;
+}
+
+async function sentAttachments(row: EmailRow): Promise<{ id: string; stored: SentAttachment }[]> {
+  const list = JSON.parse(row.attachmentsJson) as SentAttachment[];
+  return Promise.all(list.map(async (stored, i) => ({ id: await sentAttachmentId(row.id, i), stored })));
+}
+
+async function sentAttachmentView(config: TernConfig, origin: string, keyId: string, emailId: string, id: string, a: SentAttachment, now: number): Promise<AttachmentView> {
+  const s = await signedQuery(config.masterKey, `sent-attachment:${emailId}:${id}`, keyId, now);
+  return {
+    object: "attachment",
+    id,
+    filename: a.filename,
+    content_type: a.content_type,
+    content_id: a.content_id,
+    content_disposition: a.content_id ? "inline" : "attachment",
+    size: a.size,
+    download_url: `${origin}/emails/${emailId}/attachments/${id}?${s.query}`,
+    expires_at: new Date(s.expiresAt).toISOString(),
+  };
+}
+
+export async function listEmailAttachments(env: Pick<Env, "DB">, config: TernConfig, accountId: string, keyId: string, emailId: string, origin: string, page: Page, now = Date.now()) {
+  const row = await findEmail(env.DB, accountId, emailId);
+  const all = await sentAttachments(row);
+  const views = await Promise.all(all.map((a) => sentAttachmentView(config, origin, keyId, row.id, a.id, a.stored, now)));
+  return pageOfList(views, page);
+}
+
+export async function getEmailAttachment(env: Pick<Env, "DB">, config: TernConfig, accountId: string, keyId: string, emailId: string, attachmentId: string, origin: string, now = Date.now()): Promise<AttachmentView> {
+  const row = await findEmail(env.DB, accountId, emailId);
+  const found = (await sentAttachments(row)).find((a) => a.id === attachmentId.toLowerCase());
+  if (!found) throw new ApiError("not_found", "Attachment not found.");
+  return sentAttachmentView(config, origin, keyId, row.id, found.id, found.stored, now);
+}
+
+/** The bytes a signed link names; the link is the credential. */
+export async function downloadEmailAttachment(env: Pick<Env, "DB" | "BLOBS">, config: TernConfig, emailId: string, attachmentId: string, q: LinkQuery, now = Date.now()) {
+  const invalid = () => new ApiError("not_found", "This download link is invalid or has expired.");
+  if (!(await verifyLink(env.DB, config.masterKey, `sent-attachment:${emailId}:${attachmentId}`, q, now))) throw invalid();
+  const row = await drizzle(env.DB).select().from(emails).where(eq(emails.id, emailId)).get();
+  const found = row ? (await sentAttachments(row)).find((a) => a.id === attachmentId) : undefined;
+  const obj = found ? await env.BLOBS.get(found.stored.key) : null;
+  if (!found || !obj) throw invalid();
+  return { attachment: found.stored, body: obj };
 }

@@ -24,10 +24,11 @@ async function mac(masterKey: string | undefined, subject: string, keyId: string
   return toBase64Url(new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`${subject}\n${keyId}\n${expires}`))));
 }
 
-/** `subject` names the object: "raw:<email id>" or "attachment:<email id>:<attachment id>";
- * `keyId` is the API key the link is made for. */
-export async function signedQuery(masterKey: string | undefined, subject: string, keyId: string, now: number): Promise<{ query: string; expiresAt: number }> {
-  const expires = now + LINK_TTL_MS;
+/** `subject` names the object: "raw:<email id>", "attachment:<email id>:<attachment id>",
+ * "sent-attachment:<email id>:<attachment id>" or "share:<email id>"; `keyId` is the API key
+ * the link is made for. */
+export async function signedQuery(masterKey: string | undefined, subject: string, keyId: string, now: number, ttl = LINK_TTL_MS): Promise<{ query: string; expiresAt: number }> {
+  const expires = now + ttl;
   const params = new URLSearchParams({ key: keyId, expires: String(expires), signature: await mac(masterKey, subject, keyId, expires) });
   return { query: params.toString(), expiresAt: expires };
 }

@@ -6,7 +6,7 @@ import { drizzle } from "drizzle-orm/d1";
 import type { TernConfig } from "../config.ts";
 import { inboundEmails, type InboundEmailRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
-import { finishPage, pageQuery, type Page } from "../pagination.ts";
+import { finishPage, pageOfList, pageQuery, type Page } from "../pagination.ts";
 import { signedQuery, verifyLink, type LinkQuery } from "./links.ts";
 import type { AuthResults, InboundContent, StoredAttachment } from "./receive.ts";
 
@@ -84,4 +84,28 @@ export async function downloadAttachment(env: Pick<Env, "DB" | "BLOBS">, config:
   const obj = att ? await env.BLOBS.get(att.key) : null;
   if (!att || !obj) throw invalidLink();
   return { attachment: att, body: obj };
+}
+
+function receivedAttachmentView(a: StoredAttachment, link: { download_url: string; expires_at: string }) {
+  return {
+    object: "attachment" as const,
+    id: a.id, filename: a.filename, content_type: a.content_type, content_id: a.content_id,
+    // Resend's two values: typed clients (resend-rust, resend-dotnet) refuse anything else.
+    content_disposition: a.content_disposition === "inline" ? "inline" : "attachment",
+    size: a.size,
+    ...link,
+  };
+}
+
+export async function listReceivedAttachments(d1: D1Database, config: TernConfig, accountId: string, keyId: string, id: string, origin: string, page: Page, now = Date.now()) {
+  const row = await findReceived(d1, accountId, id);
+  const views = await Promise.all(storedAttachments(row).map(async (a) => receivedAttachmentView(a, await attachmentLink(config, origin, keyId, row.id, a, now))));
+  return pageOfList(views, page);
+}
+
+export async function getReceivedAttachment(d1: D1Database, config: TernConfig, accountId: string, keyId: string, id: string, attachmentId: string, origin: string, now = Date.now()) {
+  const row = await findReceived(d1, accountId, id);
+  const a = storedAttachments(row).find((x) => x.id === attachmentId.toLowerCase());
+  if (!a) throw new ApiError("not_found", "Attachment not found.");
+  return receivedAttachmentView(a, await attachmentLink(config, origin, keyId, row.id, a, now));
 }

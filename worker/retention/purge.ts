@@ -4,7 +4,8 @@
 //     window, so a recent open, click or report keeps it), with its events and its R2 content;
 //   - a webhook delivery no longer pending, with its attempts, and an outbox event that has
 //     been fanned out and has no pending delivery left;
-//   - a received email with its raw message, parsed content and attachments in R2.
+//   - a received email with its raw message, parsed content and attachments in R2;
+//   - an API request log (GET /logs).
 // Kept whatever their age: accounts, keys, domains, webhooks, contacts, suppressions (a bounce
 // must go on being honoured), monthly usage, and an email's tracked links (email_links: a reader
 // may click a link in an old email, and the redirect needs it; a row is a few hundred bytes).
@@ -18,6 +19,7 @@ export interface PurgeCounts {
   webhookDeliveries: number;
   webhookEvents: number;
   inboundEmails: number;
+  apiLogs: number;
   blobs: number;
 }
 
@@ -52,6 +54,7 @@ export const PURGE_SQL = {
                         WHERE h.account_id = w.account_id AND d.status = 'pending')
       ORDER BY id LIMIT ?2)`,
   inbound: `SELECT id FROM inbound_emails WHERE id < ?1 ORDER BY id LIMIT ?2`,
+  apiLogs: `DELETE FROM api_logs WHERE id IN (SELECT id FROM api_logs WHERE id < ?1 ORDER BY id LIMIT ?2)`,
 } as const;
 
 export interface PurgeOptions {
@@ -62,7 +65,7 @@ export interface PurgeOptions {
 }
 
 export async function purgeExpired(env: Pick<Env, "DB" | "BLOBS">, retentionDays: number | null, now: number, options: PurgeOptions = {}): Promise<PurgeCounts> {
-  const counts: PurgeCounts = { emails: 0, webhookDeliveries: 0, webhookEvents: 0, inboundEmails: 0, blobs: 0 };
+  const counts: PurgeCounts = { emails: 0, webhookDeliveries: 0, webhookEvents: 0, inboundEmails: 0, apiLogs: 0, blobs: 0 };
   if (retentionDays === null) return counts;
   const batch = options.batch ?? PURGE_BATCH;
   const rounds = options.rounds ?? ROUND_LIMIT;
@@ -105,6 +108,10 @@ async function purgeRound(env: Pick<Env, "DB" | "BLOBS">, floor: string, batch: 
     }
   }
 
+  // API request logs: nothing in R2, nothing refers to them.
+  const logs = (await db.prepare(PURGE_SQL.apiLogs).bind(floor, batch).run()).meta.changes ?? 0;
+  counts.apiLogs += logs;
+
   for (let i = 0; i < blobs.length; i += 1000) {
     try {
       await env.BLOBS.delete(blobs.slice(i, i + 1000));
@@ -113,7 +120,7 @@ async function purgeRound(env: Pick<Env, "DB" | "BLOBS">, floor: string, batch: 
       console.error("retention: R2 objects not deleted (left unreachable)", err instanceof Error ? err.message : String(err));
     }
   }
-  return emails.length === batch || deliveries.length === batch || events === batch || inbound.length === batch;
+  return emails.length === batch || deliveries.length === batch || events === batch || inbound.length === batch || logs === batch;
 }
 
 /** Deletes those of the candidate emails `ids` that are still expired (settled, no event since

@@ -1,8 +1,8 @@
 // API keys (contract section 3): create (the token is shown once), list, revoke.
 import { createRoute, z } from "@hono/zod-openapi";
 import { defineRoute, type App } from "../app.ts";
-import { createApiKey, listApiKeys, revokeApiKey } from "../api-keys/service.ts";
-import { readJson, validate } from "../http.ts";
+import { createApiKey, listApiKeys, renameApiKey, revokeApiKey } from "../api-keys/service.ts";
+import { dropPathId, readJson, validate } from "../http.ts";
 import { ListQuery, listSchema, readPage } from "../pagination.ts";
 import { DeletedSchema, errorResponses, IdParam, json, jsonBody } from "./schemas.ts";
 
@@ -15,6 +15,8 @@ export const CreateApiKeyRequest = z
     domain_id: z.string().uuid("`domain_id` must be a domain id.").optional(),
   })
   .openapi("CreateApiKeyRequest");
+
+export const UpdateApiKeyRequest = z.object({ name: CreateApiKeyRequest.shape.name }).strict().openapi("UpdateApiKeyRequest");
 
 const CreatedApiKey = z.object({ id: z.string(), token: z.string() }).openapi("CreatedApiKey");
 const ApiKeyItem = z
@@ -53,6 +55,25 @@ export function registerApiKeyRoutes(app: App): void {
     }),
     async (c) => {
       return c.json(await listApiKeys(c.env.DB, c.get("principal").accountId, readPage(c.req.query())));
+    },
+  );
+
+  defineRoute(
+    app,
+    "full",
+    createRoute({
+      method: "patch",
+      path: "/api-keys/{id}",
+      tags: ["API keys"],
+      summary: "Rename an API key",
+      description: "Only the name changes; the token, permission and domain stay.",
+      request: { params: IdParam, ...jsonBody(UpdateApiKeyRequest) },
+      responses: { 200: json(z.object({ object: z.literal("api_key"), id: z.string() }), "Renamed"), ...errorResponses(400, 401, 403, 404, 422) },
+    }),
+    async (c) => {
+      const id = c.req.param("id")!;
+      const body = validate(UpdateApiKeyRequest, dropPathId(await readJson(c.req.raw), id, ["id", "api_key_id"]));
+      return c.json(await renameApiKey(c.env.DB, c.get("principal").accountId, id, body.name));
     },
   );
 

@@ -15,7 +15,7 @@ import {
   type DomainWithKeys,
 } from "../domains/service.ts";
 import { DOMAIN_STATUSES, RECORD_STATUSES } from "../domains/verification.ts";
-import { readJson, validate } from "../http.ts";
+import { dropPathId, readJson, validate } from "../http.ts";
 import { ListQuery, listSchema, readPage } from "../pagination.ts";
 import { DeletedSchema, errorResponses, IdParam, json, jsonBody } from "./schemas.ts";
 
@@ -206,7 +206,7 @@ export function registerDomainRoutes(app: App): void {
       responses: { 200: json(Domain, "The updated domain"), ...errorResponses(400, 401, 403, 404, 422) },
     }),
     async (c) => {
-      const body = validate(UpdateDomainRequest, await readJson(c.req.raw));
+      const body = validate(UpdateDomainRequest, dropPathId(await readJson(c.req.raw), c.req.param("id")!, ["id", "domain_id"]));
       const config = readConfig(c.env);
       return c.json(await patchDomain(c.env, config, c.get("principal").accountId, c.req.param("id")!, {
         openTracking: body.open_tracking,

@@ -3,8 +3,9 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { defineRoute, type App } from "../app.ts";
 import { readConfig } from "../config.ts";
-import { downloadAttachment, downloadRaw, getReceived, listReceived } from "../inbound/service.ts";
+import { downloadAttachment, downloadRaw, getReceived, getReceivedAttachment, listReceived, listReceivedAttachments } from "../inbound/service.ts";
 import { ListQuery, listSchema, readPage } from "../pagination.ts";
+import { Attachment, attachmentDownload, AttachmentParams, AttachmentQuery, origin } from "./attachments.ts";
 import { errorResponses, IdParam, json } from "./schemas.ts";
 
 const ReceivedItem = z
@@ -26,15 +27,8 @@ const ReceivedEmail = ReceivedItem.omit({ attachment_count: true })
   })
   .openapi("ReceivedEmail");
 
-const AttachmentParams = z.object({
-  id: z.string().openapi({ param: { name: "id", in: "path" } }),
-  attachment_id: z.string().openapi({ param: { name: "attachment_id", in: "path" } }),
-});
 const LinkQuery = z.object({ key: z.string().optional(), expires: z.string().optional(), signature: z.string().optional() });
 
-function origin(url: string): string {
-  return new URL(url).origin;
-}
 
 export function registerReceivingRoutes(app: App): void {
   defineRoute(
@@ -89,21 +83,46 @@ export function registerReceivingRoutes(app: App): void {
   );
   defineRoute(
     app,
-    "none",
+    "full",
+    createRoute({
+      method: "get",
+      path: "/emails/receiving/{id}/attachments",
+      tags: ["Receiving"],
+      summary: "List a received email's attachments",
+      description: "Each with a download link (signed, valid one hour).",
+      request: { params: IdParam, query: ListQuery },
+      responses: { 200: json(listSchema(Attachment), "Attachments, in the message's order"), ...errorResponses(401, 403, 404, 422) },
+    }),
+    async (c) => {
+      const page = readPage(c.req.query());
+      const { accountId, keyId } = c.get("principal");
+      return c.json(await listReceivedAttachments(c.env.DB, readConfig(c.env), accountId, keyId, c.req.param("id")!, origin(c.req.url), page));
+    },
+  );
+
+  defineRoute(
+    app,
+    "link-or-full",
     createRoute({
       method: "get",
       path: "/emails/receiving/{id}/attachments/{attachment_id}",
       tags: ["Receiving"],
-      summary: "Download an attachment of a received email (signed link)",
-      request: { params: AttachmentParams, query: LinkQuery },
-      responses: { 200: { description: "The attachment's bytes" }, ...errorResponses(404) },
+      summary: "Retrieve a received email's attachment",
+      description: "With a key: the attachment's metadata and a download link. With the link's `expires` and `signature`: the bytes (no key needed).",
+      request: { params: AttachmentParams, query: AttachmentQuery },
+      responses: { 200: json(Attachment, "The attachment (or its bytes, through a download link)"), ...errorResponses(401, 403, 404) },
     }),
     async (c) => {
-      const { attachment: att, body } = await downloadAttachment(c.env, readConfig(c.env), c.req.param("id")!, c.req.param("attachment_id")!, c.req.query());
-      // Served as a download, never rendered: received content is untrusted.
-      return new Response(body.body, {
-        headers: { "content-type": "application/octet-stream", "content-disposition": `attachment; filename*=UTF-8''${encodeURIComponent(att.filename ?? "attachment")}`, "x-content-type-options": "nosniff", "cache-control": "private, no-store" },
-      });
+      const id = c.req.param("id")!;
+      const attachmentId = c.req.param("attachment_id")!;
+      const signature = c.req.query("signature");
+      if (signature !== undefined) {
+        const { attachment: att, body } = await downloadAttachment(c.env, readConfig(c.env), id, attachmentId, c.req.query());
+        // Served as a download, never rendered: received content is untrusted.
+        return attachmentDownload(body.body, att.filename);
+      }
+      const { accountId, keyId } = c.get("principal");
+      return c.json(await getReceivedAttachment(c.env.DB, readConfig(c.env), accountId, keyId, id, attachmentId, origin(c.req.url)));
     },
   );
 }

@@ -7,8 +7,17 @@ import { defineRoute, type App } from "../app.ts";
 import { readJson, validate } from "../http.ts";
 import { parseMailbox } from "../mime/address.ts";
 import { ListQuery, listSchema, readPage } from "../pagination.ts";
-import { addSuppression, listSuppressions, removeSuppressionByEmail, removeSuppressionById } from "../suppressions/service.ts";
-import { DeletedSchema, errorResponses, IdParam, json, jsonBody } from "./schemas.ts";
+import {
+  addSuppression,
+  addSuppressions,
+  getSuppression,
+  listSuppressions,
+  MAX_SUPPRESSION_BATCH,
+  removeSuppression,
+  removeSuppressionByEmail,
+  removeSuppressions,
+} from "../suppressions/service.ts";
+import { DeletedSchema, errorResponses, json, jsonBody } from "./schemas.ts";
 
 const Email = z
   .string({ error: "`email` must be a string." })
@@ -23,6 +32,33 @@ export const CreateSuppressionRequest = z
   })
   .openapi("CreateSuppressionRequest");
 
+const SuppressionRef = z.object({
+  id: z.string().openapi({ param: { name: "id", in: "path" }, description: "The suppression's id or its email address.", example: "a@example.com" }),
+});
+
+const ListSuppressionsQuery = ListQuery.extend({
+  origin: z.enum(["bounce", "complaint", "manual"], { error: "`origin` must be `bounce`, `complaint` or `manual`." }).optional(),
+});
+
+const EmailList = z
+  .array(Email, { error: "`emails` must be an array of email addresses." })
+  .min(1, "`emails` must have at least one address.")
+  .max(MAX_SUPPRESSION_BATCH, `\`emails\` must have at most ${MAX_SUPPRESSION_BATCH} addresses.`);
+
+export const BatchAddSuppressionsRequest = z.object({ emails: EmailList }).openapi("BatchAddSuppressionsRequest");
+
+export const BatchRemoveSuppressionsRequest = z
+  .object({
+    emails: EmailList.optional(),
+    ids: z
+      .array(z.string().uuid("must be suppression ids."), { error: "`ids` must be an array of suppression ids." })
+      .min(1, "`ids` must have at least one id.")
+      .max(MAX_SUPPRESSION_BATCH, `\`ids\` must have at most ${MAX_SUPPRESSION_BATCH} ids.`)
+      .optional(),
+  })
+  .refine((b) => (b.emails === undefined) !== (b.ids === undefined), { message: "Provide either `emails` or `ids`, but not both." })
+  .openapi("BatchRemoveSuppressionsRequest");
+
 const RemoveQuery = z.object({ email: Email.openapi({ description: "The address to take off the list." }) });
 
 const Suppression = z
@@ -32,6 +68,8 @@ const Suppression = z
     email: z.string(),
     reason: z.enum(["bounce", "complaint", "manual"]),
     email_id: z.string().nullable().openapi({ description: "The email whose bounce or complaint added it." }),
+    origin: z.enum(["bounce", "complaint", "manual"]).openapi({ description: "Resend's name for `reason`." }),
+    source_id: z.string().nullable().openapi({ description: "Resend's name for `email_id`." }),
     detail: z.string().nullable(),
     created_at: z.string(),
   })
@@ -46,11 +84,12 @@ export function registerSuppressionRoutes(app: App): void {
       path: "/suppressions",
       tags: ["Suppressions"],
       summary: "List suppressed addresses",
-      request: { query: ListQuery },
+      request: { query: ListSuppressionsQuery },
       responses: { 200: json(listSchema(Suppression), "Suppressed addresses, newest first"), ...errorResponses(401, 403, 422) },
     }),
     async (c) => {
-      return c.json(await listSuppressions(c.env.DB, c.get("principal").accountId, readPage(c.req.query())));
+      const { origin } = validate(ListSuppressionsQuery.pick({ origin: true }), c.req.query(), "query");
+      return c.json(await listSuppressions(c.env.DB, c.get("principal").accountId, readPage(c.req.query()), origin));
     },
   );
 
@@ -77,16 +116,66 @@ export function registerSuppressionRoutes(app: App): void {
     app,
     "full",
     createRoute({
+      method: "get",
+      path: "/suppressions/{id}",
+      paramPattern: "[^/]+",
+      tags: ["Suppressions"],
+      summary: "Retrieve a suppression by id or address",
+      request: { params: SuppressionRef },
+      responses: { 200: json(Suppression, "The suppression"), ...errorResponses(401, 403, 404) },
+    }),
+    async (c) => c.json(await getSuppression(c.env.DB, c.get("principal").accountId, c.req.param("id")!)),
+  );
+
+  defineRoute(
+    app,
+    "full",
+    createRoute({
       method: "delete",
       path: "/suppressions/{id}",
+      paramPattern: "[^/]+",
       tags: ["Suppressions"],
-      summary: "Remove a suppressed address",
+      summary: "Remove a suppression by id or address",
       description: "Mail to it is attempted again.",
-      request: { params: IdParam },
+      request: { params: SuppressionRef },
       responses: { 200: json(DeletedSchema, "Removed"), ...errorResponses(401, 403, 404) },
     }),
+    async (c) => c.json(await removeSuppression(c.env.DB, c.get("principal").accountId, c.req.param("id")!)),
+  );
+
+  defineRoute(
+    app,
+    "full",
+    createRoute({
+      method: "post",
+      path: "/suppressions/batch/add",
+      tags: ["Suppressions"],
+      summary: "Suppress up to 100 addresses at once",
+      description: "Addresses already on the list keep their entry (and its reason); every address answers its entry's id.",
+      request: jsonBody(BatchAddSuppressionsRequest),
+      responses: { 201: json(z.object({ data: z.array(z.object({ object: z.literal("suppression"), id: z.string() })) }), "Added"), ...errorResponses(400, 401, 403, 422) },
+    }),
     async (c) => {
-      return c.json(await removeSuppressionById(c.env.DB, c.get("principal").accountId, c.req.param("id")!));
+      const body = validate(BatchAddSuppressionsRequest, await readJson(c.req.raw));
+      return c.json({ data: await addSuppressions(c.env.DB, c.get("principal").accountId, body.emails) }, 201);
+    },
+  );
+
+  defineRoute(
+    app,
+    "full",
+    createRoute({
+      method: "post",
+      path: "/suppressions/batch/remove",
+      tags: ["Suppressions"],
+      summary: "Remove up to 100 suppressions at once",
+      description: "By `emails` or by `ids` (not both). Answers the entries that were on the list.",
+      request: jsonBody(BatchRemoveSuppressionsRequest),
+      responses: { 200: json(z.object({ data: z.array(DeletedSchema) }), "Removed"), ...errorResponses(400, 401, 403, 422) },
+    }),
+    async (c) => {
+      const body = validate(BatchRemoveSuppressionsRequest, await readJson(c.req.raw));
+      return c.json({ data: await removeSuppressions(c.env.DB, c.get("principal").accountId, body) });
     },
   );
 

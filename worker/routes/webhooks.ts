@@ -4,7 +4,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { defineRoute, type App } from "../app.ts";
 import { readConfig } from "../config.ts";
-import { readJson, validate } from "../http.ts";
+import { dropPathId, readJson, validate } from "../http.ts";
 import { ListQuery, listSchema, readPage } from "../pagination.ts";
 import { MAX_ENDPOINT_LENGTH } from "../webhooks/endpoint.ts";
 import { WEBHOOK_EVENT_TYPES, WebhookPayloadSchema } from "../webhooks/payloads.ts";
@@ -172,7 +172,7 @@ export function registerWebhookRoutes(app: App): void {
       responses: { 200: json(Webhook, "The updated webhook"), ...errorResponses(400, 401, 403, 404, 422) },
     }),
     async (c) => {
-      const body = validate(UpdateWebhookRequest, await readJson(c.req.raw));
+      const body = validate(UpdateWebhookRequest, dropPathId(await readJson(c.req.raw), c.req.param("id")!, ["id", "webhook_id"]));
       return c.json(await updateWebhook(c.env.DB, readConfig(c.env), c.get("principal").accountId, c.req.param("id")!, body));
     },
   );

@@ -29,6 +29,8 @@ export interface RecordOptions {
   /** Where the queue hints go once the emails are recorded (see recordEmails); without it
    * they are awaited. */
   defer?: Defer;
+  /** A statement committed with the emails (the request's API log row, worker/logs). */
+  extra?: D1PreparedStatement;
 }
 
 /** An idempotency key to claim, with the answer to store under it, in the recording batch. */
@@ -192,7 +194,7 @@ function prefix(where: string, message: string): string {
  * (KeyTaken). A crash between recording and enqueueing leaves rows in `queued`; the cron finds
  * and sends them. */
 export async function recordEmails(env: Env, config: TernConfig, principal: Principal, prepared: PreparedEmail[], now: number, opts: RecordOptions = {}): Promise<QuotaUse | null> {
-  const { key, defer } = opts;
+  const { key, defer, extra } = opts;
   const db = drizzle(env.DB);
   const keyStatements = key ? claimStatements(db, key.claim, key, now).map((q) => statementOf(env.DB, q)) : [];
   if (prepared.length === 0) {
@@ -264,6 +266,7 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
   const records = [
     ...rows.flatMap((r) => [insertEmail.bind(env.DB, r.email), insertEmailEvent.bind(env.DB, r.event)]),
     ...outbox.map((e) => statementOf(env.DB, outboxInsert(db, e))),
+    ...(extra ? [extra] : []),
   ];
   let results: D1Result[];
   try {

@@ -10,6 +10,7 @@ import { prepareEmail, recordEmails, type Defer, type PreparedEmail, type SendDe
 import { KeyTaken, type KeyClaim } from "./key-claim.ts";
 import { quotaHeaders } from "./quota.ts";
 import { SendEmailRequest } from "./request.ts";
+import type { SendLog } from "../logs/record.ts";
 
 export const MAX_BATCH = 100;
 export const ATTACHMENT_FETCH = { maxBytes: 40 * 1024 * 1024, timeoutMs: 15_000, maxRedirects: 3 };
@@ -52,6 +53,8 @@ export interface SendOptions {
   /** Fetches attachment paths under another policy than the configured one (tests reach a
    * loopback file server with it). */
   fetcher?: OutboundFetcher;
+  /** The request's API log, written in the recording batch when the send succeeds. */
+  log?: SendLog;
 }
 
 /** Runs a send. */
@@ -65,13 +68,14 @@ export async function performSend(env: Env, principal: Principal, req: SendReque
   }
 }
 
-async function sendOne(env: Env, principal: Principal, body: unknown, { claim, defer, fetcher }: SendOptions): Promise<Answer> {
+async function sendOne(env: Env, principal: Principal, body: unknown, { claim, defer, fetcher, log }: SendOptions): Promise<Answer> {
   const parsed = SendEmailRequest.safeParse(body);
   if (!parsed.success) throw zodToApiError(parsed.error, body);
   const deps = { ...sendDeps(env), ...(fetcher ? { fetcher } : {}) };
   const prepared = await prepareEmail(deps, principal, parsed.data, "");
   const answer = JSON.stringify({ id: prepared.id });
-  const use = await recordEmails(env, deps.config, principal, [prepared], deps.now, { key: claim && { claim, status: 200, body: answer }, defer });
+  const use = await recordEmails(env, deps.config, principal, [prepared], deps.now, { key: claim && { claim, status: 200, body: answer }, defer, extra: log?.statement(200, answer) });
+  if (log) log.written = true;
   return { status: 200, body: answer, headers: quotaHeaders(use!) };
 }
 
@@ -82,7 +86,7 @@ function itemError(err: unknown, i: number): ApiError {
   return new ApiError(err.errorName, message, err.status);
 }
 
-async function sendBatch(env: Env, principal: Principal, req: SendRequest, { claim, defer }: SendOptions): Promise<Answer> {
+async function sendBatch(env: Env, principal: Principal, req: SendRequest, { claim, defer, log }: SendOptions): Promise<Answer> {
   const input = req.body;
   if (!Array.isArray(input)) throw new ApiError("validation_error", "The request body must be a JSON array of emails.", 400);
   if (input.length === 0 || input.length > MAX_BATCH) {
@@ -108,6 +112,8 @@ async function sendBatch(env: Env, principal: Principal, req: SendRequest, { cla
   const data = prepared.map((p) => ({ id: p.id }));
   const answer = JSON.stringify(req.batchMode === "permissive" ? { data, errors } : { data });
   // A permissive batch with nothing valid records no email; its answer is stored like a 4xx.
-  const use = await recordEmails(env, deps.config, principal, prepared, deps.now, { key: claim && { claim, status: 200, body: answer }, defer });
+  const extra = prepared.length > 0 ? log?.statement(200, answer) : undefined;
+  const use = await recordEmails(env, deps.config, principal, prepared, deps.now, { key: claim && { claim, status: 200, body: answer }, defer, extra });
+  if (log && extra) log.written = true;
   return { status: 200, body: answer, headers: use ? quotaHeaders(use) : {} };
 }

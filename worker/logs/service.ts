@@ -1,0 +1,36 @@
+// The account's API request log (GET /logs): list newest first, read one with its bodies.
+import { and, eq } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { apiLogs, type ApiLogRow } from "../db/schema.ts";
+import { ApiError } from "../errors.ts";
+import { finishPage, pageQuery, type Page } from "../pagination.ts";
+
+function summary(r: Pick<ApiLogRow, "id" | "createdAt" | "endpoint" | "method" | "status" | "userAgent">) {
+  return {
+    object: "log" as const,
+    id: r.id,
+    created_at: new Date(r.createdAt).toISOString(),
+    endpoint: r.endpoint,
+    method: r.method,
+    response_status: r.status,
+    user_agent: r.userAgent,
+  };
+}
+
+export async function listLogs(d1: D1Database, accountId: string, page: Page) {
+  const q = pageQuery(apiLogs.id, page, eq(apiLogs.accountId, accountId));
+  const rows = await drizzle(d1)
+    .select({ id: apiLogs.id, createdAt: apiLogs.createdAt, endpoint: apiLogs.endpoint, method: apiLogs.method, status: apiLogs.status, userAgent: apiLogs.userAgent })
+    .from(apiLogs).where(q.where).orderBy(q.orderBy).limit(q.limit);
+  return finishPage(rows.map(summary), page);
+}
+
+export async function getLog(d1: D1Database, accountId: string, id: string) {
+  const row = await drizzle(d1).select().from(apiLogs).where(and(eq(apiLogs.id, id), eq(apiLogs.accountId, accountId))).get();
+  if (!row) throw new ApiError("not_found", "Log not found.");
+  return {
+    ...summary(row),
+    request_body: row.requestJson === null ? null : (JSON.parse(row.requestJson) as unknown),
+    response_body: row.responseJson === null ? null : (JSON.parse(row.responseJson) as unknown),
+  };
+}
