@@ -132,6 +132,7 @@ export const emails = sqliteTable(
     contentKey: text("content_key"),
     /** The sending domain (whose DKIM keys sign it); null only for rows older than domains. */
     domainId: text("domain_id"),
+    broadcastId: text("broadcast_id"),
     /** The region whose transport sends it. */
     region: text("region").notNull().default("us-east-1"),
     /** Delivery state machine: scheduled | queued | sending | done | canceled. */
@@ -362,4 +363,37 @@ export const idempotencyKeys = sqliteTable(
     expiresAt: integer("expires_at").notNull(),
   },
   (t) => [primaryKey({ columns: [t.accountId, t.scope, t.key] }), index("idempotency_keys_expiry").on(t.expiresAt)],
+);
+
+/** Counters of email events per account, sending domain, broadcast and 15-minute bucket
+ * (worker/metrics/rollup.ts writes them in the batch of the event they count). Every UTC offset
+ * in use is a multiple of 15 minutes (+05:45 included), so any timezone's hours, days, weeks and
+ * months are whole sets of buckets. Kept whatever their age: the retention purge never deletes
+ * them. domain_id and broadcast_id are "" when the email has none (a key column cannot be null). */
+export const metricRollups = sqliteTable(
+  "metric_rollups",
+  {
+    accountId: text("account_id").notNull(),
+    /** Unix time / 15 minutes: the bucket's start is bucket * 900,000 ms. */
+    bucket: integer("bucket").notNull(),
+    domainId: text("domain_id").notNull().default(""),
+    broadcastId: text("broadcast_id").notNull().default(""),
+    received: integer("received").notNull().default(0),
+    sent: integer("sent").notNull().default(0),
+    delivered: integer("delivered").notNull().default(0),
+    deliveryDelayed: integer("delivery_delayed").notNull().default(0),
+    bounced: integer("bounced").notNull().default(0),
+    bouncedPermanent: integer("bounced_permanent").notNull().default(0),
+    bouncedTransient: integer("bounced_transient").notNull().default(0),
+    bouncedUndetermined: integer("bounced_undetermined").notNull().default(0),
+    complained: integer("complained").notNull().default(0),
+    failed: integer("failed").notNull().default(0),
+    suppressed: integer("suppressed").notNull().default(0),
+    opened: integer("opened").notNull().default(0),
+    uniqueOpened: integer("unique_opened").notNull().default(0),
+    clicked: integer("clicked").notNull().default(0),
+    uniqueClicked: integer("unique_clicked").notNull().default(0),
+    unsubscribed: integer("unsubscribed").notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.accountId, t.bucket, t.domainId, t.broadcastId] })],
 );

@@ -22,6 +22,7 @@ import { announce, emailFacts, emailOutboxEvent, outboxInsert, type OutboxEvent 
 import type { Bounce } from "../webhooks/payloads.ts";
 import { suppressedAmong, suppressionKey, suppressStatement } from "../suppressions/suppress.ts";
 import { linkTokenKey, trackedHtml } from "../tracking/outgoing.ts";
+import { rollupItem } from "../metrics/rollup.ts";
 import { asksForUnsubscribe, unsubscribeUrl, withUnsubscribeUrl, type MessageParts } from "../contacts/list-unsubscribe.ts";
 
 /** How long a consumer owns an email it claimed; past this the cron hands it back to the queue. */
@@ -353,7 +354,8 @@ function settlementStatements(d1: D1Database, email: EmailRow, attempt: number, 
     }),
   );
   const outbox = webhookEventsOf(email, s.events, now);
-  return { statements: [update, ...inserts, ...outbox.map((e) => outboxInsert(db, e))], outbox };
+  const rollup = rollupItem(db, { accountId: email.accountId, domainId: email.domainId, broadcastId: email.broadcastId, at: now, events: s.events });
+  return { statements: [update, ...inserts, ...outbox.map((e) => outboxInsert(db, e)), ...rollup], outbox };
 }
 
 /** The webhook events of a settlement, for the outbox. */

@@ -19,6 +19,7 @@ import { parseScheduledAt } from "./schedule.ts";
 import { authorizeSender } from "./sender.ts";
 import { announce, emailFacts, emailOutboxEvent, outboxInsert } from "../events/outbox.ts";
 import { claimStatements, isKeyTaken, KeyTaken, type KeyClaim } from "./key-claim.ts";
+import { acceptedRollups } from "../metrics/rollup.ts";
 
 /** Work that may finish after the answer (`ctx.waitUntil`). */
 export type Defer = (work: Promise<unknown>) => void;
@@ -189,6 +190,7 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
           attachmentsJson: JSON.stringify(stored.attachments),
           contentKey: stored.contentKey,
           domainId: p.domainId,
+          broadcastId: null,
           region: p.region,
           state: first,
           lastEvent: first,
@@ -205,7 +207,8 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
           emailId: p.id,
           accountId: p.accountId,
           type: first,
-          dataJson: scheduled ? JSON.stringify({ scheduled_at: new Date(p.scheduledAt!).toISOString() }) : "{}",
+          // The recipients it accepted: what the metrics count as received.
+          dataJson: JSON.stringify(scheduled ? { scheduled_at: new Date(p.scheduledAt!).toISOString(), recipients: p.recipients } : { recipients: p.recipients }),
           createdAt: p.createdAt,
           dedupeKey: null,
         },
@@ -220,6 +223,7 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
   const records = [
     ...rows.flatMap((r) => [insertEmail.bind(env.DB, r.email), insertEmailEvent.bind(env.DB, r.event)]),
     ...outbox.map((e) => statementOf(env.DB, outboxInsert(db, e))),
+    ...acceptedRollups(env.DB, rows.map((r) => r.email)),
   ];
   let results: D1Result[];
   try {

@@ -5,8 +5,10 @@
 import { and, desc, eq, gt } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { emailEvents, emailLinks, emails, type EmailRow } from "../db/schema.ts";
+import { unsubscribeAddress } from "../contacts/contacts.ts";
 import { announce, emailFacts, emailOutboxEvent, outboxInsert } from "../events/outbox.ts";
 import { uuidv7 } from "../ids.ts";
+import { rollupItem } from "../metrics/rollup.ts";
 
 /** Pixel fetches of one email closer together than this are one open. */
 export const OPEN_DEDUP_MS = 60_000;
@@ -63,10 +65,29 @@ async function record(
   const event = "open" in data
     ? emailOutboxEvent(email.accountId, { ...base, type: "email.opened", open: data.open }, now)
     : emailOutboxEvent(email.accountId, { ...base, type: "email.clicked", click: data.click }, now);
+  const eventId = uuidv7(now);
   await db.batch([
-    db.insert(emailEvents).values({ id: uuidv7(now), emailId: email.id, accountId: email.accountId, type, dataJson: JSON.stringify(data), createdAt: now }),
+    db.insert(emailEvents).values({ id: eventId, emailId: email.id, accountId: email.accountId, type, dataJson: JSON.stringify(data), createdAt: now }),
     db.update(emails).set({ lastEvent: type }).where(eq(emails.id, email.id)),
     outboxInsert(db, event),
+    ...rollupItem(db, { accountId: email.accountId, domainId: email.domainId, broadcastId: email.broadcastId, at: now, events: [{ type }], engagement: { emailId: email.id, eventId } }),
   ]);
   await announce(env, [event]);
+}
+
+/** A one-click unsubscribe (RFC 8058) from an email tern sent: the contact change, and an
+ * `unsubscribed` event on the email (counted by the metrics) in the same batch. Only a real
+ * change records the event: unsubscribing twice counts once. */
+export async function recordUnsubscribe(env: RecordEnv, claim: { accountId: string; emailId: string; recipient: string }, now = Date.now()): Promise<void> {
+  const db = drizzle(env.DB);
+  const email = await loadEmail(env.DB, claim.emailId);
+  const eventId = uuidv7(now);
+  const data = { recipients: [claim.recipient] };
+  const alongside = email && email.accountId === claim.accountId
+    ? [
+        db.insert(emailEvents).values({ id: eventId, emailId: email.id, accountId: email.accountId, type: "unsubscribed", dataJson: JSON.stringify(data), createdAt: now }),
+        ...rollupItem(db, { accountId: email.accountId, domainId: email.domainId, broadcastId: email.broadcastId, at: now, events: [{ type: "unsubscribed", data }] }),
+      ]
+    : [];
+  await unsubscribeAddress(env, claim.accountId, claim.recipient, now, alongside);
 }
