@@ -10,6 +10,7 @@ import { registerDocRoutes } from "./routes/docs.ts";
 import { registerDomainRoutes } from "./routes/domains.ts";
 import { registerReceivingRoutes } from "./routes/receiving.ts";
 import { registerEmailRoutes } from "./routes/emails.ts";
+import { registerMetricsRoutes } from "./routes/metrics.ts";
 import { registerContactRoutes } from "./routes/contacts.ts";
 import { registerSuppressionRoutes } from "./routes/suppressions.ts";
 import { registerTrackingRoutes } from "./routes/tracking.ts";
@@ -24,6 +25,7 @@ export { RateLimiter } from "../durable-objects/rate-limiter.ts";
 
 export const app = newApp();
 registerEmailRoutes(app);
+registerMetricsRoutes(app);
 registerApiKeyRoutes(app);
 registerDomainRoutes(app);
 registerReceivingRoutes(app);
