@@ -103,7 +103,11 @@ export async function emailMetrics(d1: D1Database, accountId: string, q: Metrics
   // Every period of the range, for each combination of the other dimensions that has counts
   // (with period alone: every period, counts or not), so a chart has no holes.
   const combos = new Map<string, Omit<Group, "period" | "counters">>();
-  for (const g of groups.values()) combos.set(`${g.domainId} ${g.emailId} ${g.broadcastId}`, { domainId: g.domainId, emailId: g.emailId, broadcastId: g.broadcastId });
+  for (const g of groups.values()) {
+    // Mail without a domain or a broadcast is in the totals, never a row of its own.
+    if ((q.dimensions.includes("domain") && g.domainId === "") || (q.dimensions.includes("broadcast") && g.broadcastId === "")) continue;
+    combos.set(`${g.domainId} ${g.emailId} ${g.broadcastId}`, { domainId: g.domainId, emailId: g.emailId, broadcastId: g.broadcastId });
+  }
   if (byPeriod && q.dimensions.length === 1 && combos.size === 0) combos.set("  ", { domainId: "", emailId: "", broadcastId: "" });
   const periods = byPeriod ? starts.map((_, i) => i) : [-1];
   if (periods.length * combos.size > MAX_ROWS) {
@@ -175,9 +179,6 @@ async function fromRollups(d1: D1Database, accountId: string, q: MetricsQuery, s
     where.push("broadcast_id IN (SELECT value FROM json_each(?))");
     params.push(JSON.stringify(q.broadcastIds));
   }
-  // Rows of mail without a domain or broadcast are in the totals, never a row of their own.
-  if (byDomain) where.push("domain_id <> ''");
-  if (byBroadcast) where.push("broadcast_id <> ''");
   const groupBy = ["g", ...(byDomain ? ["domain_id"] : []), ...(byBroadcast ? ["broadcast_id"] : [])];
   const text = `SELECT ${select.join(", ")} FROM metric_rollups WHERE ${where.join(" AND ")} GROUP BY ${groupBy.join(", ")}`;
   const { results } = await d1.prepare(text).bind(...params).all<Record<string, number | string>>();
@@ -213,7 +214,6 @@ async function fromEvents(d1: D1Database, accountId: string, q: MetricsQuery, st
     if (unique) seen.add(`${e.email_id} ${e.type}`);
     if (e.created_at < q.start || e.created_at >= q.end) continue;
     const domainId = domainOf.get(e.email_id)!;
-    if (byDomain && domainId === "") continue;
     const add = countersOf({ type: e.type, data: JSON.parse(e.data_json) as Record<string, unknown> });
     if (unique && firstOfEmail) add[unique] = 1;
     const period = starts.length > 0 ? periodIndex(starts, e.created_at) : -1;
