@@ -32,6 +32,9 @@ export interface TernConfig {
   /** Days sent and received mail and webhook history are kept (worker/retention/purge.ts);
    * null: kept for ever (RETENTION_DAYS = "0"). */
   retentionDays: number | null;
+  /** Refuse new sends while the account's bounce or complaint rate is over its limit
+   * (worker/metrics/health.ts); off unless HEALTH_PAUSE = "true". */
+  healthPause: boolean;
 }
 
 // 1 min, 5 min, 15 min, 30 min, 1 h, 2 h, 4 h, 8 h, 8 h: about a day, like an MTA's queue.
@@ -60,6 +63,7 @@ export function readConfig(env: Env): TernConfig {
     webhookAllowPrivateTargets: env.TERN_DEV_MODE === "true" || env.WEBHOOK_ALLOW_PRIVATE_TARGETS === "true",
     inboundAuthservId: env.INBOUND_AUTHSERV_ID || "mx.cloudflare.net",
     retentionDays: retentionDaysOf(env.RETENTION_DAYS),
+    healthPause: env.HEALTH_PAUSE === "true",
   };
 }
 

@@ -5,6 +5,8 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { defineRoute, type App } from "../app.ts";
 import { DIMENSIONS, GRANULARITIES, METRICS, parseMetricsQuery } from "../metrics/query.ts";
 import { emailMetrics } from "../metrics/service.ts";
+import { accountHealth } from "../metrics/health.ts";
+import { readConfig } from "../config.ts";
 import { errorResponses, json } from "./schemas.ts";
 
 const list = (description: string, values?: readonly string[]) =>
@@ -48,7 +50,48 @@ const MetricsResponse = z
   })
   .openapi("GetEmailsMetricsResponse");
 
+const RateHealth = z.object({
+  value: z.number(),
+  warning: z.number(),
+  limit: z.number(),
+  status: z.enum(["healthy", "warning", "over_limit"]),
+});
+
+const AccountHealthResponse = z
+  .object({
+    object: z.literal("account_health"),
+    window_start: z.string(),
+    window_end: z.string(),
+    window_days: z.number().int(),
+    received: z.number().int(),
+    bounced_permanent: z.number().int(),
+    complained: z.number().int(),
+    enough_volume: z.boolean(),
+    bounce_rate: RateHealth,
+    complaint_rate: RateHealth,
+    status: z.enum(["healthy", "warning", "over_limit"]),
+    pause_enabled: z.boolean(),
+    sending_paused: z.boolean(),
+  })
+  .openapi("AccountHealth");
+
 export function registerMetricsRoutes(app: App): void {
+  defineRoute(
+    app,
+    "full",
+    createRoute({
+      method: "get",
+      path: "/account/health",
+      tags: ["tern"],
+      summary: "Account health: bounce and complaint rates (tern's own)",
+      description:
+        "Hard bounces and complaints per recipient accepted over the last 7 days, against 4% and 0.08% (warning at 3% and 0.06%); statuses need 100 recipients in the window. With HEALTH_PAUSE on, an account over a limit gets 403 on new sends. Resend has no such endpoint.",
+      responses: { 200: json(AccountHealthResponse, "Account health"), ...errorResponses(401, 403) },
+    }),
+    async (c) => c.json(await accountHealth(c.env.DB, c.get("principal").accountId, Date.now(), readConfig(c.env).healthPause)),
+  );
+
+
   defineRoute(
     app,
     "full",

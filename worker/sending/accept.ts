@@ -20,6 +20,7 @@ import { authorizeSender } from "./sender.ts";
 import { announce, emailFacts, emailOutboxEvent, outboxInsert } from "../events/outbox.ts";
 import { claimStatements, isKeyTaken, KeyTaken, type KeyClaim } from "./key-claim.ts";
 import { acceptedRollups } from "../metrics/rollup.ts";
+import { assertSendingAllowed } from "../metrics/health.ts";
 
 /** Work that may finish after the answer (`ctx.waitUntil`). */
 export type Defer = (work: Promise<unknown>) => void;
@@ -151,6 +152,7 @@ function prefix(where: string, message: string): string {
  * and sends them. */
 export async function recordEmails(env: Env, config: TernConfig, principal: Principal, prepared: PreparedEmail[], now: number, opts: RecordOptions = {}): Promise<QuotaUse | null> {
   const { key, defer } = opts;
+  if (config.healthPause && prepared.length > 0) await assertSendingAllowed(env.DB, principal.accountId, now);
   const db = drizzle(env.DB);
   const keyStatements = key ? claimStatements(db, key.claim, key, now).map((q) => statementOf(env.DB, q)) : [];
   if (prepared.length === 0) {
