@@ -13,6 +13,8 @@
 //      to unsigned (bench/dkim.ts), once tern has stopped. BENCH_ONLY=dkim runs it alone;
 //   7. webhooks: events per second from delivered emails to a verified webhook at a loopback
 //      receiver, and outcome-to-receipt latency (bench/webhooks.ts, its own tern). BENCH_ONLY=webhooks.
+//   8. metrics: the rollup's cost per recorded event, GET /emails/metrics over 1,000,000 events
+//      next to a primary-key read, insights per 100 KB email (bench/metrics.ts). BENCH_ONLY=metrics.
 // Prints the results and writes them into docs/benchmarks.md. Stops everything it started,
 // also on failure, Ctrl-C or its own time limit. BENCH_QUICK=1 is a short smoke run that
 // does not touch the doc.
@@ -26,6 +28,7 @@ import { cpuDelta, measuredLoad, sampleCpu, type CpuSample } from "./cpu.ts";
 import { checkFloorStatements, startFloor, stopFloor, type FloorProcess } from "./floor.ts";
 import { renderDkim, runDkimBench, writeDkimDoc } from "./dkim.ts";
 import { renderWebhooks, runWebhookBench, writeWebhooksDoc } from "./webhooks.ts";
+import { renderMetrics, runMetricsBench, writeMetricsDoc } from "./metrics.ts";
 import { phaseFour } from "./exactly-once.ts";
 import { clearRelay, directToRelay, htmlOfSize, throughTern, type DeliveryResult, type Target } from "./delivery.ts";
 import { runLoad, type LoadOptions, type LoadResult } from "./load.ts";
@@ -37,7 +40,7 @@ const root = resolve(import.meta.dirname, "..");
 const DOC = join(root, "docs", "benchmarks.md");
 const QUICK = process.env.BENCH_QUICK === "1";
 const ONLY = process.env.BENCH_ONLY ?? "";
-if (!["", "core", "bridge", "dkim", "webhooks"].includes(ONLY)) throw new Error(`BENCH_ONLY may only be "core", "bridge", "dkim" or "webhooks", not ${JSON.stringify(ONLY)}`);
+if (!["", "core", "bridge", "dkim", "webhooks", "metrics"].includes(ONLY)) throw new Error(`BENCH_ONLY may only be "core", "bridge", "dkim", "webhooks" or "metrics", not ${JSON.stringify(ONLY)}`);
 /** Parts 1-4 (BENCH_ONLY=core runs only these). */
 const CORE = ONLY === "" || ONLY === "core";
 const TIME_LIMIT_MS = (CORE ? 540_000 : 60_000) + 900_000;
@@ -285,6 +288,10 @@ async function main(): Promise<number> {
     await webhooksPart(f);
     return 0;
   }
+  if (ONLY === "metrics") {
+    await metricsPart(f);
+    return 0;
+  }
 
   let roundTrips: RoundTrips | null = null;
   if (CORE) {
@@ -329,6 +336,7 @@ async function main(): Promise<number> {
   if (CORE) {
     await dkimPart(f);
     await webhooksPart(f);
+    await metricsPart(f);
   }
   if (roundTrips?.status === "failed") {
     log("FAILED: test/worker/round-trips.test.ts fails, so its figure is not what the code does");
@@ -346,6 +354,18 @@ async function webhooksPart(f: Facts): Promise<void> {
   if (!QUICK) {
     writeWebhooksDoc(block);
     log(`wrote the webhooks section of ${DOC}`);
+  }
+}
+
+/** Part 8: metrics, in a workerd of their own (bench/metrics.ts starts and stops it). */
+async function metricsPart(f: Facts): Promise<void> {
+  log("phase 8: metrics rollups, GET /emails/metrics over 1,000,000 events, insights (bench/metrics.ts)");
+  const result = await runMetricsBench({ quick: QUICK, log });
+  const block = renderMetrics(result, f.date, `${f.nproc} cores (${f.cpu}), load ${loadavg().map((x) => x.toFixed(2)).join(" ")} after, commit ${f.commit}`);
+  console.log(`\n${block}\n`);
+  if (!QUICK) {
+    writeMetricsDoc(block);
+    log(`wrote the metrics section of ${DOC}`);
   }
 }
 

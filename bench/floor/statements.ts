@@ -26,15 +26,25 @@ export const CONSUME_QUOTA_SQL =
 
 export const INSERT_EMAIL_SQL =
   `insert into "emails" ("id", "account_id", "from_address", "to_json", "cc_json", "bcc_json", "reply_to_json", "subject", "html", "text", ` +
-  `"headers_json", "tags_json", "attachments_json", "content_key", "domain_id", "region", "state", "last_event", "scheduled_at", "pending_json", ` +
+  `"headers_json", "tags_json", "attachments_json", "content_key", "domain_id", "broadcast_id", "region", "state", "last_event", "scheduled_at", "pending_json", ` +
   `"attempts", "next_attempt_at", "lease_until", "message_id", "created_at") ` +
-  `values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+  `values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 
 export const INSERT_EVENT_SQL = `insert into "email_events" ("id", "email_id", "account_id", "type", "data_json", "created_at", "dedupe_key") values (?, ?, ?, ?, ?, ?, ?)`;
 
+const COUNTERS = ["received", "sent", "delivered", "delivery_delayed", "bounced", "bounced_permanent", "bounced_transient", "bounced_undetermined", "complained", "failed", "suppressed", "opened", "unique_opened", "clicked", "unique_clicked", "unsubscribed"];
+
+/** The send's rollup (worker/metrics/rollup.ts): its recipients counted as received in the
+ * account's, domain's and 15-minute bucket's row. */
+export const ROLLUP_SQL =
+  `insert into "metric_rollups" ("account_id", "bucket", "domain_id", "broadcast_id", ${COUNTERS.map((c) => `"${c}"`).join(", ")}) ` +
+  `values (${Array.from({ length: 4 + COUNTERS.length }, () => "?").join(", ")}) ` +
+  `on conflict ("metric_rollups"."account_id", "metric_rollups"."bucket", "metric_rollups"."domain_id", "metric_rollups"."broadcast_id") ` +
+  `do update set ${COUNTERS.map((c) => `"${c}" = "${c}" + excluded."${c}"`).join(", ")}`;
+
 export const EMAIL_BY_ID_SQL =
   `select "id", "account_id", "from_address", "to_json", "cc_json", "bcc_json", "reply_to_json", "subject", "html", "text", "headers_json", ` +
-  `"tags_json", "attachments_json", "content_key", "domain_id", "region", "state", "last_event", "scheduled_at", "pending_json", "attempts", ` +
+  `"tags_json", "attachments_json", "content_key", "domain_id", "broadcast_id", "region", "state", "last_event", "scheduled_at", "pending_json", "attempts", ` +
   `"next_attempt_at", "lease_until", "message_id", "created_at" from "emails" where ("emails"."id" = ? and "emails"."account_id" = ?)`;
 
 export interface Statement {
@@ -43,7 +53,7 @@ export interface Statement {
 }
 
 /** The one batch of a plain send of the bench's body: consume one email of the monthly quota,
- * record the email, record its `queued` event. */
+ * record the email, record its `queued` event, count it in the metrics rollup. */
 export function sendBatch(emailId: string, eventId: string, now: number): Statement[] {
   const month = new Date(now).toISOString().slice(0, 7);
   const to = JSON.stringify([SEND_TO]);
@@ -52,11 +62,12 @@ export function sendBatch(emailId: string, eventId: string, now: number): Statem
     {
       sql: INSERT_EMAIL_SQL,
       params: [
-        emailId, FLOOR_ACCOUNT, SEND_FROM, to, "[]", "[]", "[]", SEND_SUBJECT, null, SEND_TEXT, "{}", "[]", "[]", null, FLOOR_DOMAIN, "us-east-1",
+        emailId, FLOOR_ACCOUNT, SEND_FROM, to, "[]", "[]", "[]", SEND_SUBJECT, null, SEND_TEXT, "{}", "[]", "[]", null, FLOOR_DOMAIN, null, "us-east-1",
         "queued", "queued", null, to, 0, now, null, `${emailId}@${FLOOR_DOMAIN_NAME}`, now,
       ],
     },
-    { sql: INSERT_EVENT_SQL, params: [eventId, emailId, FLOOR_ACCOUNT, "queued", "{}", now, null] },
+    { sql: INSERT_EVENT_SQL, params: [eventId, emailId, FLOOR_ACCOUNT, "queued", JSON.stringify({ recipients: [SEND_TO] }), now, null] },
+    { sql: ROLLUP_SQL, params: [FLOOR_ACCOUNT, Math.floor(now / 900_000), FLOOR_DOMAIN, "", 1, ...COUNTERS.slice(1).map(() => 0)] },
   ];
 }
 

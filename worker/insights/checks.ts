@@ -78,11 +78,14 @@ function hostOf(href: string): string | null {
 /** Inline styles that hide their content: display:none, visibility:hidden, a zero or 1px font,
  * zero size with overflow hidden, or text the colour of its own background. */
 function hides(tag: Tag): boolean {
-  const style = (decodeAttributeValue(attribute(tag, "style")?.raw ?? "") ?? "").toLowerCase().replace(/\s+/g, "");
+  if (attribute(tag, "hidden")) return true;
+  const raw = attribute(tag, "style")?.raw;
+  // Most styles hide nothing: look closer only at one naming a property that can.
+  if (!raw || !/none|hidden|font-size|height|color|background/i.test(raw)) return false;
+  const style = (decodeAttributeValue(raw) ?? "").toLowerCase().replace(/\s+/g, "");
   if (/(^|;)display:none/.test(style) || /(^|;)visibility:hidden/.test(style)) return true;
   if (/(^|;)font-size:(0|1px|0px|0pt|0em|0rem)(;|$|!)/.test(style)) return true;
   if (/(^|;)(max-)?height:0(px)?(;|$)/.test(style) && /overflow:hidden/.test(style)) return true;
-  if (attribute(tag, "hidden")) return true;
   const color = /(?:^|;)color:([^;!]+)/.exec(style)?.[1];
   const background = /(?:^|;)background(?:-color)?:([^;!]+)/.exec(style)?.[1] ?? attribute(tag, "bgcolor")?.raw.toLowerCase();
   return color !== undefined && background !== undefined && sameColor(color, background);
@@ -99,9 +102,10 @@ function sameColor(a: string, b: string): boolean {
   return norm(a) === norm(b);
 }
 
-function countChars(s: string): number {
+/** Characters that show (not spaces) in html[from, to), counted in place: no copy. */
+function countChars(s: string, from = 0, to = s.length): number {
   let n = 0;
-  for (let i = 0; i < s.length; i++) {
+  for (let i = from; i < to; i++) {
     const c = s.charCodeAt(i);
     if (c > 32 && c !== 160) n++;
   }
@@ -111,27 +115,27 @@ function countChars(s: string): number {
 /** One pass over the tags: links with their text, images, forms, scripts, visible and hidden
  * text. Text between tags is attributed to the innermost open elements (a simple stack: email
  * html is rarely well formed, so an end tag closes back to its own start tag if open). */
-export function scanHtml(html: string): HtmlFacts {
+export function scanHtml(html: string, opts: { words?: boolean } = {}): HtmlFacts {
   const tags = scanTags(html);
   const facts: HtmlFacts = { links: [], images: 0, imagesWithoutAlt: 0, visibleChars: 0, hiddenChars: 0, forms: 0, scripts: 0, words: new Set() };
   const stack: { name: string; hidden: boolean; notRendered: boolean }[] = [];
   let hiddenDepth = 0;
   let skipDepth = 0;
   let link: { href: string; host: string | null; text: string } | null = null;
+  const visible: string[] = [];
   let at = 0;
   const text = (from: number, to: number) => {
     if (to <= from) return;
     if (skipDepth > 0) return;
-    const chunk = html.slice(from, to);
-    const n = countChars(chunk);
+    const n = countChars(html, from, to);
     if (n === 0) return;
     if (hiddenDepth > 0) {
       facts.hiddenChars += n;
       return;
     }
     facts.visibleChars += n;
-    if (link) link.text += chunk;
-    if (facts.words.size < 5000) for (const w of chunk.toLowerCase().match(/[\p{L}\p{N}]{3,}/gu) ?? []) facts.words.add(w);
+    if (link) link.text += html.slice(from, to);
+    if (opts.words) visible.push(html.slice(from, to));
   };
   for (const tag of tags) {
     text(at, tag.start);
@@ -182,7 +186,13 @@ export function scanHtml(html: string): HtmlFacts {
   }
   text(at, html.length);
   if (link) facts.links.push(link);
+  if (opts.words) facts.words = wordsOf(visible.join(" "));
   return facts;
+}
+
+/** Words of three letters or more, lower case: what text_html_mismatch compares. */
+function wordsOf(text: string): Set<string> {
+  return new Set(text.toLowerCase().match(/[\p{L}\p{N}]{3,}/gu) ?? []);
 }
 
 function registrable(host: string): string {
@@ -210,7 +220,7 @@ export function deliverabilityInsights(email: InsightEmail, domain: InsightDomai
   const fromLocal = fromEmail.slice(0, fromEmail.lastIndexOf("@"));
   const fromOrg = registrable(fromHost);
   const html = email.html ?? "";
-  const facts = html ? scanHtml(html) : null;
+  const facts = html ? scanHtml(html, { words: !!email.text }) : null;
   const webLinks = facts?.links.filter((l) => l.host !== null) ?? [];
   const out: Insight[] = [];
 
@@ -297,7 +307,7 @@ export function deliverabilityInsights(email: InsightEmail, domain: InsightDomai
       : pass("invisible_text", "No hidden text", facts.hiddenChars > 0 ? `Only a short hidden preheader (${facts.hiddenChars} characters).` : "All text is visible."));
 
     if (email.text) {
-      const textWords = new Set(email.text.toLowerCase().match(/[\p{L}\p{N}]{3,}/gu) ?? []);
+      const textWords = wordsOf(email.text);
       let shared = 0;
       for (const w of facts.words) if (textWords.has(w)) shared++;
       const union = facts.words.size + textWords.size - shared;

@@ -175,10 +175,22 @@ export function rollupItem(db: DrizzleD1Database, input: RollupInput): BatchItem
   return q ? [q] : [];
 }
 
+/** The SQL of the plain upsert (counters as values), built once per isolate: the accept path
+ * binds it instead of building it on every send (see db/compiled.ts for why). */
+let plainUpsertSql: string | null = null;
+
 /** The rollup statement for a plain D1 batch (the accept path's compiled statements). */
 export function rollupStatement(d1: D1Database, input: RollupInput): D1PreparedStatement[] {
-  const q = rollupQuery(drizzle(d1), input);
-  return q ? [statementOf(d1, q)] : [];
+  if (input.engagement || input.ifRecorded) {
+    const q = rollupQuery(drizzle(d1), input);
+    return q ? [statementOf(d1, q)] : [];
+  }
+  const totals = zeroCounters();
+  for (const e of input.events) addCounters(totals, countersOf(e));
+  if (COUNTERS.every((c) => totals[c] === 0)) return [];
+  plainUpsertSql ??= rollupQuery(drizzle({} as D1Database), { ...input, events: [{ type: "sent" }] })!.toSQL().sql;
+  // Values in column order: the key, then every counter.
+  return [d1.prepare(plainUpsertSql).bind(input.accountId, bucketOf(input.at), input.domainId ?? "", input.broadcastId ?? "", ...COUNTERS.map((c) => totals[c]))];
 }
 
 /** The accept path's rollups: one statement per domain, broadcast and bucket of the emails a

@@ -159,6 +159,22 @@ async function fromRollups(d1: D1Database, accountId: string, q: MetricsQuery, s
     k = gcd(k, first);
     k = gcd(k, last);
   }
+  const { sql: text, params, counters } = rollupSumQuery(accountId, q, k);
+  const { results } = await d1.prepare(text).bind(...params).all<Record<string, number | string>>();
+  const groups = new Map<string, Group>();
+  for (const r of results) {
+    const period = k > 0 ? periodIndex(starts, Number(r.g) * k * BUCKET_MS) : -1;
+    const add: Partial<Counters> = {};
+    for (const c of counters) add[c] = Number(r[c] ?? 0);
+    addTo(groups, period, String(r.domain_id), "", String(r.broadcast_id), add);
+  }
+  return groups;
+}
+
+/** The grouped sum over the account's rollup rows in the range: a range of the primary key
+ * (account_id, bucket, ...), checked in test/worker/query-plans.test.ts. `k` > 0 groups
+ * buckets k at a time. */
+export function rollupSumQuery(accountId: string, q: MetricsQuery, k: number): { sql: string; params: unknown[]; counters: Counter[] } {
   const byDomain = q.dimensions.includes("domain");
   const byBroadcast = q.dimensions.includes("broadcast");
   const counters = neededCounters(q.metrics);
@@ -170,7 +186,7 @@ async function fromRollups(d1: D1Database, accountId: string, q: MetricsQuery, s
     ...counters.map((c) => `SUM(${c}) AS ${c}`),
   ];
   const where = ["account_id = ?", "bucket >= ?", "bucket < ?"];
-  const params: unknown[] = [accountId, first, last];
+  const params: unknown[] = [accountId, q.start / BUCKET_MS, q.end / BUCKET_MS];
   if (q.domainIds.length > 0) {
     where.push("domain_id IN (SELECT value FROM json_each(?))");
     params.push(JSON.stringify(q.domainIds));
@@ -180,16 +196,7 @@ async function fromRollups(d1: D1Database, accountId: string, q: MetricsQuery, s
     params.push(JSON.stringify(q.broadcastIds));
   }
   const groupBy = ["g", ...(byDomain ? ["domain_id"] : []), ...(byBroadcast ? ["broadcast_id"] : [])];
-  const text = `SELECT ${select.join(", ")} FROM metric_rollups WHERE ${where.join(" AND ")} GROUP BY ${groupBy.join(", ")}`;
-  const { results } = await d1.prepare(text).bind(...params).all<Record<string, number | string>>();
-  const groups = new Map<string, Group>();
-  for (const r of results) {
-    const period = k > 0 ? periodIndex(starts, Number(r.g) * k * BUCKET_MS) : -1;
-    const add: Partial<Counters> = {};
-    for (const c of counters) add[c] = Number(r[c] ?? 0);
-    addTo(groups, period, String(r.domain_id), "", String(r.broadcast_id), add);
-  }
-  return groups;
+  return { sql: `SELECT ${select.join(", ")} FROM metric_rollups WHERE ${where.join(" AND ")} GROUP BY ${groupBy.join(", ")}`, params, counters };
 }
 
 /** Counts from the named emails' own events. Every event of those emails is read (a unique
