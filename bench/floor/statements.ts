@@ -37,10 +37,9 @@ const COUNTERS = ["received", "sent", "delivered", "delivery_delayed", "bounced"
 /** The send's rollup (worker/metrics/rollup.ts): its recipients counted as received in the
  * account's, domain's and 15-minute bucket's row. */
 export const ROLLUP_SQL =
-  `insert into "metric_rollups" ("account_id", "bucket", "domain_id", "broadcast_id", ${COUNTERS.map((c) => `"${c}"`).join(", ")}) ` +
-  `values (${Array.from({ length: 4 + COUNTERS.length }, () => "?").join(", ")}) ` +
-  `on conflict ("metric_rollups"."account_id", "metric_rollups"."bucket", "metric_rollups"."domain_id", "metric_rollups"."broadcast_id") ` +
-  `do update set ${COUNTERS.map((c) => `"${c}" = "${c}" + excluded."${c}"`).join(", ")}`;
+  `INSERT INTO "metric_rollups" ("account_id", "bucket", "domain_id", "broadcast_id", ${COUNTERS.map((c) => `"${c}"`).join(", ")}) ` +
+  `SELECT ${Array.from({ length: 4 + COUNTERS.length }, () => "?").join(", ")} WHERE true ` +
+  `ON CONFLICT ("account_id", "bucket", "domain_id", "broadcast_id") DO UPDATE SET ${COUNTERS.map((c) => `"${c}" = "${c}" + excluded."${c}"`).join(", ")}`;
 
 export const EMAIL_BY_ID_SQL =
   `select "id", "account_id", "from_address", "to_json", "cc_json", "bcc_json", "reply_to_json", "subject", "html", "text", "headers_json", ` +

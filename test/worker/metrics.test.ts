@@ -76,6 +76,8 @@ describe("GET /emails/metrics: parameters", () => {
     expect(k.start_date).toBe("2025-12-31T18:15:00.000Z");
     const z = await metrics(acct, "start_date=2026-01-01T10:07:00%2B05:30&end_date=2026-01-01T12:00:00Z");
     expect(z.start_date).toBe("2026-01-01T04:30:00.000Z"); // 04:37Z, widened to its bucket
+    // The same offset written unencoded (curl users do): "+" arrives as a space.
+    expect((await metrics(acct, "start_date=2026-01-01T10:07:00+05:30&end_date=2026-01-01T12:00:00Z")).start_date).toBe("2026-01-01T04:30:00.000Z");
     const future = await metrics(acct, "start_date=2026-01-01&end_date=2999-01-01");
     expect(Date.parse(future.end_date)).toBeLessThanOrEqual(Date.now() + 900_000);
   });

@@ -115,7 +115,9 @@ function validCalendar(y: number, m: number, d: number, h = 0, min = 0, s = 0): 
 
 /** An ISO 8601 date (the day's start in `tz`) or datetime (with Z or an offset: that instant;
  * without one: a wall-clock time in `tz`). */
-function parseDate(name: string, value: string, tz: string): ParsedDate {
+function parseDate(name: string, raw: string, tz: string): ParsedDate {
+  // An unencoded "+05:30" in a URL arrives as " 05:30" (a form-encoded space): read it back.
+  const value = raw.replace(/^(\S+T\S+) (\d{2}:?\d{2})$/, "$1+$2");
   const bad = () => fail(`\`${name}\` must be an ISO 8601 date (2026-07-01) or datetime (2026-07-01T00:00:00Z); \`${clip(value)}\` is not one.`);
   const m = DATE.exec(value);
   if (m) {

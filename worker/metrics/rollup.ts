@@ -6,11 +6,10 @@
 // Units: delivery outcomes count recipients (a send to three addresses is received three
 // times, as the quota counts it); opens, clicks and unsubscribes count one each. Unique opens
 // and clicks count an email once: at its first open (or click) ever.
-import { eq, getTableColumns, sql, type SQL } from "drizzle-orm";
+import { getTableColumns, sql } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
-import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
-import { statementOf } from "../db/compiled.ts";
-import { emailEvents, metricRollups } from "../db/schema.ts";
+import type { DrizzleD1Database } from "drizzle-orm/d1";
+import { metricRollups } from "../db/schema.ts";
 
 /** Bucket width: every UTC offset in use is a multiple of 15 minutes. */
 export const BUCKET_MS = 15 * 60_000;
@@ -124,73 +123,71 @@ export interface RollupInput extends RollupKey {
   ifRecorded?: string;
 }
 
-/** The schema's property of each counter column ("bounced_permanent" -> bouncedPermanent). */
-const COUNTER_KEYS: Record<Counter, keyof typeof metricRollups.$inferInsert> = Object.fromEntries(
-  COUNTERS.map((c) => {
-    const entry = Object.entries(getTableColumns(metricRollups)).find(([, col]) => col.name === c);
-    if (!entry) throw new Error(`metric_rollups has no column ${c}`);
-    return [c, entry[0]];
-  }),
-) as Record<Counter, keyof typeof metricRollups.$inferInsert>;
-
+// The statement is written here as text, once, rather than built by drizzle per event: drizzle
+// took about 0.6 ms of CPU to build this 20-column upsert, which was most of what a rollup
+// added to recording an event (docs/benchmarks.md, metrics). The columns are checked against
+// the drizzle schema when the module loads, so the schema stays the one source.
+for (const c of COUNTERS) {
+  if (!Object.values(getTableColumns(metricRollups)).some((col) => col.name === c)) throw new Error(`metric_rollups has no column ${c}`);
+}
+const KEY_COLUMNS = `"account_id", "bucket", "domain_id", "broadcast_id"`;
+const INSERT_HEAD = `INSERT INTO "metric_rollups" (${KEY_COLUMNS}, ${COUNTERS.map((c) => `"${c}"`).join(", ")}) `;
 /** Adding to a row that exists: each counter plus the new row's. */
-const ADD_TO_EXISTING = Object.fromEntries(
-  COUNTERS.map((c) => [COUNTER_KEYS[c], sql`${sql.identifier(c)} + excluded.${sql.identifier(c)}`]),
-) as Record<string, SQL>;
-const TARGET = [metricRollups.accountId, metricRollups.bucket, metricRollups.domainId, metricRollups.broadcastId];
+const UPSERT_TAIL = ` ON CONFLICT (${KEY_COLUMNS}) DO UPDATE SET ${COUNTERS.map((c) => `"${c}" = "${c}" + excluded."${c}"`).join(", ")}`;
 
-/** The rollup upsert of some events; null when they count nothing. */
-export function rollupQuery(db: DrizzleD1Database, input: RollupInput) {
+/** The rollup upsert of some events as SQL text with `?` parameters; null when they count
+ * nothing. */
+export function rollupQuery(input: RollupInput): { sql: string; params: (string | number)[] } | null {
   const totals = zeroCounters();
   for (const e of input.events) addCounters(totals, countersOf(e));
   const uniques = new Set<string>(input.events.map((e) => uniqueCounterOf(e.type)).filter((u) => u !== null));
   if (COUNTERS.every((c) => totals[c] === 0) && (uniques.size === 0 || !input.engagement)) return null;
-  const values: Record<string, SQL> = {
-    accountId: sql`${input.accountId}`,
-    bucket: sql`${bucketOf(input.at)}`,
-    domainId: sql`${input.domainId ?? ""}`,
-    broadcastId: sql`${input.broadcastId ?? ""}`,
-  };
-  for (const c of COUNTERS) {
+  const params: (string | number)[] = [input.accountId, bucketOf(input.at), input.domainId ?? "", input.broadcastId ?? ""];
+  const values = COUNTERS.map((c) => {
     const type = c === "unique_opened" ? "opened" : c === "unique_clicked" ? "clicked" : null;
-    values[COUNTER_KEYS[c]] = type && uniques.has(c) && input.engagement
+    if (type && uniques.has(c) && input.engagement) {
       // 1 when the email has no other event of this type: its first.
-      ? sql`(NOT EXISTS (SELECT 1 FROM ${emailEvents} e WHERE e.email_id = ${input.engagement.emailId} AND e.type = ${type} AND e.id <> ${input.engagement.eventId}))`
-      : sql`${totals[c]}`;
-  }
+      params.push(input.engagement.emailId, type, input.engagement.eventId);
+      return `(NOT EXISTS (SELECT 1 FROM "email_events" e WHERE e."email_id" = ? AND e."type" = ? AND e."id" <> ?))`;
+    }
+    params.push(totals[c]);
+    return "?";
+  });
+  let text = `${INSERT_HEAD}SELECT ?, ?, ?, ?, ${values.join(", ")}`;
   if (input.ifRecorded) {
-    const columns = getTableColumns(metricRollups) as Record<string, { name: string }>;
-    const selected = Object.fromEntries(Object.entries(values).map(([k, v]) => [k, v.as(columns[k]!.name)]));
-    // Counted only if the event's row is there: INSERT ... SELECT ... FROM email_events WHERE id.
-    return db.insert(metricRollups)
-      .select(db.select(selected).from(emailEvents).where(eq(emailEvents.id, input.ifRecorded)) as never)
-      .onConflictDoUpdate({ target: TARGET, set: ADD_TO_EXISTING });
+    // Counted only if the event's row is there.
+    text += ` FROM "email_events" WHERE "id" = ?`;
+    params.push(input.ifRecorded);
+  } else {
+    // SQLite needs a WHERE between INSERT ... SELECT and ON CONFLICT to read the upsert.
+    text += " WHERE true";
   }
-  return db.insert(metricRollups).values(values as unknown as typeof metricRollups.$inferInsert).onConflictDoUpdate({ target: TARGET, set: ADD_TO_EXISTING });
+  return { sql: text + UPSERT_TAIL, params };
 }
 
-/** The rollup statement for a drizzle batch: zero or one item, to spread into the batch. */
+/** A value written into the SQL: the rollup's values are integers and ids. */
+function literal(v: string | number): string {
+  if (typeof v === "number") {
+    if (!Number.isSafeInteger(v)) throw new TypeError(`rollup: ${v} is not an integer`);
+    return String(v);
+  }
+  return `'${v.replace(/'/g, "''")}'`;
+}
+
+/** The rollup statement for a drizzle batch: zero or one item, to spread into the batch. Its
+ * values are written into the text: drizzle's batch runs a raw statement only without bound
+ * parameters (it has no prepared statement to bind them to). */
 export function rollupItem(db: DrizzleD1Database, input: RollupInput): BatchItem<"sqlite">[] {
-  const q = rollupQuery(db, input);
-  return q ? [q] : [];
+  const q = rollupQuery(input);
+  if (!q) return [];
+  let i = 0;
+  return [db.run(sql.raw(q.sql.replace(/\?/g, () => literal(q.params[i++]!))))];
 }
-
-/** The SQL of the plain upsert (counters as values), built once per isolate: the accept path
- * binds it instead of building it on every send (see db/compiled.ts for why). */
-let plainUpsertSql: string | null = null;
 
 /** The rollup statement for a plain D1 batch (the accept path's compiled statements). */
 export function rollupStatement(d1: D1Database, input: RollupInput): D1PreparedStatement[] {
-  if (input.engagement || input.ifRecorded) {
-    const q = rollupQuery(drizzle(d1), input);
-    return q ? [statementOf(d1, q)] : [];
-  }
-  const totals = zeroCounters();
-  for (const e of input.events) addCounters(totals, countersOf(e));
-  if (COUNTERS.every((c) => totals[c] === 0)) return [];
-  plainUpsertSql ??= rollupQuery(drizzle({} as D1Database), { ...input, events: [{ type: "sent" }] })!.toSQL().sql;
-  // Values in column order: the key, then every counter.
-  return [d1.prepare(plainUpsertSql).bind(input.accountId, bucketOf(input.at), input.domainId ?? "", input.broadcastId ?? "", ...COUNTERS.map((c) => totals[c]))];
+  const q = rollupQuery(input);
+  return q ? [d1.prepare(q.sql).bind(...q.params)] : [];
 }
 
 /** The accept path's rollups: one statement per domain, broadcast and bucket of the emails a
