@@ -1,5 +1,6 @@
 CREATE TABLE `metric_rollups` (
 	`account_id` text NOT NULL,
+	`span` integer NOT NULL,
 	`bucket` integer NOT NULL,
 	`domain_id` text DEFAULT '' NOT NULL,
 	`broadcast_id` text DEFAULT '' NOT NULL,
@@ -19,7 +20,7 @@ CREATE TABLE `metric_rollups` (
 	`clicked` integer DEFAULT 0 NOT NULL,
 	`unique_clicked` integer DEFAULT 0 NOT NULL,
 	`unsubscribed` integer DEFAULT 0 NOT NULL,
-	PRIMARY KEY(`account_id`, `bucket`, `domain_id`, `broadcast_id`)
+	PRIMARY KEY(`account_id`, `span`, `bucket`, `domain_id`, `broadcast_id`)
 );
 --> statement-breakpoint
 ALTER TABLE `emails` ADD `broadcast_id` text;

@@ -54,15 +54,25 @@ async function setup(env: { DB: D1Database }, now: number): Promise<Response> {
     const per = Math.round(EVENTS / rows / 7); // 7 counters below
     for (const [a, account] of [ACCOUNT, ...Array.from({ length: 20 }, (_, i) => `0193a8a0-1c2d-7000-8000-0000000a${String(i).padStart(4, "0")}`)].entries()) {
       for (const [d, domain] of DOMAINS.entries()) {
+        // The 15-minute rows, then the hour and UTC-day rows that sum them, as the rollup
+        // statement writes all three.
+        const dom = a === 0 ? domain : `${account}:${d}`;
         await env.DB.prepare(
           `WITH RECURSIVE b(x) AS (SELECT ?1 UNION ALL SELECT x + 1 FROM b WHERE x + 1 < ?2)
-           INSERT INTO metric_rollups (account_id, bucket, domain_id, broadcast_id, received, sent, delivered, opened, unique_opened, clicked, unique_clicked)
-           SELECT ?3, x, ?4, '', ?5, ?5, ?5, ?5, ?5, ?5, ?5 FROM b`,
-        ).bind(first, last, account, a === 0 ? domain : `${account}:${d}`, per).run();
+           INSERT INTO metric_rollups (account_id, span, bucket, domain_id, broadcast_id, received, sent, delivered, opened, unique_opened, clicked, unique_clicked)
+           SELECT ?3, 1, x, ?4, '', ?5, ?5, ?5, ?5, ?5, ?5, ?5 FROM b`,
+        ).bind(first, last, account, dom, per).run();
+        for (const span of [4, 96]) {
+          await env.DB.prepare(
+            `INSERT INTO metric_rollups (account_id, span, bucket, domain_id, broadcast_id, received, sent, delivered, opened, unique_opened, clicked, unique_clicked)
+             SELECT account_id, ?1, bucket - bucket % ?1, domain_id, '', SUM(received), SUM(sent), SUM(delivered), SUM(opened), SUM(unique_opened), SUM(clicked), SUM(unique_clicked)
+             FROM metric_rollups WHERE account_id = ?2 AND span = 1 AND domain_id = ?3 GROUP BY bucket - bucket % ?1`,
+          ).bind(span, account, dom).run();
+        }
       }
     }
   }
-  const row = await env.DB.prepare("SELECT COUNT(*) AS rows, SUM(received + sent + delivered + opened + unique_opened + clicked + unique_clicked) AS events FROM metric_rollups WHERE account_id = ?").bind(ACCOUNT).first();
+  const row = await env.DB.prepare("SELECT COUNT(*) AS rows, SUM(received + sent + delivered + opened + unique_opened + clicked + unique_clicked) AS events FROM metric_rollups WHERE account_id = ? AND span = 1").bind(ACCOUNT).first();
   return Response.json(row);
 }
 

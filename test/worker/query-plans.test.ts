@@ -58,12 +58,12 @@ describe("query plans of the metrics", () => {
     ["totals", ""],
     ["by period and domain, filtered", "dimensions=period,domain&domain_id=0193a8a0-1c2d-7000-8000-000000000001"],
     ["by broadcast", "dimensions=broadcast,period&granularity=hourly&broadcast_id=0193a8a0-1c2d-7000-8000-000000000002"],
-  ])("%s searches the primary key by account and bucket range", async (_name, query) => {
+  ])("%s searches the primary key by account, span and bucket range", async (_name, query) => {
     const q = parseMetricsQuery(new URLSearchParams(query), Date.now());
     const { sql, params } = rollupSumQuery("0193a8a0-1c2d-7000-8000-00000000000a", q, 4);
     const rows = await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`).bind(...params).all<{ detail: string }>();
     const detail = rows.results.map((r) => r.detail).join("\n");
-    expect(detail).toMatch(/SEARCH metric_rollups USING INDEX sqlite_autoindex_metric_rollups_1 \(account_id=\? AND bucket>\? AND bucket<\?\)/);
+    expect(detail).toMatch(/SEARCH metric_rollups USING INDEX sqlite_autoindex_metric_rollups_1 \(account_id=\? AND span=\? AND bucket>\? AND bucket<\?\)/);
     expect(detail).not.toMatch(/SCAN metric_rollups/);
   });
 });

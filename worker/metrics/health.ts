@@ -9,6 +9,7 @@ import { BUCKET_MS } from "./rollup.ts";
 import { rate } from "./service.ts";
 
 export const HEALTH_WINDOW_DAYS = 7;
+const HOUR_MS = 3_600_000;
 /** Below this many recipients in the window a rate says little (one bounce of ten is 10%):
  * the rates are shown, the status stays healthy. */
 export const MIN_VOLUME = 100;
@@ -52,10 +53,11 @@ export function judge(value: number, t: { warning: number; limit: number }, enou
 const ORDER: HealthStatus[] = ["healthy", "warning", "over_limit"];
 
 export async function accountHealth(d1: D1Database, accountId: string, now: number, pauseEnabled: boolean): Promise<AccountHealth> {
-  const end = Math.ceil(now / BUCKET_MS) * BUCKET_MS;
+  // Whole UTC hours: the hourly rollup rows (168 a domain) rather than 672 quarter hours.
+  const end = Math.ceil(now / HOUR_MS) * HOUR_MS;
   const start = end - HEALTH_WINDOW_DAYS * 86_400_000;
   const row = await d1.prepare(
-    "SELECT COALESCE(SUM(received), 0) AS received, COALESCE(SUM(bounced_permanent), 0) AS bounced, COALESCE(SUM(complained), 0) AS complained FROM metric_rollups WHERE account_id = ?1 AND bucket >= ?2 AND bucket < ?3",
+    "SELECT COALESCE(SUM(received), 0) AS received, COALESCE(SUM(bounced_permanent), 0) AS bounced, COALESCE(SUM(complained), 0) AS complained FROM metric_rollups WHERE account_id = ?1 AND span = 4 AND bucket >= ?2 AND bucket < ?3",
   ).bind(accountId, start / BUCKET_MS, end / BUCKET_MS).first<{ received: number; bounced: number; complained: number }>();
   const received = row?.received ?? 0;
   const enough = received >= MIN_VOLUME;

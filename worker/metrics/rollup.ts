@@ -1,5 +1,5 @@
 // Metric rollups: the one place that says what an email event counts for, and the statement
-// that adds it to its 15-minute bucket. Every site that records an email event (the accept
+// that adds it to its 15-minute bucket, its UTC hour and its UTC day. Every site that records an email event (the accept
 // path, delivery outcomes, tracking, delivery reports, unsubscribes) puts rollupItem's statement
 // in the SAME D1 batch as the event, so a count never disagrees with the events it counts.
 //
@@ -42,6 +42,14 @@ export function zeroCounters(): Counters {
 
 export function bucketOf(ms: number): number {
   return Math.floor(ms / BUCKET_MS);
+}
+
+/** The spans each event is counted at, in buckets: 15 minutes, a UTC hour, a UTC day. */
+export const SPANS = [1, 4, 96] as const;
+
+/** The coarsest span whose buckets never straddle an edge that is a multiple of `k` buckets. */
+export function spanFor(k: number): (typeof SPANS)[number] {
+  return k > 0 && k % 96 === 0 ? 96 : k > 0 && k % 4 === 0 ? 4 : 1;
 }
 
 /** An email event as stored: its type and data (email_events.type, data_json). */
@@ -130,7 +138,7 @@ export interface RollupInput extends RollupKey {
 for (const c of COUNTERS) {
   if (!Object.values(getTableColumns(metricRollups)).some((col) => col.name === c)) throw new Error(`metric_rollups has no column ${c}`);
 }
-const KEY_COLUMNS = `"account_id", "bucket", "domain_id", "broadcast_id"`;
+const KEY_COLUMNS = `"account_id", "span", "bucket", "domain_id", "broadcast_id"`;
 const INSERT_HEAD = `INSERT INTO "metric_rollups" (${KEY_COLUMNS}, ${COUNTERS.map((c) => `"${c}"`).join(", ")}) `;
 /** Adding to a row that exists: each counter plus the new row's. */
 const UPSERT_TAIL = ` ON CONFLICT (${KEY_COLUMNS}) DO UPDATE SET ${COUNTERS.map((c) => `"${c}" = "${c}" + excluded."${c}"`).join(", ")}`;
@@ -142,7 +150,7 @@ export function rollupQuery(input: RollupInput): { sql: string; params: (string 
   for (const e of input.events) addCounters(totals, countersOf(e));
   const uniques = new Set<string>(input.events.map((e) => uniqueCounterOf(e.type)).filter((u) => u !== null));
   if (COUNTERS.every((c) => totals[c] === 0) && (uniques.size === 0 || !input.engagement)) return null;
-  const params: (string | number)[] = [input.accountId, bucketOf(input.at), input.domainId ?? "", input.broadcastId ?? ""];
+  const params: (string | number)[] = [input.accountId, input.domainId ?? "", input.broadcastId ?? ""];
   const values = COUNTERS.map((c) => {
     const type = c === "unique_opened" ? "opened" : c === "unique_clicked" ? "clicked" : null;
     if (type && uniques.has(c) && input.engagement) {
@@ -153,10 +161,13 @@ export function rollupQuery(input: RollupInput): { sql: string; params: (string 
     params.push(totals[c]);
     return "?";
   });
-  let text = `${INSERT_HEAD}SELECT ?, ?, ?, ?, ${values.join(", ")}`;
+  // One row per span: the event's 15-minute bucket, its UTC hour and its UTC day.
+  const b = bucketOf(input.at);
+  let text = `${INSERT_HEAD}SELECT ?, column1, column2, ?, ?, ${values.join(", ")} FROM (VALUES ${SPANS.map(() => "(?, ?)").join(", ")})`;
+  for (const span of SPANS) params.push(span, b - (b % span));
   if (input.ifRecorded) {
     // Counted only if the event's row is there.
-    text += ` FROM "email_events" WHERE "id" = ?`;
+    text += ` WHERE EXISTS (SELECT 1 FROM "email_events" WHERE "id" = ?)`;
     params.push(input.ifRecorded);
   } else {
     // SQLite needs a WHERE between INSERT ... SELECT and ON CONFLICT to read the upsert.

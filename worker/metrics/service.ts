@@ -2,7 +2,7 @@
 // scan of emails or events): one grouped read over the account's buckets in the range. With
 // `email_id` they come from those emails' own events, mapped by the same countersOf, so both
 // ways count alike. Rates are fractions (0.25 is 25%) computed from the summed counts.
-import { addCounters, BUCKET_MS, countersOf, COUNTERS, uniqueCounterOf, zeroCounters, type Counter, type Counters } from "./rollup.ts";
+import { addCounters, BUCKET_MS, countersOf, COUNTERS, spanFor, uniqueCounterOf, zeroCounters, type Counter, type Counters } from "./rollup.ts";
 import { periodIndex, periodStarts } from "./periods.ts";
 import { MAX_PERIODS, RATE_METRICS, type Dimension, type Metric, type MetricsQuery } from "./query.ts";
 import { ApiError } from "../errors.ts";
@@ -153,17 +153,17 @@ function addTo(groups: Map<string, Group>, period: number, domainId: string, ema
 async function fromRollups(d1: D1Database, accountId: string, q: MetricsQuery, starts: number[]): Promise<Map<string, Group>> {
   const first = q.start / BUCKET_MS;
   const last = q.end / BUCKET_MS;
-  let k = 0;
-  if (starts.length > 0) {
-    for (const edge of [first, last, ...starts.map((s) => Math.floor(s / BUCKET_MS))]) if (edge > first && edge < last) k = gcd(k, edge);
-    k = gcd(k, first);
-    k = gcd(k, last);
+  // k: the largest number of buckets every edge (range and periods) is a multiple of.
+  let k = gcd(first, last);
+  for (const s of starts) {
+    const edge = Math.floor(s / BUCKET_MS);
+    if (edge > first && edge < last) k = gcd(k, edge);
   }
   const { sql: text, params, counters } = rollupSumQuery(accountId, q, k);
   const { results } = await d1.prepare(text).bind(...params).all<Record<string, number | string>>();
   const groups = new Map<string, Group>();
   for (const r of results) {
-    const period = k > 0 ? periodIndex(starts, Number(r.g) * k * BUCKET_MS) : -1;
+    const period = starts.length > 0 ? periodIndex(starts, Number(r.g) * k * BUCKET_MS) : -1;
     const add: Partial<Counters> = {};
     for (const c of counters) add[c] = Number(r[c] ?? 0);
     addTo(groups, period, String(r.domain_id), "", String(r.broadcast_id), add);
@@ -172,21 +172,23 @@ async function fromRollups(d1: D1Database, accountId: string, q: MetricsQuery, s
 }
 
 /** The grouped sum over the account's rollup rows in the range: a range of the primary key
- * (account_id, bucket, ...), checked in test/worker/query-plans.test.ts. `k` > 0 groups
- * buckets k at a time. */
+ * (account_id, span, bucket, ...), checked in test/worker/query-plans.test.ts. Every edge is a
+ * multiple of `k` buckets: rows of the coarsest span dividing k are read, grouped k at a time. */
 export function rollupSumQuery(accountId: string, q: MetricsQuery, k: number): { sql: string; params: unknown[]; counters: Counter[] } {
   const byDomain = q.dimensions.includes("domain");
   const byBroadcast = q.dimensions.includes("broadcast");
   const counters = neededCounters(q.metrics);
+  const byPeriod = q.dimensions.includes("period");
   const select = [
     // k is a computed integer, written into the SQL so the division stays an integer one.
-    k > 0 ? `bucket / ${Math.trunc(k)} AS g` : "0 AS g",
+    byPeriod ? `bucket / ${Math.trunc(k)} AS g` : "0 AS g",
     byDomain ? "domain_id" : "'' AS domain_id",
     byBroadcast ? "broadcast_id" : "'' AS broadcast_id",
     ...counters.map((c) => `SUM(${c}) AS ${c}`),
   ];
-  const where = ["account_id = ?", "bucket >= ?", "bucket < ?"];
-  const params: unknown[] = [accountId, q.start / BUCKET_MS, q.end / BUCKET_MS];
+  // The coarsest rows that fit: UTC days or hours when every edge is on one.
+  const where = ["account_id = ?", "span = ?", "bucket >= ?", "bucket < ?"];
+  const params: unknown[] = [accountId, spanFor(k), q.start / BUCKET_MS, q.end / BUCKET_MS];
   if (q.domainIds.length > 0) {
     where.push("domain_id IN (SELECT value FROM json_each(?))");
     params.push(JSON.stringify(q.domainIds));
