@@ -63,7 +63,7 @@ describe("query plans of the metrics", () => {
     const { sql, params } = rollupSumQuery("0193a8a0-1c2d-7000-8000-00000000000a", q, 4);
     const rows = await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`).bind(...params).all<{ detail: string }>();
     const detail = rows.results.map((r) => r.detail).join("\n");
-    expect(detail).toMatch(/SEARCH metric_rollups USING INDEX sqlite_autoindex_metric_rollups_1 \(account_id=\? AND span=\? AND bucket>\? AND bucket<\?\)/);
+    expect(detail).toMatch(/SEARCH metric_rollups USING PRIMARY KEY \(account_id=\? AND span=\? AND bucket>\? AND bucket<\?\)/);
     expect(detail).not.toMatch(/SCAN metric_rollups/);
   });
 });

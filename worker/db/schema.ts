@@ -372,7 +372,7 @@ export const idempotencyKeys = sqliteTable(
  * 15-minute bucket, its UTC hour and its UTC day, so a query reads the coarsest rows whose edges
  * are its periods' edges (30 UTC days: 30 rows a domain, not 2,880). Kept whatever their age:
  * the retention purge never deletes them. domain_id and broadcast_id are "" when the email has
- * none (a key column cannot be null). */
+ * none (a key column cannot be null). Migration 0008 (hand-written) makes it WITHOUT ROWID. */
 export const metricRollups = sqliteTable(
   "metric_rollups",
   {
