@@ -34,7 +34,7 @@ type QueryCase = "pk" | "daily30utc" | "daily30ny" | "hourly720utc" | "hourly720
 export interface MetricsBenchResult {
   seeded: { rows: number; events: number };
   record: { plainMs: number; rollupMs: number; plainCpuMs: number | null; rollupCpuMs: number | null };
-  queries: Record<QueryCase, { p50: number; p99: number }>;
+  queries: Record<QueryCase, { p50: number; p99: number; cpuMs: number | null }>;
   insights: { perEmailMs: number; cpuPerEmailMs: number | null; htmlBytes: number; checks: number };
 }
 
@@ -122,10 +122,14 @@ export async function runMetricsBench(opts: { quick: boolean; log: (line: string
     };
     for (const u of Object.values(urls)) for (let i = 0; i < 10; i++) await timed(u);
     const samples: Record<QueryCase, number[]> = { pk: [], daily30utc: [], daily30ny: [], hourly720utc: [], hourly720ktm: [] };
+    const cpuPerRequest: Record<QueryCase, number[]> = { pk: [], daily30utc: [], daily30ny: [], hourly720utc: [], hourly720ktm: [] };
     const perRound = opts.quick ? 20 : 100;
     for (let round = 1; round <= rounds; round++) {
       for (const k of Object.keys(urls) as QueryCase[]) {
+        const c0 = workerCpu(child.pid!, port);
         for (let i = 0; i < perRound; i++) samples[k].push(await timed(urls[k]));
+        const c1 = workerCpu(child.pid!, port);
+        if (c0 !== null && c1 !== null) cpuPerRequest[k].push(((c1 - c0) * 1000) / perRound);
       }
       opts.log(`metrics: query round ${round}/${rounds} p50 ${Object.entries(samples).map(([k, xs]) => `${k} ${quantile(xs, 0.5).toFixed(2)} ms`).join(", ")}`);
     }
@@ -154,7 +158,10 @@ export async function runMetricsBench(opts: { quick: boolean; log: (line: string
         plainCpuMs: cpu.plain!.length ? median(cpu.plain!) : null,
         rollupCpuMs: cpu.rollup!.length ? median(cpu.rollup!) : null,
       },
-      queries: Object.fromEntries(Object.entries(samples).map(([k, xs]) => [k, { p50: quantile(xs, 0.5), p99: quantile(xs, 0.99) }])) as MetricsBenchResult["queries"],
+      queries: Object.fromEntries(Object.entries(samples).map(([k, xs]) => {
+        const cpu = cpuPerRequest[k as QueryCase];
+        return [k, { p50: quantile(xs, 0.5), p99: quantile(xs, 0.99), cpuMs: cpu.length ? median(cpu) : null }];
+      })) as MetricsBenchResult["queries"],
       insights: { perEmailMs: (median(full) - median(base)) / n, cpuPerEmailMs: cpuPer.length ? median(cpuPer) : null, htmlBytes: info.htmlBytes, checks: info.checks },
     };
   } catch (err) {
@@ -186,15 +193,15 @@ export function renderMetrics(r: MetricsBenchResult, when: string, machine: stri
     `| with its rollup (same batch) | ${f(r.record.rollupMs)} | ${f(r.record.rollupCpuMs)} |`,
     `| ratio | ${ratio(r.record.rollupMs, r.record.plainMs)} | ${ratio(r.record.rollupCpuMs, r.record.plainCpuMs)} |`,
     "",
-    "| request (sequential, medians of rounds pooled) | p50 ms | p99 ms | p50 / primary-key read |",
-    "|---|---|---|---|",
-    `| primary-key read (an email by id and account) | ${f(q.pk.p50, 2)} | ${f(q.pk.p99, 2)} | 1 |`,
+    "| request (sequential, all rounds pooled) | p50 ms | p99 ms | p50 / primary-key read | ms CPU per request (worker's workerd) | CPU / primary-key read |",
+    "|---|---|---|---|---|---|",
+    `| primary-key read (an email by id and account) | ${f(q.pk.p50, 2)} | ${f(q.pk.p99, 2)} | 1 | ${f(q.pk.cpuMs, 2)} | 1 |`,
     ...([
       ["daily30utc", "30 daily periods, UTC (day rows)"],
       ["daily30ny", "30 daily periods, America/New_York (hour rows)"],
       ["hourly720utc", "720 hourly periods, UTC (hour rows)"],
       ["hourly720ktm", "720 hourly periods, Asia/Kathmandu (quarter-hour rows)"],
-    ] as const).map(([k, label]) => `| metrics: ${label} | ${f(q[k].p50, 2)} | ${f(q[k].p99, 2)} | ${ratio(q[k].p50, q.pk.p50)} |`),
+    ] as const).map(([k, label]) => `| metrics: ${label} | ${f(q[k].p50, 2)} | ${f(q[k].p99, 2)} | ${ratio(q[k].p50, q.pk.p50)} | ${f(q[k].cpuMs, 2)} | ${ratio(q[k].cpuMs, q.pk.cpuMs)} |`),
     "",
     `Insights of a ${(r.insights.htmlBytes / 1024).toFixed(0)} KB html email (${r.insights.checks} checks): ${f(r.insights.perEmailMs, 2)} ms per email (wall), ${f(r.insights.cpuPerEmailMs, 2)} ms CPU.`,
   ].join("\n");

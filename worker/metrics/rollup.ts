@@ -139,9 +139,23 @@ for (const c of COUNTERS) {
   if (!Object.values(getTableColumns(metricRollups)).some((col) => col.name === c)) throw new Error(`metric_rollups has no column ${c}`);
 }
 const KEY_COLUMNS = `"account_id", "span", "bucket", "domain_id", "broadcast_id"`;
-const INSERT_HEAD = `INSERT INTO "metric_rollups" (${KEY_COLUMNS}, ${COUNTERS.map((c) => `"${c}"`).join(", ")}) `;
-/** Adding to a row that exists: each counter plus the new row's. */
-const UPSERT_TAIL = ` ON CONFLICT (${KEY_COLUMNS}) DO UPDATE SET ${COUNTERS.map((c) => `"${c}" = "${c}" + excluded."${c}"`).join(", ")}`;
+
+/** The statement's text around its values, for the counters an event touches (the others keep
+ * their default 0 or their value): an open writes and adds two columns, not sixteen. One per
+ * set of counters, built once. */
+const shapes = new Map<string, { head: string; tail: string }>();
+function shapeOf(touched: readonly Counter[]): { head: string; tail: string } {
+  const key = touched.join(",");
+  let shape = shapes.get(key);
+  if (!shape) {
+    shape = {
+      head: `INSERT INTO "metric_rollups" (${KEY_COLUMNS}, ${touched.map((c) => `"${c}"`).join(", ")}) `,
+      tail: ` ON CONFLICT (${KEY_COLUMNS}) DO UPDATE SET ${touched.map((c) => `"${c}" = "${c}" + excluded."${c}"`).join(", ")}`,
+    };
+    shapes.set(key, shape);
+  }
+  return shape;
+}
 
 /** The rollup upsert of some events as SQL text with `?` parameters; null when they count
  * nothing. */
@@ -149,21 +163,23 @@ export function rollupQuery(input: RollupInput): { sql: string; params: (string 
   const totals = zeroCounters();
   for (const e of input.events) addCounters(totals, countersOf(e));
   const uniques = new Set<string>(input.events.map((e) => uniqueCounterOf(e.type)).filter((u) => u !== null));
-  if (COUNTERS.every((c) => totals[c] === 0) && (uniques.size === 0 || !input.engagement)) return null;
+  const isUnique = (c: Counter) => uniques.has(c) && input.engagement !== undefined;
+  const touched = COUNTERS.filter((c) => totals[c] !== 0 || isUnique(c));
+  if (touched.length === 0) return null;
   const params: (string | number)[] = [input.accountId, input.domainId ?? "", input.broadcastId ?? ""];
-  const values = COUNTERS.map((c) => {
-    const type = c === "unique_opened" ? "opened" : c === "unique_clicked" ? "clicked" : null;
-    if (type && uniques.has(c) && input.engagement) {
+  const values = touched.map((c) => {
+    if (isUnique(c)) {
       // 1 when the email has no other event of this type: its first.
-      params.push(input.engagement.emailId, type, input.engagement.eventId);
+      params.push(input.engagement!.emailId, c === "unique_opened" ? "opened" : "clicked", input.engagement!.eventId);
       return `(NOT EXISTS (SELECT 1 FROM "email_events" e WHERE e."email_id" = ? AND e."type" = ? AND e."id" <> ?))`;
     }
     params.push(totals[c]);
     return "?";
   });
+  const shape = shapeOf(touched);
   // One row per span: the event's 15-minute bucket, its UTC hour and its UTC day.
   const b = bucketOf(input.at);
-  let text = `${INSERT_HEAD}SELECT ?, column1, column2, ?, ?, ${values.join(", ")} FROM (VALUES ${SPANS.map(() => "(?, ?)").join(", ")})`;
+  let text = `${shape.head}SELECT ?, column1, column2, ?, ?, ${values.join(", ")} FROM (VALUES ${SPANS.map(() => "(?, ?)").join(", ")})`;
   for (const span of SPANS) params.push(span, b - (b % span));
   if (input.ifRecorded) {
     // Counted only if the event's row is there.
@@ -173,7 +189,7 @@ export function rollupQuery(input: RollupInput): { sql: string; params: (string 
     // SQLite needs a WHERE between INSERT ... SELECT and ON CONFLICT to read the upsert.
     text += " WHERE true";
   }
-  return { sql: text + UPSERT_TAIL, params };
+  return { sql: text + shape.tail, params };
 }
 
 /** A value written into the SQL: the rollup's values are integers and ids. */
