@@ -15,6 +15,8 @@
 //      receiver, and outcome-to-receipt latency (bench/webhooks.ts, its own tern). BENCH_ONLY=webhooks.
 //   8. idempotency: a fresh key vs none, and 200 concurrent repeats of one key, with and without
 //      the per-key Durable Object (bench/idempotency.ts, two terns of its own). BENCH_ONLY=idempotency.
+//   9. metrics: the rollup's cost per recorded event, GET /emails/metrics over 1,000,000 events
+//      next to a primary-key read, insights per 100 KB email (bench/metrics.ts). BENCH_ONLY=metrics.
 // Prints the results and writes them into docs/benchmarks.md. Stops everything it started,
 // also on failure, Ctrl-C or its own time limit. BENCH_QUICK=1 is a short smoke run that
 // does not touch the doc.
@@ -28,6 +30,7 @@ import { cpuDelta, measuredLoad, sampleCpu, type CpuSample } from "./cpu.ts";
 import { checkFloorStatements, startFloor, stopFloor, type FloorProcess } from "./floor.ts";
 import { renderDkim, runDkimBench, writeDkimDoc } from "./dkim.ts";
 import { renderWebhooks, runWebhookBench, writeWebhooksDoc } from "./webhooks.ts";
+import { renderMetrics, runMetricsBench, writeMetricsDoc } from "./metrics.ts";
 import { phaseFour } from "./exactly-once.ts";
 import { renderIdempotency, runIdempotencyBench, writeIdempotencyDoc } from "./idempotency.ts";
 import { clearRelay, directToRelay, htmlOfSize, throughTern, type DeliveryResult, type Target } from "./delivery.ts";
@@ -40,7 +43,7 @@ const root = resolve(import.meta.dirname, "..");
 const DOC = join(root, "docs", "benchmarks.md");
 const QUICK = process.env.BENCH_QUICK === "1";
 const ONLY = process.env.BENCH_ONLY ?? "";
-if (!["", "core", "bridge", "dkim", "webhooks", "idempotency"].includes(ONLY)) throw new Error(`BENCH_ONLY may only be "core", "bridge", "dkim", "webhooks" or "idempotency", not ${JSON.stringify(ONLY)}`);
+if (!["", "core", "bridge", "dkim", "webhooks", "idempotency", "metrics"].includes(ONLY)) throw new Error(`BENCH_ONLY may only be "core", "bridge", "dkim", "webhooks", "idempotency" or "metrics", not ${JSON.stringify(ONLY)}`);
 /** Parts 1-4 (BENCH_ONLY=core runs only these). */
 const CORE = ONLY === "" || ONLY === "core";
 const TIME_LIMIT_MS = (CORE ? 720_000 : 60_000) + 900_000;
@@ -292,6 +295,10 @@ async function main(): Promise<number> {
     await idempotencyPart(f);
     return 0;
   }
+  if (ONLY === "metrics") {
+    await metricsPart(f);
+    return 0;
+  }
 
   let roundTrips: RoundTrips | null = null;
   if (CORE) {
@@ -337,6 +344,7 @@ async function main(): Promise<number> {
     await dkimPart(f);
     await webhooksPart(f);
     await idempotencyPart(f);
+    await metricsPart(f);
   }
   if (roundTrips?.status === "failed") {
     log("FAILED: test/worker/round-trips.test.ts fails, so its figure is not what the code does");
@@ -366,6 +374,18 @@ async function webhooksPart(f: Facts): Promise<void> {
   if (!QUICK) {
     writeWebhooksDoc(block);
     log(`wrote the webhooks section of ${DOC}`);
+  }
+}
+
+/** Part 9: metrics, in a workerd of their own (bench/metrics.ts starts and stops it). */
+async function metricsPart(f: Facts): Promise<void> {
+  log("phase 8: metrics rollups, GET /emails/metrics over 1,000,000 events, insights (bench/metrics.ts)");
+  const result = await runMetricsBench({ quick: QUICK, log });
+  const block = renderMetrics(result, f.date, `${f.nproc} cores (${f.cpu}), load ${loadavg().map((x) => x.toFixed(2)).join(" ")} after, commit ${f.commit}`);
+  console.log(`\n${block}\n`);
+  if (!QUICK) {
+    writeMetricsDoc(block);
+    log(`wrote the metrics section of ${DOC}`);
   }
 }
 

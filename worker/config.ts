@@ -38,6 +38,9 @@ export interface TernConfig {
   retentionDays: number | null;
   /** A sending region as this deployment configured it (worker/regions.ts). */
   region(name: string): Region;
+  /** Refuse new sends while the account's bounce or complaint rate is over its limit
+   * (worker/metrics/health.ts); off unless HEALTH_PAUSE = "true". */
+  healthPause: boolean;
 }
 
 // 1 min, 5 min, 15 min, 30 min, 1 h, 2 h, 4 h, 8 h, 8 h: about a day, like an MTA's queue.
@@ -74,6 +77,7 @@ export function readConfig(env: Env): TernConfig {
     inboundAuthservId: env.INBOUND_AUTHSERV_ID || "mx.cloudflare.net",
     retentionDays: retentionDaysOf(env.RETENTION_DAYS),
     region: (name) => resolveRegion(env, regionDefaults, name),
+    healthPause: env.HEALTH_PAUSE === "true",
   };
 }
 

@@ -14,6 +14,8 @@ import { registerAttachmentRoutes } from "./routes/attachments.ts";
 import { registerShareRoutes } from "./routes/share.ts";
 import { registerDomainClaimRoutes } from "./routes/domain-claims.ts";
 import { registerLogRoutes } from "./routes/logs.ts";
+import { registerMetricsRoutes } from "./routes/metrics.ts";
+import { registerInsightRoutes } from "./routes/insights.ts";
 import { registerContactRoutes } from "./routes/contacts.ts";
 import { registerSuppressionRoutes } from "./routes/suppressions.ts";
 import { registerTrackingRoutes } from "./routes/tracking.ts";
@@ -29,6 +31,8 @@ export { IdempotencyFront } from "../durable-objects/idempotency-front.ts";
 
 export const app = newApp();
 registerEmailRoutes(app);
+registerMetricsRoutes(app);
+registerInsightRoutes(app);
 registerApiKeyRoutes(app);
 registerDomainRoutes(app);
 registerReceivingRoutes(app);

@@ -26,15 +26,22 @@ export const CONSUME_QUOTA_SQL =
 
 export const INSERT_EMAIL_SQL =
   `insert into "emails" ("id", "account_id", "from_address", "to_json", "cc_json", "bcc_json", "reply_to_json", "subject", "html", "text", ` +
-  `"headers_json", "tags_json", "attachments_json", "content_key", "domain_id", "region", "state", "last_event", "scheduled_at", "pending_json", ` +
+  `"headers_json", "tags_json", "attachments_json", "content_key", "domain_id", "broadcast_id", "region", "state", "last_event", "scheduled_at", "pending_json", ` +
   `"attempts", "next_attempt_at", "lease_until", "message_id", "created_at") ` +
-  `values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+  `values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 
 export const INSERT_EVENT_SQL = `insert into "email_events" ("id", "email_id", "account_id", "type", "data_json", "created_at", "dedupe_key") values (?, ?, ?, ?, ?, ?, ?)`;
 
+/** The send's rollup (worker/metrics/rollup.ts): its recipients counted as received in the
+ * account's and domain's rows of its 15-minute bucket, UTC hour and UTC day. */
+export const ROLLUP_SQL =
+  `INSERT INTO "metric_rollups" ("account_id", "span", "bucket", "domain_id", "broadcast_id", "received") ` +
+  `SELECT ?, column1, column2, ?, ?, ? FROM (VALUES (?, ?), (?, ?), (?, ?)) WHERE true ` +
+  `ON CONFLICT ("account_id", "span", "bucket", "domain_id", "broadcast_id") DO UPDATE SET "received" = "received" + excluded."received"`;
+
 export const EMAIL_BY_ID_SQL =
   `select "id", "account_id", "from_address", "to_json", "cc_json", "bcc_json", "reply_to_json", "subject", "html", "text", "headers_json", ` +
-  `"tags_json", "attachments_json", "content_key", "domain_id", "region", "state", "last_event", "scheduled_at", "pending_json", "attempts", ` +
+  `"tags_json", "attachments_json", "content_key", "domain_id", "broadcast_id", "region", "state", "last_event", "scheduled_at", "pending_json", "attempts", ` +
   `"next_attempt_at", "lease_until", "message_id", "created_at" from "emails" where ("emails"."id" = ? and "emails"."account_id" = ?)`;
 
 export interface Statement {
@@ -43,20 +50,22 @@ export interface Statement {
 }
 
 /** The one batch of a plain send of the bench's body: consume one email of the monthly quota,
- * record the email, record its `queued` event. */
+ * record the email, record its `queued` event, count it in the metrics rollup. */
 export function sendBatch(emailId: string, eventId: string, now: number): Statement[] {
   const month = new Date(now).toISOString().slice(0, 7);
   const to = JSON.stringify([SEND_TO]);
+  const bucket = Math.floor(now / 900_000);
   return [
     { sql: CONSUME_QUOTA_SQL, params: [FLOOR_ACCOUNT, month, 1, PLANS[FLOOR_PLAN].monthly] },
     {
       sql: INSERT_EMAIL_SQL,
       params: [
-        emailId, FLOOR_ACCOUNT, SEND_FROM, to, "[]", "[]", "[]", SEND_SUBJECT, null, SEND_TEXT, "{}", "[]", "[]", null, FLOOR_DOMAIN, "us-east-1",
+        emailId, FLOOR_ACCOUNT, SEND_FROM, to, "[]", "[]", "[]", SEND_SUBJECT, null, SEND_TEXT, "{}", "[]", "[]", null, FLOOR_DOMAIN, null, "us-east-1",
         "queued", "queued", null, to, 0, now, null, `${emailId}@${FLOOR_DOMAIN_NAME}`, now,
       ],
     },
-    { sql: INSERT_EVENT_SQL, params: [eventId, emailId, FLOOR_ACCOUNT, "queued", "{}", now, null] },
+    { sql: INSERT_EVENT_SQL, params: [eventId, emailId, FLOOR_ACCOUNT, "queued", JSON.stringify({ recipients: [SEND_TO] }), now, null] },
+    { sql: ROLLUP_SQL, params: [FLOOR_ACCOUNT, FLOOR_DOMAIN, "", 1, ...[1, 4, 96].flatMap((span) => [span, bucket - (bucket % span)])] },
   ];
 }
 

@@ -127,6 +127,28 @@ describe("the resend client against tern", () => {
     expect(notFound.error).toMatchObject({ name: "not_found", statusCode: 404 });
   });
 
+  it("reads metrics with emails.metrics(): Resend's query and answer shape", async () => {
+    const { data: sent } = await resend.emails.send({ from: `hello@${tern.domain}`, to: "metrics@example.com", subject: "counted", text: "t" });
+    await waitForLastEvent(sent!.id, "delivered");
+    const { data, error } = await resend.emails.metrics({
+      metrics: ["received", "delivered", "delivery_rate"],
+      dimensions: ["period", "domain"],
+      granularity: "daily",
+      timezone: "Asia/Kathmandu",
+    });
+    expect(error).toBeNull();
+    expect(data).toMatchObject({ object: "metrics", metrics: ["received", "delivered", "delivery_rate"], dimensions: ["period", "domain"], granularity: "daily" });
+    expect(data!.totals.received).toBeGreaterThanOrEqual(1);
+    expect(data!.totals.delivery_rate).toBeGreaterThan(0);
+    const today = data!.data!.at(-1)!;
+    expect(today).toMatchObject({ domain_name: tern.domain });
+    expect(today.period).toMatch(/T\d{2}:(15|30|45|00):00\.000Z$/);
+    const one = await resend.emails.metrics({ emailId: [sent!.id], metrics: ["received", "sent"] });
+    expect(one.data!.totals).toEqual({ received: 1, sent: 1 });
+    const bad = await resend.emails.metrics({ timezone: "Mars/Olympus_Mons" });
+    expect(bad.error).toMatchObject({ name: "validation_error", message: expect.stringContaining("`timezone`") });
+  });
+
   it("manages a contact by id and by email", async () => {
     // The dev account may make 10 requests a second: keep under it, and wait out a 429 from
     // the tests before (the client does not retry).

@@ -17,7 +17,7 @@ describe("GET /openapi.json", () => {
     expect(ops).toEqual(expect.arrayContaining([
       "DELETE /api-keys/{id}", "DELETE /domains/{id}", "DELETE /webhooks/{id}", "GET /api-keys", "GET /domains", "GET /domains/{id}",
       "GET /emails", "GET /emails/receiving", "GET /emails/receiving/{id}", "GET /emails/receiving/{id}/attachments/{attachment_id}",
-      "GET /emails/receiving/{id}/raw", "GET /emails/{id}", "GET /emails/{id}/events",
+      "GET /emails/receiving/{id}/raw", "GET /emails/{id}", "GET /emails/{id}/events", "GET /emails/metrics", "GET /emails/{id}/insights", "GET /account/health",
       "GET /webhooks", "GET /webhooks/{id}", "GET /webhooks/{id}/events", "GET /webhooks/{id}/events/{event_id}",
       "GET /webhooks/{id}/events/{event_id}/attempts", "PATCH /domains/{id}", "PATCH /emails/{id}", "PATCH /webhooks/{id}",
       "POST /api-keys", "POST /domains", "POST /domains/{id}/dkim/rotate", "POST /domains/{id}/verify",

@@ -10,6 +10,8 @@ import { claimQuery } from "../../worker/delivery/consumer.ts";
 import { markFannedOutQuery, pendingEventsQuery } from "../../worker/webhooks/consumer.ts";
 import { uuidv7Floor } from "../../worker/ids.ts";
 import { PURGE_SQL } from "../../worker/retention/purge.ts";
+import { parseMetricsQuery } from "../../worker/metrics/query.ts";
+import { rollupSumQuery } from "../../worker/metrics/service.ts";
 
 async function plan(q: { toSQL(): { sql: string; params: unknown[] } }): Promise<string> {
   const { sql, params } = q.toSQL();
@@ -47,5 +49,22 @@ describe("query plans of the retention purge", () => {
     expect(detail).toMatch(expected);
     if (name === "events") expect(detail).toMatch(/SEARCH w USING (COVERING )?INDEX sqlite_autoindex_webhook_events_1 \(id<\?\)/);
     expect(detail).not.toMatch(never);
+  });
+});
+
+// GET /emails/metrics reads a range of the rollups' primary key (account, bucket, ...): its
+// cost follows the range asked for, never the table's size or the account's history.
+describe("query plans of the metrics", () => {
+  it.each([
+    ["totals", ""],
+    ["by period and domain, filtered", "dimensions=period,domain&domain_id=0193a8a0-1c2d-7000-8000-000000000001"],
+    ["by broadcast", "dimensions=broadcast,period&granularity=hourly&broadcast_id=0193a8a0-1c2d-7000-8000-000000000002"],
+  ])("%s searches the primary key by account, span and bucket range", async (_name, query) => {
+    const q = parseMetricsQuery(new URLSearchParams(query), Date.now());
+    const { sql, params } = rollupSumQuery("0193a8a0-1c2d-7000-8000-00000000000a", q, 4);
+    const rows = await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`).bind(...params).all<{ detail: string }>();
+    const detail = rows.results.map((r) => r.detail).join("\n");
+    expect(detail).toMatch(/SEARCH metric_rollups USING PRIMARY KEY \(account_id=\? AND span=\? AND bucket>\? AND bucket<\?\)/);
+    expect(detail).not.toMatch(/SCAN metric_rollups/);
   });
 });

@@ -25,10 +25,10 @@ export function contactFacts(row: ContactRow): ContactFacts {
 }
 
 /** The change and its event, committed together; the webhook queue is told afterwards. */
-async function commit(env: ContactEnv, change: BatchItem<"sqlite">, type: ContactEventType, row: ContactRow, now: number): Promise<void> {
+async function commit(env: ContactEnv, change: BatchItem<"sqlite">, type: ContactEventType, row: ContactRow, now: number, alongside: BatchItem<"sqlite">[] = []): Promise<void> {
   const db = drizzle(env.DB);
   const event: OutboxEvent = contactOutboxEvent(row.accountId, type, contactFacts(row), now);
-  await db.batch([change, outboxInsert(db, event)]);
+  await db.batch([change, outboxInsert(db, event), ...alongside]);
   await announce(env, [event]);
 }
 
@@ -39,7 +39,8 @@ export interface NewContact {
   unsubscribed?: boolean;
 }
 
-export async function createContact(env: ContactEnv, accountId: string, input: NewContact, now = Date.now()): Promise<ContactRow> {
+/** `alongside`: statements committed in the same batch (an unsubscribe's email event). */
+export async function createContact(env: ContactEnv, accountId: string, input: NewContact, now = Date.now(), alongside: BatchItem<"sqlite">[] = []): Promise<ContactRow> {
   const row: ContactRow = {
     id: uuidv7(now),
     accountId,
@@ -51,7 +52,7 @@ export async function createContact(env: ContactEnv, accountId: string, input: N
     updatedAt: now,
   };
   try {
-    await commit(env, drizzle(env.DB).insert(contacts).values(row), "contact.created", row, now);
+    await commit(env, drizzle(env.DB).insert(contacts).values(row), "contact.created", row, now, alongside);
   } catch (err) {
     if (/UNIQUE constraint failed/i.test(d1ErrorText(err))) throw new ApiError("validation_error", `A contact with the email ${row.email} already exists.`);
     throw err;
@@ -78,7 +79,7 @@ export interface ContactPatch {
 }
 
 /** The contact after the change; undefined when the account has no such contact. No event when nothing changes. */
-export async function updateContact(env: ContactEnv, accountId: string, idOrEmail: string, patch: ContactPatch, now = Date.now()): Promise<ContactRow | undefined> {
+export async function updateContact(env: ContactEnv, accountId: string, idOrEmail: string, patch: ContactPatch, now = Date.now(), alongside: BatchItem<"sqlite">[] = []): Promise<ContactRow | undefined> {
   const before = await findContact(env.DB, accountId, idOrEmail);
   if (!before) return undefined;
   const after: ContactRow = {
@@ -92,7 +93,7 @@ export async function updateContact(env: ContactEnv, accountId: string, idOrEmai
   const change = drizzle(env.DB).update(contacts)
     .set({ firstName: after.firstName, lastName: after.lastName, unsubscribed: after.unsubscribed, updatedAt: now })
     .where(and(eq(contacts.accountId, accountId), eq(contacts.id, before.id)));
-  await commit(env, change, "contact.updated", after, now);
+  await commit(env, change, "contact.updated", after, now, alongside);
   return after;
 }
 
@@ -109,18 +110,18 @@ export async function deleteContact(env: ContactEnv, accountId: string, idOrEmai
  * unsubscribed, created if there is none (contact.created), else updated (contact.updated).
  * Unsubscribing twice changes nothing and says nothing.
  */
-export async function unsubscribeAddress(env: ContactEnv, accountId: string, email: string, now = Date.now()): Promise<{ contact: ContactRow; event: ContactEventType | null }> {
+export async function unsubscribeAddress(env: ContactEnv, accountId: string, email: string, now = Date.now(), alongside: BatchItem<"sqlite">[] = []): Promise<{ contact: ContactRow; event: ContactEventType | null }> {
   const address = contactKey(email);
   // Twice at most: a contact created between the read and the insert is then read again.
   for (let round = 0; ; round++) {
     const existing = await findContact(env.DB, accountId, address);
     if (existing) {
       if (existing.unsubscribed) return { contact: existing, event: null };
-      const contact = (await updateContact(env, accountId, existing.id, { unsubscribed: true }, now))!;
+      const contact = (await updateContact(env, accountId, existing.id, { unsubscribed: true }, now, alongside))!;
       return { contact, event: "contact.updated" };
     }
     try {
-      return { contact: await createContact(env, accountId, { email: address, unsubscribed: true }, now), event: "contact.created" };
+      return { contact: await createContact(env, accountId, { email: address, unsubscribed: true }, now, alongside), event: "contact.created" };
     } catch (err) {
       if (!(err instanceof ApiError) || round > 0) throw err;
     }

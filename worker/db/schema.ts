@@ -132,6 +132,8 @@ export const emails = sqliteTable(
     contentKey: text("content_key"),
     /** The sending domain (whose DKIM keys sign it); null only for rows older than domains. */
     domainId: text("domain_id"),
+    /** The broadcast it was sent for (its body is the broadcast's); null for API sends. */
+    broadcastId: text("broadcast_id"),
     /** The region whose transport sends it. */
     region: text("region").notNull().default("us-east-1"),
     /** Delivery state machine: scheduled | queued | sending | done | canceled. */
@@ -414,3 +416,42 @@ export const domainClaims = sqliteTable(
 
 export type ApiLogRow = typeof apiLogs.$inferSelect;
 export type DomainClaimRow = typeof domainClaims.$inferSelect;
+
+/** Counters of email events per account, sending domain, broadcast and time bucket
+ * (worker/metrics/rollup.ts writes them in the batch of the event they count). Every UTC offset
+ * in use is a multiple of 15 minutes (+05:45 included), so any timezone's hours, days, weeks and
+ * months are whole sets of 15-minute buckets. Each event is counted at three spans: its
+ * 15-minute bucket, its UTC hour and its UTC day, so a query reads the coarsest rows whose edges
+ * are its periods' edges (30 UTC days: 30 rows a domain, not 2,880). Kept whatever their age:
+ * the retention purge never deletes them. domain_id and broadcast_id are "" when the email has
+ * none (a key column cannot be null). Migration 0008 (hand-written) makes it WITHOUT ROWID. */
+export const metricRollups = sqliteTable(
+  "metric_rollups",
+  {
+    accountId: text("account_id").notNull(),
+    /** The bucket's length in 15-minute units: 1, 4 (an hour) or 96 (a UTC day). */
+    span: integer("span").notNull(),
+    /** The bucket's start in 15-minute units since the Unix epoch (start = bucket * 900,000 ms),
+     * a multiple of span. */
+    bucket: integer("bucket").notNull(),
+    domainId: text("domain_id").notNull().default(""),
+    broadcastId: text("broadcast_id").notNull().default(""),
+    received: integer("received").notNull().default(0),
+    sent: integer("sent").notNull().default(0),
+    delivered: integer("delivered").notNull().default(0),
+    deliveryDelayed: integer("delivery_delayed").notNull().default(0),
+    bounced: integer("bounced").notNull().default(0),
+    bouncedPermanent: integer("bounced_permanent").notNull().default(0),
+    bouncedTransient: integer("bounced_transient").notNull().default(0),
+    bouncedUndetermined: integer("bounced_undetermined").notNull().default(0),
+    complained: integer("complained").notNull().default(0),
+    failed: integer("failed").notNull().default(0),
+    suppressed: integer("suppressed").notNull().default(0),
+    opened: integer("opened").notNull().default(0),
+    uniqueOpened: integer("unique_opened").notNull().default(0),
+    clicked: integer("clicked").notNull().default(0),
+    uniqueClicked: integer("unique_clicked").notNull().default(0),
+    unsubscribed: integer("unsubscribed").notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.accountId, t.span, t.bucket, t.domainId, t.broadcastId] })],
+);

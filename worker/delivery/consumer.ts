@@ -27,6 +27,7 @@ import { announce, emailFacts, emailOutboxEvent, outboxInsert, type OutboxEvent 
 import type { Bounce } from "../webhooks/payloads.ts";
 import { suppressedAmong, suppressionKey, suppressStatement } from "../suppressions/suppress.ts";
 import { linkTokenKey, trackedHtml } from "../tracking/outgoing.ts";
+import { rollupItem } from "../metrics/rollup.ts";
 import { asksForUnsubscribe, unsubscribeUrl, withUnsubscribeUrl, type MessageParts } from "../contacts/list-unsubscribe.ts";
 
 /** A queue message may arrive a little before its email is due. */
@@ -448,7 +449,8 @@ function settlementStatements(d1: D1Database, email: EmailRow, attempt: number, 
     }),
   );
   const outbox = webhookEventsOf(email, s.events, now);
-  return { statements: [update, ...inserts, ...outbox.map((e) => outboxInsert(db, e))], outbox };
+  const rollup = rollupItem(db, { accountId: email.accountId, domainId: email.domainId, broadcastId: email.broadcastId, at: now, events: s.events });
+  return { statements: [update, ...inserts, ...outbox.map((e) => outboxInsert(db, e)), ...rollup], outbox };
 }
 
 /** The webhook events of a settlement, for the outbox. */

@@ -13,6 +13,7 @@ import { emailEvents, emails, type EmailRow } from "../db/schema.ts";
 import { suppressStatement } from "../suppressions/suppress.ts";
 import { announce, emailFacts, emailOutboxEvent, outboxInsertIfRecorded, type OutboxEvent } from "../events/outbox.ts";
 import { uuidv7 } from "../ids.ts";
+import { rollupItem } from "../metrics/rollup.ts";
 import { parseMailbox } from "../mime/address.ts";
 import { parseReport, type Report, type ReportOutcome } from "../reports/parse.ts";
 import { canonicalRecipient, parseReturnPath, recipientOfReturnPath, type ReturnPath } from "../sending/return-path.ts";
@@ -96,6 +97,7 @@ export async function applyReport(env: Env, config: TernConfig, to: string, raw:
     recorded.push({ statement: statements.length, type, event });
     statements.push(db.insert(emailEvents).values({ id: eventId, emailId, accountId: email.accountId, type, dataJson: JSON.stringify(data), createdAt: at, dedupeKey: key }).onConflictDoNothing());
     statements.push(outboxInsertIfRecorded(db, event, eventId));
+    statements.push(...rollupItem(db, { accountId: email.accountId, domainId: email.domainId, broadcastId: email.broadcastId, at, events: [{ type, data }], ifRecorded: eventId }));
     const suppress = (outcome.kind === "bounce" && outcome.bounce?.type === "Permanent") || outcome.kind === "complaint";
     if (suppress) {
       for (const r of outcome.recipients) {

@@ -7,7 +7,7 @@
 //   - a received email with its raw message, parsed content and attachments in R2;
 //   - an API request log (GET /logs).
 // Kept whatever their age: accounts, keys, domains, webhooks, contacts, suppressions (a bounce
-// must go on being honoured), monthly usage, and an email's tracked links (email_links: a reader
+// must go on being honoured), monthly usage, metric rollups (counts outlive the history), and an email's tracked links (email_links: a reader
 // may click a link in an old email, and the redirect needs it; a row is a few hundred bytes).
 // D1 first, R2 after: a failed R2 delete leaves an unreachable object, never a row whose
 // content is gone.

@@ -5,11 +5,10 @@
 // not the UUIDs defineRoute's parameters match.
 import type { App, Ctx } from "../app.ts";
 import { readConfig } from "../config.ts";
-import { unsubscribeAddress } from "../contacts/contacts.ts";
 import { UNSUBSCRIBE_PATH_PREFIX, verifyUnsubscribeToken } from "../contacts/unsubscribe-token.ts";
 import { ApiError, errorResponse } from "../errors.ts";
 import { linkTokenKey } from "../tracking/outgoing.ts";
-import { loadEmail, loadLinks, recordClick, recordOpen, visitorOf } from "../tracking/record.ts";
+import { loadEmail, loadLinks, recordClick, recordOpen, recordUnsubscribe, visitorOf } from "../tracking/record.ts";
 import { CLICK_PATH_PREFIX, OPEN_PATH_PREFIX, resolveClick, verifyOpenToken } from "../tracking/tokens.ts";
 
 /** A transparent 1x1 GIF. */
@@ -61,7 +60,7 @@ export function registerTrackingRoutes(app: App): void {
   app.post(`${UNSUBSCRIBE_PATH_PREFIX}:token`, async (c) => {
     const claim = await unsubscribeClaim(c);
     if (!claim) return linkNotFound();
-    await unsubscribeAddress(c.env, claim.accountId, claim.recipient);
+    await recordUnsubscribe(c.env, claim);
     return new Response(page("Unsubscribed", `<p><b>${escapeHtml(claim.recipient)}</b> is unsubscribed.</p>`), { headers: PAGE_HEADERS });
   });
 }

@@ -19,6 +19,8 @@ import { parseScheduledAt } from "./schedule.ts";
 import { authorizeSender } from "./sender.ts";
 import { announce, emailFacts, emailOutboxEvent, outboxInsert } from "../events/outbox.ts";
 import { claimStatements, isKeyTaken, KeyTaken, type KeyClaim } from "./key-claim.ts";
+import { acceptedRollups } from "../metrics/rollup.ts";
+import { assertSendingAllowed } from "../metrics/health.ts";
 
 /** Work that may finish after the answer (`ctx.waitUntil`). */
 export type Defer = (work: Promise<unknown>) => void;
@@ -195,6 +197,7 @@ function prefix(where: string, message: string): string {
  * and sends them. */
 export async function recordEmails(env: Env, config: TernConfig, principal: Principal, prepared: PreparedEmail[], now: number, opts: RecordOptions = {}): Promise<QuotaUse | null> {
   const { key, defer, extra } = opts;
+  if (config.healthPause && prepared.length > 0) await assertSendingAllowed(env.DB, principal.accountId, now);
   const db = drizzle(env.DB);
   const keyStatements = key ? claimStatements(db, key.claim, key, now).map((q) => statementOf(env.DB, q)) : [];
   if (prepared.length === 0) {
@@ -234,6 +237,7 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
           attachmentsJson: JSON.stringify(stored.attachments),
           contentKey: stored.contentKey,
           domainId: p.domainId,
+          broadcastId: null,
           region: p.region,
           state: first,
           lastEvent: first,
@@ -251,7 +255,8 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
           emailId: p.id,
           accountId: p.accountId,
           type: first,
-          dataJson: scheduled ? JSON.stringify({ scheduled_at: new Date(p.scheduledAt!).toISOString() }) : "{}",
+          // The recipients it accepted: what the metrics count as received.
+          dataJson: JSON.stringify(scheduled ? { scheduled_at: new Date(p.scheduledAt!).toISOString(), recipients: p.recipients } : { recipients: p.recipients }),
           createdAt: p.createdAt,
           dedupeKey: null,
         },
@@ -267,6 +272,7 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
     ...rows.flatMap((r) => [insertEmail.bind(env.DB, r.email), insertEmailEvent.bind(env.DB, r.event)]),
     ...outbox.map((e) => statementOf(env.DB, outboxInsert(db, e))),
     ...(extra ? [extra] : []),
+    ...acceptedRollups(env.DB, rows.map((r) => r.email)),
   ];
   let results: D1Result[];
   try {

@@ -9,8 +9,10 @@ import { and, desc, eq, gt, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { emailEvents, emailLinks, emails, type EmailRow } from "../db/schema.ts";
 import { toHex } from "../bytes.ts";
+import { unsubscribeAddress } from "../contacts/contacts.ts";
 import { announce, emailFacts, emailOutboxEvent, outboxInsertIfRecorded } from "../events/outbox.ts";
 import { uuidv7 } from "../ids.ts";
+import { rollupItem } from "../metrics/rollup.ts";
 
 /** Pixel fetches of one email closer together than this are one open. */
 export const OPEN_DEDUP_MS = 60_000;
@@ -104,8 +106,27 @@ async function record(
     ).onConflictDoNothing().returning({ id: emailEvents.id }),
     db.update(emails).set({ lastEvent: type }).where(and(eq(emails.id, email.id), recorded)),
     outboxInsertIfRecorded(db, event, row.id),
+    // Counted only when the click or open was recorded (a flood or a repeat counts nothing).
+    ...rollupItem(db, { accountId: email.accountId, domainId: email.domainId, broadcastId: email.broadcastId, at: now, events: [{ type }], engagement: { emailId: email.id, eventId: row.id }, ifRecorded: row.id }),
   ]);
   if (inserted.length === 0) return false;
   await announce(env, [event]);
   return true;
+}
+
+/** A one-click unsubscribe (RFC 8058) from an email tern sent: the contact change, and an
+ * `unsubscribed` event on the email (counted by the metrics) in the same batch. Only a real
+ * change records the event: unsubscribing twice counts once. */
+export async function recordUnsubscribe(env: RecordEnv, claim: { accountId: string; emailId: string; recipient: string }, now = Date.now()): Promise<void> {
+  const db = drizzle(env.DB);
+  const email = await loadEmail(env.DB, claim.emailId);
+  const eventId = uuidv7(now);
+  const data = { recipients: [claim.recipient] };
+  const alongside = email && email.accountId === claim.accountId
+    ? [
+        db.insert(emailEvents).values({ id: eventId, emailId: email.id, accountId: email.accountId, type: "unsubscribed", dataJson: JSON.stringify(data), createdAt: now }),
+        ...rollupItem(db, { accountId: email.accountId, domainId: email.domainId, broadcastId: email.broadcastId, at: now, events: [{ type: "unsubscribed", data }] }),
+      ]
+    : [];
+  await unsubscribeAddress(env, claim.accountId, claim.recipient, now, alongside);
 }

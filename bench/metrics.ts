@@ -1,0 +1,222 @@
+// The metrics benchmark (issue 16), measured in workerd under `wrangler dev` with a small
+// Worker that calls tern's own modules (bench/metrics/worker.ts):
+//   1. rollups: the cost they add to recording an event. Opens recorded as tern records one
+//      (one D1 batch each: the event, last_event, the outbox row), with and without the rollup
+//      statement in that batch, interleaved rounds; wall time per event from here, CPU per event
+//      of the worker's workerd from /proc. Target: under 10% more CPU per event.
+//   2. GET /emails/metrics for 30 daily periods (UTC, New York) and 720 hourly periods (UTC,
+//      Kathmandu) over an account whose rollups hold 1,000,000 events, next to a primary-key
+//      read (an email by id and account), p50 and p99 of sequential requests in interleaved
+//      rounds. Target: at most 5x the read.
+//   3. insights: the checks of a 100 KB html email, per email (n per request minus n = 0).
+// Run alone: `node bench/metrics.ts` (BENCH_QUICK=1 for a smoke run), or BENCH_ONLY=metrics npm
+// run bench. Writes its block of docs/benchmarks.md between its own markers.
+import { spawn, type ChildProcess } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
+import { cpus, tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { d1Target, runWrangler, WRANGLER, wranglerEnv } from "../ops/d1.ts";
+import { freePort } from "../test/support/processes.ts";
+import { sampleCpu } from "./cpu.ts";
+import { writeDoc } from "./report.ts";
+
+const root = resolve(import.meta.dirname, "..");
+const DOC = join(root, "docs", "benchmarks.md");
+const CONFIG = join(root, "bench", "metrics", "wrangler.toml");
+const BEGIN = "<!-- bench:metrics:begin (written by bench/metrics.ts; edit outside these markers) -->";
+const END = "<!-- bench:metrics:end -->";
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const quantile = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * q))]!;
+
+type QueryCase = "pk" | "daily30utc" | "daily30ny" | "hourly720utc" | "hourly720ktm";
+
+export interface MetricsBenchResult {
+  seeded: { rows: number; events: number };
+  record: { plainMs: number; rollupMs: number; plainCpuMs: number | null; rollupCpuMs: number | null };
+  queries: Record<QueryCase, { p50: number; p99: number; cpuMs: number | null }>;
+  insights: { perEmailMs: number; cpuPerEmailMs: number | null; htmlBytes: number; checks: number };
+}
+
+/** CPU seconds so far of the Worker's own workerd (not wrangler's dev proxy in front of it). */
+function workerCpu(pid: number, port: number): number | null {
+  return sampleCpu(pid, port)?.["worker runtime"] ?? null;
+}
+
+async function timed(url: string): Promise<number> {
+  const t0 = performance.now();
+  const res = await fetch(url);
+  if (!res.ok) throw new Error(`metrics bench: ${url} answered ${res.status} ${await res.text()}`);
+  await res.arrayBuffer();
+  return performance.now() - t0;
+}
+
+export async function runMetricsBench(opts: { quick: boolean; log: (line: string) => void }): Promise<MetricsBenchResult> {
+  const state = mkdtempSync(join(tmpdir(), "tern-bench-metrics-"));
+  const persistTo = join(state, "wrangler");
+  let child: ChildProcess | null = null;
+  let output = "";
+  try {
+    runWrangler(["d1", "migrations", "apply", "DB", ...d1Target(false, persistTo), "--config", CONFIG]);
+    const port = await freePort();
+    child = spawn(process.execPath, [WRANGLER, "dev", "-c", CONFIG, "--ip", "127.0.0.1", "--port", String(port), "--persist-to", persistTo, "--show-interactive-dev-session=false"], {
+      cwd: root, env: wranglerEnv(), stdio: ["ignore", "pipe", "pipe"], detached: true,
+    });
+    // However this process ends (bench/run.ts exits on Ctrl-C or its time limit), wrangler goes too.
+    const group = child.pid!;
+    const stopChild = () => {
+      try {
+        process.kill(-group, "SIGTERM");
+      } catch {}
+    };
+    process.once("exit", stopChild);
+    child.once("exit", () => process.off("exit", stopChild));
+    child.stdout!.on("data", (d) => (output = (output + d).slice(-4000)));
+    child.stderr!.on("data", (d) => (output = (output + d).slice(-4000)));
+    const url = `http://127.0.0.1:${port}`;
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      if (child.exitCode !== null) throw new Error("wrangler dev (metrics bench) exited early");
+      if (await fetch(`${url}/health`).then((r) => r.ok, () => false)) break;
+      if (Date.now() > deadline) throw new Error("wrangler dev (metrics bench) did not start");
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const seeded = (await (await fetch(`${url}/setup`, { method: "POST" })).json()) as { rows: number; events: number };
+    opts.log(`metrics: seeded ${seeded.rows} rollup rows holding ${seeded.events} events`);
+    const rounds = opts.quick ? 1 : 5;
+
+    // 1. Recording an event, with and without its rollup.
+    const perRequest = opts.quick ? 20 : 100;
+    for (const r of [0, 1]) await fetch(`${url}/record?n=20&rollup=${r}`, { method: "POST" });
+    const wall: Record<string, number[]> = { plain: [], rollup: [] };
+    const cpu: Record<string, number[]> = { plain: [], rollup: [] };
+    for (let round = 1; round <= rounds; round++) {
+      for (const variant of ["plain", "rollup"] as const) {
+        const c0 = workerCpu(child.pid!, port);
+        const t0 = performance.now();
+        const reps = opts.quick ? 1 : 3;
+        for (let i = 0; i < reps; i++) {
+          const res = await fetch(`${url}/record?n=${perRequest}&rollup=${variant === "rollup" ? 1 : 0}`, { method: "POST" });
+          if (!res.ok) throw new Error(`record: ${res.status} ${await res.text()}`);
+        }
+        const events = reps * perRequest;
+        wall[variant]!.push((performance.now() - t0) / events);
+        const c1 = workerCpu(child.pid!, port);
+        if (c0 !== null && c1 !== null) cpu[variant]!.push(((c1 - c0) * 1000) / events);
+        opts.log(`metrics: record round ${round}/${rounds} ${variant.padEnd(6)} ${wall[variant]!.at(-1)!.toFixed(3)} ms/event${cpu[variant]!.length ? `, ${cpu[variant]!.at(-1)!.toFixed(3)} ms CPU/event` : ""}`);
+      }
+    }
+
+    // 2. Metrics queries next to a primary-key read.
+    const now = Date.now();
+    const iso = (t: number) => new Date(t).toISOString();
+    // Whole days and hours, as a dashboard asks: "the last 30 days", "the last 720 hours".
+    const day = Math.floor(now / 86_400_000) * 86_400_000;
+    const hour = Math.floor(now / 3_600_000) * 3_600_000;
+    const urls: Record<QueryCase, string> = {
+      pk: `${url}/pk`,
+      daily30utc: `${url}/metrics?start_date=${iso(day - 29 * 86_400_000)}&end_date=${iso(day + 86_400_000)}&granularity=daily&dimensions=period`,
+      daily30ny: `${url}/metrics?start_date=${iso(day - 29 * 86_400_000)}&end_date=${iso(day + 86_400_000)}&granularity=daily&dimensions=period&timezone=America/New_York`,
+      hourly720utc: `${url}/metrics?start_date=${iso(hour - 719 * 3_600_000)}&end_date=${iso(hour + 3_600_000)}&granularity=hourly&dimensions=period`,
+      hourly720ktm: `${url}/metrics?start_date=${iso(hour - 719 * 3_600_000)}&end_date=${iso(hour + 3_600_000)}&granularity=hourly&dimensions=period&timezone=Asia/Kathmandu`,
+    };
+    for (const u of Object.values(urls)) for (let i = 0; i < 10; i++) await timed(u);
+    const samples: Record<QueryCase, number[]> = { pk: [], daily30utc: [], daily30ny: [], hourly720utc: [], hourly720ktm: [] };
+    const cpuPerRequest: Record<QueryCase, number[]> = { pk: [], daily30utc: [], daily30ny: [], hourly720utc: [], hourly720ktm: [] };
+    const perRound = opts.quick ? 20 : 100;
+    for (let round = 1; round <= rounds; round++) {
+      for (const k of Object.keys(urls) as QueryCase[]) {
+        const c0 = workerCpu(child.pid!, port);
+        for (let i = 0; i < perRound; i++) samples[k].push(await timed(urls[k]));
+        const c1 = workerCpu(child.pid!, port);
+        if (c0 !== null && c1 !== null) cpuPerRequest[k].push(((c1 - c0) * 1000) / perRound);
+      }
+      opts.log(`metrics: query round ${round}/${rounds} p50 ${Object.entries(samples).map(([k, xs]) => `${k} ${quantile(xs, 0.5).toFixed(2)} ms`).join(", ")}`);
+    }
+    const check = (await (await fetch(urls.hourly720ktm)).json()) as { rows: number };
+    if (check.rows < 720) throw new Error(`the hourly query answered ${check.rows} periods`);
+
+    // 3. Insights of a 100 KB html email.
+    const n = opts.quick ? 10 : 40;
+    for (let i = 0; i < 3; i++) await timed(`${url}/insights?n=${n}`);
+    const info = (await (await fetch(`${url}/insights?n=1`)).json()) as { checks: number; htmlBytes: number };
+    const base: number[] = [];
+    const full: number[] = [];
+    const cpuPer: number[] = [];
+    for (let round = 1; round <= rounds; round++) {
+      base.push(await timed(`${url}/insights?n=0`));
+      const c0 = workerCpu(child.pid!, port);
+      full.push(await timed(`${url}/insights?n=${n}`));
+      const c1 = workerCpu(child.pid!, port);
+      if (c0 !== null && c1 !== null) cpuPer.push(((c1 - c0) * 1000) / n);
+    }
+    return {
+      seeded,
+      record: {
+        plainMs: median(wall.plain!),
+        rollupMs: median(wall.rollup!),
+        plainCpuMs: cpu.plain!.length ? median(cpu.plain!) : null,
+        rollupCpuMs: cpu.rollup!.length ? median(cpu.rollup!) : null,
+      },
+      queries: Object.fromEntries(Object.entries(samples).map(([k, xs]) => {
+        const cpu = cpuPerRequest[k as QueryCase];
+        return [k, { p50: quantile(xs, 0.5), p99: quantile(xs, 0.99), cpuMs: cpu.length ? median(cpu) : null }];
+      })) as MetricsBenchResult["queries"],
+      insights: { perEmailMs: (median(full) - median(base)) / n, cpuPerEmailMs: cpuPer.length ? median(cpuPer) : null, htmlBytes: info.htmlBytes, checks: info.checks },
+    };
+  } catch (err) {
+    opts.log(`metrics bench failed; wrangler said:\n${output}`);
+    throw err;
+  } finally {
+    if (child?.pid) {
+      try {
+        process.kill(-child.pid, "SIGTERM");
+      } catch {}
+      await new Promise((r) => (child!.exitCode !== null ? r(null) : child!.once("exit", r)));
+    }
+    rmSync(state, { recursive: true, force: true });
+  }
+}
+
+export function renderMetrics(r: MetricsBenchResult, when: string, machine: string): string {
+  const f = (x: number | null, d = 3) => (x === null ? "n/a" : x.toFixed(d));
+  const ratio = (a: number | null, b: number | null) => (a === null || b === null || b === 0 ? "n/a" : `${(a / b).toFixed(3)}x`);
+  const q = r.queries;
+  return [
+    `Measured ${when} on ${machine}. Command: \`BENCH_ONLY=metrics npm run bench\` (or \`node bench/metrics.ts\`).`,
+    "",
+    `Rollups seeded: ${r.seeded.rows} quarter-hour rows (5 domains x 30 days) holding ${r.seeded.events.toLocaleString("en-US")} events, with the hour and UTC-day rows that sum them, among 20 other accounts' rows of the same shape.`,
+    "",
+    "| recording an open (one D1 batch) | ms per event (wall) | ms CPU per event (worker's workerd) |",
+    "|---|---|---|",
+    `| without its rollup | ${f(r.record.plainMs)} | ${f(r.record.plainCpuMs)} |`,
+    `| with its rollup (same batch) | ${f(r.record.rollupMs)} | ${f(r.record.rollupCpuMs)} |`,
+    `| ratio | ${ratio(r.record.rollupMs, r.record.plainMs)} | ${ratio(r.record.rollupCpuMs, r.record.plainCpuMs)} |`,
+    "",
+    "| request (sequential, all rounds pooled) | p50 ms | p99 ms | p50 / primary-key read | ms CPU per request (worker's workerd) | CPU / primary-key read |",
+    "|---|---|---|---|---|---|",
+    `| primary-key read (an email by id and account) | ${f(q.pk.p50, 2)} | ${f(q.pk.p99, 2)} | 1 | ${f(q.pk.cpuMs, 2)} | 1 |`,
+    ...([
+      ["daily30utc", "30 daily periods, UTC (day rows)"],
+      ["daily30ny", "30 daily periods, America/New_York (hour rows)"],
+      ["hourly720utc", "720 hourly periods, UTC (hour rows)"],
+      ["hourly720ktm", "720 hourly periods, Asia/Kathmandu (quarter-hour rows)"],
+    ] as const).map(([k, label]) => `| metrics: ${label} | ${f(q[k].p50, 2)} | ${f(q[k].p99, 2)} | ${ratio(q[k].p50, q.pk.p50)} | ${f(q[k].cpuMs, 2)} | ${ratio(q[k].cpuMs, q.pk.cpuMs)} |`),
+    "",
+    `Insights of a ${(r.insights.htmlBytes / 1024).toFixed(0)} KB html email (${r.insights.checks} checks): ${f(r.insights.perEmailMs, 2)} ms per email (wall), ${f(r.insights.cpuPerEmailMs, 2)} ms CPU.`,
+  ].join("\n");
+}
+
+export function writeMetricsDoc(block: string): void {
+  writeDoc(DOC, block, { begin: BEGIN, end: END });
+}
+
+if (import.meta.main) {
+  const quick = process.env.BENCH_QUICK === "1";
+  const started = performance.now();
+  const log = (line: string) => console.log(`[metrics ${((performance.now() - started) / 1000).toFixed(0).padStart(3)}s] ${line}`);
+  const result = await runMetricsBench({ quick, log });
+  const block = renderMetrics(result, new Date().toISOString().slice(0, 10), `${cpus().length} cores (${cpus()[0]?.model ?? "unknown CPU"})`);
+  console.log(block);
+  if (!quick) writeMetricsDoc(block);
+}

@@ -1,0 +1,75 @@
+// Account health: hard-bounce and complaint rates over a rolling 7 days from the rollups,
+// judged against 4% and 0.08% (warnings before), and the pause that refuses new sends only
+// when the operator turns HEALTH_PAUSE on.
+import { env } from "cloudflare:workers";
+import { drizzle } from "drizzle-orm/d1";
+import { describe, expect, it } from "vitest";
+import { authenticate } from "../../worker/auth.ts";
+import { accountHealth, forgetHealth, judge, THRESHOLDS } from "../../worker/metrics/health.ts";
+import { rollupItem } from "../../worker/metrics/rollup.ts";
+import { performSend } from "../../worker/sending/send.ts";
+import { api, createAccount, type TestAccount } from "./fixtures.ts";
+
+const DAY = 86_400_000;
+
+/** Counts as the event sites would leave them: `received` recipients accepted, then bounces and complaints. */
+async function history(a: TestAccount, at: number, received: number, bounced: number, complained: number): Promise<void> {
+  const db = drizzle(env.DB);
+  const many = (n: number) => Array.from({ length: n }, (_, i) => `r${i}@example.com`);
+  const key = { accountId: a.accountId, domainId: a.domainId, broadcastId: null, at };
+  await db.batch([
+    ...rollupItem(db, { ...key, events: [{ type: "queued", data: { recipients: many(received) } }] }),
+    ...(bounced ? rollupItem(db, { ...key, events: [{ type: "bounced", data: { recipients: many(bounced), bounce: { type: "Permanent" } } }] }) : []),
+    // A transient bounce (a full mailbox) is not a hard bounce: it never counts here.
+    ...rollupItem(db, { ...key, events: [{ type: "bounced", data: { recipients: many(5), bounce: { type: "Transient" } } }] }),
+    ...(complained ? rollupItem(db, { ...key, events: [{ type: "complained", data: { recipients: many(complained) } }] }) : []),
+  ] as never);
+}
+
+describe("account health", () => {
+  it("judges a rate against its warning and its limit, and not at all on little volume", () => {
+    const t = THRESHOLDS.bounce_rate;
+    expect([judge(0.01, t, true), judge(0.03, t, true), judge(0.0399, t, true), judge(0.04, t, true), judge(0.2, t, false)]).toEqual(["healthy", "warning", "warning", "over_limit", "healthy"]);
+    expect([judge(0.0005, THRESHOLDS.complaint_rate, true), judge(0.0006, THRESHOLDS.complaint_rate, true), judge(0.0008, THRESHOLDS.complaint_rate, true)]).toEqual(["healthy", "warning", "over_limit"]);
+  });
+
+  it("reads hard bounces and complaints per recipient over the last 7 days only", async () => {
+    const a = await createAccount();
+    const now = Date.now();
+    await history(a, now - 2 * DAY, 1000, 35, 0);
+    await history(a, now - 8 * DAY, 1000, 900, 900); // outside the window
+    const h = await accountHealth(env.DB, a.accountId, now, false);
+    expect(h).toMatchObject({ object: "account_health", window_days: 7, received: 1000, bounced_permanent: 35, complained: 0, enough_volume: true, status: "warning", pause_enabled: false, sending_paused: false });
+    expect(h.bounce_rate).toEqual({ value: 0.035, warning: 0.03, limit: 0.04, status: "warning" });
+    await history(a, now - DAY, 1000, 0, 2);
+    const after = await accountHealth(env.DB, a.accountId, now, true);
+    expect(after.complaint_rate).toMatchObject({ value: 0.001, status: "over_limit" });
+    expect(after).toMatchObject({ status: "over_limit", sending_paused: true });
+  });
+
+  it("GET /account/health answers the account's own health", async () => {
+    const a = await createAccount();
+    await history(a, Date.now() - DAY, 40, 20, 0);
+    const res = await api(a.token, "GET", "/account/health");
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ received: 40, bounced_permanent: 20, enough_volume: false, status: "healthy", pause_enabled: false, sending_paused: false });
+  });
+
+  it("refuses new sends over a limit only with HEALTH_PAUSE on; a healthy account sends", async () => {
+    const bad = await createAccount();
+    await history(bad, Date.now() - DAY, 200, 20, 0);
+    const good = await createAccount();
+    forgetHealth();
+    const send = async (a: TestAccount, pause: boolean) => {
+      const principal = await authenticate(env.DB, `Bearer ${a.token}`, () => {});
+      return performSend({ ...env, HEALTH_PAUSE: pause ? "true" : "false" }, principal, {
+        kind: "single", batchMode: "strict", body: { from: `m@${a.domain}`, to: "delivered@simulator.tern.test", subject: "s", text: "t" },
+      });
+    };
+    const refused = await send(bad, true);
+    expect(refused.status).toBe(403);
+    expect(JSON.parse(refused.body)).toMatchObject({ name: "validation_error", message: expect.stringMatching(/paused.*hard-bounce rate.*10\.00%.*4% limit/) });
+    expect((await send(bad, false)).status).toBe(200);
+    expect((await send(good, true)).status).toBe(200);
+  });
+});

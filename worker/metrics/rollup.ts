@@ -1,0 +1,234 @@
+// Metric rollups: the one place that says what an email event counts for, and the statement
+// that adds it to its 15-minute bucket, its UTC hour and its UTC day. Every site that records an email event (the accept
+// path, delivery outcomes, tracking, delivery reports, unsubscribes) puts rollupItem's statement
+// in the SAME D1 batch as the event, so a count never disagrees with the events it counts.
+//
+// Units: delivery outcomes count recipients (a send to three addresses is received three
+// times, as the quota counts it); opens, clicks and unsubscribes count one each. Unique opens
+// and clicks count an email once: at its first open (or click) ever.
+import { getTableColumns, sql } from "drizzle-orm";
+import type { BatchItem } from "drizzle-orm/batch";
+import type { DrizzleD1Database } from "drizzle-orm/d1";
+import { metricRollups } from "../db/schema.ts";
+
+/** Bucket width: every UTC offset in use is a multiple of 15 minutes. */
+export const BUCKET_MS = 15 * 60_000;
+
+/** The counters a rollup row keeps, by their wire (and column) names. */
+export const COUNTERS = [
+  "received",
+  "sent",
+  "delivered",
+  "delivery_delayed",
+  "bounced",
+  "bounced_permanent",
+  "bounced_transient",
+  "bounced_undetermined",
+  "complained",
+  "failed",
+  "suppressed",
+  "opened",
+  "unique_opened",
+  "clicked",
+  "unique_clicked",
+  "unsubscribed",
+] as const;
+export type Counter = (typeof COUNTERS)[number];
+export type Counters = Record<Counter, number>;
+
+export function zeroCounters(): Counters {
+  return Object.fromEntries(COUNTERS.map((c) => [c, 0])) as Counters;
+}
+
+export function bucketOf(ms: number): number {
+  return Math.floor(ms / BUCKET_MS);
+}
+
+/** The spans each event is counted at, in buckets: 15 minutes, a UTC hour, a UTC day. */
+export const SPANS = [1, 4, 96] as const;
+
+/** The coarsest span whose buckets never straddle an edge that is a multiple of `k` buckets. */
+export function spanFor(k: number): (typeof SPANS)[number] {
+  return k > 0 && k % 96 === 0 ? 96 : k > 0 && k % 4 === 0 ? 4 : 1;
+}
+
+/** An email event as stored: its type and data (email_events.type, data_json). */
+export interface CountedEvent {
+  type: string;
+  data?: Record<string, unknown> | null;
+}
+
+function recipientCount(data: Record<string, unknown> | null | undefined): number {
+  const r = data?.recipients;
+  return Array.isArray(r) && r.length > 0 ? r.length : 1;
+}
+
+/**
+ * What one event counts for, except the unique counters (they depend on the email's other
+ * events: see uniqueCounterOf). The accept path's first event (queued or scheduled) names the
+ * recipients it accepted: that is `received`; a reschedule's `scheduled` event names none and
+ * counts nothing. canceled counts nothing.
+ */
+export function countersOf(e: CountedEvent): Partial<Counters> {
+  const n = recipientCount(e.data);
+  switch (e.type) {
+    case "queued":
+    case "scheduled":
+      return Array.isArray(e.data?.recipients) ? { received: (e.data.recipients as unknown[]).length } : {};
+    case "sent":
+      return { sent: n };
+    case "delivered":
+      return { delivered: n };
+    case "delivery_delayed":
+      return { delivery_delayed: n };
+    case "bounced": {
+      const type = (e.data?.bounce as { type?: string } | undefined)?.type;
+      const kind = type === "Permanent" ? "bounced_permanent" : type === "Transient" ? "bounced_transient" : "bounced_undetermined";
+      return { bounced: n, [kind]: n };
+    }
+    case "complained":
+      return { complained: n };
+    case "failed":
+      return { failed: n };
+    case "suppressed":
+      return { suppressed: n };
+    case "opened":
+      return { opened: 1 };
+    case "clicked":
+      return { clicked: 1 };
+    case "unsubscribed":
+      return { unsubscribed: 1 };
+    default:
+      return {};
+  }
+}
+
+/** The unique counter an event may add to when it is its email's first of its type. */
+export function uniqueCounterOf(type: string): "unique_opened" | "unique_clicked" | null {
+  return type === "opened" ? "unique_opened" : type === "clicked" ? "unique_clicked" : null;
+}
+
+export function addCounters(into: Counters, add: Partial<Counters>): Counters {
+  for (const k in add) into[k as Counter] += add[k as Counter]!;
+  return into;
+}
+
+/** Where the events belong: the email's account, domain and broadcast, and when they happened. */
+export interface RollupKey {
+  accountId: string;
+  domainId: string | null;
+  broadcastId: string | null;
+  at: number;
+}
+
+export interface RollupInput extends RollupKey {
+  events: readonly CountedEvent[];
+  /** For an open or a click: its email and the new event's id; the unique counter then counts
+   * only if the email has no other event of that type (so each email counts once). */
+  engagement?: { emailId: string; eventId: string };
+  /** The id of an email event inserted earlier in the batch with ON CONFLICT DO NOTHING: the
+   * rollup counts only if that row is there (a duplicate report counts nothing). */
+  ifRecorded?: string;
+}
+
+// The statement is written here as text, once, rather than built by drizzle per event: drizzle
+// took about 0.6 ms of CPU to build this 20-column upsert, which was most of what a rollup
+// added to recording an event (docs/benchmarks.md, metrics). The columns are checked against
+// the drizzle schema when the module loads, so the schema stays the one source.
+for (const c of COUNTERS) {
+  if (!Object.values(getTableColumns(metricRollups)).some((col) => col.name === c)) throw new Error(`metric_rollups has no column ${c}`);
+}
+const KEY_COLUMNS = `"account_id", "span", "bucket", "domain_id", "broadcast_id"`;
+
+/** The statement's text around its values, for the counters an event touches (the others keep
+ * their default 0 or their value): an open writes and adds two columns, not sixteen. One per
+ * set of counters, built once. */
+const shapes = new Map<string, { head: string; tail: string }>();
+function shapeOf(touched: readonly Counter[]): { head: string; tail: string } {
+  const key = touched.join(",");
+  let shape = shapes.get(key);
+  if (!shape) {
+    shape = {
+      head: `INSERT INTO "metric_rollups" (${KEY_COLUMNS}, ${touched.map((c) => `"${c}"`).join(", ")}) `,
+      tail: ` ON CONFLICT (${KEY_COLUMNS}) DO UPDATE SET ${touched.map((c) => `"${c}" = "${c}" + excluded."${c}"`).join(", ")}`,
+    };
+    shapes.set(key, shape);
+  }
+  return shape;
+}
+
+/** The rollup upsert of some events as SQL text with `?` parameters; null when they count
+ * nothing. */
+export function rollupQuery(input: RollupInput): { sql: string; params: (string | number)[] } | null {
+  const totals = zeroCounters();
+  for (const e of input.events) addCounters(totals, countersOf(e));
+  const uniques = new Set<string>(input.events.map((e) => uniqueCounterOf(e.type)).filter((u) => u !== null));
+  const isUnique = (c: Counter) => uniques.has(c) && input.engagement !== undefined;
+  const touched = COUNTERS.filter((c) => totals[c] !== 0 || isUnique(c));
+  if (touched.length === 0) return null;
+  const params: (string | number)[] = [input.accountId, input.domainId ?? "", input.broadcastId ?? ""];
+  const values = touched.map((c) => {
+    if (isUnique(c)) {
+      // 1 when the email has no other event of this type: its first.
+      params.push(input.engagement!.emailId, c === "unique_opened" ? "opened" : "clicked", input.engagement!.eventId);
+      return `(NOT EXISTS (SELECT 1 FROM "email_events" e WHERE e."email_id" = ? AND e."type" = ? AND e."id" <> ?))`;
+    }
+    params.push(totals[c]);
+    return "?";
+  });
+  const shape = shapeOf(touched);
+  // One row per span: the event's 15-minute bucket, its UTC hour and its UTC day.
+  const b = bucketOf(input.at);
+  let text = `${shape.head}SELECT ?, column1, column2, ?, ?, ${values.join(", ")} FROM (VALUES ${SPANS.map(() => "(?, ?)").join(", ")})`;
+  for (const span of SPANS) params.push(span, b - (b % span));
+  if (input.ifRecorded) {
+    // Counted only if the event's row is there.
+    text += ` WHERE EXISTS (SELECT 1 FROM "email_events" WHERE "id" = ?)`;
+    params.push(input.ifRecorded);
+  } else {
+    // SQLite needs a WHERE between INSERT ... SELECT and ON CONFLICT to read the upsert.
+    text += " WHERE true";
+  }
+  return { sql: text + shape.tail, params };
+}
+
+/** A value written into the SQL: the rollup's values are integers and ids. */
+function literal(v: string | number): string {
+  if (typeof v === "number") {
+    if (!Number.isSafeInteger(v)) throw new TypeError(`rollup: ${v} is not an integer`);
+    return String(v);
+  }
+  return `'${v.replace(/'/g, "''")}'`;
+}
+
+/** The rollup statement for a drizzle batch: zero or one item, to spread into the batch. Its
+ * values are written into the text: drizzle's batch runs a raw statement only without bound
+ * parameters (it has no prepared statement to bind them to). */
+export function rollupItem(db: DrizzleD1Database, input: RollupInput): BatchItem<"sqlite">[] {
+  const q = rollupQuery(input);
+  if (!q) return [];
+  let i = 0;
+  return [db.run(sql.raw(q.sql.replace(/\?/g, () => literal(q.params[i++]!))))];
+}
+
+/** The rollup statement for a plain D1 batch (the accept path's compiled statements). */
+export function rollupStatement(d1: D1Database, input: RollupInput): D1PreparedStatement[] {
+  const q = rollupQuery(input);
+  return q ? [d1.prepare(q.sql).bind(...q.params)] : [];
+}
+
+/** The accept path's rollups: one statement per domain, broadcast and bucket of the emails a
+ * send records (usually one for a whole batch), counting each email's recipients as received. */
+export function acceptedRollups(
+  d1: D1Database,
+  emails: readonly { accountId: string; domainId: string | null; broadcastId: string | null; createdAt: number; pendingJson: string }[],
+): D1PreparedStatement[] {
+  const groups = new Map<string, RollupInput>();
+  for (const e of emails) {
+    const key = `${e.accountId} ${e.domainId ?? ""} ${e.broadcastId ?? ""} ${bucketOf(e.createdAt)}`;
+    let group = groups.get(key);
+    if (!group) groups.set(key, (group = { accountId: e.accountId, domainId: e.domainId, broadcastId: e.broadcastId, at: e.createdAt, events: [] }));
+    (group.events as CountedEvent[]).push({ type: "queued", data: { recipients: JSON.parse(e.pendingJson) as string[] } });
+  }
+  return [...groups.values()].flatMap((g) => rollupStatement(d1, g));
+}

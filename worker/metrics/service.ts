@@ -1,0 +1,239 @@
+// Answers a metrics query. Without email filters the counts are sums of rollup rows (never a
+// scan of emails or events): one grouped read over the account's buckets in the range. With
+// `email_id` they come from those emails' own events, mapped by the same countersOf, so both
+// ways count alike. Rates are fractions (0.25 is 25%) computed from the summed counts.
+import { addCounters, BUCKET_MS, countersOf, COUNTERS, spanFor, uniqueCounterOf, zeroCounters, type Counter, type Counters } from "./rollup.ts";
+import { periodIndex, periodStarts } from "./periods.ts";
+import { MAX_PERIODS, RATE_METRICS, type Dimension, type Metric, type MetricsQuery } from "./query.ts";
+import { ApiError } from "../errors.ts";
+
+export type MetricsRow = Partial<Record<Metric, number>> & {
+  period?: string;
+  domain_id?: string;
+  domain_name?: string | null;
+  email_id?: string;
+  broadcast_id?: string;
+};
+
+export interface MetricsAnswer {
+  object: "metrics";
+  start_date: string;
+  end_date: string;
+  metrics: Metric[];
+  dimensions: Dimension[];
+  granularity: MetricsQuery["granularity"];
+  totals: Partial<Record<Metric, number>>;
+  data?: MetricsRow[];
+}
+
+/** A rate's numerator and denominator. delivered and bounced are shares of what tern accepted;
+ * engagement and complaints are shares of what receiving servers took (sent), which is known
+ * even when the relay is not the final hop. */
+const RATES: Record<(typeof RATE_METRICS)[number], [Counter, Counter]> = {
+  delivery_rate: ["delivered", "received"],
+  bounce_rate: ["bounced", "received"],
+  complaint_rate: ["complained", "sent"],
+  open_rate: ["unique_opened", "sent"],
+  click_rate: ["unique_clicked", "sent"],
+  unsubscribe_rate: ["unsubscribed", "sent"],
+};
+
+/** Most rows an answer may hold (periods times the other dimensions' values). */
+export const MAX_ROWS = 50_000;
+
+export function rate(numerator: number, denominator: number): number {
+  return denominator === 0 ? 0 : Math.round((numerator / denominator) * 1e6) / 1e6;
+}
+
+function metricValues(c: Counters, metrics: readonly Metric[]): Partial<Record<Metric, number>> {
+  const out: Partial<Record<Metric, number>> = {};
+  for (const m of metrics) {
+    const r = RATES[m as keyof typeof RATES];
+    out[m] = r ? rate(c[r[0]], c[r[1]]) : c[m as Counter];
+  }
+  return out;
+}
+
+/** The counters a query needs read: its count metrics and its rates' terms. */
+function neededCounters(metrics: readonly Metric[]): Counter[] {
+  const need = new Set<Counter>();
+  for (const m of metrics) {
+    const r = RATES[m as keyof typeof RATES];
+    if (r) r.forEach((c) => need.add(c));
+    else need.add(m as Counter);
+  }
+  return COUNTERS.filter((c) => need.has(c));
+}
+
+function gcd(a: number, b: number): number {
+  while (b) [a, b] = [b, a % b];
+  return a;
+}
+
+/** A group of counts before it becomes a row: its period index and dimension values. */
+interface Group {
+  period: number;
+  domainId: string;
+  emailId: string;
+  broadcastId: string;
+  counters: Counters;
+}
+
+export async function emailMetrics(d1: D1Database, accountId: string, q: MetricsQuery): Promise<MetricsAnswer> {
+  const byPeriod = q.dimensions.includes("period");
+  const starts = byPeriod ? periodStarts(q.timezone, q.granularity, q.start, q.end, MAX_PERIODS) : [];
+  if (starts === null) {
+    throw new ApiError("validation_error", `\`granularity\` \`${q.granularity}\` gives more than ${MAX_PERIODS} periods for this date range; choose a coarser granularity or a shorter range.`);
+  }
+  const groups = q.emailIds.length > 0 ? await fromEvents(d1, accountId, q, starts) : await fromRollups(d1, accountId, q, starts);
+
+  const totals = zeroCounters();
+  for (const g of groups.values()) addCounters(totals, g.counters);
+  const answer: MetricsAnswer = {
+    object: "metrics",
+    start_date: new Date(q.start).toISOString(),
+    end_date: new Date(q.end).toISOString(),
+    metrics: q.metrics,
+    dimensions: q.dimensions,
+    granularity: q.granularity,
+    totals: metricValues(totals, q.metrics),
+  };
+  if (q.dimensions.length === 0) return answer;
+
+  // Every period of the range, for each combination of the other dimensions that has counts
+  // (with period alone: every period, counts or not), so a chart has no holes.
+  const combos = new Map<string, Omit<Group, "period" | "counters">>();
+  for (const g of groups.values()) {
+    // Mail without a domain or a broadcast is in the totals, never a row of its own.
+    if ((q.dimensions.includes("domain") && g.domainId === "") || (q.dimensions.includes("broadcast") && g.broadcastId === "")) continue;
+    combos.set(`${g.domainId} ${g.emailId} ${g.broadcastId}`, { domainId: g.domainId, emailId: g.emailId, broadcastId: g.broadcastId });
+  }
+  if (byPeriod && q.dimensions.length === 1 && combos.size === 0) combos.set("  ", { domainId: "", emailId: "", broadcastId: "" });
+  const periods = byPeriod ? starts.map((_, i) => i) : [-1];
+  if (periods.length * combos.size > MAX_ROWS) {
+    throw new ApiError("validation_error", `This query would answer more than ${MAX_ROWS} rows; narrow the date range, use a coarser \`granularity\` or filter by \`domain_id\`.`);
+  }
+  const names = q.dimensions.includes("domain") ? await domainNames(d1, accountId, [...new Set([...combos.values()].map((c) => c.domainId))]) : new Map<string, string>();
+  const rows: { sort: string; row: MetricsRow }[] = [];
+  for (const combo of combos.values()) {
+    for (const p of periods) {
+      const g = groups.get(groupKey(p, combo.domainId, combo.emailId, combo.broadcastId));
+      const row: MetricsRow = {};
+      if (byPeriod) row.period = new Date(starts[p]!).toISOString();
+      if (q.dimensions.includes("domain")) {
+        row.domain_id = combo.domainId;
+        row.domain_name = names.get(combo.domainId) ?? null;
+      }
+      if (q.dimensions.includes("email")) row.email_id = combo.emailId;
+      if (q.dimensions.includes("broadcast")) row.broadcast_id = combo.broadcastId;
+      Object.assign(row, metricValues(g?.counters ?? zeroCounters(), q.metrics));
+      const sort = `${String(p + 1).padStart(6, "0")} ${row.domain_name ?? ""} ${combo.domainId} ${combo.emailId} ${combo.broadcastId}`;
+      rows.push({ sort, row });
+    }
+  }
+  rows.sort((a, b) => (a.sort < b.sort ? -1 : a.sort > b.sort ? 1 : 0));
+  answer.data = rows.map((r) => r.row);
+  return answer;
+}
+
+function groupKey(period: number, domainId: string, emailId: string, broadcastId: string): string {
+  return `${period} ${domainId} ${emailId} ${broadcastId}`;
+}
+
+function addTo(groups: Map<string, Group>, period: number, domainId: string, emailId: string, broadcastId: string, add: Partial<Counters>): void {
+  const key = groupKey(period, domainId, emailId, broadcastId);
+  let g = groups.get(key);
+  if (!g) groups.set(key, (g = { period, domainId, emailId, broadcastId, counters: zeroCounters() }));
+  addCounters(g.counters, add);
+}
+
+/** Sums of rollup rows. With periods, buckets are grouped in SQL by the largest run of buckets
+ * that never straddles a period edge (a UTC day is 96 buckets), so a 30-day daily answer reads
+ * about 30 rows per domain, not 2,880. */
+async function fromRollups(d1: D1Database, accountId: string, q: MetricsQuery, starts: number[]): Promise<Map<string, Group>> {
+  const first = q.start / BUCKET_MS;
+  const last = q.end / BUCKET_MS;
+  // k: the largest number of buckets every edge (range and periods) is a multiple of.
+  let k = gcd(first, last);
+  for (const s of starts) {
+    const edge = Math.floor(s / BUCKET_MS);
+    if (edge > first && edge < last) k = gcd(k, edge);
+  }
+  const { sql: text, params, counters } = rollupSumQuery(accountId, q, k);
+  const { results } = await d1.prepare(text).bind(...params).all<Record<string, number | string>>();
+  const groups = new Map<string, Group>();
+  for (const r of results) {
+    const period = starts.length > 0 ? periodIndex(starts, Number(r.g) * k * BUCKET_MS) : -1;
+    const add: Partial<Counters> = {};
+    for (const c of counters) add[c] = Number(r[c] ?? 0);
+    addTo(groups, period, String(r.domain_id), "", String(r.broadcast_id), add);
+  }
+  return groups;
+}
+
+/** The grouped sum over the account's rollup rows in the range: a range of the primary key
+ * (account_id, span, bucket, ...), checked in test/worker/query-plans.test.ts. Every edge is a
+ * multiple of `k` buckets: rows of the coarsest span dividing k are read, grouped k at a time. */
+export function rollupSumQuery(accountId: string, q: MetricsQuery, k: number): { sql: string; params: unknown[]; counters: Counter[] } {
+  const byDomain = q.dimensions.includes("domain");
+  const byBroadcast = q.dimensions.includes("broadcast");
+  const counters = neededCounters(q.metrics);
+  const byPeriod = q.dimensions.includes("period");
+  const select = [
+    // k is a computed integer, written into the SQL so the division stays an integer one.
+    byPeriod ? `bucket / ${Math.trunc(k)} AS g` : "0 AS g",
+    byDomain ? "domain_id" : "'' AS domain_id",
+    byBroadcast ? "broadcast_id" : "'' AS broadcast_id",
+    ...counters.map((c) => `SUM(${c}) AS ${c}`),
+  ];
+  // The coarsest rows that fit: UTC days or hours when every edge is on one.
+  const where = ["account_id = ?", "span = ?", "bucket >= ?", "bucket < ?"];
+  const params: unknown[] = [accountId, spanFor(k), q.start / BUCKET_MS, q.end / BUCKET_MS];
+  if (q.domainIds.length > 0) {
+    where.push("domain_id IN (SELECT value FROM json_each(?))");
+    params.push(JSON.stringify(q.domainIds));
+  }
+  if (q.broadcastIds.length > 0) {
+    where.push("broadcast_id IN (SELECT value FROM json_each(?))");
+    params.push(JSON.stringify(q.broadcastIds));
+  }
+  const groupBy = ["g", ...(byDomain ? ["domain_id"] : []), ...(byBroadcast ? ["broadcast_id"] : [])];
+  return { sql: `SELECT ${select.join(", ")} FROM metric_rollups WHERE ${where.join(" AND ")} GROUP BY ${groupBy.join(", ")}`, params, counters };
+}
+
+/** Counts from the named emails' own events. Every event of those emails is read (a unique
+ * open is the email's first open ever), counted when it falls in the range. */
+async function fromEvents(d1: D1Database, accountId: string, q: MetricsQuery, starts: number[]): Promise<Map<string, Group>> {
+  const domainFilter = q.domainIds.length > 0 ? " AND domain_id IN (SELECT value FROM json_each(?3))" : "";
+  const { results: found } = await d1.prepare(`SELECT id, domain_id FROM emails WHERE account_id = ?1 AND id IN (SELECT value FROM json_each(?2))${domainFilter}`)
+    .bind(accountId, JSON.stringify(q.emailIds), ...(q.domainIds.length > 0 ? [JSON.stringify(q.domainIds)] : []))
+    .all<{ id: string; domain_id: string | null }>();
+  const groups = new Map<string, Group>();
+  if (found.length === 0) return groups;
+  const domainOf = new Map(found.map((e) => [e.id, e.domain_id ?? ""]));
+  const { results: events } = await d1.prepare(
+    "SELECT email_id, type, data_json, created_at FROM email_events WHERE email_id IN (SELECT value FROM json_each(?1)) AND account_id = ?2 ORDER BY email_id, id",
+  ).bind(JSON.stringify(found.map((e) => e.id)), accountId).all<{ email_id: string; type: string; data_json: string; created_at: number }>();
+  const byDomain = q.dimensions.includes("domain");
+  const byEmail = q.dimensions.includes("email");
+  const seen = new Set<string>();
+  for (const e of events) {
+    const unique = uniqueCounterOf(e.type);
+    const firstOfEmail = unique !== null && !seen.has(`${e.email_id} ${e.type}`);
+    if (unique) seen.add(`${e.email_id} ${e.type}`);
+    if (e.created_at < q.start || e.created_at >= q.end) continue;
+    const domainId = domainOf.get(e.email_id)!;
+    const add = countersOf({ type: e.type, data: JSON.parse(e.data_json) as Record<string, unknown> });
+    if (unique && firstOfEmail) add[unique] = 1;
+    const period = starts.length > 0 ? periodIndex(starts, e.created_at) : -1;
+    addTo(groups, period, byDomain ? domainId : "", byEmail ? e.email_id : "", "", add);
+  }
+  return groups;
+}
+
+async function domainNames(d1: D1Database, accountId: string, ids: string[]): Promise<Map<string, string>> {
+  if (ids.length === 0) return new Map();
+  const { results } = await d1.prepare("SELECT id, name FROM domains WHERE account_id = ?1 AND id IN (SELECT value FROM json_each(?2))")
+    .bind(accountId, JSON.stringify(ids)).all<{ id: string; name: string }>();
+  return new Map(results.map((r) => [r.id, r.name]));
+}
