@@ -24,6 +24,12 @@ describe("GET /openapi.json", () => {
       "POST /webhooks", "POST /webhooks/{id}/events/{event_id}/replay", "POST /webhooks/{id}/signing-secret/rotate",
       "POST /contacts", "GET /contacts", "GET /contacts/{id}", "PATCH /contacts/{id}", "DELETE /contacts/{id}",
       "GET /suppressions", "POST /suppressions", "DELETE /suppressions", "DELETE /suppressions/{id}",
+      // Segments, audiences, topics and contact properties (issue 17).
+      ...["/segments", "/audiences"].flatMap((b) => [`POST ${b}`, `GET ${b}`, `GET ${b}/{id}`, `PATCH ${b}/{id}`, `DELETE ${b}/{id}`, `GET ${b}/{audience_id}/contacts`]),
+      "POST /audiences/{audience_id}/contacts", "GET /audiences/{audience_id}/contacts/{id}", "PATCH /audiences/{audience_id}/contacts/{id}", "DELETE /audiences/{audience_id}/contacts/{id}",
+      "GET /contacts/{contact_id}/segments", "POST /contacts/{contact_id}/segments/{segment_id}", "DELETE /contacts/{contact_id}/segments/{segment_id}",
+      "GET /contacts/{contact_id}/topics", "PATCH /contacts/{contact_id}/topics",
+      ...["/topics", "/contact-properties"].flatMap((b) => [`POST ${b}`, `GET ${b}`, `GET ${b}/{id}`, `PATCH ${b}/{id}`, `DELETE ${b}/{id}`]),
     ].sort());
     const create = doc.components.schemas.CreateDomainRequest!;
     expect(Object.keys(create.properties!).sort()).toEqual(Object.keys(CreateDomainRequest.shape).sort());

@@ -199,6 +199,7 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
           leaseUntil: null,
           messageId: p.messageId,
           createdAt: p.createdAt,
+          broadcastId: null,
         },
         event: {
           id: uuidv7(p.createdAt),

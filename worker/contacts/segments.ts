@@ -1,0 +1,36 @@
+// Segments (Resend's /segments, and the older /audiences for the same rows): named groups of
+// contacts. Deleting one removes its memberships (ON DELETE CASCADE), never the contacts.
+import { and, eq } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { segments, type SegmentRow } from "../db/schema.ts";
+import { uuidv7 } from "../ids.ts";
+import { finishPage, pageQuery, type Page } from "../pagination.ts";
+
+export async function createSegment(db: D1Database, accountId: string, name: string, now = Date.now()): Promise<SegmentRow> {
+  const row: SegmentRow = { id: uuidv7(now), accountId, name, createdAt: now };
+  await drizzle(db).insert(segments).values(row);
+  return row;
+}
+
+export async function findSegment(db: D1Database, accountId: string, id: string): Promise<SegmentRow | undefined> {
+  return drizzle(db).select().from(segments).where(and(eq(segments.accountId, accountId), eq(segments.id, id))).get();
+}
+
+export async function listSegments(db: D1Database, accountId: string, page: Page) {
+  const q = pageQuery(segments.id, page, eq(segments.accountId, accountId));
+  return finishPage(await drizzle(db).select().from(segments).where(q.where).orderBy(q.orderBy).limit(q.limit), page);
+}
+
+export async function renameSegment(db: D1Database, accountId: string, id: string, name: string): Promise<SegmentRow | undefined> {
+  const row = await findSegment(db, accountId, id);
+  if (!row) return undefined;
+  await drizzle(db).update(segments).set({ name }).where(eq(segments.id, id));
+  return { ...row, name };
+}
+
+export async function deleteSegment(db: D1Database, accountId: string, id: string): Promise<SegmentRow | undefined> {
+  const row = await findSegment(db, accountId, id);
+  if (!row) return undefined;
+  await drizzle(db).delete(segments).where(and(eq(segments.accountId, accountId), eq(segments.id, id)));
+  return row;
+}

@@ -1,0 +1,61 @@
+// Topics (Resend's /topics): what a broadcast may be about. default_subscription says whether a
+// contact who never chose receives it (opt_in) or not (opt_out); it is fixed at creation, as
+// changing it would silently subscribe or drop everyone who never chose.
+import { and, eq } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { topics, type TopicRow } from "../db/schema.ts";
+import { uuidv7 } from "../ids.ts";
+import { finishPage, pageQuery, type Page } from "../pagination.ts";
+
+export interface NewTopic {
+  name: string;
+  description?: string | null;
+  defaultSubscription: "opt_in" | "opt_out";
+  visibility?: "public" | "private";
+}
+
+export async function createTopic(db: D1Database, accountId: string, input: NewTopic, now = Date.now()): Promise<TopicRow> {
+  const row: TopicRow = {
+    id: uuidv7(now),
+    accountId,
+    name: input.name,
+    description: input.description ?? null,
+    defaultSubscription: input.defaultSubscription,
+    visibility: input.visibility ?? "private",
+    createdAt: now,
+    updatedAt: now,
+  };
+  await drizzle(db).insert(topics).values(row);
+  return row;
+}
+
+export async function findTopic(db: D1Database, accountId: string, id: string): Promise<TopicRow | undefined> {
+  return drizzle(db).select().from(topics).where(and(eq(topics.accountId, accountId), eq(topics.id, id))).get();
+}
+
+export async function listTopics(db: D1Database, accountId: string, page: Page) {
+  const q = pageQuery(topics.id, page, eq(topics.accountId, accountId));
+  return finishPage(await drizzle(db).select().from(topics).where(q.where).orderBy(q.orderBy).limit(q.limit), page);
+}
+
+export async function updateTopic(db: D1Database, accountId: string, id: string, patch: { name?: string; description?: string | null; visibility?: "public" | "private" }, now = Date.now()): Promise<TopicRow | undefined> {
+  const row = await findTopic(db, accountId, id);
+  if (!row) return undefined;
+  const after: TopicRow = {
+    ...row,
+    name: patch.name ?? row.name,
+    description: patch.description !== undefined ? patch.description : row.description,
+    visibility: patch.visibility ?? row.visibility,
+    updatedAt: now,
+  };
+  await drizzle(db).update(topics).set({ name: after.name, description: after.description, visibility: after.visibility, updatedAt: now }).where(eq(topics.id, id));
+  return after;
+}
+
+/** Deletes the topic and every contact's choice for it (ON DELETE CASCADE). */
+export async function deleteTopic(db: D1Database, accountId: string, id: string): Promise<TopicRow | undefined> {
+  const row = await findTopic(db, accountId, id);
+  if (!row) return undefined;
+  await drizzle(db).delete(topics).where(and(eq(topics.accountId, accountId), eq(topics.id, id)));
+  return row;
+}
