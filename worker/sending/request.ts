@@ -3,6 +3,7 @@
 import { z } from "@hono/zod-openapi";
 import { parseMailbox } from "../mime/address.ts";
 import { isOwnedHeaderName, isValidHeaderName } from "../mime/build.ts";
+import { EmailTemplateInput } from "../templates/send.ts";
 
 export const MAX_RECIPIENTS_PER_FIELD = 50;
 export const MAX_SUBJECT_LENGTH = 998;
@@ -95,6 +96,7 @@ export const SendEmailRequest = z
     scheduled_at: z.string({ error: "must be a string." }).optional().openapi({
       description: "ISO 8601, or natural language such as \"in 1 min\" or \"tomorrow at 9am\" (UTC); at most 30 days ahead.",
     }),
+    template: EmailTemplateInput.optional(),
   })
   .superRefine((r, ctx) => {
     const hasHtml = typeof r.html === "string" && r.html.length > 0;

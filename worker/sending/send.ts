@@ -10,6 +10,7 @@ import { prepareEmail, recordEmails, type Defer, type PreparedEmail, type SendDe
 import { KeyTaken, type KeyClaim } from "./key-claim.ts";
 import { quotaHeaders } from "./quota.ts";
 import { SendEmailRequest } from "./request.ts";
+import { applyTemplate } from "../templates/send.ts";
 
 export const MAX_BATCH = 100;
 const ATTACHMENT_FETCH = { maxBytes: 40 * 1024 * 1024, timeoutMs: 15_000, maxRedirects: 3 };
@@ -62,7 +63,8 @@ export async function performSend(env: Env, principal: Principal, req: SendReque
   }
 }
 
-async function sendOne(env: Env, principal: Principal, body: unknown, { claim, defer }: SendOptions): Promise<Answer> {
+async function sendOne(env: Env, principal: Principal, raw: unknown, { claim, defer }: SendOptions): Promise<Answer> {
+  const body = await applyTemplate(env.DB, principal.accountId, raw);
   const parsed = SendEmailRequest.safeParse(body);
   if (!parsed.success) throw zodToApiError(parsed.error, body);
   const deps = sendDeps(env);
@@ -88,8 +90,9 @@ async function sendBatch(env: Env, principal: Principal, req: SendRequest, { cla
   const deps = sendDeps(env);
   const prepared: PreparedEmail[] = [];
   const errors: { index: number; message: string }[] = [];
-  for (const [i, item] of input.entries()) {
+  for (const [i, raw] of input.entries()) {
     try {
+      const item = await applyTemplate(env.DB, principal.accountId, raw, `\`[${i}]\`:`, [i]);
       const parsed = SendEmailRequest.safeParse(item);
       if (!parsed.success) throw zodToApiError(parsed.error, item, "body", [i]);
       const one = parsed.data;
