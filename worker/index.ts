@@ -15,6 +15,9 @@ import { registerContactPropertyRoutes } from "./routes/contact-properties.ts";
 import { registerSegmentRoutes } from "./routes/segments.ts";
 import { registerTopicRoutes } from "./routes/topics.ts";
 import { registerTemplateRoutes } from "./routes/templates.ts";
+import { registerBroadcastRoutes } from "./routes/broadcasts.ts";
+import { consumeBroadcastBatch, sweepBroadcasts } from "./broadcasts/fanout.ts";
+import type { BroadcastMessage } from "./broadcasts/broadcasts.ts";
 import { registerSuppressionRoutes } from "./routes/suppressions.ts";
 import { registerTrackingRoutes } from "./routes/tracking.ts";
 import { registerWebhookRoutes } from "./routes/webhooks.ts";
@@ -37,6 +40,7 @@ registerSegmentRoutes(app);
 registerTopicRoutes(app);
 registerContactPropertyRoutes(app);
 registerTemplateRoutes(app);
+registerBroadcastRoutes(app);
 registerSuppressionRoutes(app);
 registerTrackingRoutes(app);
 registerDocRoutes(app);
@@ -45,6 +49,7 @@ export default {
   fetch: app.fetch,
   async queue(batch, env) {
     if (batch.queue === "tern-webhooks") await consumeWebhookBatch(batch as unknown as MessageBatch<WebhookQueueMessage>, env);
+    else if (batch.queue === "tern-broadcasts") await consumeBroadcastBatch(batch as unknown as MessageBatch<BroadcastMessage>, env);
     else await consumeSendBatch(batch as MessageBatch<QueueMessage>, env);
   },
   async scheduled(_controller, env) {
@@ -52,6 +57,7 @@ export default {
     // Independent duties: one failing must not keep the other from running.
     const results = await Promise.allSettled([
       sweepDelivery(env, now),
+      sweepBroadcasts(env, now),
       recheckDueDomains(env, readConfig(env), now),
       sweepWebhooks(env, now),
       sweepIdempotencyKeys(env, now),

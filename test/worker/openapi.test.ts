@@ -31,6 +31,8 @@ describe("GET /openapi.json", () => {
       "GET /contacts/{contact_id}/topics", "PATCH /contacts/{contact_id}/topics",
       ...["/topics", "/contact-properties", "/templates"].flatMap((b) => [`POST ${b}`, `GET ${b}`, `GET ${b}/{id}`, `PATCH ${b}/{id}`, `DELETE ${b}/{id}`]),
       "POST /templates/{id}/publish", "POST /templates/{id}/duplicate",
+      "POST /broadcasts", "GET /broadcasts", "GET /broadcasts/{id}", "PATCH /broadcasts/{id}", "DELETE /broadcasts/{id}",
+      "POST /broadcasts/{id}/send", "POST /broadcasts/{id}/cancel", "POST /broadcasts/{id}/duplicate", "GET /broadcasts/{id}/recipients", "GET /broadcasts/{id}/clicked-links",
     ].sort());
     const create = doc.components.schemas.CreateDomainRequest!;
     expect(Object.keys(create.properties!).sort()).toEqual(Object.keys(CreateDomainRequest.shape).sort());

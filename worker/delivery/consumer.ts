@@ -23,6 +23,7 @@ import type { Bounce } from "../webhooks/payloads.ts";
 import { suppressedAmong, suppressionKey, suppressStatement } from "../suppressions/suppress.ts";
 import { linkTokenKey, trackedHtml } from "../tracking/outgoing.ts";
 import { asksForUnsubscribe, unsubscribeUrl, withUnsubscribeUrl, type MessageParts } from "../contacts/list-unsubscribe.ts";
+import { broadcastContent } from "../broadcasts/content.ts";
 
 /** How long a consumer owns an email it claimed; past this the cron hands it back to the queue. */
 export const LEASE_MS = 10 * 60_000;
@@ -245,7 +246,8 @@ async function attemptDelivery(
   const results: AttemptResult[] = simulated.map((r) => ({ ...simulate(r, attempt), final: true }));
   if (real.length > 0) {
     const identity = await sendingIdentity(env.DB, config, email);
-    const content = await loadContent(env.BLOBS, email);
+    // A broadcast's emails share its one stored body, personalised here for each recipient.
+    const content = email.broadcastId ? await broadcastContent(env.DB, email) : await loadContent(env.BLOBS, email);
     const parts: MessageParts = {
       html: await trackedHtml(env, config, email, identity.tracking, content.html),
       text: content.text,
