@@ -55,7 +55,7 @@ describe("contacts joined to segments", () => {
   it("joins at creation, by path, by audience, and lists both ways with contact.updated for each change", async () => {
     const s1 = (await call(a, "POST", "/segments", { name: "One" })).body.id;
     const s2 = (await call(a, "POST", "/segments", { name: "Two" })).body.id;
-    const c = (await call(a, "POST", "/contacts", { email: "Join@Example.com", first_name: "Jo", segments: [s1] })).body.id;
+    const c = (await call(a, "POST", "/contacts", { email: "Join@Example.com", first_name: "Jo", segments: [{ id: s1 }] })).body.id;
     expect((await call(a, "GET", `/contacts/${c}/segments`)).body.data.map((s: any) => s.id)).toEqual([s1]);
 
     const added = await call(a, "POST", `/contacts/join@example.com/segments/${s2}`);
@@ -114,7 +114,7 @@ describe("topics and a contact's subscriptions", () => {
       { id: off, name: "Offers", description: null, subscription: "opt_in" },
     ]));
     // The Node client sends the array itself; the OpenAPI document an object around it.
-    expect((await call(a, "PATCH", `/contacts/${c}/topics`, [{ id: t, subscription: "opt_out" }])).body).toEqual({ object: "contact_topics", contact_id: c, topics: [{ id: t, subscription: "opt_out" }] });
+    expect((await call(a, "PATCH", `/contacts/${c}/topics`, [{ id: t, subscription: "opt_out" }])).body).toEqual({ object: "contact_topics", id: c, contact_id: c, topics: [{ id: t, subscription: "opt_out" }] });
     expect((await call(a, "PATCH", `/contacts/topics@example.com/topics`, { topics: [{ id: off, subscription: "opt_out" }] })).status).toBe(200);
     const after = (await call(a, "GET", `/contacts/${c}/topics`)).body.data;
     expect(after.map((x: any) => x.subscription)).toEqual(["opt_out", "opt_out"]);
@@ -171,5 +171,27 @@ describe("contact properties and properties on contacts", () => {
       expect((await call(other, m, path, b)).status).toBe(404);
     }
     expect((await call(other, "POST", "/contacts", { email: "o@example.com", properties: { tier: "gold" } })).status).toBe(422);
+  });
+});
+
+describe("topic_id on POST /emails", () => {
+  it("drops recipients who opted out of the topic, refuses a send with nobody left, and another account's topic", async () => {
+    const t = (await call(a, "POST", "/topics", { name: "Receipts", default_subscription: "opt_in" })).body.id;
+    const offByDefault = (await call(a, "POST", "/topics", { name: "Tips", default_subscription: "opt_out" })).body.id;
+    const out = `out-${crypto.randomUUID().slice(0, 6)}@simulator.tern.test`;
+    const stays = `in-${crypto.randomUUID().slice(0, 6)}@simulator.tern.test`;
+    await call(a, "POST", "/contacts", { email: out, topics: [{ id: t, subscription: "opt_out" }, { id: offByDefault, subscription: "opt_in" }] });
+    const sent = await call(a, "POST", "/emails", { from: `x@${a.domain}`, to: [out, stays], subject: "Receipt", text: "t", topic_id: t });
+    expect(sent.status, JSON.stringify(sent.body)).toBe(200);
+    const row = await env.DB.prepare("SELECT pending_json FROM emails WHERE id = ?").bind(sent.body.id).first<{ pending_json: string }>();
+    expect(JSON.parse(row!.pending_json)).toEqual([stays]);
+    const nobody = await call(a, "POST", "/emails", { from: `x@${a.domain}`, to: out, subject: "Receipt", text: "t", topic_id: t });
+    expect(nobody.body).toMatchObject({ statusCode: 422, name: "validation_error", message: expect.stringMatching(/opted out of topic Receipts/) });
+    // A default of opt_out: only who opted in receives it, contact or not.
+    const tips = await call(a, "POST", "/emails/batch", [{ from: `x@${a.domain}`, to: [out, stays], subject: "Tip", text: "t", topic_id: offByDefault }]);
+    const tipRow = await env.DB.prepare("SELECT pending_json FROM emails WHERE id = ?").bind(tips.body.data[0].id).first<{ pending_json: string }>();
+    expect(JSON.parse(tipRow!.pending_json)).toEqual([out]);
+    const theirs = (await call(other, "POST", "/topics", { name: "Theirs", default_subscription: "opt_in" })).body.id;
+    expect((await call(a, "POST", "/emails", { from: `x@${a.domain}`, to: stays, subject: "x", text: "t", topic_id: theirs })).status).toBe(422);
   });
 });

@@ -30,8 +30,9 @@ import { hint, type BroadcastMessage } from "./broadcasts.ts";
 export const PAGE_SIZE = 50;
 /** How long a run owns a broadcast without making progress before the cron starts another. */
 export const FANOUT_LEASE_MS = 15_000;
-/** Pages one queue message runs before handing the rest to a fresh message (and invocation). */
-const PAGES_PER_RUN = 40;
+/** Pages one queue message runs before handing the rest to a fresh message (and invocation):
+ * each invocation stays well inside a Worker's limits on time and D1 calls. */
+const PAGES_PER_RUN = 10;
 
 /** Every broadcast email asks for one-click unsubscribe; the consumer fills in each link. */
 export const BROADCAST_HEADERS = JSON.stringify({ "List-Unsubscribe": "<{{{RESEND_UNSUBSCRIBE_URL}}}>" });

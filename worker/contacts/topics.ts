@@ -1,9 +1,10 @@
 // Topics (Resend's /topics): what a broadcast may be about. default_subscription says whether a
 // contact who never chose receives it (opt_in) or not (opt_out); it is fixed at creation, as
 // changing it would silently subscribe or drop everyone who never chose.
-import { and, eq } from "drizzle-orm";
+import { and, eq, inArray } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import { topics, type TopicRow } from "../db/schema.ts";
+import { contactTopics, contacts, topics, type TopicRow } from "../db/schema.ts";
+import { ApiError } from "../errors.ts";
 import { uuidv7 } from "../ids.ts";
 import { finishPage, pageQuery, type Page } from "../pagination.ts";
 
@@ -58,4 +59,23 @@ export async function deleteTopic(db: D1Database, accountId: string, id: string)
   if (!row) return undefined;
   await drizzle(db).delete(topics).where(and(eq(topics.accountId, accountId), eq(topics.id, id)));
   return row;
+}
+
+/** `topic_id` on a send: the topic must be the account's; recipients whose contact does not
+ * receive it (their own opt_out, or no choice and a default of opt_out) are dropped from the
+ * envelope. A send with nobody left is refused, so that nothing is recorded for nobody. */
+export async function recipientsForTopic(db: D1Database, accountId: string, topicId: string, recipients: string[], where = ""): Promise<string[]> {
+  const at = where ? `${where} ` : "";
+  const topic = await findTopic(db, accountId, topicId);
+  if (!topic) throw new ApiError("validation_error", `${at}\`topic_id\` names topic ${topicId}, which this account does not have.`);
+  const keys = recipients.map((r) => r.trim().toLowerCase());
+  const rows = await drizzle(db).select({ email: contacts.email, own: contactTopics.subscription }).from(contacts)
+    .leftJoin(contactTopics, and(eq(contactTopics.contactId, contacts.id), eq(contactTopics.topicId, topicId)))
+    .where(and(eq(contacts.accountId, accountId), inArray(contacts.email, keys)));
+  const out = new Set(rows.filter((r) => (r.own ?? topic.defaultSubscription) === "opt_out").map((r) => r.email));
+  // An address with no contact has made no choice: the topic's default applies.
+  if (topic.defaultSubscription === "opt_out") for (const k of keys) if (!rows.some((r) => r.email === k)) out.add(k);
+  const left = recipients.filter((r, i) => !out.has(keys[i]!));
+  if (left.length === 0) throw new ApiError("validation_error", `${at}Every recipient has opted out of topic ${topic.name} (${topicId}); nothing was sent.`);
+  return left;
 }

@@ -49,7 +49,8 @@ export const CreateContactRequest = z
     last_name: Name("last_name"),
     unsubscribed: z.boolean({ error: "`unsubscribed` must be a boolean." }).optional(),
     properties: Properties.optional(),
-    segments: z.array(Uuid("segment")).max(100).optional(),
+    // Ids (as the OpenAPI document has them) or {id} objects (as the Node client sends them).
+    segments: z.array(z.union([Uuid("segment"), z.object({ id: Uuid("segment") })])).max(100).optional(),
     topics: z.array(TopicChoice).max(100).optional(),
     audience_id: Uuid("segment").optional().openapi({ deprecated: true, description: "Use `segments`." }),
   })
@@ -83,7 +84,7 @@ const Contact = z
 const ContactSegment = z.object({ id: z.string(), name: z.string(), created_at: z.string() }).openapi("ContactSegment");
 const ContactSegmentChange = z.object({ object: z.literal("contact_segment"), contact_id: z.string(), segment_id: z.string(), deleted: z.boolean().optional() });
 const ContactTopic = z.object({ id: z.string(), name: z.string(), description: z.string().nullable(), subscription: z.enum(["opt_in", "opt_out"]) }).openapi("ContactTopic");
-const ContactTopicsChange = z.object({ object: z.literal("contact_topics"), contact_id: z.string(), topics: z.array(TopicChoice) });
+const ContactTopicsChange = z.object({ object: z.literal("contact_topics"), id: z.string(), contact_id: z.string(), topics: z.array(TopicChoice) });
 
 function contactView(r: ContactRow) {
   return {
@@ -133,7 +134,7 @@ function createFrom(body: z.infer<typeof CreateContactRequest>, segments: string
     lastName: body.last_name,
     unsubscribed: body.unsubscribed,
     properties: body.properties,
-    segments: [...(body.segments ?? []), ...(body.audience_id ? [body.audience_id] : []), ...segments],
+    segments: [...(body.segments ?? []).map((s) => (typeof s === "string" ? s : s.id)), ...(body.audience_id ? [body.audience_id] : []), ...segments],
     topics: body.topics,
   };
 }
@@ -379,7 +380,8 @@ export function registerContactRoutes(app: App): void {
       const choices = Array.isArray(body) ? body : body.topics;
       const result = await updateContactTopics(c.env, principal(c), c.req.param("contact_id")!, choices);
       if (!result) throw notFound();
-      return c.json({ object: "contact_topics" as const, contact_id: result.contact.id, topics: result.topics });
+      // `id` too: the Node client reads the contact's id from it.
+      return c.json({ object: "contact_topics" as const, id: result.contact.id, contact_id: result.contact.id, topics: result.topics });
     },
   );
 

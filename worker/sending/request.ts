@@ -97,6 +97,9 @@ export const SendEmailRequest = z
       description: "ISO 8601, or natural language such as \"in 1 min\" or \"tomorrow at 9am\" (UTC); at most 30 days ahead.",
     }),
     template: EmailTemplateInput.optional(),
+    topic_id: z.string({ error: "must be a topic id." }).uuid("must be a topic id.").optional().openapi({
+      description: "Scopes the email to a topic: recipients whose contact opted out of it are not sent to.",
+    }),
   })
   .superRefine((r, ctx) => {
     const hasHtml = typeof r.html === "string" && r.html.length > 0;

@@ -11,6 +11,7 @@ import { KeyTaken, type KeyClaim } from "./key-claim.ts";
 import { quotaHeaders } from "./quota.ts";
 import { SendEmailRequest } from "./request.ts";
 import { applyTemplate } from "../templates/send.ts";
+import { recipientsForTopic } from "../contacts/topics.ts";
 
 export const MAX_BATCH = 100;
 const ATTACHMENT_FETCH = { maxBytes: 40 * 1024 * 1024, timeoutMs: 15_000, maxRedirects: 3 };
@@ -69,6 +70,7 @@ async function sendOne(env: Env, principal: Principal, raw: unknown, { claim, de
   if (!parsed.success) throw zodToApiError(parsed.error, body);
   const deps = sendDeps(env);
   const prepared = await prepareEmail(deps, principal, parsed.data, "");
+  if (parsed.data.topic_id) prepared.recipients = await recipientsForTopic(env.DB, principal.accountId, parsed.data.topic_id, prepared.recipients);
   const answer = JSON.stringify({ id: prepared.id });
   const use = await recordEmails(env, deps.config, principal, [prepared], deps.now, { key: claim && { claim, status: 200, body: answer }, defer });
   return { status: 200, body: answer, headers: quotaHeaders(use!) };
@@ -98,7 +100,9 @@ async function sendBatch(env: Env, principal: Principal, req: SendRequest, { cla
       const one = parsed.data;
       if (one.attachments !== undefined) throw new ApiError("validation_error", `\`[${i}].attachments\` is not supported in batch sends.`);
       if (one.scheduled_at !== undefined) throw new ApiError("validation_error", `\`[${i}].scheduled_at\` is not supported in batch sends.`);
-      prepared.push(await prepareEmail(deps, principal, one, `\`[${i}]\`:`));
+      const p = await prepareEmail(deps, principal, one, `\`[${i}]\`:`);
+      if (one.topic_id) p.recipients = await recipientsForTopic(env.DB, principal.accountId, one.topic_id, p.recipients, `\`[${i}]\`:`);
+      prepared.push(p);
     } catch (err) {
       const e = itemError(err, i);
       if (req.batchMode === "strict") throw e;
