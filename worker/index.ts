@@ -18,6 +18,7 @@ import { registerTemplateRoutes } from "./routes/templates.ts";
 import { registerBroadcastRoutes } from "./routes/broadcasts.ts";
 import { consumeBroadcastBatch, sweepBroadcasts } from "./broadcasts/fanout.ts";
 import type { BroadcastMessage } from "./broadcasts/broadcasts.ts";
+import type { ImportMessage } from "./contacts/imports.ts";
 import { registerSuppressionRoutes } from "./routes/suppressions.ts";
 import { registerTrackingRoutes } from "./routes/tracking.ts";
 import { registerWebhookRoutes } from "./routes/webhooks.ts";
@@ -49,7 +50,7 @@ export default {
   fetch: app.fetch,
   async queue(batch, env) {
     if (batch.queue === "tern-webhooks") await consumeWebhookBatch(batch as unknown as MessageBatch<WebhookQueueMessage>, env);
-    else if (batch.queue === "tern-broadcasts") await consumeBroadcastBatch(batch as unknown as MessageBatch<BroadcastMessage>, env);
+    else if (batch.queue === "tern-broadcasts") await consumeBroadcastBatch(batch as unknown as MessageBatch<BroadcastMessage | ImportMessage>, env);
     else await consumeSendBatch(batch as MessageBatch<QueueMessage>, env);
   },
   async scheduled(_controller, env) {

@@ -29,6 +29,7 @@ describe("GET /openapi.json", () => {
       "POST /audiences/{audience_id}/contacts", "GET /audiences/{audience_id}/contacts/{id}", "PATCH /audiences/{audience_id}/contacts/{id}", "DELETE /audiences/{audience_id}/contacts/{id}",
       "GET /contacts/{contact_id}/segments", "POST /contacts/{contact_id}/segments/{segment_id}", "DELETE /contacts/{contact_id}/segments/{segment_id}",
       "GET /contacts/{contact_id}/topics", "PATCH /contacts/{contact_id}/topics",
+      "POST /contacts/imports", "GET /contacts/imports", "GET /contacts/imports/{id}",
       ...["/topics", "/contact-properties", "/templates"].flatMap((b) => [`POST ${b}`, `GET ${b}`, `GET ${b}/{id}`, `PATCH ${b}/{id}`, `DELETE ${b}/{id}`]),
       "POST /templates/{id}/publish", "POST /templates/{id}/duplicate",
       "POST /broadcasts", "GET /broadcasts", "GET /broadcasts/{id}", "PATCH /broadcasts/{id}", "DELETE /broadcasts/{id}",

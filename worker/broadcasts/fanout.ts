@@ -25,6 +25,7 @@ import { propertiesByKey, fallbackOf } from "../contacts/properties.ts";
 import { receivesTopic, type Subscription } from "../contacts/contacts.ts";
 import { contactLookup, render } from "../templates/render.ts";
 import { hint, type BroadcastMessage } from "./broadcasts.ts";
+import { runImport, stalledImports, type ImportMessage } from "../contacts/imports.ts";
 
 /** Contacts read per page: each becomes 3 statements of one D1 batch. */
 export const PAGE_SIZE = 50;
@@ -159,16 +160,20 @@ export async function runFanout(env: FanoutEnv, broadcastId: string, opts: Fanou
   return { recorded, status: "sending", more: true };
 }
 
-/** The broadcast queue's consumer: each message runs a share of one broadcast's fan-out and,
- * when there is more, hands the rest to a new message. */
-export async function consumeBroadcastBatch(batch: MessageBatch<BroadcastMessage>, env: Env): Promise<void> {
+/** The broadcast queue's consumer: each message runs a share of one broadcast's fan-out (or of
+ * one contact import) and, when there is more, hands the rest to a new message. */
+export async function consumeBroadcastBatch(batch: MessageBatch<BroadcastMessage | ImportMessage>, env: Env): Promise<void> {
   for (const msg of batch.messages) {
     try {
-      const result = await runFanout(env, msg.body.broadcastId);
-      if (result.more) await hint(env, msg.body.broadcastId);
+      if ("importId" in msg.body) {
+        if (await runImport(env, msg.body.importId)) await env.BROADCAST_QUEUE.send({ importId: msg.body.importId } satisfies ImportMessage);
+      } else {
+        const result = await runFanout(env, msg.body.broadcastId);
+        if (result.more) await hint(env, msg.body.broadcastId);
+      }
       msg.ack();
     } catch (err) {
-      console.error("broadcast fan-out failed; will retry", msg.body.broadcastId, err);
+      console.error("broadcast queue work failed; will retry", msg.body, err);
       msg.retry({ delaySeconds: 5 });
     }
   }
@@ -185,5 +190,7 @@ export async function sweepBroadcasts(env: Pick<Env, "DB" | "BROADCAST_QUEUE">, 
     .returning({ id: broadcasts.id });
   const ids = [...new Set([...due, ...stalled].map((r) => r.id))];
   for (const id of ids) await hint(env, id);
-  return ids.length;
+  const imports = await stalledImports(env.DB, now);
+  for (const importId of imports) await env.BROADCAST_QUEUE.send({ importId } satisfies ImportMessage).catch((e: unknown) => console.error("import hint not sent", e));
+  return ids.length + imports.length;
 }

@@ -517,3 +517,31 @@ export type TopicRow = typeof topics.$inferSelect;
 export type ContactPropertyRow = typeof contactProperties.$inferSelect;
 export type TemplateRow = typeof templates.$inferSelect;
 export type BroadcastRow = typeof broadcasts.$inferSelect;
+
+/** A CSV contact import (Resend's /contacts/imports): the file waits in R2 and is processed in
+ * chunks by the broadcast queue's consumer; `cursor` is the data rows done so far. */
+export const contactImports = sqliteTable(
+  "contact_imports",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull().references(() => accounts.id),
+    /** queued | in_progress | completed | failed */
+    status: text("status").notNull(),
+    fileKey: text("file_key").notNull(),
+    /** JSON: {column_map, on_conflict, segments, topics} as checked at creation. */
+    optionsJson: text("options_json").notNull(),
+    cursor: integer("cursor").notNull().default(0),
+    total: integer("total").notNull().default(0),
+    created: integer("created").notNull().default(0),
+    updated: integer("updated").notNull().default(0),
+    skipped: integer("skipped").notNull().default(0),
+    failed: integer("failed").notNull().default(0),
+    error: text("error"),
+    leaseUntil: integer("lease_until"),
+    createdAt: integer("created_at").notNull(),
+    completedAt: integer("completed_at"),
+  },
+  (t) => [index("contact_imports_account").on(t.accountId, t.id), index("contact_imports_status").on(t.status)],
+);
+
+export type ContactImportRow = typeof contactImports.$inferSelect;

@@ -19,6 +19,7 @@ import {
   type MembershipResult,
 } from "../contacts/contacts.ts";
 import { type ContactRow } from "../db/schema.ts";
+import { registerContactImportRoutes } from "./contact-imports.ts";
 import { ApiError } from "../errors.ts";
 import { readJson, validate } from "../http.ts";
 import { parseMailbox } from "../mime/address.ts";
@@ -144,6 +145,8 @@ function patchFrom(body: z.infer<typeof UpdateContactRequest>) {
 }
 
 export function registerContactRoutes(app: App): void {
+  // Before /contacts/{id}, whose parameter would also match "imports".
+  registerContactImportRoutes(app);
   defineRoute(
     app,
     "full",
