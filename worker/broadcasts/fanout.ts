@@ -13,8 +13,8 @@
 import { and, eq, gt, inArray, lt, or, isNull, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import type { Principal } from "../auth.ts";
-import { insertEmail, insertEmailEvent, statementOf } from "../db/compiled.ts";
-import { accounts, broadcastRecipients, broadcasts, contactSegments, contactTopics, contacts, suppressions, topics, type BroadcastRow } from "../db/schema.ts";
+import { insertEmail, statementOf } from "../db/compiled.ts";
+import { accounts, broadcastRecipients, broadcasts, contactSegments, contactTopics, contacts, emailEvents, suppressions, topics, type BroadcastRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
 import { uuidv7 } from "../ids.ts";
 import { parseMailbox } from "../mime/address.ts";
@@ -27,7 +27,7 @@ import { contactLookup, render } from "../templates/render.ts";
 import { hint, type BroadcastMessage } from "./broadcasts.ts";
 import { runImport, stalledImports, type ImportMessage } from "../contacts/imports.ts";
 
-/** Contacts read per page: each becomes 3 statements of one D1 batch. */
+/** Contacts read per page: one D1 batch of an email insert each, plus a few multi-row inserts. */
 export const PAGE_SIZE = 50;
 /** How long a run owns a broadcast without making progress before the cron starts another. */
 export const FANOUT_LEASE_MS = 15_000;
@@ -116,25 +116,30 @@ export async function runFanout(env: FanoutEnv, broadcastId: string, opts: Fanou
       const quota = consumeStatements(env.DB, b.accountId, principal.plan, eligible.length, now);
       statements.push(quota.monthly, ...(quota.daily ? [quota.daily] : []));
     }
+    const quotaStatements = statements.length;
     const emailIds: string[] = [];
+    const recipientRows: (typeof broadcastRecipients.$inferInsert)[] = [];
+    const eventRows: (typeof emailEvents.$inferInsert)[] = [];
     for (const [i, c] of eligible.entries()) {
       const emailId = uuidv7(now + i);
       emailIds.push(emailId);
       const lookup = contactLookup({ email: c.email, firstName: c.firstName, lastName: c.lastName, properties: JSON.parse(c.propertiesJson) }, fallbacks);
-      statements.push(
-        statementOf(env.DB, db.insert(broadcastRecipients).values({ broadcastId: b.id, contactId: c.id, accountId: b.accountId, emailId, email: c.email, createdAt: now })),
-        insertEmail.bind(env.DB, {
-          id: emailId, accountId: b.accountId, fromAddress: b.fromAddress!, toJson: JSON.stringify([c.email]), ccJson: "[]", bccJson: "[]",
-          replyToJson: b.replyToJson, subject: render(b.subject ?? "", lookup, "text").output.replace(/[\r\n]+/g, " ").slice(0, 998),
-          // The body is the broadcast's, stored once; the consumer renders it for this contact.
-          html: null, text: null, headersJson: BROADCAST_HEADERS, tagsJson: "[]", attachmentsJson: "[]", contentKey: null,
-          domainId: domain.id, region: domain.region, state: "queued", lastEvent: "queued", scheduledAt: null,
-          pendingJson: JSON.stringify([c.email]), attempts: 0, nextAttemptAt: now, leaseUntil: null,
-          messageId: `${emailId}@${domain.name}`, createdAt: now, broadcastId: b.id,
-        }),
-        insertEmailEvent.bind(env.DB, { id: uuidv7(now + i), emailId, accountId: b.accountId, type: "queued", dataJson: "{}", createdAt: now, dedupeKey: null }),
-      );
+      recipientRows.push({ broadcastId: b.id, contactId: c.id, accountId: b.accountId, emailId, email: c.email, createdAt: now });
+      eventRows.push({ id: uuidv7(now + i), emailId, accountId: b.accountId, type: "queued", dataJson: "{}", createdAt: now, dedupeKey: null });
+      statements.push(insertEmail.bind(env.DB, {
+        id: emailId, accountId: b.accountId, fromAddress: b.fromAddress!, toJson: JSON.stringify([c.email]), ccJson: "[]", bccJson: "[]",
+        replyToJson: b.replyToJson, subject: render(b.subject ?? "", lookup, "text").output.replace(/[\r\n]+/g, " ").slice(0, 998),
+        // The body is the broadcast's, stored once; the consumer renders it for this contact.
+        html: null, text: null, headersJson: BROADCAST_HEADERS, tagsJson: "[]", attachmentsJson: "[]", contentKey: null,
+        domainId: domain.id, region: domain.region, state: "queued", lastEvent: "queued", scheduledAt: null,
+        pendingJson: JSON.stringify([c.email]), attempts: 0, nextAttemptAt: now, leaseUntil: null,
+        messageId: `${emailId}@${domain.name}`, createdAt: now, broadcastId: b.id,
+      }));
     }
+    // Many rows a statement where D1's 100 bound parameters allow: fewer statements a page.
+    // The recipients come first: their primary key and trigger decide whether the page counts.
+    for (let i = 0; i < recipientRows.length; i += 16) statements.splice(quotaStatements + i / 16, 0, statementOf(env.DB, db.insert(broadcastRecipients).values(recipientRows.slice(i, i + 16))));
+    for (let i = 0; i < eventRows.length; i += 14) statements.push(statementOf(env.DB, db.insert(emailEvents).values(eventRows.slice(i, i + 14))));
     statements.push(statementOf(env.DB, db.update(broadcasts)
       .set({ checkpoint: last, recipientCount: sql`${broadcasts.recipientCount} + ${eligible.length}`, leaseUntil: now + FANOUT_LEASE_MS, updatedAt: now })
       .where(and(eq(broadcasts.id, b.id), eq(broadcasts.status, "sending"), b.checkpoint === null ? isNull(broadcasts.checkpoint) : eq(broadcasts.checkpoint, b.checkpoint)))));
