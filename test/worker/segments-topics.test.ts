@@ -195,3 +195,27 @@ describe("topic_id on POST /emails", () => {
     expect((await call(a, "POST", "/emails", { from: `x@${a.domain}`, to: stays, subject: "x", text: "t", topic_id: theirs })).status).toBe(422);
   });
 });
+
+describe("deleting a segment, topic or property", () => {
+  it("reports contact.updated for each contact it changes, and only those", async () => {
+    const t = await createAccount();
+    const seg = (await call(t, "POST", "/segments", { name: "S" })).body.id;
+    const topic = (await call(t, "POST", "/topics", { name: "T", default_subscription: "opt_in" })).body.id;
+    await call(t, "POST", "/contact-properties", { key: "tier", type: "string" });
+    const prop = (await call(t, "GET", "/contact-properties")).body.data[0].id;
+    const inSeg = (await call(t, "POST", "/contacts", { email: "member@example.com", segments: [seg] })).body.id;
+    const chose = (await call(t, "POST", "/contacts", { email: "chose@example.com", topics: [{ id: topic, subscription: "opt_out" }] })).body.id;
+    const hasKey = (await call(t, "POST", "/contacts", { email: "keyed@example.com", properties: { tier: "gold" } })).body.id;
+    await call(t, "POST", "/contacts", { email: "bystander@example.com" });
+    const updatedIds = async () => (await contactEvents(t)).filter((e) => e.type === "contact.updated").map((e) => e.data.id);
+    expect(await updatedIds()).toEqual([]);
+    await call(t, "DELETE", `/segments/${seg}`);
+    expect(await updatedIds()).toEqual([inSeg]);
+    await call(t, "DELETE", `/topics/${topic}`);
+    expect(await updatedIds()).toEqual([inSeg, chose]);
+    await call(t, "DELETE", `/contact-properties/${prop}`);
+    expect(await updatedIds()).toEqual([inSeg, chose, hasKey]);
+    expect((await call(t, "GET", `/contacts/${hasKey}`)).body.properties).toEqual({});
+    expect((await call(t, "GET", `/contacts/${inSeg}/segments`)).body.data).toEqual([]);
+  });
+});

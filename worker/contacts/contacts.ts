@@ -288,3 +288,21 @@ export async function updateContactTopics(env: ContactEnv, accountId: string, id
 export function receivesTopic(own: Subscription | null | undefined, defaultSubscription: Subscription): boolean {
   return (own ?? defaultSubscription) === "opt_in";
 }
+
+/** A change to many contacts at once (a segment, topic or property deleted): done in chunks,
+ * each one D1 batch with its changes, the contacts' updated_at and their contact.updated
+ * events, so that every contact touched is reported and a crash leaves no change unreported. */
+export async function changeContactsInChunks(env: ContactEnv, accountId: string, contactIds: string[], changesFor: (ids: string[]) => BatchItem<"sqlite">[], now = Date.now()): Promise<void> {
+  const db = drizzle(env.DB);
+  for (let i = 0; i < contactIds.length; i += 50) {
+    const ids = contactIds.slice(i, i + 50);
+    const rows = await db.select().from(contacts).where(and(eq(contacts.accountId, accountId), inArray(contacts.id, ids)));
+    const events = rows.map((r) => contactOutboxEvent(accountId, "contact.updated", contactFacts({ ...r, updatedAt: now }), now));
+    await db.batch([
+      ...changesFor(ids),
+      db.update(contacts).set({ updatedAt: now }).where(and(eq(contacts.accountId, accountId), inArray(contacts.id, ids))),
+      ...events.map((e) => outboxInsert(db, e)),
+    ] as unknown as [BatchItem<"sqlite">]);
+    await announce(env, events);
+  }
+}

@@ -2,13 +2,14 @@
 // in `properties`, each with a type (string or number) and a fallback used when a contact has
 // no value. A contact's values are checked against them: an unknown key or a value of the
 // wrong type is a 422 that names it.
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq, inArray, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { contactProperties, contacts, type ContactPropertyRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
 import { uuidv7 } from "../ids.ts";
 import { finishPage, pageQuery, type Page } from "../pagination.ts";
 import { d1ErrorText } from "../sending/quota.ts";
+import { changeContactsInChunks, type ContactEnv } from "./contacts.ts";
 
 export type PropertyType = "string" | "number";
 export type PropertyValue = string | number;
@@ -70,15 +71,17 @@ export async function updateProperty(db: D1Database, accountId: string, id: stri
   return { ...row, fallbackJson };
 }
 
-/** Deletes the definition and removes its key from every contact of the account, in one batch. */
-export async function deleteProperty(db: D1Database, accountId: string, id: string): Promise<ContactPropertyRow | undefined> {
-  const row = await findProperty(db, accountId, id);
+/** Removes the key from every contact that has it (each reports contact.updated), then the definition. */
+export async function deleteProperty(env: ContactEnv, accountId: string, id: string, now = Date.now()): Promise<ContactPropertyRow | undefined> {
+  const row = await findProperty(env.DB, accountId, id);
   if (!row) return undefined;
-  const d = drizzle(db);
-  await d.batch([
-    d.delete(contactProperties).where(eq(contactProperties.id, id)),
-    d.update(contacts).set({ propertiesJson: sqlRemoveKey(row.key) }).where(eq(contacts.accountId, accountId)),
-  ]);
+  const d = drizzle(env.DB);
+  const path = "$." + row.key;
+  const having = await d.select({ id: contacts.id }).from(contacts).where(and(eq(contacts.accountId, accountId), sql`json_type(${contacts.propertiesJson}, ${path}) IS NOT NULL`));
+  await changeContactsInChunks(env, accountId, having.map((c) => c.id), (ids) => [
+    d.update(contacts).set({ propertiesJson: sqlRemoveKey(row.key) }).where(and(eq(contacts.accountId, accountId), inArray(contacts.id, ids))),
+  ], now);
+  await d.delete(contactProperties).where(eq(contactProperties.id, id));
   return row;
 }
 

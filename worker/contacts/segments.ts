@@ -1,8 +1,10 @@
 // Segments (Resend's /segments, and the older /audiences for the same rows): named groups of
-// contacts. Deleting one removes its memberships (ON DELETE CASCADE), never the contacts.
-import { and, eq } from "drizzle-orm";
+// contacts. Deleting one removes its memberships (each member reports contact.updated), never
+// the contacts.
+import { and, eq, inArray } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import { segments, type SegmentRow } from "../db/schema.ts";
+import { contactSegments, segments, type SegmentRow } from "../db/schema.ts";
+import { changeContactsInChunks, type ContactEnv } from "./contacts.ts";
 import { uuidv7 } from "../ids.ts";
 import { finishPage, pageQuery, type Page } from "../pagination.ts";
 
@@ -28,9 +30,15 @@ export async function renameSegment(db: D1Database, accountId: string, id: strin
   return { ...row, name };
 }
 
-export async function deleteSegment(db: D1Database, accountId: string, id: string): Promise<SegmentRow | undefined> {
-  const row = await findSegment(db, accountId, id);
+/** Its members leave it first, a chunk at a time with their contact.updated events; then it goes. */
+export async function deleteSegment(env: ContactEnv, accountId: string, id: string, now = Date.now()): Promise<SegmentRow | undefined> {
+  const row = await findSegment(env.DB, accountId, id);
   if (!row) return undefined;
-  await drizzle(db).delete(segments).where(and(eq(segments.accountId, accountId), eq(segments.id, id)));
+  const db = drizzle(env.DB);
+  const members = await db.select({ id: contactSegments.contactId }).from(contactSegments).where(eq(contactSegments.segmentId, id));
+  await changeContactsInChunks(env, accountId, members.map((m) => m.id), (ids) => [
+    db.delete(contactSegments).where(and(eq(contactSegments.segmentId, id), inArray(contactSegments.contactId, ids))),
+  ], now);
+  await db.delete(segments).where(and(eq(segments.accountId, accountId), eq(segments.id, id)));
   return row;
 }

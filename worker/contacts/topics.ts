@@ -5,6 +5,7 @@ import { and, eq, inArray } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { contactTopics, contacts, topics, type TopicRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
+import { changeContactsInChunks, type ContactEnv } from "./contacts.ts";
 import { uuidv7 } from "../ids.ts";
 import { finishPage, pageQuery, type Page } from "../pagination.ts";
 
@@ -53,11 +54,16 @@ export async function updateTopic(db: D1Database, accountId: string, id: string,
   return after;
 }
 
-/** Deletes the topic and every contact's choice for it (ON DELETE CASCADE). */
-export async function deleteTopic(db: D1Database, accountId: string, id: string): Promise<TopicRow | undefined> {
-  const row = await findTopic(db, accountId, id);
+/** Deletes every contact's choice for the topic (each reports contact.updated), then the topic. */
+export async function deleteTopic(env: ContactEnv, accountId: string, id: string, now = Date.now()): Promise<TopicRow | undefined> {
+  const row = await findTopic(env.DB, accountId, id);
   if (!row) return undefined;
-  await drizzle(db).delete(topics).where(and(eq(topics.accountId, accountId), eq(topics.id, id)));
+  const db = drizzle(env.DB);
+  const chose = await db.select({ id: contactTopics.contactId }).from(contactTopics).where(eq(contactTopics.topicId, id));
+  await changeContactsInChunks(env, accountId, chose.map((c) => c.id), (ids) => [
+    db.delete(contactTopics).where(and(eq(contactTopics.topicId, id), inArray(contactTopics.contactId, ids))),
+  ], now);
+  await db.delete(topics).where(and(eq(topics.accountId, accountId), eq(topics.id, id)));
   return row;
 }
 

@@ -98,7 +98,7 @@ export function registerContactPropertyRoutes(app: App): void {
       responses: { 200: json(Deleted, "Deleted"), ...errorResponses(401, 403, 404) },
     }),
     async (c) => {
-      const row = await deleteProperty(c.env.DB, account(c), c.req.param("id")!);
+      const row = await deleteProperty(c.env, account(c), c.req.param("id")!);
       if (!row) throw notFound();
       return c.json({ object: "contact_property" as const, id: row.id, deleted: true as const });
     },

@@ -98,7 +98,7 @@ export function registerSegmentRoutes(app: App): void {
         responses: { 200: json(SegmentDeleted, "Deleted"), ...errorResponses(401, 403, 404) },
       }),
       async (c) => {
-        const row = await deleteSegment(c.env.DB, account(c), c.req.param("id")!);
+        const row = await deleteSegment(c.env, account(c), c.req.param("id")!);
         if (!row) throw notFound();
         return c.json({ object: k.object, id: row.id, deleted: true as const });
       },

@@ -113,7 +113,7 @@ export function registerTopicRoutes(app: App): void {
       responses: { 200: json(TopicDeleted, "Deleted"), ...errorResponses(401, 403, 404) },
     }),
     async (c) => {
-      const row = await deleteTopic(c.env.DB, account(c), c.req.param("id")!);
+      const row = await deleteTopic(c.env, account(c), c.req.param("id")!);
       if (!row) throw notFound();
       return c.json({ object: "topic" as const, id: row.id, deleted: true as const });
     },
