@@ -17,6 +17,9 @@
 //      the per-key Durable Object (bench/idempotency.ts, two terns of its own). BENCH_ONLY=idempotency.
 //   9. metrics: the rollup's cost per recorded event, GET /emails/metrics over 1,000,000 events
 //      next to a primary-key read, insights per 100 KB email (bench/metrics.ts). BENCH_ONLY=metrics.
+//  10. broadcasts: a broadcast to 100,000 contacts next to the same emails by /emails/batch
+//      (bench/broadcasts.ts, its own tern; about half an hour). BENCH_ONLY=broadcasts runs it;
+//      the full run leaves it out for its length.
 // Prints the results and writes them into docs/benchmarks.md. Stops everything it started,
 // also on failure, Ctrl-C or its own time limit. BENCH_QUICK=1 is a short smoke run that
 // does not touch the doc.
@@ -31,6 +34,7 @@ import { checkFloorStatements, startFloor, stopFloor, type FloorProcess } from "
 import { renderDkim, runDkimBench, writeDkimDoc } from "./dkim.ts";
 import { renderWebhooks, runWebhookBench, writeWebhooksDoc } from "./webhooks.ts";
 import { renderMetrics, runMetricsBench, writeMetricsDoc } from "./metrics.ts";
+import { renderBroadcasts, runBroadcastBench, writeBroadcastsDoc } from "./broadcasts.ts";
 import { phaseFour } from "./exactly-once.ts";
 import { renderIdempotency, runIdempotencyBench, writeIdempotencyDoc } from "./idempotency.ts";
 import { clearRelay, directToRelay, htmlOfSize, throughTern, type DeliveryResult, type Target } from "./delivery.ts";
@@ -43,10 +47,10 @@ const root = resolve(import.meta.dirname, "..");
 const DOC = join(root, "docs", "benchmarks.md");
 const QUICK = process.env.BENCH_QUICK === "1";
 const ONLY = process.env.BENCH_ONLY ?? "";
-if (!["", "core", "bridge", "dkim", "webhooks", "idempotency", "metrics"].includes(ONLY)) throw new Error(`BENCH_ONLY may only be "core", "bridge", "dkim", "webhooks", "idempotency" or "metrics", not ${JSON.stringify(ONLY)}`);
+if (!["", "core", "bridge", "dkim", "webhooks", "idempotency", "metrics", "broadcasts"].includes(ONLY)) throw new Error(`BENCH_ONLY may only be "core", "bridge", "dkim", "webhooks", "idempotency", "metrics" or "broadcasts", not ${JSON.stringify(ONLY)}`);
 /** Parts 1-4 (BENCH_ONLY=core runs only these). */
 const CORE = ONLY === "" || ONLY === "core";
-const TIME_LIMIT_MS = (CORE ? 720_000 : 60_000) + 900_000;
+const TIME_LIMIT_MS = (CORE ? 720_000 : ONLY === "broadcasts" ? 2_400_000 : 60_000) + 900_000;
 const DRAIN_LIMIT_MS = 60_000;
 const MAX_ERROR_SHARE = 0.001;
 
@@ -297,6 +301,13 @@ async function main(): Promise<number> {
   }
   if (ONLY === "metrics") {
     await metricsPart(f);
+    return 0;
+  }
+  if (ONLY === "broadcasts") {
+    log("phase 10: a broadcast next to /emails/batch (bench/broadcasts.ts)");
+    const block = renderBroadcasts(await runBroadcastBench({ quick: QUICK, log }), f.date, `${f.nproc} cores (${f.cpu}), commit ${f.commit}`);
+    console.log(`\n${block}\n`);
+    if (!QUICK) writeBroadcastsDoc(block);
     return 0;
   }
 

@@ -17,6 +17,14 @@ import { registerLogRoutes } from "./routes/logs.ts";
 import { registerMetricsRoutes } from "./routes/metrics.ts";
 import { registerInsightRoutes } from "./routes/insights.ts";
 import { registerContactRoutes } from "./routes/contacts.ts";
+import { registerContactPropertyRoutes } from "./routes/contact-properties.ts";
+import { registerSegmentRoutes } from "./routes/segments.ts";
+import { registerTopicRoutes } from "./routes/topics.ts";
+import { registerTemplateRoutes } from "./routes/templates.ts";
+import { registerBroadcastRoutes } from "./routes/broadcasts.ts";
+import { consumeBroadcastBatch, sweepBroadcasts } from "./broadcasts/fanout.ts";
+import type { BroadcastMessage } from "./broadcasts/broadcasts.ts";
+import type { ImportMessage } from "./contacts/imports.ts";
 import { registerSuppressionRoutes } from "./routes/suppressions.ts";
 import { registerTrackingRoutes } from "./routes/tracking.ts";
 import { registerWebhookRoutes } from "./routes/webhooks.ts";
@@ -38,6 +46,11 @@ registerDomainRoutes(app);
 registerReceivingRoutes(app);
 registerWebhookRoutes(app);
 registerContactRoutes(app);
+registerSegmentRoutes(app);
+registerTopicRoutes(app);
+registerContactPropertyRoutes(app);
+registerTemplateRoutes(app);
+registerBroadcastRoutes(app);
 registerSuppressionRoutes(app);
 registerTrackingRoutes(app);
 registerLogRoutes(app);
@@ -50,6 +63,7 @@ export default {
   fetch: app.fetch,
   async queue(batch, env) {
     if (batch.queue === "tern-webhooks") await consumeWebhookBatch(batch as unknown as MessageBatch<WebhookQueueMessage>, env);
+    else if (batch.queue === "tern-broadcasts") await consumeBroadcastBatch(batch as unknown as MessageBatch<BroadcastMessage | ImportMessage>, env);
     else await consumeSendBatch(batch as MessageBatch<QueueMessage>, env);
   },
   async scheduled(_controller, env) {
@@ -57,6 +71,7 @@ export default {
     // Independent duties: one failing must not keep the other from running.
     const results = await Promise.allSettled([
       sweepDelivery(env, now),
+      sweepBroadcasts(env, now),
       recheckDueDomains(env, readConfig(env), now),
       sweepWebhooks(env, now),
       sweepIdempotencyKeys(env, now),

@@ -27,8 +27,8 @@ export const CONSUME_QUOTA_SQL =
 export const INSERT_EMAIL_SQL =
   `insert into "emails" ("id", "account_id", "from_address", "to_json", "cc_json", "bcc_json", "reply_to_json", "subject", "html", "text", ` +
   `"headers_json", "tags_json", "attachments_json", "content_key", "domain_id", "broadcast_id", "region", "state", "last_event", "scheduled_at", "pending_json", ` +
-  `"attempts", "next_attempt_at", "lease_until", "message_id", "created_at") ` +
-  `values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
+  `"attempts", "next_attempt_at", "lease_until", "attempt_json", "message_id", "created_at") ` +
+  `values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`;
 
 export const INSERT_EVENT_SQL = `insert into "email_events" ("id", "email_id", "account_id", "type", "data_json", "created_at", "dedupe_key") values (?, ?, ?, ?, ?, ?, ?)`;
 
@@ -42,7 +42,7 @@ export const ROLLUP_SQL =
 export const EMAIL_BY_ID_SQL =
   `select "id", "account_id", "from_address", "to_json", "cc_json", "bcc_json", "reply_to_json", "subject", "html", "text", "headers_json", ` +
   `"tags_json", "attachments_json", "content_key", "domain_id", "broadcast_id", "region", "state", "last_event", "scheduled_at", "pending_json", "attempts", ` +
-  `"next_attempt_at", "lease_until", "message_id", "created_at" from "emails" where ("emails"."id" = ? and "emails"."account_id" = ?)`;
+  `"next_attempt_at", "lease_until", "attempt_json", "message_id", "created_at" from "emails" where ("emails"."id" = ? and "emails"."account_id" = ?)`;
 
 export interface Statement {
   sql: string;
@@ -61,7 +61,7 @@ export function sendBatch(emailId: string, eventId: string, now: number): Statem
       sql: INSERT_EMAIL_SQL,
       params: [
         emailId, FLOOR_ACCOUNT, SEND_FROM, to, "[]", "[]", "[]", SEND_SUBJECT, null, SEND_TEXT, "{}", "[]", "[]", null, FLOOR_DOMAIN, null, "us-east-1",
-        "queued", "queued", null, to, 0, now, null, `${emailId}@${FLOOR_DOMAIN_NAME}`, now,
+        "queued", "queued", null, to, 0, now, null, null, `${emailId}@${FLOOR_DOMAIN_NAME}`, now,
       ],
     },
     { sql: INSERT_EVENT_SQL, params: [eventId, emailId, FLOOR_ACCOUNT, "queued", JSON.stringify({ recipients: [SEND_TO] }), now, null] },

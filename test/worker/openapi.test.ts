@@ -28,6 +28,16 @@ describe("GET /openapi.json", () => {
       "GET /suppressions/{id}", "POST /suppressions/batch/add", "POST /suppressions/batch/remove", "PATCH /api-keys/{id}",
       "GET /emails/{id}/attachments", "GET /emails/{id}/attachments/{attachment_id}", "GET /emails/receiving/{id}/attachments",
       "POST /emails/{id}/share", "GET /logs", "GET /logs/{log_id}", "POST /domains/claim", "GET /domains/{id}/claim", "POST /domains/{id}/claim/verify",
+      // Segments, audiences, topics and contact properties (issue 17).
+      ...["/segments", "/audiences"].flatMap((b) => [`POST ${b}`, `GET ${b}`, `GET ${b}/{id}`, `PATCH ${b}/{id}`, `DELETE ${b}/{id}`, `GET ${b}/{audience_id}/contacts`]),
+      "POST /audiences/{audience_id}/contacts", "GET /audiences/{audience_id}/contacts/{id}", "PATCH /audiences/{audience_id}/contacts/{id}", "DELETE /audiences/{audience_id}/contacts/{id}",
+      "GET /contacts/{contact_id}/segments", "POST /contacts/{contact_id}/segments/{segment_id}", "DELETE /contacts/{contact_id}/segments/{segment_id}",
+      "GET /contacts/{contact_id}/topics", "PATCH /contacts/{contact_id}/topics",
+      "POST /contacts/imports", "GET /contacts/imports", "GET /contacts/imports/{id}",
+      ...["/topics", "/contact-properties", "/templates"].flatMap((b) => [`POST ${b}`, `GET ${b}`, `GET ${b}/{id}`, `PATCH ${b}/{id}`, `DELETE ${b}/{id}`]),
+      "POST /templates/{id}/publish", "POST /templates/{id}/duplicate",
+      "POST /broadcasts", "GET /broadcasts", "GET /broadcasts/{id}", "PATCH /broadcasts/{id}", "DELETE /broadcasts/{id}",
+      "POST /broadcasts/{id}/send", "POST /broadcasts/{id}/cancel", "POST /broadcasts/{id}/duplicate", "GET /broadcasts/{id}/recipients", "GET /broadcasts/{id}/clicked-links",
     ]));
     const create = doc.components.schemas.CreateDomainRequest!;
     expect(Object.keys(create.properties!).sort()).toEqual(Object.keys(CreateDomainRequest.shape).sort());

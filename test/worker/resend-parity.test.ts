@@ -17,10 +17,6 @@ export const NOT_SERVED: Exemption[] = [
   { paths: /^\/automations(\/|$)/, why: "out of scope (issue 19): Resend's automations API" },
   { paths: /^\/events(\/|$)/, why: "out of scope (issue 19): Resend's custom events API" },
   { paths: /^\/oauth\//, why: "out of scope (issue 19): OAuth grants" },
-  { paths: /^\/emails\/metrics$/, why: "owned by issue 16 (metrics)" },
-  { paths: /^\/(segments|audiences|topics|contact-properties|templates|broadcasts)(\/|$)/, why: "owned by issue 17 (broadcasts, segments, topics, templates)" },
-  { paths: /^\/contacts\/imports(\/|$)/, why: "owned by issue 17 (contact imports)" },
-  { paths: /^\/contacts\/\{[a-z_]+\}\/(segments|topics)(\/|$)/, why: "owned by issue 17 (a contact's segments and topics)" },
 ];
 
 const METHODS = ["get", "post", "put", "patch", "delete"] as const;

@@ -281,6 +281,8 @@ export const contacts = sqliteTable(
     firstName: text("first_name"),
     lastName: text("last_name"),
     unsubscribed: integer("unsubscribed", { mode: "boolean" }).notNull().default(false),
+    /** JSON object of the contact's property values by key (contact_properties says which keys exist). */
+    propertiesJson: text("properties_json").notNull().default("{}"),
     createdAt: integer("created_at").notNull(),
     updatedAt: integer("updated_at").notNull(),
   },
@@ -455,3 +457,182 @@ export const metricRollups = sqliteTable(
   },
   (t) => [primaryKey({ columns: [t.accountId, t.span, t.bucket, t.domainId, t.broadcastId] })],
 );
+
+// --- Segments, topics, contact properties, templates, broadcasts (issue 17) --------------------
+
+/** A named group of contacts (Resend's segments; the older "audiences" are the same rows). */
+export const segments = sqliteTable(
+  "segments",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull().references(() => accounts.id),
+    name: text("name").notNull(),
+    createdAt: integer("created_at").notNull(),
+  },
+  (t) => [index("segments_account").on(t.accountId, t.id)],
+);
+
+/** A contact's membership of a segment. The primary key's order is the fan-out's: a segment's
+ * contacts by id, from a checkpoint. */
+export const contactSegments = sqliteTable(
+  "contact_segments",
+  {
+    segmentId: text("segment_id").notNull().references(() => segments.id, { onDelete: "cascade" }),
+    contactId: text("contact_id").notNull().references(() => contacts.id, { onDelete: "cascade" }),
+    accountId: text("account_id").notNull(),
+    createdAt: integer("created_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.segmentId, t.contactId] }), index("contact_segments_contact").on(t.contactId, t.segmentId)],
+);
+
+/** What a broadcast may be about; contacts opt in or out of each. */
+export const topics = sqliteTable(
+  "topics",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull().references(() => accounts.id),
+    name: text("name").notNull(),
+    description: text("description"),
+    /** Whether a contact with no choice of its own receives the topic; fixed at creation. */
+    defaultSubscription: text("default_subscription", { enum: ["opt_in", "opt_out"] }).notNull(),
+    visibility: text("visibility", { enum: ["public", "private"] }).notNull().default("private"),
+    createdAt: integer("created_at").notNull(),
+    updatedAt: integer("updated_at").notNull(),
+  },
+  (t) => [index("topics_account").on(t.accountId, t.id)],
+);
+
+/** A contact's own choice for a topic (absent: the topic's default_subscription). */
+export const contactTopics = sqliteTable(
+  "contact_topics",
+  {
+    contactId: text("contact_id").notNull().references(() => contacts.id, { onDelete: "cascade" }),
+    topicId: text("topic_id").notNull().references(() => topics.id, { onDelete: "cascade" }),
+    accountId: text("account_id").notNull(),
+    subscription: text("subscription", { enum: ["opt_in", "opt_out"] }).notNull(),
+    updatedAt: integer("updated_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.contactId, t.topicId] }), index("contact_topics_topic").on(t.topicId)],
+);
+
+/** A key contacts may carry in `properties`, with its type and the value used when a contact has none. */
+export const contactProperties = sqliteTable(
+  "contact_properties",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull().references(() => accounts.id),
+    key: text("key").notNull(),
+    type: text("type", { enum: ["string", "number"] }).notNull(),
+    /** JSON: the fallback value (a string or a number), or null. */
+    fallbackJson: text("fallback_json"),
+    createdAt: integer("created_at").notNull(),
+  },
+  (t) => [uniqueIndex("contact_properties_account_key").on(t.accountId, t.key), index("contact_properties_account").on(t.accountId, t.id)],
+);
+
+/** An email template: the draft being edited and, once published, the version sends use. */
+export const templates = sqliteTable(
+  "templates",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull().references(() => accounts.id),
+    name: text("name").notNull(),
+    alias: text("alias"),
+    /** JSON: the draft {from, subject, reply_to, html, text, variables}. */
+    draftJson: text("draft_json").notNull(),
+    /** JSON: the published version in the draft's shape; null until the first publish. */
+    publishedJson: text("published_json"),
+    publishedAt: integer("published_at"),
+    /** Changes a version id: every save of the draft. */
+    currentVersionId: text("current_version_id").notNull(),
+    createdAt: integer("created_at").notNull(),
+    updatedAt: integer("updated_at").notNull(),
+  },
+  (t) => [uniqueIndex("templates_account_alias").on(t.accountId, t.alias), index("templates_account").on(t.accountId, t.id)],
+);
+
+/** A broadcast: one message to a segment's contacts. The body is stored here once; each
+ * recipient's email row points back with broadcast_id and is personalised when sent. */
+export const broadcasts = sqliteTable(
+  "broadcasts",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull().references(() => accounts.id),
+    name: text("name"),
+    segmentId: text("segment_id"),
+    topicId: text("topic_id"),
+    fromAddress: text("from_address"),
+    subject: text("subject"),
+    replyToJson: text("reply_to_json").notNull().default("[]"),
+    previewText: text("preview_text"),
+    html: text("html"),
+    text: text("text"),
+    /** draft | scheduled | queued | sending | sent | canceled | failed */
+    status: text("status").notNull(),
+    /** Why a broadcast stopped before its end (the quota ran out, the domain went away). */
+    statusReason: text("status_reason"),
+    scheduledAt: integer("scheduled_at"),
+    sentAt: integer("sent_at"),
+    /** The fan-out's checkpoint: the last contact id of the segment it has gone past. */
+    checkpoint: text("checkpoint"),
+    /** Recipients recorded so far. */
+    recipientCount: integer("recipient_count").notNull().default(0),
+    /** The sending domain and region, fixed when the fan-out starts. */
+    domainId: text("domain_id"),
+    region: text("region"),
+    /** Until when a fan-out run owns the broadcast; past it, the cron hands it to another. */
+    leaseUntil: integer("lease_until"),
+    createdAt: integer("created_at").notNull(),
+    updatedAt: integer("updated_at").notNull(),
+  },
+  (t) => [index("broadcasts_account").on(t.accountId, t.id), index("broadcasts_due").on(t.status, t.scheduledAt)],
+);
+
+/** One row per (broadcast, contact): the primary key makes a replayed fan-out page fail whole
+ * instead of sending anyone a second email. */
+export const broadcastRecipients = sqliteTable(
+  "broadcast_recipients",
+  {
+    broadcastId: text("broadcast_id").notNull(),
+    contactId: text("contact_id").notNull(),
+    accountId: text("account_id").notNull(),
+    emailId: text("email_id").notNull(),
+    email: text("email").notNull(),
+    createdAt: integer("created_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.broadcastId, t.contactId] }), index("broadcast_recipients_email").on(t.emailId)],
+);
+
+export type SegmentRow = typeof segments.$inferSelect;
+export type TopicRow = typeof topics.$inferSelect;
+export type ContactPropertyRow = typeof contactProperties.$inferSelect;
+export type TemplateRow = typeof templates.$inferSelect;
+export type BroadcastRow = typeof broadcasts.$inferSelect;
+
+/** A CSV contact import (Resend's /contacts/imports): the file waits in R2 and is processed in
+ * chunks by the broadcast queue's consumer; `cursor` is the data rows done so far. */
+export const contactImports = sqliteTable(
+  "contact_imports",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull().references(() => accounts.id),
+    /** queued | in_progress | completed | failed */
+    status: text("status").notNull(),
+    fileKey: text("file_key").notNull(),
+    /** JSON: {column_map, on_conflict, segments, topics} as checked at creation. */
+    optionsJson: text("options_json").notNull(),
+    cursor: integer("cursor").notNull().default(0),
+    total: integer("total").notNull().default(0),
+    created: integer("created").notNull().default(0),
+    updated: integer("updated").notNull().default(0),
+    skipped: integer("skipped").notNull().default(0),
+    failed: integer("failed").notNull().default(0),
+    error: text("error"),
+    leaseUntil: integer("lease_until"),
+    createdAt: integer("created_at").notNull(),
+    completedAt: integer("completed_at"),
+  },
+  (t) => [index("contact_imports_account").on(t.accountId, t.id), index("contact_imports_status").on(t.status)],
+);
+
+export type ContactImportRow = typeof contactImports.$inferSelect;

@@ -29,6 +29,7 @@ import { suppressedAmong, suppressionKey, suppressStatement } from "../suppressi
 import { linkTokenKey, trackedHtml } from "../tracking/outgoing.ts";
 import { rollupItem } from "../metrics/rollup.ts";
 import { asksForUnsubscribe, unsubscribeUrl, withUnsubscribeUrl, type MessageParts } from "../contacts/list-unsubscribe.ts";
+import { broadcastContent } from "../broadcasts/content.ts";
 
 /** A queue message may arrive a little before its email is due. */
 const EARLY_SLACK_MS = 5_000;
@@ -320,7 +321,8 @@ async function attemptDelivery(
   for (const r of pending) if (isSimulated(r, config.simulatorDomains)) log.results.push({ ...simulate(r, attempt), final: true });
   if (real.length === 0) return;
   const identity = await sendingIdentity(env.DB, config, email);
-  const content = await loadContent(env.BLOBS, email);
+  // A broadcast's emails share its one stored body, personalised here for each recipient.
+  const content = email.broadcastId ? await broadcastContent(env.DB, email) : await loadContent(env.BLOBS, email);
   const parts: MessageParts = {
     html: await trackedHtml(env, config, email, identity.tracking, content.html),
     text: content.text,

@@ -51,7 +51,7 @@ export function outboxInsertIfRecorded(db: DrizzleD1Database, e: OutboxEvent, em
 }
 
 /** The facts every email event repeats, from the stored row. */
-export function emailFacts(email: Pick<EmailRow, "id" | "createdAt" | "fromAddress" | "toJson" | "subject" | "messageId" | "tagsJson">): EmailFacts {
+export function emailFacts(email: Pick<EmailRow, "id" | "createdAt" | "fromAddress" | "toJson" | "subject" | "messageId" | "tagsJson"> & { broadcastId?: string | null }): EmailFacts {
   return {
     id: email.id,
     createdAt: email.createdAt,
@@ -60,6 +60,7 @@ export function emailFacts(email: Pick<EmailRow, "id" | "createdAt" | "fromAddre
     subject: email.subject,
     messageId: email.messageId,
     tags: JSON.parse(email.tagsJson) as { name: string; value: string }[],
+    broadcastId: email.broadcastId ?? null,
   };
 }
 

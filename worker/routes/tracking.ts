@@ -5,10 +5,11 @@
 // not the UUIDs defineRoute's parameters match.
 import type { App, Ctx } from "../app.ts";
 import { readConfig } from "../config.ts";
+import { applyPreference, topicOfEmail } from "../contacts/preferences.ts";
 import { UNSUBSCRIBE_PATH_PREFIX, verifyUnsubscribeToken } from "../contacts/unsubscribe-token.ts";
 import { ApiError, errorResponse } from "../errors.ts";
 import { linkTokenKey } from "../tracking/outgoing.ts";
-import { loadEmail, loadLinks, recordClick, recordOpen, recordUnsubscribe, visitorOf } from "../tracking/record.ts";
+import { loadEmail, loadLinks, recordClick, recordOpen, visitorOf } from "../tracking/record.ts";
 import { CLICK_PATH_PREFIX, OPEN_PATH_PREFIX, resolveClick, verifyOpenToken } from "../tracking/tokens.ts";
 
 /** A transparent 1x1 GIF. */
@@ -53,6 +54,14 @@ export function registerTrackingRoutes(app: App): void {
   app.get(`${UNSUBSCRIBE_PATH_PREFIX}:token`, async (c) => {
     const claim = await unsubscribeClaim(c);
     if (!claim) return linkNotFound();
+    // A topic-scoped broadcast's link opens a preference page: leave the topic, or everything.
+    const topic = await topicOfEmail(c.env.DB, claim);
+    if (topic) {
+      return new Response(page("Email preferences", `<p>Choose what <b>${escapeHtml(claim.recipient)}</b> receives.</p>
+<form method="post"><input type="hidden" name="choice" value="topic"><button type="submit">Stop receiving ${escapeHtml(topic.name)}</button></form>
+<p>${topic.description ? escapeHtml(topic.description) : ""}</p>
+<form method="post"><input type="hidden" name="choice" value="all"><button type="submit">Unsubscribe from everything</button></form>`), { headers: PAGE_HEADERS });
+    }
     return new Response(page("Unsubscribe", `<p>Stop receiving these emails at <b>${escapeHtml(claim.recipient)}</b>?</p>
 <form method="post"><input type="hidden" name="List-Unsubscribe" value="One-Click"><button type="submit">Unsubscribe</button></form>`), { headers: PAGE_HEADERS });
   });
@@ -60,7 +69,12 @@ export function registerTrackingRoutes(app: App): void {
   app.post(`${UNSUBSCRIBE_PATH_PREFIX}:token`, async (c) => {
     const claim = await unsubscribeClaim(c);
     if (!claim) return linkNotFound();
-    await recordUnsubscribe(c.env, claim);
+    const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
+    const choice = form.choice === "topic" || form.choice === "all" ? form.choice : "one-click";
+    const done = await applyPreference(c.env, claim, choice);
+    if (done.left === "topic") {
+      return new Response(page("Preferences saved", `<p><b>${escapeHtml(claim.recipient)}</b> no longer receives ${escapeHtml(done.topic!.name)}.</p>`), { headers: PAGE_HEADERS });
+    }
     return new Response(page("Unsubscribed", `<p><b>${escapeHtml(claim.recipient)}</b> is unsubscribed.</p>`), { headers: PAGE_HEADERS });
   });
 }

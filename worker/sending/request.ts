@@ -5,6 +5,12 @@ import { parseMailbox } from "../mime/address.ts";
 import { isOwnedHeaderName, isValidHeaderName } from "../mime/build.ts";
 import { isTraceHeaderName } from "../../smtp-bridge/trace-headers.ts";
 
+/** `template` on a send (worker/templates/send.ts applies it). */
+export const EmailTemplateInput = z.object({
+  id: z.string({ error: "must be a template id or alias." }).min(1, "must be a template id or alias.").max(256),
+  variables: z.record(z.string(), z.union([z.string(), z.number(), z.boolean(), z.null(), z.array(z.unknown()), z.record(z.string(), z.unknown())])).optional(),
+}).openapi("EmailTemplateInput", { description: "A published template and the values of its variables; html and text then come from it." });
+
 export const MAX_RECIPIENTS_PER_FIELD = 50;
 export const MAX_SUBJECT_LENGTH = 998;
 export const MAX_TAGS = 75;
@@ -98,6 +104,10 @@ export const SendEmailRequest = z
     tags: z.array(Tag).max(MAX_TAGS, `must have at most ${MAX_TAGS} tags.`).optional(),
     scheduled_at: z.string({ error: "must be a string." }).optional().openapi({
       description: "ISO 8601, or natural language such as \"in 1 min\" or \"tomorrow at 9am\" (UTC); at most 30 days ahead.",
+    }),
+    template: EmailTemplateInput.optional(),
+    topic_id: z.string({ error: "must be a topic id." }).uuid("must be a topic id.").optional().openapi({
+      description: "Scopes the email to a topic: recipients whose contact opted out of it are not sent to.",
     }),
   })
   .superRefine((r, ctx) => {

@@ -11,6 +11,8 @@ import { KeyTaken, type KeyClaim } from "./key-claim.ts";
 import { quotaHeaders } from "./quota.ts";
 import { SendEmailRequest } from "./request.ts";
 import type { SendLog } from "../logs/record.ts";
+import { applyTemplate } from "../templates/send.ts";
+import { recipientsForTopic } from "../contacts/topics.ts";
 
 export const MAX_BATCH = 100;
 export const ATTACHMENT_FETCH = { maxBytes: 40 * 1024 * 1024, timeoutMs: 15_000, maxRedirects: 3 };
@@ -68,11 +70,13 @@ export async function performSend(env: Env, principal: Principal, req: SendReque
   }
 }
 
-async function sendOne(env: Env, principal: Principal, body: unknown, { claim, defer, fetcher, log }: SendOptions): Promise<Answer> {
+async function sendOne(env: Env, principal: Principal, raw: unknown, { claim, defer, fetcher, log }: SendOptions): Promise<Answer> {
+  const body = await applyTemplate(env.DB, principal.accountId, raw);
   const parsed = SendEmailRequest.safeParse(body);
   if (!parsed.success) throw zodToApiError(parsed.error, body);
   const deps = { ...sendDeps(env), ...(fetcher ? { fetcher } : {}) };
   const prepared = await prepareEmail(deps, principal, parsed.data, "");
+  if (parsed.data.topic_id) prepared.recipients = await recipientsForTopic(env.DB, principal.accountId, parsed.data.topic_id, prepared.recipients);
   const answer = JSON.stringify({ id: prepared.id });
   const use = await recordEmails(env, deps.config, principal, [prepared], deps.now, { key: claim && { claim, status: 200, body: answer }, defer, extra: log?.statement(200, answer) });
   if (log) log.written = true;
@@ -95,14 +99,17 @@ async function sendBatch(env: Env, principal: Principal, req: SendRequest, { cla
   const deps = sendDeps(env);
   const prepared: PreparedEmail[] = [];
   const errors: { index: number; message: string }[] = [];
-  for (const [i, item] of input.entries()) {
+  for (const [i, raw] of input.entries()) {
     try {
+      const item = await applyTemplate(env.DB, principal.accountId, raw, `\`[${i}]\`:`, [i]);
       const parsed = SendEmailRequest.safeParse(item);
       if (!parsed.success) throw zodToApiError(parsed.error, item, "body", [i]);
       const one = parsed.data;
       if (one.attachments !== undefined) throw new ApiError("validation_error", `\`[${i}].attachments\` is not supported in batch sends.`);
       if (one.scheduled_at !== undefined) throw new ApiError("validation_error", `\`[${i}].scheduled_at\` is not supported in batch sends.`);
-      prepared.push(await prepareEmail(deps, principal, one, `\`[${i}]\`:`));
+      const p = await prepareEmail(deps, principal, one, `\`[${i}]\`:`);
+      if (one.topic_id) p.recipients = await recipientsForTopic(env.DB, principal.accountId, one.topic_id, p.recipients, `\`[${i}]\`:`);
+      prepared.push(p);
     } catch (err) {
       const e = itemError(err, i);
       if (req.batchMode === "strict") throw e;

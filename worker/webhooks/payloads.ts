@@ -67,6 +67,7 @@ export const EmailEventDataSchema = z
     subject: z.string(),
     message_id: z.string().nullable().openapi({ example: "<0193a8a0-1c2d-7000-8000-000000000000@example.com>" }),
     tags: z.record(z.string(), z.string()),
+    broadcast_id: z.string().optional().openapi({ description: "The broadcast the email was sent for, if any." }),
     bounce: BounceSchema.optional(),
     open: OpenSchema.optional(),
     click: ClickSchema.optional(),
@@ -181,6 +182,8 @@ export interface EmailFacts {
   messageId: string | null;
   /** Tags as sent (`[{name, value}]`) or already as a map. */
   tags: ReadonlyArray<{ name: string; value: string }> | Readonly<Record<string, string>>;
+  /** The broadcast the email was sent for, if any. */
+  broadcastId?: string | null;
 }
 
 export type EmailEventInput =
@@ -223,6 +226,7 @@ export function emailEventPayload(input: EmailEventInput): EmailEventPayload {
     message_id: headerMessageId(email.messageId),
     tags: tagMap(email.tags),
   };
+  if (email.broadcastId) data.broadcast_id = email.broadcastId;
   switch (input.type) {
     case "email.bounced":
       data.bounce = { ...input.bounce, diagnosticCode: [...input.bounce.diagnosticCode] };

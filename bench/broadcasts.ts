@@ -1,0 +1,227 @@
+// Broadcasts at scale, end to end on one machine (tern as `npm start` runs it): N contacts at the
+// simulator's domain are imported from a CSV, then
+//   1. a broadcast to all of them: time to fan out (sent), time until every email is settled,
+//      emails per second, CPU seconds of the tern processes, peak memory (RSS) of workerd;
+//      meanwhile single POST /emails sends, p50 and p99;
+//   2. the same N emails sent with POST /emails/batch (100 a request, 4 at a time): the same
+//      figures, and the same single sends with nothing else running.
+// Targets (issue 17): a broadcast email costs at most half the CPU of a batch-sent one; single
+// sends during a broadcast keep a p99 within 2x of idle. Progress is read from the local D1 file
+// (read-only). Run alone: `node bench/broadcasts.ts` (BENCH_QUICK=1: 2,000 contacts;
+// BENCH_BROADCAST_CONTACTS=N to choose). Writes its block of docs/benchmarks.md.
+import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { cpus } from "node:os";
+import { join, resolve } from "node:path";
+import { DatabaseSync } from "node:sqlite";
+import { processTree, sampleCpu, type CpuSample } from "./cpu.ts";
+import { writeDoc } from "./report.ts";
+import { startTern } from "../test/support/processes.ts";
+
+const root = resolve(import.meta.dirname, "..");
+const DOC = join(root, "docs", "benchmarks.md");
+const BEGIN = "<!-- bench:broadcasts:begin (written by bench/broadcasts.ts; edit outside these markers) -->";
+const END = "<!-- bench:broadcasts:end -->";
+
+export interface PathResult {
+  emails: number;
+  /** Until every email is recorded (the broadcast's fan-out; the batch requests answered). */
+  recordSeconds: number;
+  /** Until every email is settled (sent by the consumer). */
+  doneSeconds: number;
+  perSecond: number;
+  /** CPU seconds of tern's processes (workerd, wrangler, npm start) per 1,000 emails. */
+  cpuPer1000: number | null;
+  peakRssMb: number | null;
+  singles: { p50Ms: number; p99Ms: number; n: number };
+}
+
+export interface BroadcastBenchResult {
+  contacts: number;
+  broadcast: PathResult;
+  batch: PathResult;
+  idleSingles: { p50Ms: number; p99Ms: number; n: number };
+}
+
+const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function d1(stateDir: string): DatabaseSync {
+  const dir = join(stateDir, "wrangler", "v3", "d1", "miniflare-D1DatabaseObject");
+  const file = readdirSync(dir).find((f) => f.endsWith(".sqlite") && f !== "metadata.sqlite");
+  return new DatabaseSync(join(dir, file!), { readOnly: true });
+}
+
+function tryGet<T>(db: DatabaseSync, sql: string, ...params: (string | number)[]): T | undefined {
+  try {
+    return db.prepare(sql).get(...params) as T | undefined;
+  } catch {
+    return undefined; // busy while a batch commits
+  }
+}
+
+function cpuOf(s: CpuSample): number | null {
+  return s ? s["worker runtime"] + s["dev proxy"] + s.wrangler + s["start+relay"] + s.other : null;
+}
+
+function workerdRssMb(pid: number | undefined): number | null {
+  if (pid === undefined || process.platform !== "linux") return null;
+  let kb = 0;
+  for (const p of processTree(pid)) {
+    try {
+      if (!readFileSync(`/proc/${p}/comm`, "utf8").startsWith("workerd")) continue;
+      const m = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${p}/status`, "utf8"));
+      if (m) kb = Math.max(kb, Number(m[1]));
+    } catch {}
+  }
+  return kb / 1024;
+}
+
+export async function runBroadcastBench(opts: { quick: boolean; contacts?: number; log: (line: string) => void }): Promise<BroadcastBenchResult> {
+  const n = opts.contacts ?? (opts.quick ? 2000 : 100_000);
+  const tern = await startTern({ env: { TERN_DEV_PLAN: "scale_2_5m", TERN_DEV_RATE_LIMIT: "100000", TERN_CRON_INTERVAL_MS: "5000" } });
+  const db = d1(tern.stateDir);
+  try {
+    const call = async (method: string, path: string, body?: unknown, init: RequestInit = {}) => {
+      const res = await fetch(`${tern.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${tern.apiKey}`, ...(body === undefined || body instanceof FormData ? {} : { "content-type": "application/json" }) },
+        body: body === undefined ? undefined : body instanceof FormData ? body : JSON.stringify(body),
+        ...init,
+      });
+      if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${await res.text()}`);
+      return res.json() as Promise<any>;
+    };
+    const segment = (await call("POST", "/segments", { name: "bench" })).id;
+    opts.log(`importing ${n} contacts`);
+    const csv = ["email,first_name", ...Array.from({ length: n }, (_, i) => `reader${i}@simulator.tern.test,Reader ${i}`)].join("\n");
+    const form = new FormData();
+    form.append("file", new Blob([csv], { type: "text/csv" }), "bench.csv");
+    form.append("segments", JSON.stringify([segment]));
+    const imp = (await call("POST", "/contacts/imports", form)).id;
+    for (;;) {
+      const s = await call("GET", `/contacts/imports/${imp}`);
+      if (s.status === "completed") break;
+      if (s.status === "failed") throw new Error("the import failed");
+      await sleep(1000);
+    }
+
+    const single = async () => {
+      const t = performance.now();
+      await call("POST", "/emails", { from: `b@${tern.domain}`, to: "single@simulator.tern.test", subject: "single", text: "t" });
+      return performance.now() - t;
+    };
+    /** Single sends, one after another, while `busy()` says the other work goes on (or `count` of them). */
+    const singles = async (busy: () => boolean, count = Infinity) => {
+      const ms: number[] = [];
+      while (busy() && ms.length < count) ms.push(await single());
+      ms.sort((a, b) => a - b);
+      return { p50Ms: quantile(ms, 0.5), p99Ms: quantile(ms, 0.99), n: ms.length };
+    };
+    const settled = (where: string, ...params: (string | number)[]) =>
+      tryGet<{ n: number }>(db, `SELECT COUNT(*) AS n FROM emails WHERE ${where} AND state NOT IN ('queued', 'sending', 'scheduled')`, ...params)?.n ?? 0;
+
+    const measure = async (label: string, start: () => Promise<void>, recorded: () => boolean, done: () => boolean): Promise<PathResult> => {
+      opts.log(`${label}: ${n} emails`);
+      const cpu0 = cpuOf(sampleCpu(tern.child.pid, Number(new URL(tern.url).port)));
+      let peak = workerdRssMb(tern.child.pid) ?? 0;
+      const t0 = performance.now();
+      let recordAt = 0;
+      let finished = false;
+      const watcher = (async () => {
+        while (!finished) {
+          peak = Math.max(peak, workerdRssMb(tern.child.pid) ?? 0);
+          if (!recordAt && recorded()) recordAt = performance.now();
+          if (recordAt && done()) finished = true;
+          await sleep(200);
+        }
+      })();
+      await start();
+      const during = await singles(() => !finished);
+      await watcher;
+      const t1 = performance.now();
+      const cpu1 = cpuOf(sampleCpu(tern.child.pid, Number(new URL(tern.url).port)));
+      const seconds = (t1 - t0) / 1000;
+      return {
+        emails: n,
+        recordSeconds: (recordAt - t0) / 1000,
+        doneSeconds: seconds,
+        perSecond: n / seconds,
+        cpuPer1000: cpu0 !== null && cpu1 !== null ? ((cpu1 - cpu0) / n) * 1000 : null,
+        peakRssMb: peak || null,
+        singles: during,
+      };
+    };
+
+    // Idle single sends first, so both paths are compared with the same baseline.
+    const idleSingles = await singles(() => true, opts.quick ? 50 : 300);
+
+    let broadcastId = "";
+    const broadcast = await measure(
+      "broadcast",
+      async () => {
+        broadcastId = (await call("POST", "/broadcasts", { segment_id: segment, from: `News <news@${tern.domain}>`, subject: "Hi {{{FIRST_NAME}}}", html: "<p>Hello {{{FIRST_NAME|there}}}</p>", send: true })).id;
+      },
+      () => tryGet<{ status: string }>(db, "SELECT status FROM broadcasts WHERE id = ?", broadcastId)?.status === "sent",
+      () => settled("broadcast_id = ?", broadcastId) >= n,
+    );
+
+    const batchStart = Date.now();
+    let answered = 0;
+    const batch = await measure(
+      "batch",
+      async () => {
+        const requests = Array.from({ length: Math.ceil(n / 100) }, (_, r) =>
+          Array.from({ length: Math.min(100, n - r * 100) }, (_, i) => ({ from: `b@${tern.domain}`, to: `batch${r * 100 + i}@simulator.tern.test`, subject: `Hi Reader ${r * 100 + i}`, html: `<p>Hello Reader ${r * 100 + i}</p>` })));
+        // Four requests at a time, in the background while the single sends are measured.
+        void (async () => {
+          for (let i = 0; i < requests.length; i += 4) {
+            await Promise.all(requests.slice(i, i + 4).map((b) => call("POST", "/emails/batch", b)));
+            answered += Math.min(4, requests.length - i);
+          }
+        })();
+      },
+      () => answered >= Math.ceil(n / 100),
+      () => settled("broadcast_id IS NULL AND created_at >= ? AND to_json LIKE '[\"batch%'", batchStart) >= n,
+    );
+    return { contacts: n, broadcast, batch, idleSingles };
+  } finally {
+    db.close();
+    await tern.stop();
+    rmSync(tern.stateDir, { recursive: true, force: true });
+  }
+}
+
+export function renderBroadcasts(r: BroadcastBenchResult, date: string, machine: string): string {
+  const row = (name: string, p: PathResult) =>
+    `| ${name} | ${p.recordSeconds.toFixed(1)} | ${p.doneSeconds.toFixed(1)} | ${p.perSecond.toFixed(0)} | ${p.cpuPer1000?.toFixed(2) ?? "n/a"} | ${p.peakRssMb?.toFixed(0) ?? "n/a"} | ${p.singles.p50Ms.toFixed(0)} / ${p.singles.p99Ms.toFixed(0)} (${p.singles.n}) |`;
+  const cpuRatio = r.broadcast.cpuPer1000 !== null && r.batch.cpuPer1000 ? r.broadcast.cpuPer1000 / r.batch.cpuPer1000 : null;
+  const p99Ratio = r.idleSingles.p99Ms ? r.broadcast.singles.p99Ms / r.idleSingles.p99Ms : null;
+  return [
+    `### Broadcasts (${date}, ${machine})`,
+    "",
+    `${r.contacts} contacts at the simulator's domain, imported from a CSV; \`node bench/broadcasts.ts\` (or \`BENCH_ONLY=broadcasts npm run bench\`).`,
+    "",
+    "| path | recorded (s) | all settled (s) | emails/s | CPU s per 1,000 | peak workerd RSS (MB) | single sends meanwhile p50 / p99 ms (n) |",
+    "|---|---|---|---|---|---|---|",
+    row("broadcast", r.broadcast),
+    row("POST /emails/batch", r.batch),
+    "",
+    `Single sends with nothing else running: p50 ${r.idleSingles.p50Ms.toFixed(0)} ms, p99 ${r.idleSingles.p99Ms.toFixed(0)} ms (${r.idleSingles.n}).`,
+    `CPU of a broadcast email / a batch-sent one: ${cpuRatio?.toFixed(2) ?? "n/a"} (target at most 0.5). p99 of single sends during the broadcast / idle: ${p99Ratio?.toFixed(2) ?? "n/a"} (target at most 2).`,
+  ].join("\n");
+}
+
+export function writeBroadcastsDoc(block: string): void {
+  writeDoc(DOC, block, { begin: BEGIN, end: END });
+}
+
+if (import.meta.main) {
+  const quick = process.env.BENCH_QUICK === "1";
+  const contacts = process.env.BENCH_BROADCAST_CONTACTS ? Number(process.env.BENCH_BROADCAST_CONTACTS) : undefined;
+  const started = performance.now();
+  const log = (line: string) => console.log(`[broadcasts ${((performance.now() - started) / 1000).toFixed(0).padStart(3)}s] ${line}`);
+  const result = await runBroadcastBench({ quick, contacts, log });
+  const block = renderBroadcasts(result, new Date().toISOString().slice(0, 10), `${cpus().length} cores (${cpus()[0]?.model ?? "unknown CPU"})`);
+  console.log(block);
+  if (!quick) writeBroadcastsDoc(block);
+}

@@ -1,0 +1,82 @@
+// CSV contact imports: a multipart upload with a column map, processed in the background in
+// chunks; contacts are created or (upsert) updated or (skip) left alone, join the segments and
+// topics given, and each change emits its contact.* event; the counts say what happened.
+import { env, exports } from "cloudflare:workers";
+import { beforeAll, describe, expect, it } from "vitest";
+import { api, createAccount, type TestAccount } from "./fixtures.ts";
+import { waitFor } from "./wait.ts";
+
+let a: TestAccount;
+let other: TestAccount;
+beforeAll(async () => {
+  a = await createAccount();
+  other = await createAccount();
+});
+
+async function call(t: TestAccount, method: string, path: string, body?: unknown) {
+  const res = await api(t.token, method, path, body);
+  return { status: res.status, body: (await res.json()) as any };
+}
+async function upload(t: TestAccount, fields: Record<string, string>, csv?: string) {
+  const form = new FormData();
+  if (csv !== undefined) form.append("file", new Blob([csv], { type: "text/csv" }), "contacts.csv");
+  for (const [k, v] of Object.entries(fields)) form.append(k, v);
+  const res = await exports.default.fetch(new Request("http://tern.test/contacts/imports", { method: "POST", headers: { authorization: `Bearer ${t.token}` }, body: form }));
+  return { status: res.status, body: (await res.json()) as any };
+}
+async function finished(t: TestAccount, id: string) {
+  return waitFor("the import to complete", async () => {
+    const r = (await call(t, "GET", `/contacts/imports/${id}`)).body;
+    return r.status === "completed" || r.status === "failed" ? r : undefined;
+  }, 15_000);
+}
+
+describe("contact imports", () => {
+  it("creates, upserts and counts; joins segments and topics; emits contact events", async () => {
+    const segment = (await call(a, "POST", "/segments", { name: "Imported" })).body.id;
+    const topic = (await call(a, "POST", "/topics", { name: "Digest", default_subscription: "opt_out" })).body.id;
+    const existing = (await call(a, "POST", "/contacts", { email: "old@example.com", first_name: "Old" })).body.id;
+    const rows = ["Email,First Name,Plan,Seats", "new1@example.com,Ada,pro,3", "OLD@example.com,Renamed,free,", "not-an-address,X,,", "new2@example.com,\"Lovelace, Ada\",team,x", "new3@example.com,,,7", ""];
+    const created = await upload(a, {
+      column_map: JSON.stringify({ email: "Email", first_name: "First Name", properties: { plan: { column: "Plan" }, seats: { column: "Seats", type: "number" } } }),
+      on_conflict: "upsert",
+      segments: JSON.stringify([{ id: segment }]),
+      topics: JSON.stringify([{ id: topic, subscription: "opt_in" }]),
+    }, rows.join("\n"));
+    expect(created).toMatchObject({ status: 201, body: { object: "contact_import", id: expect.any(String) } });
+    const done = await finished(a, created.body.id);
+    expect(done).toMatchObject({ object: "contact_import", status: "completed", completed_at: expect.any(String), counts: { total: 5, created: 2, updated: 1, skipped: 0, failed: 2 } });
+    const inSegment = (await call(a, "GET", `/segments/${segment}/contacts`)).body.data;
+    expect(inSegment.map((c: any) => c.email).sort()).toEqual(["new1@example.com", "new3@example.com", "old@example.com"]);
+    expect(inSegment.find((c: any) => c.email === "new1@example.com")).toMatchObject({ first_name: "Ada", properties: { plan: "pro", seats: 3 } });
+    expect((await call(a, "GET", `/contacts/${existing}`)).body).toMatchObject({ first_name: "Renamed", properties: { plan: "free" } });
+    expect((await call(a, "GET", `/contacts/${existing}/topics`)).body.data).toEqual([expect.objectContaining({ id: topic, subscription: "opt_in" })]);
+    const events = await env.DB.prepare("SELECT type, payload_json FROM webhook_events WHERE account_id = ? AND type LIKE 'contact.%' ORDER BY id").bind(a.accountId).all<{ type: string; payload_json: string }>();
+    const byEmail = events.results.map((e) => [e.type, JSON.parse(e.payload_json).data.email]);
+    expect(byEmail).toEqual(expect.arrayContaining([["contact.created", "new1@example.com"], ["contact.created", "new3@example.com"], ["contact.updated", "old@example.com"]]));
+    expect((await call(a, "GET", "/contacts/imports?status=completed")).body.data.map((i: any) => i.id)).toContain(created.body.id);
+  });
+
+  it("skips existing contacts by default, with the default columns", async () => {
+    await call(a, "POST", "/contacts", { email: "keep@example.com", first_name: "Keep" });
+    const created = await upload(a, {}, "email,first_name\nkeep@example.com,Changed\nfresh@example.com,Fresh\n");
+    const done = await finished(a, created.body.id);
+    expect(done.counts).toEqual({ total: 2, created: 1, updated: 0, skipped: 1, failed: 0 });
+    expect((await call(a, "GET", "/contacts/keep@example.com")).body.first_name).toBe("Keep");
+    expect((await call(a, "GET", "/contacts/fresh@example.com")).body.first_name).toBe("Fresh");
+  });
+
+  it("refuses what it cannot import, and another account sees nothing", async () => {
+    expect((await upload(a, {})).body).toMatchObject({ statusCode: 422, name: "missing_required_field" });
+    expect((await upload(a, { column_map: JSON.stringify({ email: "Mail" }) }, "Email\na@example.com")).body.message).toMatch(/column_map.email.*Mail/);
+    expect((await upload(a, { column_map: "{" }, "email\na@example.com")).body.message).toMatch(/column_map.*JSON/);
+    expect((await upload(a, { on_conflict: "merge" }, "email\na@example.com")).body.message).toMatch(/on_conflict/);
+    const theirs = (await call(other, "POST", "/segments", { name: "x" })).body.id;
+    expect((await upload(a, { segments: JSON.stringify([theirs]) }, "email\na@example.com")).status).toBe(422);
+    const mine = await upload(a, {}, "email\nmine@example.com\n");
+    await finished(a, mine.body.id);
+    expect((await call(other, "GET", `/contacts/imports/${mine.body.id}`)).status).toBe(404);
+    expect((await call(other, "GET", "/contacts/imports")).body.data).toEqual([]);
+    expect((await call(other, "GET", "/contacts/mine@example.com")).status).toBe(404);
+  });
+});

@@ -1,0 +1,33 @@
+// Personalisation without HTTP: {{{KEY}}} and {{{KEY|fallback}}} filled from a lookup, escaped
+// in html and raw in text, the unsubscribe placeholder left for the consumer.
+import { describe, expect, it } from "vitest";
+import { contactLookup, escapeHtml, placeholderKeys, render } from "../../worker/templates/render.ts";
+
+const ada = { email: "ada@example.com", firstName: "Ada <Countess>", lastName: null, properties: { company: "Analytical & Co", seats: 3 } };
+const lookup = contactLookup(ada, new Map<string, string | number | null>([["plan", "free"], ["company", "your company"]]));
+
+describe("render", () => {
+  it("fills contact fields and properties, escaping values in html only", () => {
+    const src = "<p>Hi {{{FIRST_NAME|there}}} of {{{company}}} ({{{seats}}} seats, {{{plan}}} plan) at {{{EMAIL}}}</p>";
+    expect(render(src, lookup, "html")).toEqual({ output: "<p>Hi Ada &lt;Countess&gt; of Analytical &amp; Co (3 seats, free plan) at ada@example.com</p>", missing: [] });
+    expect(render(src, lookup, "text").output).toBe("<p>Hi Ada <Countess> of Analytical & Co (3 seats, free plan) at ada@example.com</p>");
+  });
+
+  it("uses the placeholder's fallback for an absent or empty value, and reports keys with neither", () => {
+    expect(render("Dear {{{LAST_NAME|friend}}}, {{{ LAST_NAME | reader }}}", lookup, "html")).toEqual({ output: "Dear friend, reader", missing: [] });
+    expect(render("{{{LAST_NAME}}}/{{{unknown}}}/{{{unknown}}}", lookup, "text")).toEqual({ output: "//", missing: ["LAST_NAME", "unknown"] });
+    expect(render("{{{FIRST_NAME|x}}}", () => "", "text").output).toBe("x");
+  });
+
+  it("leaves the unsubscribe placeholder for the consumer and anything that is not a placeholder alone", () => {
+    const src = '<a href="{{{RESEND_UNSUBSCRIBE_URL}}}">Unsubscribe</a> {{ FIRST_NAME }} {{{}}} {{{9x}}}';
+    expect(render(src, lookup, "html").output).toBe(src);
+    expect(placeholderKeys(src + "{{{a}}}{{{b|c}}}{{{a}}}")).toEqual(["a", "b"]);
+  });
+
+  it("renders numbers, booleans, lists and objects as text", () => {
+    const values: Record<string, unknown> = { n: 0, b: false, l: [1, "a"], o: { k: "<v>" } };
+    const out = render("{{{n}}} {{{b}}} {{{l}}} {{{o}}}", (k) => values[k] as never, "html").output;
+    expect(out).toBe(`0 false ${escapeHtml('[1,"a"]')} ${escapeHtml('{"k":"<v>"}')}`);
+  });
+});

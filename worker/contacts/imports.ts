@@ -1,0 +1,201 @@
+// CSV contact imports (Resend's /contacts/imports): the file is kept in R2 and processed by the
+// broadcast queue's consumer in chunks; each chunk is one D1 batch that writes its contacts,
+// their segments and topic choices, their contact.created / contact.updated events, the counts
+// and the cursor. An existing address is updated (on_conflict: upsert) or left alone (skip).
+import { and, eq, inArray, lt, or, isNull } from "drizzle-orm";
+import type { BatchItem } from "drizzle-orm/batch";
+import { drizzle } from "drizzle-orm/d1";
+import Papa from "papaparse";
+import { contactImports, contactSegments, contactTopics, contacts, type ContactImportRow, type ContactRow } from "../db/schema.ts";
+import { ApiError } from "../errors.ts";
+import { announce, contactOutboxEvent, outboxInsert, type OutboxEvent } from "../events/outbox.ts";
+import { uuidv7 } from "../ids.ts";
+import { parseMailbox } from "../mime/address.ts";
+import { finishPage, pageQuery, type Page } from "../pagination.ts";
+import { contactFacts, contactKey, contactProperties, type TopicChoice } from "./contacts.ts";
+import { createProperty, mergeProperties, propertiesByKey, type PropertyValue } from "./properties.ts";
+import { findSegment } from "./segments.ts";
+import { findTopic } from "./topics.ts";
+
+export const MAX_IMPORT_BYTES = 50 * 1024 * 1024;
+const CHUNK = 50;
+const CHUNKS_PER_RUN = 40;
+const LEASE_MS = 30_000;
+
+export interface ColumnMap {
+  email: string;
+  first_name?: string;
+  last_name?: string;
+  unsubscribed?: string;
+  properties?: Record<string, { column: string; type?: "string" | "number" | "boolean" }>;
+}
+
+export interface ImportOptions {
+  column_map: ColumnMap;
+  on_conflict: "upsert" | "skip";
+  segments: string[];
+  topics: TopicChoice[];
+}
+
+export interface ImportMessage {
+  importId: string;
+}
+
+/** Checks the options against the file's header and the account, stores the file and queues the import. */
+export async function createImport(env: Pick<Env, "DB" | "BLOBS" | "BROADCAST_QUEUE">, accountId: string, csv: string, options: ImportOptions, now = Date.now()): Promise<ContactImportRow> {
+  const header = Papa.parse<string[]>(csv, { preview: 1, skipEmptyLines: true }).data[0] ?? [];
+  const columns = new Set(header.map((h) => h.trim()));
+  const need = (column: string | undefined, field: string) => {
+    if (column !== undefined && !columns.has(column)) throw new ApiError("validation_error", `\`column_map.${field}\` names the column "${column}", which the file's header row does not have.`);
+  };
+  need(options.column_map.email, "email");
+  need(options.column_map.first_name, "first_name");
+  need(options.column_map.last_name, "last_name");
+  need(options.column_map.unsubscribed, "unsubscribed");
+  for (const [key, p] of Object.entries(options.column_map.properties ?? {})) need(p.column, `properties.${key}.column`);
+  for (const id of options.segments) if (!(await findSegment(env.DB, accountId, id))) throw new ApiError("validation_error", `\`segments\` names segment ${id}, which this account does not have.`);
+  for (const t of options.topics) if (!(await findTopic(env.DB, accountId, t.id))) throw new ApiError("validation_error", `\`topics\` names topic ${t.id}, which this account does not have.`);
+  // Mapped properties that do not exist yet are created with the map's type (a boolean is kept as a string).
+  const defined = await propertiesByKey(env.DB, accountId);
+  for (const [key, p] of Object.entries(options.column_map.properties ?? {})) {
+    const type = p.type === "number" ? "number" : "string";
+    const def = defined.get(key);
+    if (!def) await createProperty(env.DB, accountId, { key, type }, now).catch((err) => { if (!(err instanceof ApiError)) throw err; });
+    else if (def.type !== type) throw new ApiError("validation_error", `\`column_map.properties.${key}\` is typed ${p.type ?? "string"}, but the contact property is a ${def.type}.`);
+  }
+  const id = uuidv7(now);
+  const row: ContactImportRow = {
+    id, accountId, status: "queued", fileKey: `imports/${id}.csv`, optionsJson: JSON.stringify(options), cursor: 0,
+    total: 0, created: 0, updated: 0, skipped: 0, failed: 0, error: null, leaseUntil: null, createdAt: now, completedAt: null,
+  };
+  await env.BLOBS.put(row.fileKey, csv);
+  await drizzle(env.DB).insert(contactImports).values(row);
+  await env.BROADCAST_QUEUE.send({ importId: id } satisfies ImportMessage).catch((e: unknown) => console.error("import hint not sent; the cron will start it", e));
+  return row;
+}
+
+export async function findImport(db: D1Database, accountId: string, id: string): Promise<ContactImportRow | undefined> {
+  return drizzle(db).select().from(contactImports).where(and(eq(contactImports.accountId, accountId), eq(contactImports.id, id))).get();
+}
+
+export async function listImports(db: D1Database, accountId: string, page: Page, status?: string) {
+  const q = pageQuery(contactImports.id, page, and(eq(contactImports.accountId, accountId), status ? eq(contactImports.status, status) : undefined));
+  return finishPage(await drizzle(db).select().from(contactImports).where(q.where).orderBy(q.orderBy).limit(q.limit), page);
+}
+
+const TRUE = new Set(["true", "1", "yes", "y", "unsubscribed"]);
+
+/** One CSV row as a contact's fields, or why it cannot be one. */
+export function rowToContact(row: Record<string, string>, map: ColumnMap): { ok: true; email: string; firstName?: string; lastName?: string; unsubscribed?: boolean; properties: Record<string, PropertyValue> } | { ok: false } {
+  const email = (row[map.email] ?? "").trim();
+  if (email.length > 254 || /[<>]/.test(email) || parseMailbox(email) === null) return { ok: false };
+  const cell = (c: string | undefined) => (c === undefined ? undefined : (row[c] ?? "").trim());
+  const properties: Record<string, PropertyValue> = {};
+  for (const [key, p] of Object.entries(map.properties ?? {})) {
+    const v = cell(p.column);
+    if (v === undefined || v === "") continue;
+    if (p.type === "number") {
+      const n = Number(v);
+      if (!Number.isFinite(n)) return { ok: false };
+      properties[key] = n;
+    } else properties[key] = v.slice(0, 2000);
+  }
+  const unsub = cell(map.unsubscribed);
+  return {
+    ok: true,
+    email: contactKey(email),
+    firstName: cell(map.first_name)?.slice(0, 256) || undefined,
+    lastName: cell(map.last_name)?.slice(0, 256) || undefined,
+    unsubscribed: unsub === undefined || unsub === "" ? undefined : TRUE.has(unsub.toLowerCase()),
+    properties,
+  };
+}
+
+/** Processes up to CHUNKS_PER_RUN chunks of an import; true when there is more to do. */
+export async function runImport(env: Pick<Env, "DB" | "BLOBS" | "WEBHOOK_QUEUE">, importId: string, now: () => number = Date.now): Promise<boolean> {
+  const db = drizzle(env.DB);
+  let imp = await db.select().from(contactImports).where(eq(contactImports.id, importId)).get();
+  if (!imp || (imp.status !== "queued" && imp.status !== "in_progress")) return false;
+  const file = await env.BLOBS.get(imp.fileKey);
+  if (!file) {
+    await db.update(contactImports).set({ status: "failed", error: "The uploaded file is missing.", completedAt: now() }).where(eq(contactImports.id, imp.id));
+    return false;
+  }
+  const parsed = Papa.parse<Record<string, string>>(await file.text(), { header: true, skipEmptyLines: "greedy", transformHeader: (h) => h.trim() });
+  const rows = parsed.data;
+  const options = JSON.parse(imp.optionsJson) as ImportOptions;
+  await db.update(contactImports).set({ status: "in_progress", total: rows.length, leaseUntil: now() + LEASE_MS }).where(eq(contactImports.id, imp.id));
+  for (let chunk = 0; chunk < CHUNKS_PER_RUN; chunk++) {
+    imp = (await db.select().from(contactImports).where(eq(contactImports.id, importId)).get())!;
+    if (imp.cursor >= rows.length) {
+      await db.update(contactImports).set({ status: "completed", completedAt: now(), leaseUntil: null }).where(eq(contactImports.id, imp.id));
+      await env.BLOBS.delete(imp.fileKey).catch(() => {});
+      return false;
+    }
+    await importChunk(env, imp, options, rows.slice(imp.cursor, imp.cursor + CHUNK), now());
+  }
+  return true;
+}
+
+async function importChunk(env: Pick<Env, "DB" | "WEBHOOK_QUEUE">, imp: ContactImportRow, options: ImportOptions, rows: Record<string, string>[], now: number): Promise<void> {
+  const db = drizzle(env.DB);
+  const mapped = rows.map((r) => rowToContact(r, options.column_map));
+  // The last row for an address wins, as it would applied in order.
+  const byEmail = new Map<string, Extract<(typeof mapped)[number], { ok: true }>>();
+  for (const m of mapped) if (m.ok) byEmail.set(m.email, m);
+  const failed = mapped.filter((m) => !m.ok).length;
+  let skipped = mapped.length - failed - byEmail.size;
+  const existing = byEmail.size === 0 ? [] : await db.select().from(contacts).where(and(eq(contacts.accountId, imp.accountId), inArray(contacts.email, [...byEmail.keys()])));
+  const found = new Map(existing.map((c) => [c.email, c]));
+  const changes: BatchItem<"sqlite">[] = [];
+  const events: OutboxEvent[] = [];
+  let created = 0, updated = 0;
+  const join = (contactId: string) => {
+    for (const segmentId of options.segments) changes.push(db.insert(contactSegments).values({ segmentId, contactId, accountId: imp.accountId, createdAt: now }).onConflictDoNothing());
+    for (const t of options.topics) {
+      changes.push(db.insert(contactTopics).values({ contactId, topicId: t.id, accountId: imp.accountId, subscription: t.subscription, updatedAt: now })
+        .onConflictDoUpdate({ target: [contactTopics.contactId, contactTopics.topicId], set: { subscription: t.subscription, updatedAt: now } }));
+    }
+  };
+  for (const [email, m] of byEmail) {
+    const before = found.get(email);
+    if (!before) {
+      const row: ContactRow = {
+        id: uuidv7(now), accountId: imp.accountId, email, firstName: m.firstName ?? null, lastName: m.lastName ?? null,
+        unsubscribed: m.unsubscribed ?? false, propertiesJson: JSON.stringify(m.properties), createdAt: now, updatedAt: now,
+      };
+      changes.push(db.insert(contacts).values(row).onConflictDoNothing());
+      join(row.id);
+      events.push(contactOutboxEvent(imp.accountId, "contact.created", contactFacts(row), now));
+      created++;
+    } else if (options.on_conflict === "upsert") {
+      const after: ContactRow = {
+        ...before,
+        firstName: m.firstName ?? before.firstName,
+        lastName: m.lastName ?? before.lastName,
+        unsubscribed: m.unsubscribed ?? before.unsubscribed,
+        propertiesJson: JSON.stringify(mergeProperties(contactProperties(before), m.properties)),
+        updatedAt: now,
+      };
+      changes.push(db.update(contacts).set({ firstName: after.firstName, lastName: after.lastName, unsubscribed: after.unsubscribed, propertiesJson: after.propertiesJson, updatedAt: now }).where(eq(contacts.id, before.id)));
+      join(before.id);
+      events.push(contactOutboxEvent(imp.accountId, "contact.updated", contactFacts(after), now));
+      updated++;
+    } else skipped++;
+  }
+  const cursor = imp.cursor + rows.length;
+  changes.push(...events.map((e) => outboxInsert(db, e)));
+  changes.push(db.update(contactImports).set({
+    cursor, created: imp.created + created, updated: imp.updated + updated, skipped: imp.skipped + skipped, failed: imp.failed + failed, leaseUntil: now + LEASE_MS,
+  }).where(and(eq(contactImports.id, imp.id), eq(contactImports.cursor, imp.cursor))));
+  await db.batch(changes as unknown as [BatchItem<"sqlite">]);
+  await announce(env, events);
+}
+
+/** The cron's share: an import whose run died (its lease ran out) is handed to a new one. */
+export async function stalledImports(db: D1Database, now = Date.now()): Promise<string[]> {
+  const rows = await drizzle(db).update(contactImports).set({ leaseUntil: now + LEASE_MS })
+    .where(and(inArray(contactImports.status, ["queued", "in_progress"]), or(isNull(contactImports.leaseUntil), lt(contactImports.leaseUntil, now))))
+    .returning({ id: contactImports.id });
+  return rows.map((r) => r.id);
+}

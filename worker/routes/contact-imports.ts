@@ -1,0 +1,118 @@
+// CSV contact imports (Resend's /contacts/imports): multipart upload with a column map, upsert
+// or skip, segments and topics to join; processed in the background, with status and counts.
+import { createRoute, z } from "@hono/zod-openapi";
+import { defineRoute, type App, type Ctx } from "../app.ts";
+import { createImport, findImport, listImports, MAX_IMPORT_BYTES, type ImportOptions } from "../contacts/imports.ts";
+import type { ContactImportRow } from "../db/schema.ts";
+import { ApiError } from "../errors.ts";
+import { validate } from "../http.ts";
+import { ListQuery, listSchema, readPage } from "../pagination.ts";
+import { errorResponses, IdParam, iso, json } from "./schemas.ts";
+
+const Column = z.string().min(1).max(256);
+const ColumnMap = z.object({
+  email: Column,
+  first_name: Column.optional(),
+  last_name: Column.optional(),
+  unsubscribed: Column.optional(),
+  properties: z.record(z.string().regex(/^[A-Za-z0-9_]{1,50}$/, "must be 1 to 50 letters, digits or underscores."), z.object({ column: Column, type: z.enum(["string", "number", "boolean"]).optional() })).optional(),
+});
+const Segments = z.array(z.union([z.string().uuid(), z.object({ id: z.string().uuid() })])).max(100);
+const Topics = z.array(z.object({ id: z.string().uuid(), subscription: z.enum(["opt_in", "opt_out"]) })).max(100);
+const Form = z.object({
+  column_map: ColumnMap.optional(),
+  on_conflict: z.enum(["upsert", "skip"], { error: "`on_conflict` must be `upsert` or `skip`." }).optional(),
+  segments: Segments.optional(),
+  topics: Topics.optional(),
+});
+const CreateImportForm = z.object({
+  file: z.string().openapi({ type: "string", format: "binary", description: "The CSV file, with a header row; at most 50 MB." }),
+  column_map: z.string().optional().openapi({ description: "JSON: {email, first_name?, last_name?, unsubscribed?, properties?: {key: {column, type?}}}. Default: the columns named email, first_name, last_name, unsubscribed." }),
+  on_conflict: z.enum(["upsert", "skip"]).optional(),
+  segments: z.string().optional().openapi({ description: "JSON array of segment ids (or {id})." }),
+  topics: z.string().optional().openapi({ description: "JSON array of {id, subscription}." }),
+}).openapi("CreateContactImportForm");
+
+const ContactImport = z.object({
+  object: z.literal("contact_import"), id: z.string(), status: z.enum(["queued", "in_progress", "completed", "failed"]),
+  created_at: z.string(), completed_at: z.string().nullable(),
+  counts: z.object({ total: z.number().int(), created: z.number().int(), updated: z.number().int(), skipped: z.number().int(), failed: z.number().int() }),
+}).openapi("ContactImport");
+
+function view(r: ContactImportRow) {
+  return {
+    object: "contact_import" as const, id: r.id, status: r.status as "queued", created_at: iso(r.createdAt)!, completed_at: iso(r.completedAt),
+    counts: { total: r.total, created: r.created, updated: r.updated, skipped: r.skipped, failed: r.failed },
+  };
+}
+
+function jsonField(form: FormData, name: string): unknown {
+  const v = form.get(name);
+  if (v === null) return undefined;
+  if (typeof v !== "string") throw new ApiError("validation_error", `\`${name}\` must be a JSON string.`);
+  if (name === "on_conflict") return v;
+  try {
+    return JSON.parse(v);
+  } catch {
+    throw new ApiError("validation_error", `\`${name}\` must be JSON.`);
+  }
+}
+
+const account = (c: Ctx) => c.get("principal").accountId;
+
+export function registerContactImportRoutes(app: App): void {
+  defineRoute(app, "full", createRoute({
+    method: "post", path: "/contacts/imports", tags: ["Contacts"], summary: "Import contacts from a CSV file",
+    request: { body: { required: true, content: { "multipart/form-data": { schema: CreateImportForm } } } },
+    responses: { 201: json(z.object({ object: z.literal("contact_import"), id: z.string() }), "The import, queued"), ...errorResponses(400, 401, 403, 413, 422) },
+  }), async (c) => {
+    const length = Number(c.req.header("content-length") ?? 0);
+    if (length > MAX_IMPORT_BYTES + 1024 * 1024) throw new ApiError("validation_error", "The file must be at most 50 MB.", 413);
+    let form: FormData;
+    try {
+      form = await c.req.raw.formData();
+    } catch {
+      throw new ApiError("validation_error", "The request body must be multipart/form-data with a `file` field.", 400);
+    }
+    const file = form.get("file");
+    if (file === null) throw new ApiError("missing_required_field", "Missing `file` field.");
+    const csv = typeof file === "string" ? file : await file.text();
+    if (csv.length > MAX_IMPORT_BYTES) throw new ApiError("validation_error", "The file must be at most 50 MB.", 413);
+    const opts = validate(Form, { column_map: jsonField(form, "column_map"), on_conflict: jsonField(form, "on_conflict"), segments: jsonField(form, "segments"), topics: jsonField(form, "topics") });
+    const options: ImportOptions = {
+      column_map: opts.column_map ?? defaultColumns(csv),
+      on_conflict: opts.on_conflict ?? "skip",
+      segments: (opts.segments ?? []).map((s) => (typeof s === "string" ? s : s.id)),
+      topics: opts.topics ?? [],
+    };
+    const row = await createImport(c.env, account(c), csv, options);
+    return c.json({ object: "contact_import" as const, id: row.id }, 201);
+  });
+
+  defineRoute(app, "full", createRoute({
+    method: "get", path: "/contacts/imports", tags: ["Contacts"], summary: "List contact imports",
+    request: { query: ListQuery.extend({ status: z.enum(["queued", "in_progress", "completed", "failed"]).optional() }) },
+    responses: { 200: json(listSchema(ContactImport), "The account's imports, newest first"), ...errorResponses(401, 403, 422) },
+  }), async (c) => {
+    const { status } = validate(z.object({ status: z.enum(["queued", "in_progress", "completed", "failed"], { error: "`status` must be queued, in_progress, completed or failed." }).optional() }), { status: c.req.query("status") }, "query");
+    const list = await listImports(c.env.DB, account(c), readPage(c.req.query()), status);
+    return c.json({ ...list, data: list.data.map(view) });
+  });
+
+  defineRoute(app, "full", createRoute({
+    method: "get", path: "/contacts/imports/{id}", tags: ["Contacts"], summary: "Retrieve a contact import",
+    request: { params: IdParam },
+    responses: { 200: json(ContactImport, "The import, with its status and counts"), ...errorResponses(401, 403, 404) },
+  }), async (c) => {
+    const row = await findImport(c.env.DB, account(c), c.req.param("id")!);
+    if (!row) throw new ApiError("not_found", "Contact import not found.");
+    return c.json(view(row));
+  });
+}
+
+/** Without a column map: the columns named email, first_name, last_name and unsubscribed. */
+function defaultColumns(csv: string): ImportOptions["column_map"] {
+  const header = (csv.split(/\r?\n/, 1)[0] ?? "").split(",").map((h) => h.trim().replace(/^"|"$/g, ""));
+  const find = (name: string) => header.find((h) => h.toLowerCase() === name);
+  return { email: find("email") ?? "email", first_name: find("first_name"), last_name: find("last_name"), unsubscribed: find("unsubscribed") };
+}

@@ -1,0 +1,91 @@
+// Personalisation: {{{KEY}}} and {{{KEY|fallback}}} placeholders, as Resend writes them in
+// templates and broadcasts, filled from a lookup. Values are HTML-escaped in html and left raw
+// in text and subjects. {{{RESEND_UNSUBSCRIBE_URL}}} is left in place: the consumer gives each
+// recipient its own signed link when the message is built (contacts/list-unsubscribe.ts).
+// Pure: no I/O, tested without HTTP (test/worker/personalize.test.ts).
+import { UNSUBSCRIBE_PLACEHOLDER } from "../contacts/list-unsubscribe.ts";
+
+export type VariableValue = string | number | boolean | null | readonly unknown[] | { readonly [k: string]: unknown };
+/** A key's value, or undefined when the caller has none for it. */
+export type Lookup = (key: string) => VariableValue | undefined;
+export type RenderMode = "html" | "text";
+
+const PLACEHOLDER = /\{\{\{\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(?:\|([^}]*))?\}\}\}/g;
+const UNSUBSCRIBE_KEY = "RESEND_UNSUBSCRIBE_URL";
+
+export function escapeHtml(s: string): string {
+  return s.replace(/[&<>"']/g, (ch) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[ch]!);
+}
+
+function asText(v: VariableValue): string {
+  if (v === null) return "";
+  if (typeof v === "string") return v;
+  if (typeof v === "number" || typeof v === "boolean") return String(v);
+  return JSON.stringify(v);
+}
+
+export interface Rendered {
+  output: string;
+  /** Keys that had neither a value nor a fallback (each once, in order of first use). */
+  missing: string[];
+}
+
+/** Fills every placeholder of `source`. A value that is null, undefined or "" falls back to the
+ * placeholder's own fallback (`{{{FIRST_NAME|there}}}`); with none the key is missing and
+ * renders as nothing. */
+export function render(source: string, lookup: Lookup, mode: RenderMode): Rendered {
+  const missing: string[] = [];
+  const output = source.replace(PLACEHOLDER, (whole, key: string, fallback: string | undefined) => {
+    if (key === UNSUBSCRIBE_KEY) return UNSUBSCRIBE_PLACEHOLDER;
+    const value = lookup(key);
+    let text: string;
+    if (value !== undefined && value !== null && value !== "") text = asText(value);
+    else if (fallback !== undefined) text = fallback.trim();
+    else {
+      if (!missing.includes(key)) missing.push(key);
+      text = "";
+    }
+    // A fallback is written by the template's author in the source's own syntax: escaping it
+    // again would double-escape an &amp; they wrote.
+    return mode === "html" && (value !== undefined && value !== null && value !== "") ? escapeHtml(text) : text;
+  });
+  return { output, missing };
+}
+
+/** The keys a source uses, each once (for checking a template's declared variables). */
+export function placeholderKeys(source: string): string[] {
+  const keys: string[] = [];
+  for (const m of source.matchAll(PLACEHOLDER)) if (m[1] !== UNSUBSCRIBE_KEY && !keys.includes(m[1]!)) keys.push(m[1]!);
+  return keys;
+}
+
+export interface ContactForPersonalisation {
+  email: string;
+  firstName: string | null;
+  lastName: string | null;
+  /** The contact's own property values. */
+  properties: Record<string, string | number>;
+}
+
+/** What a broadcast knows about its recipient: FIRST_NAME, LAST_NAME, EMAIL (also as
+ * contact.first_name ...), then contact properties by key, with each property's fallback. */
+export function contactLookup(contact: ContactForPersonalisation, propertyFallbacks: ReadonlyMap<string, string | number | null>): Lookup {
+  return (key) => {
+    switch (key) {
+      case "FIRST_NAME":
+      case "contact.first_name":
+        return contact.firstName;
+      case "LAST_NAME":
+      case "contact.last_name":
+        return contact.lastName;
+      case "EMAIL":
+      case "contact.email":
+        return contact.email;
+    }
+    const k = key.startsWith("contact.") ? key.slice("contact.".length) : key;
+    const own = contact.properties[k];
+    if (own !== undefined) return own;
+    const fallback = propertyFallbacks.get(k);
+    return fallback === undefined ? undefined : fallback;
+  };
+}
