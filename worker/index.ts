@@ -1,4 +1,5 @@
 // The Worker's entry: the HTTP API, the send queue's consumer and the cron.
+import { queueRole } from "./queues.ts";
 import { newApp } from "./app.ts";
 import { readConfig } from "./config.ts";
 import { handleEmail } from "./inbound/email-handler.ts";
@@ -62,9 +63,12 @@ registerDocRoutes(app);
 export default {
   fetch: app.fetch,
   async queue(batch, env) {
-    if (batch.queue === "tern-webhooks") await consumeWebhookBatch(batch as unknown as MessageBatch<WebhookQueueMessage>, env);
-    else if (batch.queue === "tern-broadcasts") await consumeBroadcastBatch(batch as unknown as MessageBatch<BroadcastMessage | ImportMessage>, env);
-    else await consumeSendBatch(batch as MessageBatch<QueueMessage>, env);
+    const role = queueRole(batch.queue);
+    if (role === "webhooks") await consumeWebhookBatch(batch as unknown as MessageBatch<WebhookQueueMessage>, env);
+    else if (role === "broadcasts") await consumeBroadcastBatch(batch as unknown as MessageBatch<BroadcastMessage | ImportMessage>, env);
+    else if (role === "send") await consumeSendBatch(batch as MessageBatch<QueueMessage>, env);
+    // Retried, not acknowledged: nothing is lost while an operator fixes the name.
+    else throw new Error(`queue ${batch.queue}: its name must end in -send, -webhooks or -broadcasts`);
   },
   async scheduled(_controller, env) {
     const now = Date.now();

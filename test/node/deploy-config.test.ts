@@ -1,0 +1,87 @@
+// `wrangler deploy --dry-run` for every environment the README describes: the default one in
+// wrangler.toml, and the EU one whose block the README gives. An environment inherits no
+// bindings, so the EU block must restate every binding and queue consumer the default has: a
+// binding it forgot would deploy cleanly and fail at run time, which is what this test catches.
+import { spawnSync } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { queueRole } from "../../worker/queues.ts";
+
+const root = resolve(import.meta.dirname, "..", "..");
+const dir = mkdtempSync(join(process.env.TERN_TEST_TMP ?? tmpdir(), "tern-deploy-"));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** The README's TOML block that declares `[env.<name>]`. */
+function readmeEnvironment(name: string): string {
+  const readme = readFileSync(join(root, "README.md"), "utf8");
+  const block = [...readme.matchAll(/```toml\n([\s\S]*?)```/g)].map((m) => m[1]!).find((b) => b.includes(`[env.${name}]`));
+  if (!block) throw new Error(`README.md has no \`\`\`toml block with [env.${name}]`);
+  return block;
+}
+
+/** wrangler.toml with the README's environments appended, its relative paths made absolute
+ * (the copy lives in a temporary directory). */
+function configWith(...blocks: string[]): string {
+  const base = readFileSync(join(root, "wrangler.toml"), "utf8").replace(
+    /^(main|directory|migrations_dir)\s*=\s*"([^"]+)"/gm,
+    (_, key: string, path: string) => `${key} = ${JSON.stringify(resolve(root, path))}`,
+  );
+  const path = join(dir, `wrangler-${blocks.length}.toml`);
+  writeFileSync(path, [base, ...blocks].join("\n"));
+  return path;
+}
+
+/** The bindings a dry run reports (variables aside), as "NAME Resource" lines. */
+function dryRun(config: string, env?: string): string[] {
+  const args = ["wrangler", "deploy", "--dry-run", "--outdir", join(dir, `out-${env ?? "default"}`), "-c", config, ...(env ? ["--env", env] : [])];
+  const r = spawnSync("npx", args, { cwd: root, encoding: "utf8", env: { ...process.env, WRANGLER_SEND_METRICS: "false", CI: "true" }, timeout: 120_000 });
+  const out = `${r.stdout}\n${r.stderr}`;
+  expect(r.status, `wrangler deploy --dry-run${env ? ` --env ${env}` : ""} failed:\n${out}`).toBe(0);
+  expect(out).toContain("--dry-run: exiting now.");
+  return out
+    .split("\n")
+    .map((l) => /^env\.(\w+) \(.*?\)\s+(.+?)\s*$/.exec(l))
+    .filter((m): m is RegExpExecArray => m !== null && m[2] !== "Environment Variable")
+    .map((m) => `${m[1]} ${m[2]}`)
+    .sort();
+}
+
+/** The `[[<prefix>queues.<kind>]]` tables of a TOML text, each as its `key = "value"` pairs. */
+function queueTables(toml: string, kind: "producers" | "consumers", env?: string): Record<string, string>[] {
+  const header = `[[${env ? `env.${env}.` : ""}queues.${kind}]]`;
+  return toml.split(/^(?=\[)/m).filter((t) => t.startsWith(header)).map((t) =>
+    Object.fromEntries([...t.matchAll(/^(\w+)\s*=\s*"([^"]*)"/gm)].map((m) => [m[1]!, m[2]!])),
+  );
+}
+
+/** Which role each producer binding's queue plays (worker/queues.ts decides by the name). */
+const ROLE_OF_BINDING = { SEND_QUEUE: "send", WEBHOOK_QUEUE: "webhooks", BROADCAST_QUEUE: "broadcasts" } as const;
+
+function checkQueues(toml: string, env?: string): void {
+  const producers = queueTables(toml, "producers", env);
+  const consumed = queueTables(toml, "consumers", env).map((c) => c.queue!);
+  expect(producers.map((p) => p.binding).sort()).toEqual(Object.keys(ROLE_OF_BINDING).sort());
+  for (const p of producers) {
+    // The consumer that reads a binding's queue is the one for the binding's role.
+    expect(queueRole(p.queue!), `${p.binding} -> ${p.queue}`).toBe(ROLE_OF_BINDING[p.binding as keyof typeof ROLE_OF_BINDING]);
+    expect(consumed, `${env ?? "default"} environment: nothing consumes ${p.queue}`).toContain(p.queue);
+  }
+}
+
+describe("wrangler deploy --dry-run, for every environment the README describes", () => {
+  it("the default environment (wrangler.toml) builds, with its bindings", () => {
+    const bindings = dryRun(configWith());
+    expect(bindings).toEqual(expect.arrayContaining(["DB D1 Database", "BLOBS R2 Bucket", "SEND_QUEUE Queue", "RATE_LIMITER Durable Object"]));
+    checkQueues(readFileSync(join(root, "wrangler.toml"), "utf8"));
+  }, 150_000);
+
+  it("the README's EU environment builds, restates every binding of the default, and consumes each of its queues with the right consumer", () => {
+    const eu = readmeEnvironment("eu");
+    const config = configWith(eu);
+    const base = dryRun(config);
+    expect(dryRun(config, "eu")).toEqual(base);
+    checkQueues(eu, "eu");
+  }, 150_000);
+});
