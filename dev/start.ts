@@ -7,6 +7,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { WRANGLER, apiKeyInsert, d1Execute, d1Target, generateToken, isTokenShape, runWrangler, sqlString, wranglerEnv } from "../ops/d1.ts";
 import { PLANS, isPlan } from "../worker/plans.ts";
+import { generatePassword, userInserts } from "../ops/admin.ts";
 import { toBase64 } from "../worker/bytes.ts";
 import { generateDkimKey, newSelector, sealPrivateKey } from "../worker/dkim/keys.ts";
 import { bridgeSettings, startDevBridge, type DevBridge } from "./bridge.ts";
@@ -37,6 +38,8 @@ export interface StartOptions {
 export interface Running {
   url: string;
   apiKey: string;
+  /** The dev account's dashboard user. */
+  devUser: { email: string; password: string };
   domain: string;
   relay: DevRelay;
   bridge: DevBridge;
@@ -93,8 +96,24 @@ async function devDkimKeyInsert(o: StartOptions, masterKey: string, accountId: s
   ];
 }
 
+interface Seeded {
+  token: string;
+  accountId: string;
+  devUser: { email: string; password: string };
+}
+
+/** The dev account's dashboard user: made once, its password kept (mode 600) in stateDir. */
+async function devUserInserts(o: StartOptions, accountId: string, now: number): Promise<{ statements: string[]; devUser: Seeded["devUser"] }> {
+  const file = join(o.stateDir, "dev-user.json");
+  if (existsSync(file)) return { statements: [], devUser: JSON.parse(readFileSync(file, "utf8")) };
+  const devUser = { email: `dev@${o.domain}`, password: generatePassword() };
+  const statements = await userInserts({ id: crypto.randomUUID(), accountId, email: devUser.email, name: "Dev", role: "owner", password: devUser.password }, now);
+  writeFileSync(file, JSON.stringify(devUser, null, 2), { mode: 0o600 });
+  return { statements, devUser };
+}
+
 /** The dev account, its key and its verified domain: created once, kept in stateDir. */
-async function seedDevAccount(o: StartOptions, masterKey: string): Promise<string> {
+async function seedDevAccount(o: StartOptions, masterKey: string): Promise<Seeded> {
   const file = join(o.stateDir, "dev-account.json");
   const identity: DevIdentity = existsSync(file)
     ? JSON.parse(readFileSync(file, "utf8"))
@@ -107,6 +126,7 @@ async function seedDevAccount(o: StartOptions, masterKey: string): Promise<strin
   }
   identity.keys[token] ??= crypto.randomUUID();
   const now = Date.now();
+  const user = await devUserInserts(o, identity.accountId, now);
   const statements = [
     `INSERT OR IGNORE INTO accounts (id, name, plan, created_at) VALUES (${sql(identity.accountId)}, 'Dev account', 'free', ${now});`,
     `UPDATE accounts SET rate_limit = ${Math.max(1, Math.floor(o.rateLimit)) || 10}, plan = ${sql(o.plan)} WHERE id = ${sql(identity.accountId)};`,
@@ -114,13 +134,18 @@ async function seedDevAccount(o: StartOptions, masterKey: string): Promise<strin
     `UPDATE domains SET status = 'verified' WHERE account_id = ${sql(identity.accountId)} AND name = ${sql(o.domain)};`,
     ...(await devDkimKeyInsert(o, masterKey, identity.accountId, identity.domainId, now)),
     await apiKeyInsert({ id: identity.keys[token]!, accountId: identity.accountId, name: "Dev key", token }, now),
+    ...user.statements,
   ];
   const seedFile = join(o.stateDir, "seed.sql");
   writeFileSync(seedFile, statements.join("\n"));
   runWrangler(["d1", "execute", "DB", ...d1Target(false, o.persistTo), "--file", seedFile]);
   writeFileSync(file, JSON.stringify(identity, null, 2), { mode: 0o600 });
-  return token;
+  return { token, accountId: identity.accountId, devUser: user.devUser };
 }
+
+/** Sign-in with Google and GitHub in dev: configured from the environment (tests point them at
+ * a local OAuth server), passed to the Worker like the other dev settings. */
+const OAUTH_VARS = ["GOOGLE_CLIENT_ID", "GOOGLE_CLIENT_SECRET", "GOOGLE_DISCOVERY_URL", "GITHUB_CLIENT_ID", "GITHUB_CLIENT_SECRET", "GITHUB_AUTHORIZE_URL", "GITHUB_TOKEN_URL", "GITHUB_API_URL"];
 
 
 async function waitForHttp(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {
@@ -148,7 +173,7 @@ export async function start(o: StartOptions): Promise<Running> {
   o.log("applying D1 migrations...");
   runWrangler(["d1", "migrations", "apply", "DB", ...d1Target(false, o.persistTo)]);
   const masterKey = devMasterKey(o);
-  const apiKey = await seedDevAccount(o, masterKey);
+  const { token: apiKey, accountId, devUser } = await seedDevAccount(o, masterKey);
 
   const relay = await startDevRelay({
     smtpPort: o.relaySmtpPort,
@@ -171,7 +196,12 @@ export async function start(o: StartOptions): Promise<Running> {
     RELAY_FINAL: "true",
     // Open pixels, click redirects and unsubscribe links in dev mail point at this API.
     PUBLIC_URL: `http://127.0.0.1:${o.port}`,
+    // The dashboard's mail (address verification, resets, invitations) goes out through tern
+    // from the dev account, so it lands in the dev mailbox.
+    DASHBOARD_MAIL_ACCOUNT: accountId,
+    DASHBOARD_MAIL_FROM: `tern <no-reply@${o.domain}>`,
   };
+  for (const name of OAUTH_VARS) if (process.env[name]) vars[name] = process.env[name]!;
   if (process.env.TERN_STUCK_AFTER_SECONDS) vars.STUCK_AFTER_SECONDS = process.env.TERN_STUCK_AFTER_SECONDS;
   if (process.env.TERN_RETRY_SCHEDULE) vars.RETRY_SCHEDULE = process.env.TERN_RETRY_SCHEDULE;
   const child = spawn(
@@ -215,7 +245,7 @@ export async function start(o: StartOptions): Promise<Running> {
     await stop();
     throw err;
   }
-  return { url, apiKey, domain: o.domain, relay, bridge, stop };
+  return { url, apiKey, devUser, domain: o.domain, relay, bridge, stop };
 }
 
 if (import.meta.main) {
@@ -228,6 +258,7 @@ if (import.meta.main) {
 tern is running.
 
   API         ${running.url}
+  Dashboard   ${running.url}/dashboard  (sign in as ${running.devUser.email}, password ${running.devUser.password})
   Reference   ${running.url}/docs
   Mailbox     http://127.0.0.1:${running.relay.httpPort}
   Dev relay   smtp://127.0.0.1:${running.relay.smtpPort}

@@ -14,6 +14,7 @@ import { registerContactRoutes } from "./routes/contacts.ts";
 import { registerSuppressionRoutes } from "./routes/suppressions.ts";
 import { registerTrackingRoutes } from "./routes/tracking.ts";
 import { registerWebhookRoutes } from "./routes/webhooks.ts";
+import { dashboardApp } from "./dashboard/routes.tsx";
 import type { WebhookQueueMessage } from "./events/outbox.ts";
 import { consumeWebhookBatch, sweepWebhooks } from "./webhooks/consumer.ts";
 import type { QueueMessage } from "./sending/accept.ts";
@@ -32,6 +33,8 @@ registerContactRoutes(app);
 registerSuppressionRoutes(app);
 registerTrackingRoutes(app);
 registerDocRoutes(app);
+// The dashboard (sessions, never API keys) under /dashboard; the REST API keeps the root paths.
+app.route("/dashboard", dashboardApp() as never);
 
 export default {
   fetch: app.fetch,
