@@ -146,7 +146,7 @@ async function giveAccount(env: Env, user: { id: string; name: string; email: st
   ]);
 }
 
-function makeAuth(env: Env, origin: string, secret: string) {
+function makeAuth(env: Env, origin: string, secret: string, withOAuth: boolean) {
   const devMode = readConfig(env).devMode;
   const db = drizzle(env.DB);
   return betterAuth({
@@ -205,7 +205,7 @@ function makeAuth(env: Env, origin: string, secret: string) {
     plugins: [
       passwordPolicy(),
       twoFactor({ issuer: "tern", allowPasswordless: true }),
-      genericOAuth({ config: oauthConfigs(env) }),
+      genericOAuth({ config: withOAuth ? oauthConfigs(env) : [] }),
       oauthSecondFactor(),
     ],
   });
@@ -215,14 +215,23 @@ export type Auth = ReturnType<typeof makeAuth>;
 
 const instances = new WeakMap<object, Map<string, Auth>>();
 
-/** One better-auth instance per deployment and origin, made on first use in an isolate. */
-export async function authFor(env: Env, origin: string): Promise<Auth> {
+/** Paths that talk to an OAuth provider. */
+export function isOAuthPath(path: string): boolean {
+  return path.startsWith(`${AUTH_BASE}/sign-in/social`) || path.startsWith(`${AUTH_BASE}/callback/`);
+}
+
+/** A better-auth instance. Without OAuth it is made once per deployment and origin in an
+ * isolate. With OAuth it is made per request: its providers are set up from their discovery
+ * documents and JWKS, fetched in the request that uses them (workerd refuses to settle a
+ * promise in a request other than the one that created it, so nothing fetched may be shared). */
+export async function authFor(env: Env, origin: string, opts: { oauth?: boolean } = {}): Promise<Auth> {
+  if (opts.oauth) return makeAuth(env, origin, await dashboardSecret(env), true);
   let byOrigin = instances.get(env);
   if (!byOrigin) instances.set(env, (byOrigin = new Map()));
   let auth = byOrigin.get(origin);
   if (!auth) {
     if (byOrigin.size > 8) byOrigin.clear();
-    auth = makeAuth(env, origin, await dashboardSecret(env));
+    auth = makeAuth(env, origin, await dashboardSecret(env), false);
     byOrigin.set(origin, auth);
   }
   return auth;

@@ -11,7 +11,7 @@ import { hashToken } from "../api-key-token.ts";
 import { accounts, auditLog, authAccounts, authSessions, authUsers, invitations, memberships, usage } from "../db/schema.ts";
 import { planLimits } from "../plans.ts";
 import { periodsAt } from "../sending/quota.ts";
-import { AUTH_BASE, COOKIE_PREFIX, SESSION_COOKIE, authFor, configuredProviders, dashboardOrigin } from "./auth.ts";
+import { AUTH_BASE, COOKIE_PREFIX, SESSION_COOKIE, authFor, configuredProviders, dashboardOrigin, isOAuthPath } from "./auth.ts";
 import { ForgotPasswordPage, InvitationPage, ResetPasswordPage, SignInPage, SignUpPage, TwoFactorPage } from "./auth-pages.tsx";
 import { Badge, Empty, Layout, Time } from "./layout.tsx";
 import { DashboardMailError, linkMail, sendDashboardMail } from "./mail.ts";
@@ -105,7 +105,7 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
       return res;
     }
   }
-  const auth = await authFor(env, dashboardOrigin(env, req.url));
+  const auth = await authFor(env, dashboardOrigin(env, req.url), { oauth: isOAuthPath(new URL(req.url).pathname) });
   let res: Response;
   try {
     res = await auth.handler(req);
@@ -166,8 +166,11 @@ export function dashboardApp(): Hono<DashEnv> {
     const url = new URL(req.url);
     if (UNSAFE.has(req.method)) {
       // A cross-site form or script cannot make these: the browser names the origin it comes from.
+      // Browsers name it in Origin, or (when they leave Origin out of a same-origin request) in
+      // Sec-Fetch-Site, which no page can set.
       const origin = req.headers.get("origin");
-      if (origin !== dashboardOrigin(c.env, req.url)) {
+      const sameSite = origin ? origin === dashboardOrigin(c.env, req.url) : req.headers.get("sec-fetch-site") === "same-origin";
+      if (!sameSite) {
         const res = json({ message: "Cross-site requests are refused. Use the dashboard's own pages." }, 403);
         securityHeaders(res);
         return res;

@@ -7,7 +7,7 @@ import { authAttempts } from "../db/schema.ts";
 
 export const WINDOW_MS = 15 * 60_000;
 /** Attempts allowed in one window: per address (a targeted guess) and per IP (a sweep). */
-export const LIMITS = { email: 5, ip: 30 } as const;
+export const LIMITS = { email: 5, ip: 100 } as const;
 
 export interface Throttled {
   /** Seconds until the window ends. */

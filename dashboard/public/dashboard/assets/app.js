@@ -74,7 +74,7 @@ document.addEventListener("submit", async (event) => {
       show.querySelector("input,button,a")?.focus();
       return;
     }
-    if (data.url && data.redirect) return void (location.href = data.url);
+    if (data.url && data.redirect && !form.dataset.then) return void (location.href = data.url);
     const then = form.dataset.then;
     if (then === "reload" || !then) location.reload();
     else location.href = then;
