@@ -8,7 +8,9 @@ import type { TernConfig } from "../config.ts";
 import { dkimKeys, domains, type DkimKeyRow, type DomainRow } from "../db/schema.ts";
 import { generateDkimKey, newSelector, sealPrivateKey } from "../dkim/keys.ts";
 import type { DkimAlgorithm } from "../dkim/sign.ts";
+import { ApiError } from "../errors.ts";
 import { uuidv7 } from "../ids.ts";
+import { finishPage, pageQuery, type Page } from "../pagination.ts";
 import { announce, domainOutboxEvent, outboxInsert, type OutboxEvent } from "../events/outbox.ts";
 import type { DomainEventType } from "../webhooks/payloads.ts";
 import { forgetSendingIdentities } from "../delivery/sending-identity.ts";
@@ -170,13 +172,30 @@ export interface CreateDomainInput {
   dkimAlgorithm: DkimChoice;
 }
 
-export class DomainExistsError extends Error {}
+function domainExists(name: string): ApiError {
+  return new ApiError("validation_error", `The domain ${name} has already been added to this account.`);
+}
+
+/** The account's domain with its live keys, or 404 (another account's is not found either). */
+export async function findDomain(d1: D1Database, accountId: string, id: string): Promise<DomainWithKeys> {
+  const found = await loadDomain(d1, accountId, id);
+  if (!found) throw new ApiError("not_found", "Domain not found.");
+  return found;
+}
+
+export async function listDomains(d1: D1Database, accountId: string, page: Page) {
+  const q = pageQuery(domains.id, page, eq(domains.accountId, accountId));
+  const rows = await drizzle(d1)
+    .select({ id: domains.id, name: domains.name, status: domains.status, createdAt: domains.createdAt, region: domains.region })
+    .from(domains).where(q.where).orderBy(q.orderBy).limit(q.limit);
+  return finishPage(rows.map((r) => ({ id: r.id, name: r.name, status: r.status, created_at: new Date(r.createdAt).toISOString(), region: r.region })), page);
+}
 
 export async function createDomain(env: Events, config: TernConfig, accountId: string, input: CreateDomainInput, now: number): Promise<DomainView> {
   const db = drizzle(env.DB);
   const outbox: OutboxEvent[] = [];
   const existing = await db.select({ id: domains.id }).from(domains).where(and(eq(domains.accountId, accountId), eq(domains.name, input.name))).get();
-  if (existing) throw new DomainExistsError(input.name);
+  if (existing) throw domainExists(input.name);
   const id = uuidv7(now);
   const algorithms: DkimAlgorithm[] = input.dkimAlgorithm === "rsa+ed25519" ? ["rsa", "ed25519"] : [input.dkimAlgorithm];
   const keys = await Promise.all(algorithms.map((a) => newKeyRow(config, accountId, id, a, "active", now)));
@@ -205,7 +224,7 @@ export async function createDomain(env: Events, config: TernConfig, accountId: s
     await db.batch([db.insert(domains).values(row), db.insert(dkimKeys).values(keys), ...eventStatements(db, "domain.created", view, accountId, now, outbox)]);
   } catch (err) {
     // Two creates racing for one name: the unique index decides.
-    if (/UNIQUE/i.test(String(err))) throw new DomainExistsError(input.name);
+    if (/UNIQUE/i.test(String(err))) throw domainExists(input.name);
     throw err;
   }
   await announce(env, outbox);
@@ -253,6 +272,18 @@ export async function updateDomain(env: Events, config: TernConfig, current: Dom
   await announce(env, outbox);
   forgetAccountDomains(row.accountId);
   forgetSendingIdentities(row.accountId);
+  return view;
+}
+
+/** updateDomain for the API: a verified domain that now also receives shows the new record's
+ * real status (checked at once). */
+export async function patchDomain(env: Events, config: TernConfig, accountId: string, id: string, patch: DomainPatch, now: number): Promise<DomainView> {
+  const current = await findDomain(env.DB, accountId, id);
+  const view = await updateDomain(env, config, current, patch, now);
+  if (patch.receiving !== undefined && patch.receiving !== current.row.receiving && current.row.status !== "not_started") {
+    const reloaded = await findDomain(env.DB, accountId, id);
+    return domainView(await checkDomain(env, config, reloaded, now), config);
+  }
   return view;
 }
 

@@ -1,16 +1,10 @@
 // API keys (contract section 3): create (the token is shown once), list, revoke.
 import { createRoute, z } from "@hono/zod-openapi";
-import { and, eq } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { defineRoute, type App } from "../app.ts";
-import { generateToken, hashToken, tokenPrefix } from "../api-key-token.ts";
-import { evictKey } from "../auth.ts";
-import { apiKeys, domains } from "../db/schema.ts";
-import { ApiError } from "../errors.ts";
+import { createApiKey, listApiKeys, revokeApiKey } from "../api-keys/service.ts";
 import { readJson, validate } from "../http.ts";
-import { uuidv7 } from "../ids.ts";
-import { finishPage, ListQuery, listSchema, pageQuery, readPage } from "../pagination.ts";
-import { DeletedSchema, errorResponses, IdParam, iso, json, jsonBody } from "./schemas.ts";
+import { ListQuery, listSchema, readPage } from "../pagination.ts";
+import { DeletedSchema, errorResponses, IdParam, json, jsonBody } from "./schemas.ts";
 
 export const CreateApiKeyRequest = z
   .object({
@@ -42,29 +36,8 @@ export function registerApiKeyRoutes(app: App): void {
     }),
     async (c) => {
       const body = validate(CreateApiKeyRequest, await readJson(c.req.raw));
-      const { accountId } = c.get("principal");
-      const db = drizzle(c.env.DB);
-      if (body.domain_id) {
-        if (body.permission !== "sending_access") {
-          throw new ApiError("validation_error", "`domain_id` can only be set on a `sending_access` key.");
-        }
-        const domain = await db.select({ id: domains.id }).from(domains)
-          .where(and(eq(domains.id, body.domain_id), eq(domains.accountId, accountId))).get();
-        if (!domain) throw new ApiError("validation_error", "`domain_id` does not name a domain of this account.");
-      }
-      const token = generateToken();
-      const id = uuidv7();
-      await db.insert(apiKeys).values({
-        id,
-        accountId,
-        name: body.name,
-        permission: body.permission,
-        domainId: body.domain_id ?? null,
-        tokenHash: await hashToken(token),
-        tokenPrefix: tokenPrefix(token),
-        createdAt: Date.now(),
-      });
-      return c.json({ id, token }, 201);
+      const created = await createApiKey(c.env.DB, c.get("principal").accountId, { name: body.name, permission: body.permission, domainId: body.domain_id });
+      return c.json(created, 201);
     },
   );
   defineRoute(
@@ -79,14 +52,7 @@ export function registerApiKeyRoutes(app: App): void {
       responses: { 200: json(listSchema(ApiKeyItem), "API keys of the account, newest first"), ...errorResponses(401, 403, 422) },
     }),
     async (c) => {
-      const page = readPage(c.req.query());
-      const { accountId } = c.get("principal");
-      const q = pageQuery(apiKeys.id, page, eq(apiKeys.accountId, accountId));
-      const rows = await drizzle(c.env.DB)
-        .select({ id: apiKeys.id, name: apiKeys.name, createdAt: apiKeys.createdAt, lastUsedAt: apiKeys.lastUsedAt })
-        .from(apiKeys).where(q.where).orderBy(q.orderBy).limit(q.limit);
-      const items = rows.map((r) => ({ id: r.id, name: r.name, created_at: iso(r.createdAt)!, last_used_at: iso(r.lastUsedAt) }));
-      return c.json(finishPage(items, page));
+      return c.json(await listApiKeys(c.env.DB, c.get("principal").accountId, readPage(c.req.query())));
     },
   );
 
@@ -103,13 +69,7 @@ export function registerApiKeyRoutes(app: App): void {
       responses: { 200: json(DeletedSchema, "Revoked"), ...errorResponses(401, 403, 404) },
     }),
     async (c) => {
-      const id = c.req.param("id")!;
-      const { accountId } = c.get("principal");
-      const deleted = await drizzle(c.env.DB).delete(apiKeys)
-        .where(and(eq(apiKeys.id, id), eq(apiKeys.accountId, accountId))).returning({ id: apiKeys.id });
-      if (deleted.length === 0) throw new ApiError("not_found", "API key not found.");
-      evictKey(id);
-      return c.json({ object: "api_key", id, deleted: true as const });
+      return c.json(await revokeApiKey(c.env.DB, c.get("principal").accountId, c.req.param("id")!));
     },
   );
 }

@@ -1,27 +1,23 @@
 // Domains (contract section 5): create with a DKIM key pair, list, read, change tracking/TLS/
 // receiving, delete, verify over DNS, rotate the DKIM key.
 import { createRoute, z } from "@hono/zod-openapi";
-import { eq } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { defineRoute, type App, type Ctx } from "../app.ts";
 import { readConfig } from "../config.ts";
-import { domains } from "../db/schema.ts";
 import {
   checkDomain,
   createDomain,
   deleteDomain,
-  DomainExistsError,
   domainView,
-  loadDomain,
+  findDomain,
+  listDomains,
+  patchDomain,
   rotateDkim,
-  updateDomain,
   type DomainWithKeys,
 } from "../domains/service.ts";
 import { DOMAIN_STATUSES, RECORD_STATUSES } from "../domains/verification.ts";
-import { ApiError } from "../errors.ts";
 import { readJson, validate } from "../http.ts";
-import { finishPage, ListQuery, listSchema, pageQuery, readPage } from "../pagination.ts";
-import { DeletedSchema, errorResponses, IdParam, iso, json, jsonBody } from "./schemas.ts";
+import { ListQuery, listSchema, readPage } from "../pagination.ts";
+import { DeletedSchema, errorResponses, IdParam, json, jsonBody } from "./schemas.ts";
 
 export const REGIONS = ["us-east-1", "eu-west-1", "sa-east-1", "ap-northeast-1"] as const;
 
@@ -134,9 +130,7 @@ const DomainItem = z
   .openapi("DomainListItem");
 
 async function domainOr404(c: Ctx): Promise<DomainWithKeys> {
-  const found = await loadDomain(c.env.DB, c.get("principal").accountId, c.req.param("id")!);
-  if (!found) throw new ApiError("not_found", "Domain not found.");
-  return found;
+  return findDomain(c.env.DB, c.get("principal").accountId, c.req.param("id")!);
 }
 
 export function registerDomainRoutes(app: App): void {
@@ -155,22 +149,17 @@ export function registerDomainRoutes(app: App): void {
     async (c) => {
       const body = validate(CreateDomainRequest, await readJson(c.req.raw));
       const config = readConfig(c.env);
-      try {
-        const view = await createDomain(c.env, config, c.get("principal").accountId, {
-          name: body.name,
-          region: body.region,
-          customReturnPath: body.custom_return_path,
-          openTracking: body.open_tracking,
-          clickTracking: body.click_tracking,
-          tls: body.tls,
-          receiving: body.receiving,
-          dkimAlgorithm: body.dkim_algorithm,
-        }, Date.now());
-        return c.json(view, 201);
-      } catch (err) {
-        if (err instanceof DomainExistsError) throw new ApiError("validation_error", `The domain ${body.name} has already been added to this account.`);
-        throw err;
-      }
+      const view = await createDomain(c.env, config, c.get("principal").accountId, {
+        name: body.name,
+        region: body.region,
+        customReturnPath: body.custom_return_path,
+        openTracking: body.open_tracking,
+        clickTracking: body.click_tracking,
+        tls: body.tls,
+        receiving: body.receiving,
+        dkimAlgorithm: body.dkim_algorithm,
+      }, Date.now());
+      return c.json(view, 201);
     },
   );
 
@@ -186,12 +175,7 @@ export function registerDomainRoutes(app: App): void {
       responses: { 200: json(listSchema(DomainItem), "Domains of the account, newest first"), ...errorResponses(401, 403, 422) },
     }),
     async (c) => {
-      const page = readPage(c.req.query());
-      const q = pageQuery(domains.id, page, eq(domains.accountId, c.get("principal").accountId));
-      const rows = await drizzle(c.env.DB)
-        .select({ id: domains.id, name: domains.name, status: domains.status, createdAt: domains.createdAt, region: domains.region })
-        .from(domains).where(q.where).orderBy(q.orderBy).limit(q.limit);
-      return c.json(finishPage(rows.map((r) => ({ id: r.id, name: r.name, status: r.status, created_at: iso(r.createdAt)!, region: r.region })), page));
+      return c.json(await listDomains(c.env.DB, c.get("principal").accountId, readPage(c.req.query())));
     },
   );
 
@@ -224,19 +208,12 @@ export function registerDomainRoutes(app: App): void {
     async (c) => {
       const body = validate(UpdateDomainRequest, await readJson(c.req.raw));
       const config = readConfig(c.env);
-      const current = await domainOr404(c);
-      const view = await updateDomain(c.env, config, current, {
+      return c.json(await patchDomain(c.env, config, c.get("principal").accountId, c.req.param("id")!, {
         openTracking: body.open_tracking,
         clickTracking: body.click_tracking,
         tls: body.tls,
         receiving: body.receiving,
-      }, Date.now());
-      // A verified domain that now also receives must show the new record's real status.
-      if (body.receiving !== undefined && body.receiving !== current.row.receiving && current.row.status !== "not_started") {
-        const reloaded = (await loadDomain(c.env.DB, current.row.accountId, current.row.id))!;
-        return c.json(domainView(await checkDomain(c.env, config, reloaded, Date.now()), config));
-      }
-      return c.json(view);
+      }, Date.now()));
     },
   );
 

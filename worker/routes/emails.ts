@@ -1,19 +1,14 @@
 // Emails (contract section 4): send, batch, read, list, reschedule, cancel, events.
 import { createRoute, z } from "@hono/zod-openapi";
-import { and, asc, eq } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { defineRoute, type App, type Ctx } from "../app.ts";
-import { emailEvents, emails, type EmailRow } from "../db/schema.ts";
+import { cancelEmail, getEmail, listEmailEvents, listEmails, rescheduleEmail } from "../emails/service.ts";
 import { ApiError } from "../errors.ts";
 import { readJson, validate } from "../http.ts";
-import { uuidv7 } from "../ids.ts";
-import { finishPage, ListQuery, listSchema, pageQuery, readPage } from "../pagination.ts";
-import { loadBodies } from "../sending/content.ts";
+import { ListQuery, listSchema, readPage } from "../pagination.ts";
 import { sendIdempotently } from "../sending/idempotency.ts";
 import { SendEmailRequest, SendEmailResponse } from "../sending/request.ts";
 import { MAX_BATCH, performSend, type Answer, type SendRequest } from "../sending/send.ts";
-import { parseScheduledAt } from "../sending/schedule.ts";
-import { errorResponses, IdParam, iso, json, jsonBody } from "./schemas.ts";
+import { errorResponses, IdParam, json, jsonBody } from "./schemas.ts";
 
 
 const EmailObject = z
@@ -63,37 +58,6 @@ function send(c: Ctx, route: string, req: SendRequest): Promise<Answer> {
 function answer(a: Answer): Response {
   return new Response(a.body, { status: a.status, headers: { ...a.headers, "content-type": "application/json" } });
 }
-
-function nullableList(json: string): string[] | null {
-  const list = JSON.parse(json) as string[];
-  return list.length > 0 ? list : null;
-}
-
-function listItem(row: EmailRow) {
-  return {
-    object: "email" as const,
-    id: row.id,
-    from: row.fromAddress,
-    to: JSON.parse(row.toJson) as string[],
-    cc: nullableList(row.ccJson),
-    bcc: nullableList(row.bccJson),
-    reply_to: nullableList(row.replyToJson),
-    subject: row.subject,
-    created_at: iso(row.createdAt)!,
-    scheduled_at: iso(row.scheduledAt),
-    last_event: row.lastEvent,
-  };
-}
-
-async function findEmail(c: Ctx, id: string): Promise<EmailRow> {
-  const row = await drizzle(c.env.DB)
-    .select().from(emails)
-    .where(and(eq(emails.id, id), eq(emails.accountId, c.get("principal").accountId)))
-    .get();
-  if (!row) throw new ApiError("not_found", "Email not found.");
-  return row;
-}
-
 
 export function registerEmailRoutes(app: App): void {
   defineRoute(
@@ -150,10 +114,7 @@ export function registerEmailRoutes(app: App): void {
       responses: { 200: json(listSchema(EmailListItem), "Emails, newest first"), ...errorResponses(401, 403, 422) },
     }),
     async (c) => {
-      const page = readPage(c.req.query());
-      const q = pageQuery(emails.id, page, eq(emails.accountId, c.get("principal").accountId));
-      const rows = await drizzle(c.env.DB).select().from(emails).where(q.where).orderBy(q.orderBy).limit(q.limit);
-      return c.json(finishPage(rows.map(listItem), page));
+      return c.json(await listEmails(c.env.DB, c.get("principal").accountId, readPage(c.req.query())));
     },
   );
 
@@ -169,9 +130,7 @@ export function registerEmailRoutes(app: App): void {
       responses: { 200: json(EmailObject, "The email"), ...errorResponses(401, 403, 404) },
     }),
     async (c) => {
-      const row = await findEmail(c, c.req.param("id")!);
-      const bodies = await loadBodies(c.env.BLOBS, row);
-      return c.json({ ...listItem(row), html: bodies.html, text: bodies.text, tags: JSON.parse(row.tagsJson) });
+      return c.json(await getEmail(c.env, c.get("principal").accountId, c.req.param("id")!));
     },
   );
 
@@ -187,22 +146,8 @@ export function registerEmailRoutes(app: App): void {
       responses: { 200: json(EmailRef, "Rescheduled"), ...errorResponses(400, 401, 403, 404, 422) },
     }),
     async (c) => {
-      const id = c.req.param("id")!;
       const body = validate(RescheduleRequest, await readJson(c.req.raw));
-      const row = await findEmail(c, id);
-      const now = Date.now();
-      const when = parseScheduledAt(body.scheduled_at, new Date(now));
-      if (!when.ok) throw new ApiError("validation_error", when.message);
-      const at = when.value.getTime();
-      const db = drizzle(c.env.DB);
-      const updated = await db.update(emails).set({ scheduledAt: at, nextAttemptAt: at })
-        .where(and(eq(emails.id, row.id), eq(emails.state, "scheduled"))).returning({ id: emails.id });
-      if (updated.length === 0) throw notScheduled(row.state, "rescheduled");
-      await db.insert(emailEvents).values({
-        id: uuidv7(now), emailId: row.id, accountId: row.accountId, type: "scheduled",
-        dataJson: JSON.stringify({ scheduled_at: new Date(at).toISOString() }), createdAt: now,
-      });
-      return c.json({ object: "email" as const, id: row.id });
+      return c.json(await rescheduleEmail(c.env.DB, c.get("principal").accountId, c.req.param("id")!, body.scheduled_at, Date.now()));
     },
   );
 
@@ -218,15 +163,7 @@ export function registerEmailRoutes(app: App): void {
       responses: { 200: json(EmailRef, "Canceled"), ...errorResponses(401, 403, 404, 422) },
     }),
     async (c) => {
-      const row = await findEmail(c, c.req.param("id")!);
-      const now = Date.now();
-      const db = drizzle(c.env.DB);
-      // The state check and the change are one statement, so the cron cannot send it in between.
-      const updated = await db.update(emails).set({ state: "canceled", lastEvent: "canceled", nextAttemptAt: null })
-        .where(and(eq(emails.id, row.id), eq(emails.state, "scheduled"))).returning({ id: emails.id });
-      if (updated.length === 0) throw notScheduled(row.state, "canceled");
-      await db.insert(emailEvents).values({ id: uuidv7(now), emailId: row.id, accountId: row.accountId, type: "canceled", createdAt: now });
-      return c.json({ object: "email" as const, id: row.id });
+      return c.json(await cancelEmail(c.env.DB, c.get("principal").accountId, c.req.param("id")!, Date.now()));
     },
   );
 
@@ -242,19 +179,7 @@ export function registerEmailRoutes(app: App): void {
       responses: { 200: json(listSchema(EmailEvent), "Events"), ...errorResponses(401, 403, 404) },
     }),
     async (c) => {
-      const row = await findEmail(c, c.req.param("id")!);
-      const rows = await drizzle(c.env.DB).select().from(emailEvents)
-        .where(eq(emailEvents.emailId, row.id)).orderBy(asc(emailEvents.id));
-      return c.json({
-        object: "list" as const,
-        has_more: false,
-        data: rows.map((e) => ({ object: "email_event" as const, id: e.id, type: e.type, created_at: iso(e.createdAt)!, data: JSON.parse(e.dataJson) })),
-      });
+      return c.json(await listEmailEvents(c.env.DB, c.get("principal").accountId, c.req.param("id")!));
     },
   );
-}
-
-function notScheduled(state: string, verb: "rescheduled" | "canceled"): ApiError {
-  const why = state === "canceled" ? "it was canceled" : "it is not scheduled (it has already been sent or is being sent)";
-  return new ApiError("validation_error", `This email cannot be ${verb}: ${why}.`);
 }

@@ -1,16 +1,11 @@
 // Received mail (contract section 8): list, read one with its bodies, headers, verdicts and
 // signed download links, and the downloads those links point at.
 import { createRoute, z } from "@hono/zod-openapi";
-import { and, eq } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { defineRoute, type App } from "../app.ts";
 import { readConfig } from "../config.ts";
-import { inboundEmails } from "../db/schema.ts";
-import { ApiError } from "../errors.ts";
-import { signedQuery, verifyLink } from "../inbound/links.ts";
-import type { AuthResults, InboundContent, StoredAttachment } from "../inbound/receive.ts";
-import { finishPage, ListQuery, listSchema, pageQuery, readPage } from "../pagination.ts";
-import { errorResponses, IdParam, iso, json } from "./schemas.ts";
+import { downloadAttachment, downloadRaw, getReceived, listReceived } from "../inbound/service.ts";
+import { ListQuery, listSchema, readPage } from "../pagination.ts";
+import { errorResponses, IdParam, json } from "./schemas.ts";
 
 const ReceivedItem = z
   .object({ object: z.literal("received_email"), id: z.string(), from: z.string(), to: z.array(z.string()), cc: z.array(z.string()), subject: z.string(), message_id: z.string().nullable(), created_at: z.string(), size: z.number().int(), attachment_count: z.number().int() })
@@ -53,15 +48,7 @@ export function registerReceivingRoutes(app: App): void {
       request: { query: ListQuery },
       responses: { 200: json(listSchema(ReceivedItem), "Received emails, newest first"), ...errorResponses(401, 403, 422) },
     }),
-    async (c) => {
-      const page = readPage(c.req.query());
-      const q = pageQuery(inboundEmails.id, page, eq(inboundEmails.accountId, c.get("principal").accountId));
-      const rows = await drizzle(c.env.DB).select().from(inboundEmails).where(q.where).orderBy(q.orderBy).limit(q.limit);
-      return c.json(finishPage(rows.map((r) => ({
-        object: "received_email" as const, id: r.id, from: r.fromAddress, to: JSON.parse(r.toJson) as string[], cc: JSON.parse(r.ccJson) as string[],
-        subject: r.subject, message_id: r.messageId, created_at: iso(r.createdAt)!, size: r.size, attachment_count: (JSON.parse(r.attachmentsJson) as unknown[]).length,
-      })), page));
-    },
+    async (c) => c.json(await listReceived(c.env.DB, c.get("principal").accountId, readPage(c.req.query()))),
   );
 
   defineRoute(
@@ -76,37 +63,10 @@ export function registerReceivingRoutes(app: App): void {
       request: { params: IdParam },
       responses: { 200: json(ReceivedEmail, "The received email"), ...errorResponses(401, 403, 404) },
     }),
-    async (c) => {
-      const { accountId } = c.get("principal");
-      const row = await drizzle(c.env.DB).select().from(inboundEmails).where(and(eq(inboundEmails.id, c.req.param("id")!), eq(inboundEmails.accountId, accountId))).get();
-      if (!row) throw new ApiError("not_found", "Received email not found.");
-      const stored = await c.env.BLOBS.get(row.contentKey);
-      const content: InboundContent = stored ? await stored.json() : { html: null, text: null, headers: [] };
-      const config = readConfig(c.env);
-      const now = Date.now();
-      const base = `${origin(c.req.url)}/emails/receiving/${row.id}`;
-      const link = async (subject: string, path: string) => {
-        const s = await signedQuery(config.masterKey, subject, now);
-        return { download_url: `${base}${path}?${s.query}`, expires_at: new Date(s.expiresAt).toISOString() };
-      };
-      const auth = JSON.parse(row.authJson) as AuthResults;
-      const attachments = JSON.parse(row.attachmentsJson) as StoredAttachment[];
-      return c.json({
-        object: "received_email" as const, id: row.id, from: row.fromAddress, to: JSON.parse(row.toJson) as string[], cc: JSON.parse(row.ccJson) as string[],
-        subject: row.subject, message_id: row.messageId, created_at: iso(row.createdAt)!, size: row.size,
-        html: content.html, text: content.text, headers: content.headers,
-        authentication: { spf: auth.spf ?? null, dkim: auth.dkim ?? null, dmarc: auth.dmarc ?? null, authserv_id: auth.authservId ?? null },
-        raw: await link(`raw:${row.id}`, "/raw"),
-        attachments: await Promise.all(attachments.map(async (a) => ({
-          id: a.id, filename: a.filename, content_type: a.content_type, content_disposition: a.content_disposition, content_id: a.content_id, size: a.size,
-          ...(await link(`attachment:${row.id}:${a.id}`, `/attachments/${a.id}`)),
-        }))),
-      });
-    },
+    async (c) => c.json(await getReceived(c.env, readConfig(c.env), c.get("principal").accountId, c.req.param("id")!, origin(c.req.url))),
   );
 
   // The downloads: public routes whose signed query is the credential.
-  const notFound = () => new ApiError("not_found", "This download link is invalid or has expired.");
   defineRoute(
     app,
     "none",
@@ -120,11 +80,7 @@ export function registerReceivingRoutes(app: App): void {
     }),
     async (c) => {
       const id = c.req.param("id")!;
-      const ok = await verifyLink(readConfig(c.env).masterKey, `raw:${id}`, c.req.query("expires"), c.req.query("signature"), Date.now());
-      if (!ok) throw notFound();
-      const row = await drizzle(c.env.DB).select({ rawKey: inboundEmails.rawKey }).from(inboundEmails).where(eq(inboundEmails.id, id)).get();
-      const obj = row ? await c.env.BLOBS.get(row.rawKey) : null;
-      if (!obj) throw notFound();
+      const obj = await downloadRaw(c.env, readConfig(c.env), id, { expires: c.req.query("expires"), signature: c.req.query("signature") });
       return new Response(obj.body, { headers: { "content-type": "message/rfc822", "content-disposition": `attachment; filename="${id}.eml"`, "cache-control": "private, no-store" } });
     },
   );
@@ -140,16 +96,9 @@ export function registerReceivingRoutes(app: App): void {
       responses: { 200: { description: "The attachment's bytes" }, ...errorResponses(404) },
     }),
     async (c) => {
-      const id = c.req.param("id")!;
-      const attachmentId = c.req.param("attachment_id")!;
-      const ok = await verifyLink(readConfig(c.env).masterKey, `attachment:${id}:${attachmentId}`, c.req.query("expires"), c.req.query("signature"), Date.now());
-      if (!ok) throw notFound();
-      const row = await drizzle(c.env.DB).select({ attachmentsJson: inboundEmails.attachmentsJson }).from(inboundEmails).where(eq(inboundEmails.id, id)).get();
-      const att = row ? (JSON.parse(row.attachmentsJson) as StoredAttachment[]).find((a) => a.id === attachmentId) : undefined;
-      const obj = att ? await c.env.BLOBS.get(att.key) : null;
-      if (!att || !obj) throw notFound();
+      const { attachment: att, body } = await downloadAttachment(c.env, readConfig(c.env), c.req.param("id")!, c.req.param("attachment_id")!, { expires: c.req.query("expires"), signature: c.req.query("signature") });
       // Served as a download, never rendered: received content is untrusted.
-      return new Response(obj.body, {
+      return new Response(body.body, {
         headers: { "content-type": "application/octet-stream", "content-disposition": `attachment; filename*=UTF-8''${encodeURIComponent(att.filename ?? "attachment")}`, "x-content-type-options": "nosniff", "cache-control": "private, no-store" },
       });
     },

@@ -3,16 +3,12 @@
 // one (by id, or by address with `DELETE /suppressions?email=`), after which mail to it goes
 // out again.
 import { createRoute, z } from "@hono/zod-openapi";
-import { and, eq } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
 import { defineRoute, type App } from "../app.ts";
-import { suppressions, type SuppressionRow } from "../db/schema.ts";
-import { ApiError } from "../errors.ts";
 import { readJson, validate } from "../http.ts";
 import { parseMailbox } from "../mime/address.ts";
-import { finishPage, ListQuery, listSchema, pageQuery, readPage } from "../pagination.ts";
-import { suppressionKey, suppressStatement } from "../suppressions/suppress.ts";
-import { DeletedSchema, errorResponses, IdParam, iso, json, jsonBody } from "./schemas.ts";
+import { ListQuery, listSchema, readPage } from "../pagination.ts";
+import { addSuppression, listSuppressions, removeSuppressionByEmail, removeSuppressionById } from "../suppressions/service.ts";
+import { DeletedSchema, errorResponses, IdParam, json, jsonBody } from "./schemas.ts";
 
 const Email = z
   .string({ error: "`email` must be a string." })
@@ -41,18 +37,6 @@ const Suppression = z
   })
   .openapi("Suppression");
 
-function suppressionView(r: SuppressionRow) {
-  return {
-    object: "suppression" as const,
-    id: r.id,
-    email: r.email,
-    reason: r.reason,
-    email_id: r.emailId,
-    detail: r.detail,
-    created_at: iso(r.createdAt)!,
-  };
-}
-
 export function registerSuppressionRoutes(app: App): void {
   defineRoute(
     app,
@@ -66,10 +50,7 @@ export function registerSuppressionRoutes(app: App): void {
       responses: { 200: json(listSchema(Suppression), "Suppressed addresses, newest first"), ...errorResponses(401, 403, 422) },
     }),
     async (c) => {
-      const page = readPage(c.req.query());
-      const q = pageQuery(suppressions.id, page, eq(suppressions.accountId, c.get("principal").accountId));
-      const rows = await drizzle(c.env.DB).select().from(suppressions).where(q.where).orderBy(q.orderBy).limit(q.limit);
-      return c.json(finishPage(rows.map(suppressionView), page));
+      return c.json(await listSuppressions(c.env.DB, c.get("principal").accountId, readPage(c.req.query())));
     },
   );
 
@@ -87,14 +68,8 @@ export function registerSuppressionRoutes(app: App): void {
     }),
     async (c) => {
       const body = validate(CreateSuppressionRequest, await readJson(c.req.raw));
-      const { accountId } = c.get("principal");
-      const db = drizzle(c.env.DB);
-      const email = suppressionKey(body.email);
-      const before = await db.select().from(suppressions).where(and(eq(suppressions.accountId, accountId), eq(suppressions.email, email))).get();
-      if (before) return c.json(suppressionView(before), 200);
-      await db.batch([suppressStatement(db, { accountId, email, reason: "manual", detail: body.detail ?? null, now: Date.now() })]);
-      const row = (await db.select().from(suppressions).where(and(eq(suppressions.accountId, accountId), eq(suppressions.email, email))).get())!;
-      return c.json(suppressionView(row), 201);
+      const added = await addSuppression(c.env.DB, c.get("principal").accountId, body.email, body.detail ?? null);
+      return c.json(added.suppression, added.created ? 201 : 200);
     },
   );
 
@@ -111,11 +86,7 @@ export function registerSuppressionRoutes(app: App): void {
       responses: { 200: json(DeletedSchema, "Removed"), ...errorResponses(401, 403, 404) },
     }),
     async (c) => {
-      const id = c.req.param("id")!;
-      const deleted = await drizzle(c.env.DB).delete(suppressions)
-        .where(and(eq(suppressions.id, id), eq(suppressions.accountId, c.get("principal").accountId))).returning({ id: suppressions.id });
-      if (deleted.length === 0) throw new ApiError("not_found", "Suppression not found.");
-      return c.json({ object: "suppression", id, deleted: true as const });
+      return c.json(await removeSuppressionById(c.env.DB, c.get("principal").accountId, c.req.param("id")!));
     },
   );
 
@@ -133,10 +104,7 @@ export function registerSuppressionRoutes(app: App): void {
     }),
     async (c) => {
       const { email } = validate(RemoveQuery, c.req.query(), "query");
-      const deleted = await drizzle(c.env.DB).delete(suppressions)
-        .where(and(eq(suppressions.email, suppressionKey(email)), eq(suppressions.accountId, c.get("principal").accountId))).returning({ id: suppressions.id });
-      if (deleted.length === 0) throw new ApiError("not_found", "This address is not suppressed.");
-      return c.json({ object: "suppression", id: deleted[0]!.id, deleted: true as const });
+      return c.json(await removeSuppressionByEmail(c.env.DB, c.get("principal").accountId, email));
     },
   );
 }

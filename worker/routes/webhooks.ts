@@ -2,21 +2,26 @@
 // with every attempt, replay, and signing-secret rotation. Delivery itself is the queue
 // consumer's (worker/webhooks/consumer.ts).
 import { createRoute, z } from "@hono/zod-openapi";
-import { and, eq, or } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
-import { defineRoute, type App, type Ctx } from "../app.ts";
-import { readConfig, type TernConfig } from "../config.ts";
-import { webhookAttempts, webhookDeliveries, webhookEvents, webhooks, type WebhookDeliveryRow, type WebhookRow } from "../db/schema.ts";
-import { ApiError } from "../errors.ts";
+import { defineRoute, type App } from "../app.ts";
+import { readConfig } from "../config.ts";
 import { readJson, validate } from "../http.ts";
-import { uuidv7 } from "../ids.ts";
-import { finishPage, ListQuery, listSchema, pageQuery, readPage } from "../pagination.ts";
-import { claimAndAttempt, SecretCache } from "../webhooks/consumer.ts";
-import { checkEndpoint, endpointPolicy, MAX_ENDPOINT_LENGTH } from "../webhooks/endpoint.ts";
+import { ListQuery, listSchema, readPage } from "../pagination.ts";
+import { MAX_ENDPOINT_LENGTH } from "../webhooks/endpoint.ts";
 import { WEBHOOK_EVENT_TYPES, WebhookPayloadSchema } from "../webhooks/payloads.ts";
-import { ROTATION_OVERLAP_MS, sealWebhookSecret } from "../webhooks/secrets.ts";
-import { generateWebhookSecret } from "../webhooks/signing.ts";
-import { DeletedSchema, errorResponses, IdParam, iso, json, jsonBody } from "./schemas.ts";
+import {
+  createWebhook,
+  deleteWebhook,
+  findWebhook,
+  getWebhookDelivery,
+  listWebhookAttempts,
+  listWebhookDeliveries,
+  listWebhooks,
+  replayWebhookDelivery,
+  rotateWebhookSecret,
+  updateWebhook,
+  webhookView,
+} from "../webhooks/service.ts";
+import { DeletedSchema, errorResponses, IdParam, json, jsonBody } from "./schemas.ts";
 
 const Endpoint = z
   .string({ error: "`endpoint` must be a string." })
@@ -106,57 +111,6 @@ const EventParams = z.object({
   event_id: z.string().openapi({ param: { name: "event_id", in: "path" }, description: "The delivery's id (webhook-id header) or the event's id." }),
 });
 
-export function webhookView(row: WebhookRow) {
-  return {
-    object: "webhook" as const,
-    id: row.id,
-    endpoint: row.endpoint,
-    events: JSON.parse(row.eventsJson) as string[],
-    status: row.status,
-    disabled_reason: row.disabledReason,
-    failing_since: iso(row.failingSince),
-    created_at: iso(row.createdAt)!,
-    updated_at: iso(row.updatedAt)!,
-  };
-}
-
-function deliveryView(row: WebhookDeliveryRow) {
-  return {
-    object: "webhook_event" as const,
-    id: row.id,
-    event_id: row.eventId,
-    webhook_id: row.webhookId,
-    type: row.eventType,
-    status: row.status,
-    attempts: row.attempts,
-    created_at: iso(row.createdAt)!,
-    last_attempt_at: iso(row.lastAttemptAt),
-    next_attempt_at: row.status === "pending" ? iso(row.nextAttemptAt) : null,
-  };
-}
-
-/** The endpoint must pass the operator's policy (https and public unless allowed); 422 names it. */
-function acceptedEndpoint(url: string, config: TernConfig): string {
-  const checked = checkEndpoint(url, endpointPolicy({ allowLocalTargets: config.webhookAllowPrivateTargets }));
-  if (!checked.ok) throw new ApiError("validation_error", checked.message.replace(/^The endpoint/, "`endpoint`"));
-  return checked.value.href;
-}
-
-async function webhookOr404(c: Ctx): Promise<WebhookRow> {
-  const row = await drizzle(c.env.DB).select().from(webhooks)
-    .where(and(eq(webhooks.id, c.req.param("id")!), eq(webhooks.accountId, c.get("principal").accountId))).get();
-  if (!row) throw new ApiError("not_found", "Webhook not found.");
-  return row;
-}
-
-async function deliveryOr404(c: Ctx, webhook: WebhookRow): Promise<WebhookDeliveryRow> {
-  const ref = c.req.param("event_id")!;
-  const row = await drizzle(c.env.DB).select().from(webhookDeliveries)
-    .where(and(eq(webhookDeliveries.webhookId, webhook.id), or(eq(webhookDeliveries.id, ref), eq(webhookDeliveries.eventId, ref)))).get();
-  if (!row) throw new ApiError("not_found", "Webhook event not found.");
-  return row;
-}
-
 export function registerWebhookRoutes(app: App): void {
   defineRoute(
     app,
@@ -172,17 +126,7 @@ export function registerWebhookRoutes(app: App): void {
     }),
     async (c) => {
       const body = validate(CreateWebhookRequest, await readJson(c.req.raw));
-      const config = readConfig(c.env);
-      const endpoint = acceptedEndpoint(body.endpoint, config);
-      const id = uuidv7();
-      const secret = generateWebhookSecret();
-      const secretSealed = await sealWebhookSecret(config.masterKey, id, secret);
-      const now = Date.now();
-      await drizzle(c.env.DB).insert(webhooks).values({
-        id, accountId: c.get("principal").accountId, endpoint, eventsJson: JSON.stringify(body.events),
-        status: "enabled", secretSealed, createdAt: now, updatedAt: now,
-      });
-      return c.json({ object: "webhook" as const, id, signing_secret: secret }, 201);
+      return c.json(await createWebhook(c.env.DB, readConfig(c.env), c.get("principal").accountId, body), 201);
     },
   );
 
@@ -197,12 +141,7 @@ export function registerWebhookRoutes(app: App): void {
       request: { query: ListQuery },
       responses: { 200: json(listSchema(Webhook), "Webhooks of the account, newest first"), ...errorResponses(401, 403, 422) },
     }),
-    async (c) => {
-      const page = readPage(c.req.query());
-      const q = pageQuery(webhooks.id, page, eq(webhooks.accountId, c.get("principal").accountId));
-      const rows = await drizzle(c.env.DB).select().from(webhooks).where(q.where).orderBy(q.orderBy).limit(q.limit);
-      return c.json(finishPage(rows.map(webhookView), page));
-    },
+    async (c) => c.json(await listWebhooks(c.env.DB, c.get("principal").accountId, readPage(c.req.query()))),
   );
 
   defineRoute(
@@ -217,7 +156,7 @@ export function registerWebhookRoutes(app: App): void {
       request: { params: IdParam },
       responses: { 200: json(Webhook, "The webhook"), ...errorResponses(401, 403, 404) },
     }),
-    async (c) => c.json(webhookView(await webhookOr404(c))),
+    async (c) => c.json(webhookView(await findWebhook(c.env.DB, c.get("principal").accountId, c.req.param("id")!))),
   );
 
   defineRoute(
@@ -234,16 +173,7 @@ export function registerWebhookRoutes(app: App): void {
     }),
     async (c) => {
       const body = validate(UpdateWebhookRequest, await readJson(c.req.raw));
-      const current = await webhookOr404(c);
-      const config = readConfig(c.env);
-      const changes: Partial<WebhookRow> = { updatedAt: Date.now() };
-      if (body.endpoint !== undefined) changes.endpoint = acceptedEndpoint(body.endpoint, config);
-      if (body.events !== undefined) changes.eventsJson = JSON.stringify(body.events);
-      if (body.status === "enabled") Object.assign(changes, { status: "enabled", disabledReason: null, failingSince: null });
-      if (body.status === "disabled" && current.status !== "disabled") Object.assign(changes, { status: "disabled", disabledReason: "Disabled by the account." });
-      const [row] = await drizzle(c.env.DB).update(webhooks).set(changes).where(eq(webhooks.id, current.id)).returning();
-      if (!row) throw new ApiError("not_found", "Webhook not found.");
-      return c.json(webhookView(row));
+      return c.json(await updateWebhook(c.env.DB, readConfig(c.env), c.get("principal").accountId, c.req.param("id")!, body));
     },
   );
 
@@ -259,16 +189,7 @@ export function registerWebhookRoutes(app: App): void {
       request: { params: IdParam },
       responses: { 200: json(DeletedSchema, "Deleted"), ...errorResponses(401, 403, 404) },
     }),
-    async (c) => {
-      const current = await webhookOr404(c);
-      const db = drizzle(c.env.DB);
-      await db.batch([
-        db.delete(webhookAttempts).where(eq(webhookAttempts.webhookId, current.id)),
-        db.delete(webhookDeliveries).where(eq(webhookDeliveries.webhookId, current.id)),
-        db.delete(webhooks).where(eq(webhooks.id, current.id)),
-      ]);
-      return c.json({ object: "webhook", id: current.id, deleted: true as const });
-    },
+    async (c) => c.json(await deleteWebhook(c.env.DB, c.get("principal").accountId, c.req.param("id")!)),
   );
 
   defineRoute(
@@ -283,20 +204,7 @@ export function registerWebhookRoutes(app: App): void {
       request: { params: IdParam },
       responses: { 200: json(RotatedSecret, "The new secret"), ...errorResponses(401, 403, 404) },
     }),
-    async (c) => {
-      const current = await webhookOr404(c);
-      const config = readConfig(c.env);
-      const secret = generateWebhookSecret();
-      const sealed = await sealWebhookSecret(config.masterKey, current.id, secret);
-      const now = Date.now();
-      const expires = now + ROTATION_OVERLAP_MS;
-      // Sealed under the same context (the webhook's id), so the current value moves over as is.
-      const [row] = await drizzle(c.env.DB).update(webhooks)
-        .set({ secretSealed: sealed, previousSecretSealed: current.secretSealed, previousSecretExpiresAt: expires, updatedAt: now })
-        .where(and(eq(webhooks.id, current.id), eq(webhooks.secretSealed, current.secretSealed))).returning({ id: webhooks.id });
-      if (!row) throw new ApiError("validation_error", "The secret was rotated concurrently; try again.", 409);
-      return c.json({ object: "webhook" as const, id: current.id, signing_secret: secret, previous_secret_expires_at: iso(expires)! });
-    },
+    async (c) => c.json(await rotateWebhookSecret(c.env.DB, readConfig(c.env), c.get("principal").accountId, c.req.param("id")!)),
   );
 
   defineRoute(
@@ -313,10 +221,7 @@ export function registerWebhookRoutes(app: App): void {
     }),
     async (c) => {
       const page = readPage(c.req.query());
-      const hook = await webhookOr404(c);
-      const q = pageQuery(webhookDeliveries.id, page, eq(webhookDeliveries.webhookId, hook.id));
-      const rows = await drizzle(c.env.DB).select().from(webhookDeliveries).where(q.where).orderBy(q.orderBy).limit(q.limit);
-      return c.json(finishPage(rows.map(deliveryView), page));
+      return c.json(await listWebhookDeliveries(c.env.DB, c.get("principal").accountId, c.req.param("id")!, page));
     },
   );
 
@@ -332,11 +237,7 @@ export function registerWebhookRoutes(app: App): void {
       request: { params: EventParams },
       responses: { 200: json(WebhookDeliveryDetail, "The event and its delivery status"), ...errorResponses(401, 403, 404) },
     }),
-    async (c) => {
-      const delivery = await deliveryOr404(c, await webhookOr404(c));
-      const event = await drizzle(c.env.DB).select({ body: webhookEvents.payloadJson }).from(webhookEvents).where(eq(webhookEvents.id, delivery.eventId)).get();
-      return c.json({ ...deliveryView(delivery), payload: event ? JSON.parse(event.body) : null });
-    },
+    async (c) => c.json(await getWebhookDelivery(c.env.DB, c.get("principal").accountId, c.req.param("id")!, c.req.param("event_id")!)),
   );
 
   defineRoute(
@@ -353,20 +254,7 @@ export function registerWebhookRoutes(app: App): void {
     }),
     async (c) => {
       const page = readPage(c.req.query());
-      const delivery = await deliveryOr404(c, await webhookOr404(c));
-      const q = pageQuery(webhookAttempts.id, page, eq(webhookAttempts.deliveryId, delivery.id));
-      const rows = await drizzle(c.env.DB).select().from(webhookAttempts).where(q.where).orderBy(q.orderBy).limit(q.limit);
-      return c.json(finishPage(rows.map((a) => ({
-        object: "webhook_attempt" as const,
-        id: a.id,
-        attempt: a.attempt,
-        started_at: iso(a.startedAt)!,
-        duration_ms: a.durationMs,
-        status_code: a.statusCode,
-        ok: a.ok,
-        response_excerpt: a.responseExcerpt,
-        error: a.error,
-      })), page));
+      return c.json(await listWebhookAttempts(c.env.DB, c.get("principal").accountId, c.req.param("id")!, c.req.param("event_id")!, page));
     },
   );
 
@@ -383,19 +271,6 @@ export function registerWebhookRoutes(app: App): void {
       request: { params: EventParams },
       responses: { 200: json(WebhookDelivery, "The event after the new attempt"), ...errorResponses(401, 403, 404, 422) },
     }),
-    async (c) => {
-      const hook = await webhookOr404(c);
-      const delivery = await deliveryOr404(c, hook);
-      const config = readConfig(c.env);
-      const event = await drizzle(c.env.DB).select({ body: webhookEvents.payloadJson }).from(webhookEvents).where(eq(webhookEvents.id, delivery.eventId)).get();
-      if (!event) throw new ApiError("validation_error", "This event is no longer kept, so it cannot be replayed.");
-      const outcome = await claimAndAttempt(c.env, config, { delivery, webhook: hook, body: event.body }, "replay", new SecretCache(config.masterKey), {});
-      if (outcome === null) throw new ApiError("validation_error", "This event is being attempted right now; try again in a moment.", 409);
-      if (outcome.retryInSeconds !== null) {
-        await c.env.WEBHOOK_QUEUE.send({ kind: "delivery", deliveryId: delivery.id }, { delaySeconds: outcome.retryInSeconds }).catch(() => {});
-      }
-      const after = await deliveryOr404(c, hook);
-      return c.json(deliveryView(after));
-    },
+    async (c) => c.json(await replayWebhookDelivery(c.env, readConfig(c.env), c.get("principal").accountId, c.req.param("id")!, c.req.param("event_id")!)),
   );
 }
