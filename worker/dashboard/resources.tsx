@@ -1,6 +1,457 @@
-// The pages over tern's resources (emails, domains, API keys, webhooks): thin callers of the
-// same services as the REST API.
+// The pages over tern's resources (emails, domains, API keys, webhooks) and their JSON
+// endpoints: thin callers of the same services and request schemas as the REST API, so
+// every rule (validation, ownership, what a key may do) is written once.
 import type { Hono } from "hono";
-import type { DashEnv } from "./routes.tsx";
+import { createApiKey, listApiKeys, revokeApiKey } from "../api-keys/service.ts";
+import { readConfig } from "../config.ts";
+import { checkDomain, createDomain, deleteDomain, domainView, findDomain, listDomains } from "../domains/service.ts";
+import { cancelEmail, findEmail, getEmail, listEmailEvents } from "../emails/service.ts";
+import { renderMessage } from "../delivery/consumer.ts";
+import { validate } from "../http.ts";
+import { CreateApiKeyRequest } from "../routes/api-keys.ts";
+import { CreateDomainRequest, REGIONS } from "../routes/domains.ts";
+import { CreateWebhookRequest } from "../routes/webhooks.ts";
+import { WEBHOOK_EVENT_TYPES } from "../webhooks/payloads.ts";
+import { createWebhook, deleteWebhook, findWebhook, listWebhookDeliveries, listWebhooks, updateWebhook, webhookView } from "../webhooks/service.ts";
+import { EMAIL_STATUSES, searchEmails, type EmailFilters } from "./email-search.ts";
+import { Badge, Copy, Empty, Time } from "./layout.tsx";
+import { body, page, requireManager, type DashCtx, type DashEnv } from "./routes.tsx";
+import { audit } from "./viewer.ts";
 
-export function registerResourcePages(_app: Hono<DashEnv>): void {}
+const PAGE_SIZE = 25;
+
+function qs(params: Record<string, string | undefined>): string {
+  const out = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v) out.set(k, v);
+  const s = out.toString();
+  return s ? `?${s}` : "";
+}
+
+// ---- Emails -----------------------------------------------------------------------------
+
+async function emailsPage(c: DashCtx) {
+  const v = c.get("viewer");
+  const f: EmailFilters = {
+    q: c.req.query("q")?.trim() || undefined,
+    status: c.req.query("status") || undefined,
+    domain: c.req.query("domain")?.trim().toLowerCase() || undefined,
+    tag: c.req.query("tag")?.trim() || undefined,
+    from: c.req.query("from") || undefined,
+    to: c.req.query("to") || undefined,
+  };
+  const after = c.req.query("after") || undefined;
+  const result = await searchEmails(c.env.DB, v.account.id, f, { limit: PAGE_SIZE, after });
+  const filtered = Object.values(f).some(Boolean);
+  const last = result.data[result.data.length - 1];
+  return page(c, "Emails", (
+    <>
+      <form class="panel row" method="get" action="/dashboard/emails" role="search" aria-label="Search emails">
+        <label>Search<input name="q" value={f.q ?? ""} placeholder="recipient, subject or email id" size={28} /></label>
+        <label>Status
+          <select name="status">
+            <option value="">any</option>
+            {EMAIL_STATUSES.map((s) => <option value={s} selected={f.status === s}>{s.replace(/_/g, " ")}</option>)}
+          </select>
+        </label>
+        <label>From domain<input name="domain" value={f.domain ?? ""} placeholder="example.com" size={14} /></label>
+        <label>Tag<input name="tag" value={f.tag ?? ""} placeholder="name or name:value" size={14} /></label>
+        <label>Sent from<input type="date" name="from" value={f.from ?? ""} /></label>
+        <label>Sent until<input type="date" name="to" value={f.to ?? ""} /></label>
+        <button type="submit">Filter</button>
+        {filtered ? <a class="button secondary" href="/dashboard/emails">Clear</a> : null}
+      </form>
+      {result.error ? <p class="error" role="alert">{result.error}</p> : null}
+      {result.data.length === 0 ? (
+        filtered ? (
+          <Empty title="No email matches these filters."><p>Widen the dates or <a href="/dashboard/emails">clear the filters</a>.</p></Empty>
+        ) : (
+          <Empty title="No emails yet.">
+            <p>Send one with an API key (<a href="/dashboard/api-keys">create one</a>), for example:</p>
+            <pre>{`curl -X POST ${new URL(c.req.url).origin}/emails -H 'Authorization: Bearer tern_...' \\\n  -H 'Content-Type: application/json' \\\n  -d '{"from":"you@your-domain","to":"someone@example.com","subject":"Hi","html":"<p>Hello</p>"}'`}</pre>
+          </Empty>
+        )
+      ) : (
+        <>
+          <table>
+            <caption class="muted" style="text-align:left;padding:6px 0">Newest first</caption>
+            <thead><tr><th scope="col">To</th><th scope="col">Subject</th><th scope="col">Status</th><th scope="col">Sent</th></tr></thead>
+            <tbody>
+              {result.data.map((e) => (
+                <tr>
+                  <td>{e.to.join(", ")}</td>
+                  <td><a href={`/dashboard/emails/${e.id}`}>{e.subject || "(no subject)"}</a></td>
+                  <td><Badge value={e.last_event} /></td>
+                  <td><Time at={e.created_at} /></td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          <nav class="pager" aria-label="Pages">
+            {after ? <a class="button secondary" href={`/dashboard/emails${qs({ ...f })}`}>Newest</a> : null}
+            {result.has_more && last ? <a class="button secondary" href={`/dashboard/emails${qs({ ...f, after: last.id })}`}>Older</a> : null}
+          </nav>
+        </>
+      )}
+    </>
+  ));
+}
+
+function headerBlock(raw: string): string {
+  const end = raw.search(/\r?\n\r?\n/);
+  return (end < 0 ? raw : raw.slice(0, end)).replace(/\r\n/g, "\n");
+}
+
+async function emailPage(c: DashCtx) {
+  const v = c.get("viewer");
+  const id = c.req.param("id")!;
+  const email = await getEmail(c.env, v.account.id, id);
+  const [events, row] = await Promise.all([listEmailEvents(c.env.DB, v.account.id, id), findEmail(c.env.DB, v.account.id, id)]);
+  let raw: string | null = null;
+  try {
+    raw = new TextDecoder().decode(await renderMessage(c.env, row));
+  } catch {
+    raw = null; // content expired or removed by retention
+  }
+  return page(c, email.subject || "(no subject)", (
+    <>
+      <p><a href="/dashboard/emails">← All emails</a></p>
+      <section class="panel" aria-labelledby="fields">
+        <h2 id="fields">Details</h2>
+        <dl class="fields">
+          <dt>Status</dt><dd><Badge value={email.last_event} /></dd>
+          <dt>Email id</dt><dd class="mono">{email.id} <Copy value={email.id} label="Copy the email id" /></dd>
+          <dt>From</dt><dd>{email.from}</dd>
+          <dt>To</dt><dd>{email.to.join(", ")}</dd>
+          {email.cc ? (<><dt>Cc</dt><dd>{email.cc.join(", ")}</dd></>) : null}
+          {email.bcc ? (<><dt>Bcc</dt><dd>{email.bcc.join(", ")}</dd></>) : null}
+          {email.reply_to ? (<><dt>Reply-To</dt><dd>{email.reply_to.join(", ")}</dd></>) : null}
+          <dt>Created</dt><dd><Time at={email.created_at} /></dd>
+          {email.scheduled_at ? (<><dt>Scheduled for</dt><dd><Time at={email.scheduled_at} /></dd></>) : null}
+          <dt>Tags</dt><dd>{email.tags.length ? email.tags.map((t) => <code>{`${t.name}:${t.value}`}</code>) : <span class="muted">none</span>}</dd>
+        </dl>
+        {row.state === "scheduled" ? (
+          <form data-api={`/dashboard/api/emails/${email.id}/cancel`} data-confirm="Cancel this scheduled email?" style="margin-top:12px">
+            <button type="submit" class="danger">Cancel the scheduled send</button>
+          </form>
+        ) : null}
+      </section>
+      <section class="panel" aria-labelledby="timeline">
+        <h2 id="timeline">Timeline</h2>
+        <ol class="timeline">
+          {events.data.map((e) => (
+            <li><Badge value={e.type} /> <Time at={e.created_at} /> {Object.keys(e.data).length ? <span class="muted mono">{JSON.stringify(e.data)}</span> : null}</li>
+          ))}
+        </ol>
+      </section>
+      <section class="panel" aria-labelledby="preview">
+        <h2 id="preview">Preview</h2>
+        {email.html ? (
+          // No scripts, no same-origin access, no forms, no top navigation: the email's HTML is
+          // someone else's content shown inside the dashboard's origin.
+          <iframe class="preview" title="The email's HTML" sandbox="" srcdoc={email.html} referrerpolicy="no-referrer"></iframe>
+        ) : <p class="muted">This email has no HTML part.</p>}
+        <h2>Text</h2>
+        {email.text ? <pre>{email.text}</pre> : <p class="muted">This email has no text part.</p>}
+      </section>
+      <section class="panel" aria-labelledby="raw">
+        <h2 id="raw">Headers and raw message</h2>
+        {raw ? (
+          <>
+            <p class="muted">As tern builds it, before DKIM signing and link tracking.</p>
+            <details><summary>Headers</summary><pre>{headerBlock(raw)}</pre></details>
+            <details><summary>Raw message</summary><pre>{raw}</pre></details>
+          </>
+        ) : <p class="muted">The content of this email is no longer kept.</p>}
+      </section>
+    </>
+  ));
+}
+
+// ---- Domains ----------------------------------------------------------------------------
+
+async function domainsPage(c: DashCtx) {
+  const v = c.get("viewer");
+  const list = await listDomains(c.env.DB, v.account.id, { limit: 100, after: c.req.query("after") || undefined });
+  return page(c, "Domains", (
+    <>
+      {v.canManage ? (
+        <form class="panel row" data-api="/dashboard/api/domains" data-then="/dashboard/domains" aria-label="Add a domain">
+          <label>Domain<input name="name" placeholder="mail.example.com" required /></label>
+          <label>Region
+            <select name="region">{REGIONS.map((r) => <option value={r}>{r}</option>)}</select>
+          </label>
+          <button type="submit">Add domain</button>
+        </form>
+      ) : null}
+      {list.data.length === 0 ? (
+        <Empty title="No domains yet."><p>Add the domain you send from; tern shows the DNS records to publish, then verifies them.</p></Empty>
+      ) : (
+        <table>
+          <thead><tr><th scope="col">Domain</th><th scope="col">Status</th><th scope="col">Region</th><th scope="col">Added</th></tr></thead>
+          <tbody>{list.data.map((d) => (
+            <tr><td><a href={`/dashboard/domains/${d.id}`}>{d.name}</a></td><td><Badge value={d.status} /></td><td>{d.region}</td><td><Time at={d.created_at} /></td></tr>
+          ))}</tbody>
+        </table>
+      )}
+    </>
+  ));
+}
+
+async function domainPage(c: DashCtx) {
+  const v = c.get("viewer");
+  const view = domainView(await findDomain(c.env.DB, v.account.id, c.req.param("id")!), readConfig(c.env));
+  return page(c, view.name, (
+    <>
+      <p><a href="/dashboard/domains">← All domains</a></p>
+      <section class="panel">
+        <dl class="fields">
+          <dt>Status</dt><dd><Badge value={view.status} /></dd>
+          <dt>Region</dt><dd>{view.region}</dd>
+          <dt>Tracking</dt><dd>opens {view.open_tracking ? "on" : "off"}, clicks {view.click_tracking ? "on" : "off"}</dd>
+          <dt>TLS</dt><dd>{view.tls}</dd>
+        </dl>
+        {v.canManage ? (
+          <div class="row" style="margin-top:12px">
+            <form data-api={`/dashboard/api/domains/${view.id}/verify`}><button type="submit">Verify DNS records now</button></form>
+            <form data-api={`/dashboard/api/domains/${view.id}/delete`} data-then="/dashboard/domains" data-confirm={`Delete ${view.name}? Mail from it stops being signed.`}>
+              <button type="submit" class="danger">Delete domain</button>
+            </form>
+          </div>
+        ) : null}
+      </section>
+      <h2>DNS records to publish</h2>
+      <p class="muted">Add these at your DNS provider, then verify. Checks also run on a schedule.</p>
+      <table>
+        <thead><tr><th scope="col">Purpose</th><th scope="col">Type</th><th scope="col">Name</th><th scope="col">Value</th><th scope="col">Status</th></tr></thead>
+        <tbody>{view.records.map((r) => (
+          <tr>
+            <td>{r.record}</td>
+            <td>{r.type}{r.priority !== undefined ? ` (priority ${r.priority})` : ""}</td>
+            <td class="mono">{r.name} <Copy value={r.name} label={`Copy the ${r.record} record's name`} /></td>
+            <td class="mono"><code>{r.value}</code> <Copy value={r.value} label={`Copy the ${r.record} record's value`} /></td>
+            <td><Badge value={r.status} /></td>
+          </tr>
+        ))}</tbody>
+      </table>
+    </>
+  ));
+}
+
+// ---- API keys ---------------------------------------------------------------------------
+
+async function apiKeysPage(c: DashCtx) {
+  const v = c.get("viewer");
+  const [keys, domains] = await Promise.all([listApiKeys(c.env.DB, v.account.id, { limit: 100 }), listDomains(c.env.DB, v.account.id, { limit: 100 })]);
+  return page(c, "API keys", (
+    <>
+      {v.canManage ? (
+        <>
+          <form class="panel row" data-api="/dashboard/api/api-keys" data-show="new-key" aria-label="Create an API key">
+            <label>Name<input name="name" maxlength={50} required placeholder="Production" /></label>
+            <label>Permission
+              <select name="permission"><option value="full_access">full access</option><option value="sending_access">sending only</option></select>
+            </label>
+            <label>Domain (sending-only keys)
+              <select name="domain_id"><option value="">any domain</option>{domains.data.map((d) => <option value={d.id}>{d.name}</option>)}</select>
+            </label>
+            <button type="submit">Create key</button>
+          </form>
+          <div id="new-key" class="secret" hidden role="status">
+            <p><strong>Copy this key now.</strong> tern keeps only its hash; it will not be shown again.</p>
+            <label>New API key<input data-field="token" readonly class="mono" size={52} /></label>
+            <p><a href="/dashboard/api-keys">Done</a></p>
+          </div>
+        </>
+      ) : <p class="notice">Only owners and admins create and revoke API keys.</p>}
+      {keys.data.length === 0 ? (
+        <Empty title="No API keys."><p>Create a key to send with the API, an SDK or SMTP.</p></Empty>
+      ) : (
+        <table>
+          <thead><tr><th scope="col">Name</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
+          <tbody>{keys.data.map((k) => (
+            <tr>
+              <td>{k.name}</td><td><Time at={k.created_at} /></td><td><Time at={k.last_used_at} /></td>
+              <td>{v.canManage ? (
+                <form class="inline" data-api={`/dashboard/api/api-keys/${k.id}/revoke`} data-confirm={`Revoke ${k.name}? Apps using it stop working at once.`}>
+                  <button type="submit" class="danger" aria-label={`Revoke ${k.name}`}>Revoke</button>
+                </form>
+              ) : null}</td>
+            </tr>
+          ))}</tbody>
+        </table>
+      )}
+    </>
+  ));
+}
+
+// ---- Webhooks ---------------------------------------------------------------------------
+
+async function webhooksPage(c: DashCtx) {
+  const v = c.get("viewer");
+  const hooks = await listWebhooks(c.env.DB, v.account.id, { limit: 100 });
+  return page(c, "Webhooks", (
+    <>
+      {v.canManage ? (
+        <>
+          <form class="panel" data-api="/dashboard/api/webhooks" data-show="new-webhook" aria-label="Add a webhook endpoint">
+            <div class="row">
+              <label style="flex:1">Endpoint URL<input name="endpoint" type="url" required placeholder="https://example.com/webhooks/tern" /></label>
+              <button type="submit">Add endpoint</button>
+            </div>
+            <fieldset style="border:0;padding:0;margin:10px 0 0">
+              <legend class="muted">Events</legend>
+              <div class="row">{WEBHOOK_EVENT_TYPES.map((t) => (
+                <label class="check"><input type="checkbox" name="events" value={t} data-list checked={t.startsWith("email.")} />{t}</label>
+              ))}</div>
+            </fieldset>
+          </form>
+          <div id="new-webhook" class="secret" hidden role="status">
+            <p><strong>Copy the signing secret now.</strong> It verifies tern's signatures and is not shown again.</p>
+            <label>Signing secret<input data-field="signing_secret" readonly class="mono" size={52} /></label>
+            <p><a href="/dashboard/webhooks">Done</a></p>
+          </div>
+        </>
+      ) : null}
+      {hooks.data.length === 0 ? (
+        <Empty title="No webhook endpoints."><p>Add an endpoint to hear about deliveries, bounces, opens and clicks as they happen.</p></Empty>
+      ) : (
+        <table>
+          <thead><tr><th scope="col">Endpoint</th><th scope="col">Events</th><th scope="col">Status</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
+          <tbody>{hooks.data.map((h) => (
+            <tr>
+              <td class="mono"><a href={`/dashboard/webhooks/${h.id}`}>{h.endpoint}</a></td>
+              <td>{h.events.length} events</td>
+              <td><Badge value={h.status} /></td>
+              <td>{v.canManage ? (
+                <div class="row">
+                  <form class="inline" data-api={`/dashboard/api/webhooks/${h.id}/status`}>
+                    <input type="hidden" name="status" value={h.status === "enabled" ? "disabled" : "enabled"} />
+                    <button type="submit" class="secondary">{h.status === "enabled" ? "Disable" : "Enable"}</button>
+                  </form>
+                  <form class="inline" data-api={`/dashboard/api/webhooks/${h.id}/delete`} data-confirm={`Delete the endpoint ${h.endpoint}?`}>
+                    <button type="submit" class="danger">Delete</button>
+                  </form>
+                </div>
+              ) : null}</td>
+            </tr>
+          ))}</tbody>
+        </table>
+      )}
+    </>
+  ));
+}
+
+async function webhookPage(c: DashCtx) {
+  const v = c.get("viewer");
+  const hook = webhookView(await findWebhook(c.env.DB, v.account.id, c.req.param("id")!));
+  const deliveries = await listWebhookDeliveries(c.env.DB, v.account.id, hook.id, { limit: 50, after: c.req.query("after") || undefined });
+  return page(c, "Webhook endpoint", (
+    <>
+      <p><a href="/dashboard/webhooks">← All webhooks</a></p>
+      <section class="panel">
+        <dl class="fields">
+          <dt>Endpoint</dt><dd class="mono">{hook.endpoint}</dd>
+          <dt>Status</dt><dd><Badge value={hook.status} />{hook.disabled_reason ? <span class="muted"> {hook.disabled_reason}</span> : null}</dd>
+          <dt>Events</dt><dd>{hook.events.join(", ")}</dd>
+        </dl>
+      </section>
+      <h2>Deliveries</h2>
+      {deliveries.data.length === 0 ? (
+        <Empty title="Nothing delivered yet."><p>Events appear here as tern sends them to this endpoint.</p></Empty>
+      ) : (
+        <table>
+          <thead><tr><th scope="col">Event</th><th scope="col">Status</th><th scope="col">Event id</th></tr></thead>
+          <tbody>{deliveries.data.map((d) => (
+            <tr><td>{d.type}</td><td><Badge value={String(d.status)} /></td><td class="mono">{d.event_id}</td></tr>
+          ))}</tbody>
+        </table>
+      )}
+    </>
+  ));
+}
+
+export function registerResourcePages(app: Hono<DashEnv>): void {
+  app.get("/emails", emailsPage);
+  app.get("/emails/:id{[0-9a-fA-F-]{36}}", emailPage);
+  app.get("/domains", domainsPage);
+  app.get("/domains/:id{[0-9a-fA-F-]{36}}", domainPage);
+  app.get("/api-keys", apiKeysPage);
+  app.get("/webhooks", webhooksPage);
+  app.get("/webhooks/:id{[0-9a-fA-F-]{36}}", webhookPage);
+
+  app.post("/api/emails/:id/cancel", async (c) => {
+    const v = c.get("viewer");
+    const r = await cancelEmail(c.env.DB, v.account.id, c.req.param("id"), Date.now());
+    await audit(c.env, v, { action: "email.canceled", target: r.id });
+    return c.json(r);
+  });
+
+  app.post("/api/domains", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const b = validate(CreateDomainRequest, await body(c));
+    const view = await createDomain(c.env, readConfig(c.env), v.account.id, {
+      name: b.name, region: b.region, customReturnPath: b.custom_return_path, openTracking: b.open_tracking,
+      clickTracking: b.click_tracking, tls: b.tls, receiving: b.receiving, dkimAlgorithm: b.dkim_algorithm,
+    }, Date.now());
+    await audit(c.env, v, { action: "domain.created", target: view.name, detail: { id: view.id, region: view.region } });
+    return c.json({ id: view.id }, 201);
+  });
+  app.post("/api/domains/:id/verify", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const config = readConfig(c.env);
+    const checked = await checkDomain(c.env, config, await findDomain(c.env.DB, v.account.id, c.req.param("id")), Date.now(), { restart: true });
+    await audit(c.env, v, { action: "domain.verification_requested", target: checked.row.name });
+    return c.json({ status: domainView(checked, config).status });
+  });
+  app.post("/api/domains/:id/delete", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const current = await findDomain(c.env.DB, v.account.id, c.req.param("id"));
+    await deleteDomain(c.env, readConfig(c.env), current, Date.now());
+    await audit(c.env, v, { action: "domain.deleted", target: current.row.name });
+    return c.json({ ok: true });
+  });
+
+  app.post("/api/api-keys", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const b = validate(CreateApiKeyRequest, await body(c));
+    const created = await createApiKey(c.env.DB, v.account.id, { name: b.name, permission: b.permission, domainId: b.domain_id });
+    await audit(c.env, v, { action: "api_key.created", target: b.name, detail: { id: created.id, permission: b.permission } });
+    return c.json(created, 201);
+  });
+  app.post("/api/api-keys/:id/revoke", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const r = await revokeApiKey(c.env.DB, v.account.id, c.req.param("id"));
+    await audit(c.env, v, { action: "api_key.revoked", target: r.id });
+    return c.json(r);
+  });
+
+  app.post("/api/webhooks", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const b = validate(CreateWebhookRequest, await body(c));
+    const created = await createWebhook(c.env.DB, readConfig(c.env), v.account.id, b);
+    await audit(c.env, v, { action: "webhook.created", target: b.endpoint, detail: { id: created.id } });
+    return c.json(created, 201);
+  });
+  app.post("/api/webhooks/:id/status", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const b = await body<{ status?: unknown }>(c);
+    const status = b.status === "disabled" ? "disabled" : "enabled";
+    const r = await updateWebhook(c.env.DB, readConfig(c.env), v.account.id, c.req.param("id"), { status });
+    await audit(c.env, v, { action: `webhook.${status}`, target: c.req.param("id") });
+    return c.json(r);
+  });
+  app.post("/api/webhooks/:id/delete", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const r = await deleteWebhook(c.env.DB, v.account.id, c.req.param("id"));
+    await audit(c.env, v, { action: "webhook.deleted", target: c.req.param("id") });
+    return c.json(r);
+  });
+}

@@ -8,6 +8,7 @@ import { and, desc, eq, gt, isNull, lt, ne, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { constantTimeEqual, toBase64Url } from "../bytes.ts";
 import { hashToken } from "../api-key-token.ts";
+import { ApiError } from "../errors.ts";
 import { accounts, auditLog, authAccounts, authSessions, authUsers, invitations, memberships, usage } from "../db/schema.ts";
 import { planLimits } from "../plans.ts";
 import { periodsAt } from "../sending/quota.ts";
@@ -153,8 +154,12 @@ export function dashboardApp(): Hono<DashEnv> {
 
   app.onError((err, c) => {
     const api = new URL(c.req.url).pathname.startsWith("/dashboard/api/");
-    if (err instanceof DashError) {
-      return api ? json({ message: err.message }, err.status) : c.html(<p role="alert">{err.message}</p>, err.status);
+    if (err instanceof DashError || err instanceof ApiError) {
+      // The services' errors say what is wrong in the contract's words; a page shows them too.
+      const status = err.status as 400 | 404;
+      if (api) return json({ message: err.message }, status);
+      c.status(status);
+      return c.get("viewer") ? page(c, status === 404 ? "Not found" : "Something is wrong", <Empty title={err.message}><p><a href="/dashboard/emails">Go to Emails</a></p></Empty>) : c.html(<p role="alert">{err.message}</p>);
     }
     console.error("dashboard error", err);
     const message = "Something went wrong on our side. Try again; if it keeps happening, the operator's logs say why.";
