@@ -50,11 +50,6 @@ async function mailedLink(to: string, pathPart: string, after = 0): Promise<stri
   throw new Error(`no mail with a ${pathPart} link reached ${to}`);
 }
 
-async function mailCount(to: string): Promise<number> {
-  const res = await fetch(`${tern.relayHttp}/api/messages?to=${encodeURIComponent(to)}`);
-  return ((await res.json()) as { data: unknown[] }).data.length;
-}
-
 async function signIn(page: Page, email: string, password: string): Promise<void> {
   await page.goto(`${tern.url}/dashboard/sign-in`);
   await page.getByLabel("Email").fill(email);
@@ -171,7 +166,7 @@ describe("the dashboard in a browser", () => {
     await shot(page, "07-sign-in-providers");
     await page.getByRole("button", { name: "Continue with Google" }).click();
     await page.waitForURL("**/dashboard/emails");
-    expect(await page.locator("nav").innerText()).toContain(oauth.google.identity.email);
+    expect(await page.locator("nav.side").innerText()).toContain(oauth.google.identity.email);
     await shot(page, "08-google-signed-in");
 
     // The gap better-auth leaves: its second factor guards password sign-ins only.
@@ -193,7 +188,7 @@ describe("the dashboard in a browser", () => {
 
     await page.getByRole("button", { name: "Continue with GitHub" }).click();
     await page.waitForURL("**/dashboard/emails");
-    expect(await page.locator("nav").innerText()).toContain(oauth.github.identity.email);
+    expect(await page.locator("nav.side").innerText()).toContain(oauth.github.identity.email);
     await shot(page, "09-github-signed-in");
     expect(oauth.withoutPkce()).toBe(0);
     await ctx.close();
@@ -229,6 +224,128 @@ describe("the dashboard in a browser", () => {
     expect(replay.status).toBe(303);
     expect(replay.headers.get("location")).toBe("/dashboard/sign-in");
     expect((await call("/dashboard/api/account", { cookie, "x-csrf-token": csrf! })).status).toBe(401);
+    await ctx.close();
+  });
+
+  it("finds an email sent with the API, adds a domain, creates and revokes a key; a member cannot make keys; accounts never see each other", async () => {
+    const api = (path: string, init: RequestInit = {}) =>
+      fetch(`${tern.url}${path}`, { ...init, headers: { authorization: `Bearer ${tern.apiKey}`, "content-type": "application/json", ...(init.headers ?? {}) } });
+    const sent = (await (await api("/emails", { method: "POST", body: JSON.stringify({ from: "Tern <hello@tern.test>", to: "reader@example.com", subject: "Dashboard proof", html: "<h1>Hello</h1><p>from the API</p>", tags: [{ name: "kind", value: "proof" }] }) })).json()) as { id: string };
+    const ctx = await browser.newContext();
+    const page = await ctx.newPage();
+    const dev = JSON.parse(await import("node:fs").then((fs) => fs.readFileSync(`${tern.stateDir}/tern/dev-user.json`, "utf8"))) as { email: string; password: string };
+    await signIn(page, dev.email, dev.password);
+    await page.waitForURL("**/dashboard/emails");
+
+    // Emails: search by recipient, open it, see its timeline and its HTML in a sandboxed frame.
+    await page.getByRole("textbox", { name: "Search" }).fill("reader@example");
+    await page.getByRole("button", { name: "Filter" }).click();
+    await page.getByRole("link", { name: "Dashboard proof" }).click();
+    await page.waitForURL(`**/dashboard/emails/${sent.id}`);
+    await expect.poll(async () => { await page.reload(); return page.locator("ol.timeline").innerText(); }, POLL).toContain("delivered");
+    expect(await page.locator("iframe.preview").getAttribute("sandbox")).toBe("");
+    expect(await page.frameLocator("iframe.preview").locator("h1").innerText()).toBe("Hello");
+    await page.getByText("Raw message", { exact: true }).click();
+    expect(await page.locator("main").innerText()).toContain("Subject: Dashboard proof");
+    await shot(page, "10-email");
+    expect(await axeViolations(page)).toEqual([]);
+    await page.goto(`${tern.url}/dashboard/emails?status=bounced`);
+    expect(await page.locator("main").innerText()).toContain("No email matches these filters.");
+    await page.goto(`${tern.url}/dashboard/emails?tag=kind:proof`);
+    expect(await page.locator("main").innerText()).toContain("Dashboard proof");
+    await shot(page, "11-emails-filtered");
+
+    // Domains: add one with a region and read the records to publish.
+    await page.goto(`${tern.url}/dashboard/domains`);
+    await page.getByLabel("Domain", { exact: true }).fill("news.example.org");
+    await page.getByLabel("Region").selectOption("eu-west-1");
+    await page.getByRole("button", { name: "Add domain" }).click();
+    await page.getByRole("link", { name: "news.example.org" }).click();
+    await page.waitForURL("**/dashboard/domains/*");
+    const domainId = new URL(page.url()).pathname.split("/").pop();
+    const records = await page.locator("table").innerText();
+    expect(records).toMatch(/DKIM\s+TXT/);
+    expect(records).toContain("_domainkey");
+    expect(records).toContain("v=spf1");
+    expect(await page.locator("main").innerText()).toContain("eu-west-1");
+    await shot(page, "12-domain-records");
+    expect(await axeViolations(page)).toEqual([]);
+
+    // API keys: the token is shown once, works, and stops working when revoked.
+    await page.goto(`${tern.url}/dashboard/api-keys`);
+    await page.getByLabel("Name").fill("Browser key");
+    await page.getByRole("button", { name: "Create key" }).click();
+    const tokenBox = page.getByLabel("New API key");
+    await expect.poll(() => tokenBox.inputValue(), POLL).toMatch(/^tern_/);
+    const token = await tokenBox.inputValue();
+    await shot(page, "13-key-created");
+    expect((await fetch(`${tern.url}/domains`, { headers: { authorization: `Bearer ${token}` } })).status).toBe(200);
+    await page.goto(`${tern.url}/dashboard/api-keys`);
+    expect(await page.locator("main").innerText()).not.toContain(token);
+    page.once("dialog", (d) => void d.accept());
+    await page.getByRole("button", { name: "Revoke Browser key" }).click();
+    await expect.poll(() => page.locator("main").innerText(), POLL).not.toContain("Browser key");
+    await expect.poll(async () => (await fetch(`${tern.url}/domains`, { headers: { authorization: `Bearer ${token}` } })).status, { timeout: 15_000 }).toBe(403); // invalid_api_key
+
+    // An invitation sent through tern; the invited member sees keys but cannot make one.
+    await page.goto(`${tern.url}/dashboard/settings`);
+    await page.locator("form[data-api='/dashboard/api/invitations']").getByLabel("Email").fill("mia@example.com");
+    await page.getByRole("button", { name: "Send invitation" }).click();
+    await expect.poll(() => page.locator("main").innerText(), POLL).toContain("mia@example.com");
+    const invitation = await mailedLink("mia@example.com", "/dashboard/invitations/");
+    const member = await (await browser.newContext()).newPage();
+    await member.goto(`${tern.url}/dashboard/sign-up`);
+    await member.getByLabel("Name").fill("Mia");
+    await member.getByLabel("Email").fill("mia@example.com");
+    await member.getByLabel(/^Password/).fill(STRONG);
+    await member.getByRole("button", { name: "Create account" }).click();
+    await member.waitForURL("**/dashboard/sign-in?notice=check-email");
+    await member.goto(await mailedLink("mia@example.com", "verify-email"));
+    await signIn(member, "mia@example.com", STRONG);
+    await member.waitForURL("**/dashboard/emails");
+    await member.goto(invitation);
+    await member.getByRole("button", { name: /^Join/ }).click();
+    await member.waitForURL("**/dashboard/emails");
+    expect(await member.locator("nav.side").innerText()).toContain("member");
+    await member.goto(`${tern.url}/dashboard/api-keys`);
+    expect(await member.locator("main").innerText()).toContain("Only owners and admins create and revoke API keys.");
+    await shot(member, "14-member-api-keys");
+    const memberCsrf = (await member.locator('meta[name="csrf-token"]').getAttribute("content"))!;
+    const memberCookie = (await member.context().cookies()).map((c) => `${c.name}=${c.value}`).join("; ");
+    const refused = await fetch(`${tern.url}/dashboard/api/api-keys`, { method: "POST", headers: { "content-type": "application/json", origin: tern.url, cookie: memberCookie, "x-csrf-token": memberCsrf }, body: JSON.stringify({ name: "sneaky" }) });
+    expect(refused.status).toBe(403);
+    // The member sees the dev account's mail.
+    await member.goto(`${tern.url}/dashboard/emails/${sent.id}`);
+    expect(await member.locator("h1").innerText()).toBe("Dashboard proof");
+    await member.context().close();
+
+    // Another account (Ada's, from the first test) sees none of it, through pages or endpoints.
+    const outsider = await (await browser.newContext()).newPage();
+    await outsider.goto(`${tern.url}/dashboard/sign-up`);
+    await outsider.getByLabel("Name").fill("Otto");
+    await outsider.getByLabel("Email").fill("otto@example.com");
+    await outsider.getByLabel(/^Password/).fill(STRONG);
+    await outsider.getByRole("button", { name: "Create account" }).click();
+    await outsider.waitForURL("**/dashboard/sign-in?notice=check-email");
+    await outsider.goto(await mailedLink("otto@example.com", "verify-email"));
+    await signIn(outsider, "otto@example.com", STRONG);
+    await outsider.waitForURL("**/dashboard/emails");
+    expect(await outsider.locator("main").innerText()).toContain("No emails yet.");
+    await shot(outsider, "15-empty-emails");
+    for (const path of [`/dashboard/emails/${sent.id}`, `/dashboard/domains/${domainId}`]) {
+      const res = await outsider.goto(`${tern.url}${path}`);
+      expect(res!.status(), path).toBe(404);
+    }
+    await outsider.goto(`${tern.url}/dashboard/emails?q=${sent.id}`);
+    expect(await outsider.locator("main").innerText()).not.toContain("Dashboard proof");
+    const oCsrf = (await outsider.locator('meta[name="csrf-token"]').getAttribute("content"))!;
+    const oCookie = (await outsider.context().cookies()).map((c) => `${c.name}=${c.value}`).join("; ");
+    const post = (path: string, data: unknown) => fetch(`${tern.url}${path}`, { method: "POST", headers: { "content-type": "application/json", origin: tern.url, cookie: oCookie, "x-csrf-token": oCsrf }, body: JSON.stringify(data) });
+    expect((await post(`/dashboard/api/domains/${domainId}/delete`, {})).status).toBe(404);
+    expect((await post(`/dashboard/api/emails/${sent.id}/cancel`, {})).status).toBe(404);
+    const devAccount = JSON.parse(await import("node:fs").then((fs) => fs.readFileSync(`${tern.stateDir}/tern/dev-account.json`, "utf8"))) as { accountId: string };
+    expect((await post("/dashboard/api/switch-account", { accountId: devAccount.accountId })).status).toBe(404);
+    await outsider.context().close();
     await ctx.close();
   });
 

@@ -129,9 +129,9 @@ export function ResetPasswordPage(props: { token: string | undefined; error?: st
   );
 }
 
-export function InvitationPage(props: { accountName: string | null; token: string; signedIn: boolean }) {
+export function InvitationPage(props: { accountName: string | null; token: string; signedIn: boolean; csrf?: string | undefined }) {
   return (
-    <AuthLayout title="Join an account">
+    <AuthLayout title="Join an account" csrf={props.csrf}>
       {!props.accountName ? (
         <p class="error" role="alert">This invitation is invalid, used or expired. Ask the account's owner for a new one.</p>
       ) : props.signedIn ? (

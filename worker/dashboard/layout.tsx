@@ -21,7 +21,7 @@ export const NAV: NavItem[] = [
   { href: "/dashboard/audit-log", label: "Audit log" },
 ];
 
-function Head(props: { title: string; csrf?: string }) {
+function Head(props: { title: string; csrf?: string | undefined }) {
   return (
     <head>
       <meta charset="utf-8" />
@@ -81,12 +81,12 @@ export function Layout(props: { viewer: Viewer; title: string; path: string; chi
 }
 
 /** Pages without a signed-in user: sign in, sign up, reset. */
-export function AuthLayout(props: { title: string; children?: Child }) {
+export function AuthLayout(props: { title: string; csrf?: string | undefined; children?: Child }) {
   return (
     <>
     {raw("<!doctype html>")}
     <html lang="en">
-      <Head title={props.title} />
+      <Head title={props.title} csrf={props.csrf} />
       <body>
         <main class="auth" id="main">
           <h1>{props.title}</h1>

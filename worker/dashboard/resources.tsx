@@ -86,10 +86,12 @@ async function emailsPage(c: DashCtx) {
               ))}
             </tbody>
           </table>
-          <nav class="pager" aria-label="Pages">
-            {after ? <a class="button secondary" href={`/dashboard/emails${qs({ ...f })}`}>Newest</a> : null}
-            {result.has_more && last ? <a class="button secondary" href={`/dashboard/emails${qs({ ...f, after: last.id })}`}>Older</a> : null}
-          </nav>
+          {after || result.has_more ? (
+            <nav class="pager" aria-label="Pages">
+              {after ? <a class="button secondary" href={`/dashboard/emails${qs({ ...f })}`}>Newest</a> : null}
+              {result.has_more && last ? <a class="button secondary" href={`/dashboard/emails${qs({ ...f, after: last.id })}`}>Older</a> : null}
+            </nav>
+          ) : null}
         </>
       )}
     </>

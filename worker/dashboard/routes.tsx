@@ -225,7 +225,7 @@ export function dashboardApp(): Hono<DashEnv> {
     const token = c.req.param("token");
     const inv = await findInvitation(c.env, token);
     const account = inv ? await drizzle(c.env.DB).select({ name: accounts.name }).from(accounts).where(eq(accounts.id, inv.accountId)).get() : null;
-    return c.html(<InvitationPage accountName={account?.name ?? null} token={token} signedIn={!!c.get("viewer")} />);
+    return c.html(<InvitationPage accountName={account?.name ?? null} token={token} signedIn={!!c.get("viewer")} csrf={c.get("viewer")?.csrf} />);
   });
   app.post("/api/invitations/accept", async (c) => {
     const v = c.get("viewer");
@@ -337,6 +337,7 @@ export function dashboardApp(): Hono<DashEnv> {
 
   app.all("*", (c) => {
     if (new URL(c.req.url).pathname.startsWith("/dashboard/api/")) return json({ message: "No such dashboard endpoint." }, 404);
+    c.status(404);
     return page(c, "Page not found", <Empty title="There is no page here."><p><a href="/dashboard/emails">Go to Emails</a></p></Empty>);
   });
   return app;
