@@ -32,7 +32,8 @@ function day(s: string | undefined): number | null {
   return Number.isFinite(t) ? t : null;
 }
 
-export async function searchEmails(d1: D1Database, accountId: string, f: EmailFilters, page: { limit: number; after?: string | undefined }) {
+/** The page's query (one row more than the page, which says whether there is more). */
+export function searchQuery(d1: D1Database, accountId: string, f: EmailFilters, page: { limit: number; after?: string | undefined }) {
   const where: (SQL | undefined)[] = [eq(emails.accountId, accountId)];
   let error: string | null = null;
   const from = day(f.from);
@@ -55,6 +56,11 @@ export async function searchEmails(d1: D1Database, accountId: string, f: EmailFi
     const value = rest.join(":");
     where.push(contains(emails.tagsJson as never, value ? JSON.stringify({ name, value }) : `"name":${JSON.stringify(name)}`));
   }
-  const rows = await drizzle(d1).select().from(emails).where(and(...where)).orderBy(desc(emails.id)).limit(page.limit + 1);
+  return { query: drizzle(d1).select().from(emails).where(and(...where)).orderBy(desc(emails.id)).limit(page.limit + 1), error };
+}
+
+export async function searchEmails(d1: D1Database, accountId: string, f: EmailFilters, page: { limit: number; after?: string | undefined }) {
+  const { query, error } = searchQuery(d1, accountId, f, page);
+  const rows = await query;
   return { data: rows.slice(0, page.limit).map(emailListItem), has_more: rows.length > page.limit, error };
 }

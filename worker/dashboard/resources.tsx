@@ -66,7 +66,7 @@ async function emailsPage(c: DashCtx) {
           <Empty title="No email matches these filters."><p>Widen the dates or <a href="/dashboard/emails">clear the filters</a>.</p></Empty>
         ) : (
           <Empty title="No emails yet.">
-            <p>Send one with an API key (<a href="/dashboard/api-keys">create one</a>), for example:</p>
+            <p>Add and verify the domain you send from (<a href="/dashboard/domains">Domains</a>), create an <a href="/dashboard/api-keys">API key</a>, then send, for example:</p>
             <pre>{`curl -X POST ${new URL(c.req.url).origin}/emails -H 'Authorization: Bearer tern_...' \\\n  -H 'Content-Type: application/json' \\\n  -d '{"from":"you@your-domain","to":"someone@example.com","subject":"Hi","html":"<p>Hello</p>"}'`}</pre>
           </Empty>
         )

@@ -119,7 +119,8 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
     console.error("dashboard auth failed", path, await res.clone().text());
   }
   const newToken = sessionTokenFrom(res.headers.getSetCookie());
-  if (newToken && res.status < 400) {
+  // A session made while one was open (better-auth renews it when TOTP is turned on) is not a sign-in.
+  if (newToken && res.status < 400 && !viewer) {
     const row = await drizzle(env.DB).select({ id: authUsers.id, email: authUsers.email }).from(authSessions)
       .innerJoin(authUsers, eq(authUsers.id, authSessions.userId)).where(eq(authSessions.token, newToken)).get();
     if (row) {
