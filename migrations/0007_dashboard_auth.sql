@@ -11,7 +11,7 @@ CREATE TABLE `audit_log` (
 	`created_at` integer NOT NULL
 );
 --> statement-breakpoint
-CREATE INDEX `audit_log_account` ON `audit_log` (`account_id`,`created_at`);--> statement-breakpoint
+CREATE INDEX `audit_log_account` ON `audit_log` (`account_id`,`id`);--> statement-breakpoint
 CREATE TABLE `auth_accounts` (
 	`id` text PRIMARY KEY NOT NULL,
 	`account_id` text NOT NULL,

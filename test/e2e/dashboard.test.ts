@@ -349,6 +349,36 @@ describe("the dashboard in a browser", () => {
     await ctx.close();
   });
 
+  it("resets a forgotten password by an emailed link, ending the sessions the old password opened (in dark mode)", async () => {
+    const ctx = await browser.newContext({ colorScheme: "dark" });
+    const page = await ctx.newPage();
+    const dev = JSON.parse(await import("node:fs").then((fs) => fs.readFileSync(`${tern.stateDir}/tern/dev-user.json`, "utf8"))) as { email: string; password: string };
+    await signIn(page, dev.email, dev.password);
+    await page.waitForURL("**/dashboard/emails");
+    await shot(page, "16-emails-dark");
+    const oldCookie = (await ctx.cookies()).map((c) => `${c.name}=${c.value}`).join("; ");
+    const before = (await (await fetch(`${tern.relayHttp}/api/messages?to=${encodeURIComponent(dev.email)}`)).json() as { data: unknown[] }).data.length;
+
+    const other = await (await browser.newContext({ colorScheme: "dark" })).newPage();
+    await other.goto(`${tern.url}/dashboard/forgot-password`);
+    await other.getByLabel("Email").fill(dev.email);
+    await other.getByRole("button", { name: "Email me a link" }).click();
+    await expect.poll(() => other.getByRole("status").innerText(), POLL).toContain("on its way");
+    await other.goto(await mailedLink(dev.email, "reset-password", before));
+    await other.waitForURL("**/dashboard/reset-password?token=*");
+    await shot(other, "17-reset-password-dark");
+    const fresh = "a-brand-new-passphrase-77";
+    await other.getByLabel(/New password/).fill(fresh);
+    await other.getByRole("button", { name: "Set password" }).click();
+    await other.waitForURL("**/dashboard/sign-in?notice=reset");
+    await signIn(other, dev.email, fresh);
+    await other.waitForURL("**/dashboard/emails");
+    const stale = await fetch(`${tern.url}/dashboard/settings`, { redirect: "manual", headers: { cookie: oldCookie } });
+    expect(stale.status).toBe(303);
+    await other.context().close();
+    await ctx.close();
+  });
+
   it("throttles repeated wrong passwords for an address", async () => {
     const attempt = (password: string) =>
       fetch(`${tern.url}/dashboard/api/auth/sign-in/email`, { method: "POST", headers: { "content-type": "application/json", origin: tern.url, "cf-connecting-ip": "198.51.100.7" }, body: JSON.stringify({ email: "victim@example.com", password }) });

@@ -12,7 +12,7 @@ import { CreateApiKeyRequest } from "../routes/api-keys.ts";
 import { CreateDomainRequest, REGIONS } from "../routes/domains.ts";
 import { CreateWebhookRequest } from "../routes/webhooks.ts";
 import { WEBHOOK_EVENT_TYPES } from "../webhooks/payloads.ts";
-import { createWebhook, deleteWebhook, findWebhook, listWebhookDeliveries, listWebhooks, updateWebhook, webhookView } from "../webhooks/service.ts";
+import { createWebhook, deleteWebhook, findWebhook, listWebhookAttempts, listWebhookDeliveries, listWebhooks, replayWebhookDelivery, rotateWebhookSecret, updateWebhook, webhookView } from "../webhooks/service.ts";
 import { EMAIL_STATUSES, searchEmails, type EmailFilters } from "./email-search.ts";
 import { Badge, Copy, Empty, Time } from "./layout.tsx";
 import { body, page, requireManager, type DashCtx, type DashEnv } from "./routes.tsx";
@@ -357,14 +357,59 @@ async function webhookPage(c: DashCtx) {
           <dt>Events</dt><dd>{hook.events.join(", ")}</dd>
         </dl>
       </section>
+      {v.canManage ? (
+        <>
+          <form data-api={`/dashboard/api/webhooks/${hook.id}/rotate`} data-show="rotated" data-confirm="Make a new signing secret? The current one keeps working for a while, so you can switch over.">
+            <button type="submit" class="secondary">Rotate the signing secret</button>
+          </form>
+          <div id="rotated" class="secret" hidden role="status">
+            <p><strong>Copy the new signing secret now.</strong> The previous one also signs until <span data-field="previous_secret_expires_at"></span>.</p>
+            <label>New signing secret<input data-field="signing_secret" readonly class="mono" size={52} /></label>
+          </div>
+        </>
+      ) : null}
       <h2>Deliveries</h2>
       {deliveries.data.length === 0 ? (
         <Empty title="Nothing delivered yet."><p>Events appear here as tern sends them to this endpoint.</p></Empty>
       ) : (
         <table>
-          <thead><tr><th scope="col">Event</th><th scope="col">Status</th><th scope="col">Event id</th></tr></thead>
+          <thead><tr><th scope="col">Event</th><th scope="col">Status</th><th scope="col">Attempts</th><th scope="col">Last attempt</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
           <tbody>{deliveries.data.map((d) => (
-            <tr><td>{d.type}</td><td><Badge value={String(d.status)} /></td><td class="mono">{d.event_id}</td></tr>
+            <tr>
+              <td>{d.type}<div class="muted mono">{d.event_id}</div></td>
+              <td><Badge value={String(d.status)} /></td>
+              <td><a href={`/dashboard/webhooks/${hook.id}/deliveries/${d.id}`}>{d.attempts} attempts</a></td>
+              <td><Time at={d.last_attempt_at} /></td>
+              <td>{v.canManage ? (
+                <form class="inline" data-api={`/dashboard/api/webhooks/${hook.id}/deliveries/${d.id}/replay`}>
+                  <button type="submit" class="secondary" aria-label={`Send ${d.type} again`}>Replay</button>
+                </form>
+              ) : null}</td>
+            </tr>
+          ))}</tbody>
+        </table>
+      )}
+    </>
+  ));
+}
+
+async function deliveryPage(c: DashCtx) {
+  const v = c.get("viewer");
+  const hookId = c.req.param("id")!;
+  const attempts = await listWebhookAttempts(c.env.DB, v.account.id, hookId, c.req.param("delivery")!, { limit: 100 });
+  return page(c, "Delivery attempts", (
+    <>
+      <p><a href={`/dashboard/webhooks/${hookId}`}>← The endpoint</a></p>
+      {attempts.data.length === 0 ? <Empty title="Not attempted yet."><p>The first attempt is on its way.</p></Empty> : (
+        <table>
+          <thead><tr><th scope="col">#</th><th scope="col">Started</th><th scope="col">Answer</th><th scope="col">Took</th><th scope="col">Response or error</th></tr></thead>
+          <tbody>{attempts.data.map((a) => (
+            <tr>
+              <td>{a.attempt}</td><td><Time at={a.started_at} /></td>
+              <td><Badge value={a.ok ? "delivered" : "failed"} /> {a.status_code ?? ""}</td>
+              <td>{a.duration_ms} ms</td>
+              <td class="mono">{a.error ?? a.response_excerpt ?? ""}</td>
+            </tr>
           ))}</tbody>
         </table>
       )}
@@ -380,6 +425,7 @@ export function registerResourcePages(app: Hono<DashEnv>): void {
   app.get("/api-keys", apiKeysPage);
   app.get("/webhooks", webhooksPage);
   app.get("/webhooks/:id{[0-9a-fA-F-]{36}}", webhookPage);
+  app.get("/webhooks/:id{[0-9a-fA-F-]{36}}/deliveries/:delivery{[0-9a-fA-F-]{36}}", deliveryPage);
 
   app.post("/api/emails/:id/cancel", async (c) => {
     const v = c.get("viewer");
@@ -447,6 +493,20 @@ export function registerResourcePages(app: Hono<DashEnv>): void {
     const status = b.status === "disabled" ? "disabled" : "enabled";
     const r = await updateWebhook(c.env.DB, readConfig(c.env), v.account.id, c.req.param("id"), { status });
     await audit(c.env, v, { action: `webhook.${status}`, target: c.req.param("id") });
+    return c.json(r);
+  });
+  app.post("/api/webhooks/:id/rotate", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const r = await rotateWebhookSecret(c.env.DB, readConfig(c.env), v.account.id, c.req.param("id"));
+    await audit(c.env, v, { action: "webhook.secret_rotated", target: c.req.param("id") });
+    return c.json(r);
+  });
+  app.post("/api/webhooks/:id/deliveries/:delivery/replay", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const r = await replayWebhookDelivery(c.env, readConfig(c.env), v.account.id, c.req.param("id"), c.req.param("delivery"));
+    await audit(c.env, v, { action: "webhook.delivery_replayed", target: c.req.param("delivery"), detail: { webhook: c.req.param("id") } });
     return c.json(r);
   });
   app.post("/api/webhooks/:id/delete", async (c) => {

@@ -4,7 +4,7 @@
 // come from this origin and, once signed in, carry the session's CSRF token.
 import { Hono, type Context } from "hono";
 import type { Child } from "hono/jsx";
-import { and, desc, eq, gt, isNull, lt, ne, sql } from "drizzle-orm";
+import { and, desc, eq, gt, isNull, lt, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { constantTimeEqual, toBase64Url } from "../bytes.ts";
 import { hashToken } from "../api-key-token.ts";
@@ -481,10 +481,10 @@ const AUDIT_PAGE = 50;
 
 async function auditPage(c: DashCtx): Promise<Response> {
   const v = c.get("viewer");
-  const before = Number(c.req.query("before")) || undefined;
+  const before = c.req.query("before");
   const rows = await drizzle(c.env.DB).select().from(auditLog)
-    .where(and(eq(auditLog.accountId, v.account.id), before ? lt(auditLog.createdAt, before) : ne(auditLog.createdAt, -1)))
-    .orderBy(desc(auditLog.createdAt)).limit(AUDIT_PAGE + 1).all();
+    .where(and(eq(auditLog.accountId, v.account.id), before ? lt(auditLog.id, before) : undefined))
+    .orderBy(desc(auditLog.id)).limit(AUDIT_PAGE + 1).all();
   const more = rows.length > AUDIT_PAGE;
   const shown = rows.slice(0, AUDIT_PAGE);
   return page(c, "Audit log", shown.length === 0 ? (
@@ -497,7 +497,7 @@ async function auditPage(c: DashCtx): Promise<Response> {
           <tr><td><Time at={r.createdAt} /></td><td>{r.actorEmail}</td><td class="mono">{r.action}</td><td class="mono">{r.target ?? ""}{r.detailJson ? <div class="muted">{r.detailJson}</div> : null}</td><td class="mono">{r.ip}</td></tr>
         ))}</tbody>
       </table>
-      {more ? <div class="pager"><a class="button secondary" href={`/dashboard/audit-log?before=${shown[shown.length - 1]!.createdAt}`}>Older</a></div> : null}
+      {more ? <div class="pager"><a class="button secondary" href={`/dashboard/audit-log?before=${shown[shown.length - 1]!.id}`}>Older</a></div> : null}
     </>
   ));
 }

@@ -6,6 +6,7 @@ import { drizzle } from "drizzle-orm/d1";
 import { toBase64Url } from "../bytes.ts";
 import { macKey } from "../crypto/master-key.ts";
 import { accounts, auditLog, memberships } from "../db/schema.ts";
+import { uuidv7 } from "../ids.ts";
 import { authFor, dashboardOrigin } from "./auth.ts";
 
 export type Role = "owner" | "admin" | "member";
@@ -90,7 +91,7 @@ export interface AuditEntry {
 /** Records a change a person made, in the account they made it in. */
 export async function audit(env: Env, v: Viewer, e: AuditEntry): Promise<void> {
   await drizzle(env.DB).insert(auditLog).values({
-    id: crypto.randomUUID(),
+    id: uuidv7(),
     accountId: v.account.id,
     userId: v.user.id,
     actorEmail: v.user.email,
@@ -110,7 +111,7 @@ export async function auditUser(env: Env, user: { id: string; email: string }, r
   if (rows.length === 0) return;
   const now = Date.now();
   await d.insert(auditLog).values(rows.map((r) => ({
-    id: crypto.randomUUID(),
+    id: uuidv7(now),
     accountId: r.accountId,
     userId: user.id,
     actorEmail: user.email,

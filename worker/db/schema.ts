@@ -478,6 +478,7 @@ export const invitations = sqliteTable(
 export const auditLog = sqliteTable(
   "audit_log",
   {
+    /** UUIDv7: id order is time order, and pages of the log are id ranges. */
     id: text("id").primaryKey(),
     /** Null for events about a user before an account is chosen (a failed sign-in). */
     accountId: text("account_id"),
@@ -491,7 +492,7 @@ export const auditLog = sqliteTable(
     userAgent: text("user_agent"),
     createdAt: integer("created_at").notNull(),
   },
-  (t) => [index("audit_log_account").on(t.accountId, t.createdAt)],
+  (t) => [index("audit_log_account").on(t.accountId, t.id)],
 );
 
 /** Sign-in attempts counted per address and per IP in fixed windows (worker/dashboard/throttle.ts). */
