@@ -71,6 +71,10 @@ const sql = sqlString;
 interface DevIdentity {
   accountId: string;
   domainId: string;
+  /** The account the dashboard's own mail is sent from: no user belongs to it, so nobody can
+   * read the sign-in links in its Emails (worker/dashboard/mail.ts). */
+  systemAccountId?: string;
+  systemDomainId?: string;
   keys: Record<string, string>; // token -> key id
 }
 
@@ -99,6 +103,7 @@ async function devDkimKeyInsert(o: StartOptions, masterKey: string, accountId: s
 interface Seeded {
   token: string;
   accountId: string;
+  systemAccountId: string;
   devUser: { email: string; password: string };
 }
 
@@ -125,6 +130,8 @@ async function seedDevAccount(o: StartOptions, masterKey: string): Promise<Seede
     throw new Error("TERN_DEV_API_KEY must look like tern_ followed by 32 to 128 letters and digits.");
   }
   identity.keys[token] ??= crypto.randomUUID();
+  identity.systemAccountId ??= crypto.randomUUID();
+  identity.systemDomainId ??= crypto.randomUUID();
   const now = Date.now();
   const user = await devUserInserts(o, identity.accountId, now);
   const statements = [
@@ -133,6 +140,9 @@ async function seedDevAccount(o: StartOptions, masterKey: string): Promise<Seede
     `INSERT OR IGNORE INTO domains (id, account_id, name, region, status, created_at) VALUES (${sql(identity.domainId)}, ${sql(identity.accountId)}, ${sql(o.domain)}, 'us-east-1', 'verified', ${now});`,
     `UPDATE domains SET status = 'verified' WHERE account_id = ${sql(identity.accountId)} AND name = ${sql(o.domain)};`,
     ...(await devDkimKeyInsert(o, masterKey, identity.accountId, identity.domainId, now)),
+    `INSERT OR IGNORE INTO accounts (id, name, plan, created_at) VALUES (${sql(identity.systemAccountId)}, 'tern system (dashboard mail)', 'scale_1m', ${now});`,
+    `INSERT OR IGNORE INTO domains (id, account_id, name, region, status, created_at) VALUES (${sql(identity.systemDomainId)}, ${sql(identity.systemAccountId)}, ${sql(o.domain)}, 'us-east-1', 'verified', ${now});`,
+    ...(await devDkimKeyInsert(o, masterKey, identity.systemAccountId, identity.systemDomainId, now)),
     await apiKeyInsert({ id: identity.keys[token]!, accountId: identity.accountId, name: "Dev key", token }, now),
     ...user.statements,
   ];
@@ -140,7 +150,7 @@ async function seedDevAccount(o: StartOptions, masterKey: string): Promise<Seede
   writeFileSync(seedFile, statements.join("\n"));
   runWrangler(["d1", "execute", "DB", ...d1Target(false, o.persistTo), "--file", seedFile]);
   writeFileSync(file, JSON.stringify(identity, null, 2), { mode: 0o600 });
-  return { token, accountId: identity.accountId, devUser: user.devUser };
+  return { token, accountId: identity.accountId, systemAccountId: identity.systemAccountId, devUser: user.devUser };
 }
 
 /** Sign-in with Google and GitHub in dev: configured from the environment (tests point them at
@@ -173,7 +183,7 @@ export async function start(o: StartOptions): Promise<Running> {
   o.log("applying D1 migrations...");
   runWrangler(["d1", "migrations", "apply", "DB", ...d1Target(false, o.persistTo)]);
   const masterKey = devMasterKey(o);
-  const { token: apiKey, accountId, devUser } = await seedDevAccount(o, masterKey);
+  const { token: apiKey, systemAccountId, devUser } = await seedDevAccount(o, masterKey);
 
   const relay = await startDevRelay({
     smtpPort: o.relaySmtpPort,
@@ -197,8 +207,8 @@ export async function start(o: StartOptions): Promise<Running> {
     // Open pixels, click redirects and unsubscribe links in dev mail point at this API.
     PUBLIC_URL: `http://127.0.0.1:${o.port}`,
     // The dashboard's mail (address verification, resets, invitations) goes out through tern
-    // from the dev account, so it lands in the dev mailbox.
-    DASHBOARD_MAIL_ACCOUNT: accountId,
+    // from an account of its own, and lands in the dev mailbox.
+    DASHBOARD_MAIL_ACCOUNT: systemAccountId,
     DASHBOARD_MAIL_FROM: `tern <no-reply@${o.domain}>`,
   };
   for (const name of OAUTH_VARS) if (process.env[name]) vars[name] = process.env[name]!;

@@ -5,6 +5,7 @@ import { describe, expect, it } from "vitest";
 import { searchQuery, type EmailFilters } from "../../worker/dashboard/email-search.ts";
 import { passwordProblem } from "../../worker/dashboard/passwords.ts";
 import { LIMITS, countAttempt } from "../../worker/dashboard/throttle.ts";
+import { sendDashboardMail } from "../../worker/dashboard/mail.ts";
 
 const ACCOUNT = "00000000-0000-4000-8000-00000000a001";
 
@@ -83,5 +84,22 @@ describe("the dashboard's doors", () => {
     expect(res.headers.get("x-frame-options")).toBe("DENY");
     expect(res.headers.get("cache-control")).toBe("no-store");
     expect(await res.text()).toMatch(/^<!doctype html>/);
+  });
+});
+
+describe("the dashboard's own mail", () => {
+  const mail = { to: "x@example.com", subject: "s", text: "t", html: "<p>t</p>" };
+  it("needs its account configured, and refuses an account people can open (its Emails hold sign-in links)", async () => {
+    await expect(sendDashboardMail({ ...env, DASHBOARD_MAIL_ACCOUNT: "", DASHBOARD_MAIL_FROM: "" }, mail)).rejects.toThrow(/DASHBOARD_MAIL_ACCOUNT and DASHBOARD_MAIL_FROM/);
+    const account = "00000000-0000-4000-8000-00000000b001";
+    const user = "00000000-0000-4000-8000-00000000b002";
+    await env.DB.batch([
+      env.DB.prepare("INSERT INTO accounts (id, name, created_at) VALUES (?, 'Shared', 0)").bind(account),
+      env.DB.prepare("INSERT INTO auth_users (id, name, email, email_verified, created_at, updated_at) VALUES (?, 'U', 'u@example.com', 1, 0, 0)").bind(user),
+      env.DB.prepare("INSERT INTO memberships (account_id, user_id, role, created_at) VALUES (?, ?, 'owner', 0)").bind(account, user),
+    ]);
+    await expect(sendDashboardMail({ ...env, DASHBOARD_MAIL_ACCOUNT: account, DASHBOARD_MAIL_FROM: "t@tern.test" }, mail)).rejects.toThrow(/no dashboard user belongs to/);
+    const sent = await env.DB.prepare("SELECT count(*) AS n FROM emails WHERE account_id = ?").bind(account).first<{ n: number }>();
+    expect(sent?.n).toBe(0);
   });
 });

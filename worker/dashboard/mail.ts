@@ -1,11 +1,12 @@
 // Mail the dashboard sends (address verification, password reset, invitations) goes through
 // tern itself: the same send path as POST /emails, from the account and address the operator
-// configures (DASHBOARD_MAIL_ACCOUNT, DASHBOARD_MAIL_FROM), so it is signed, tracked in that
-// account's Emails like any other and delivered by the region's transport.
+// configures (DASHBOARD_MAIL_ACCOUNT, DASHBOARD_MAIL_FROM), so it is signed, recorded and
+// delivered by the region's transport like any other. That account must have no dashboard
+// members: its Emails hold other people's sign-in links.
 import { eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import type { Principal } from "../auth.ts";
-import { accounts } from "../db/schema.ts";
+import { accounts, memberships } from "../db/schema.ts";
 import { performSend } from "../sending/send.ts";
 
 export class DashboardMailError extends Error {}
@@ -25,6 +26,10 @@ export async function sendDashboardMail(env: Env, mail: DashboardMail): Promise<
   }
   const account = await drizzle(env.DB).select().from(accounts).where(eq(accounts.id, accountId)).get();
   if (!account) throw new DashboardMailError(`DASHBOARD_MAIL_ACCOUNT names no account (${accountId}).`);
+  // This mail carries sign-in links (confirmation, reset, invitation). In an account people can
+  // open in the dashboard, they could read other people's links in its Emails page.
+  const member = await drizzle(env.DB).select({ userId: memberships.userId }).from(memberships).where(eq(memberships.accountId, accountId)).limit(1).get();
+  if (member) throw new DashboardMailError("DASHBOARD_MAIL_ACCOUNT must be an account no dashboard user belongs to (its Emails would show other people's sign-in links): create one with npm run admin -- create-account.");
   const principal: Principal = { accountId, keyId: "dashboard", permission: "full_access", domainId: null, plan: account.plan, rateLimit: account.rateLimit };
   const answer = await performSend(env, principal, {
     kind: "single",
