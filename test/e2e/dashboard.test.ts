@@ -58,6 +58,7 @@ async function signIn(page: Page, email: string, password: string): Promise<void
 }
 
 async function signOut(page: Page): Promise<void> {
+  await page.waitForLoadState("load"); // app.js (a module script) is running by then
   await page.getByRole("button", { name: "Sign out", exact: true }).click();
   await page.waitForURL("**/dashboard/sign-in**");
 }

@@ -11,7 +11,7 @@ function OAuthButtons(props: { providers: Providers }) {
   return (
     <div class="providers">
       {google ? (
-        <form data-api="/dashboard/api/auth/sign-in/social">
+        <form method="post" data-api="/dashboard/api/auth/sign-in/social">
           <input type="hidden" name="provider" value="google" />
           <input type="hidden" name="callbackURL" value="/dashboard/emails" />
           <input type="hidden" name="errorCallbackURL" value="/dashboard/sign-in?error=oauth" />
@@ -19,7 +19,7 @@ function OAuthButtons(props: { providers: Providers }) {
         </form>
       ) : null}
       {github ? (
-        <form data-api="/dashboard/api/auth/sign-in/social">
+        <form method="post" data-api="/dashboard/api/auth/sign-in/social">
           <input type="hidden" name="provider" value="github" />
           <input type="hidden" name="callbackURL" value="/dashboard/emails" />
           <input type="hidden" name="errorCallbackURL" value="/dashboard/sign-in?error=oauth" />
@@ -43,7 +43,7 @@ export function SignInPage(props: { providers: Providers; notice?: string | unde
   return (
     <AuthLayout title="Sign in to tern">
       {notice ? <p class="notice" role="status">{notice}</p> : null}
-      <form data-api="/dashboard/api/auth/sign-in/email" data-then="/dashboard/emails">
+      <form method="post" data-api="/dashboard/api/auth/sign-in/email" data-then="/dashboard/emails">
         <label>Email<input type="email" name="email" autocomplete="username" required /></label>
         <label>Password<input type="password" name="password" autocomplete="current-password" required /></label>
         <input type="hidden" name="callbackURL" value="/dashboard/sign-in?notice=verified" />
@@ -58,7 +58,7 @@ export function SignInPage(props: { providers: Providers; notice?: string | unde
 export function SignUpPage(props: { providers: Providers }) {
   return (
     <AuthLayout title="Create your tern account">
-      <form data-api="/dashboard/api/auth/sign-up/email" data-then="/dashboard/sign-in?notice=check-email">
+      <form method="post" data-api="/dashboard/api/auth/sign-up/email" data-then="/dashboard/sign-in?notice=check-email">
         <label>Name<input name="name" autocomplete="name" required /></label>
         <label>Email<input type="email" name="email" autocomplete="email" required /></label>
         <label>
@@ -77,7 +77,7 @@ export function SignUpPage(props: { providers: Providers }) {
 export function TwoFactorPage() {
   return (
     <AuthLayout title="Two-factor authentication">
-      <form data-api="/dashboard/api/auth/two-factor/verify-totp" data-then="/dashboard/emails">
+      <form method="post" data-api="/dashboard/api/auth/two-factor/verify-totp" data-then="/dashboard/emails">
         <label>
           The 6-digit code from your authenticator app
           <input name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" required autofocus />
@@ -86,7 +86,7 @@ export function TwoFactorPage() {
       </form>
       <details>
         <summary>Use a recovery code instead</summary>
-        <form data-api="/dashboard/api/auth/two-factor/verify-backup-code" data-then="/dashboard/emails">
+        <form method="post" data-api="/dashboard/api/auth/two-factor/verify-backup-code" data-then="/dashboard/emails">
           <label>Recovery code<input name="code" autocomplete="off" required /></label>
           <button type="submit" class="secondary">Use recovery code</button>
         </form>
@@ -99,7 +99,7 @@ export function TwoFactorPage() {
 export function ForgotPasswordPage() {
   return (
     <AuthLayout title="Reset your password">
-      <form data-api="/dashboard/api/auth/request-password-reset" data-show="reset-sent" data-hide>
+      <form method="post" data-api="/dashboard/api/auth/request-password-reset" data-show="reset-sent" data-hide>
         <label>Email<input type="email" name="email" autocomplete="email" required /></label>
         <input type="hidden" name="redirectTo" value="/dashboard/reset-password" />
         <button type="submit">Email me a link</button>
@@ -116,7 +116,7 @@ export function ResetPasswordPage(props: { token: string | undefined; error?: st
       {!props.token || props.error ? (
         <p class="error" role="alert">This link is invalid or has expired. <a href="/dashboard/forgot-password">Ask for a new one</a>.</p>
       ) : (
-        <form data-api="/dashboard/api/auth/reset-password" data-then="/dashboard/sign-in?notice=reset">
+        <form method="post" data-api="/dashboard/api/auth/reset-password" data-then="/dashboard/sign-in?notice=reset">
           <input type="hidden" name="token" value={props.token} />
           <label>
             New password (at least {MIN_PASSWORD_LENGTH} characters)
@@ -135,7 +135,7 @@ export function InvitationPage(props: { accountName: string | null; token: strin
       {!props.accountName ? (
         <p class="error" role="alert">This invitation is invalid, used or expired. Ask the account's owner for a new one.</p>
       ) : props.signedIn ? (
-        <form data-api="/dashboard/api/invitations/accept" data-then="/dashboard/emails">
+        <form method="post" data-api="/dashboard/api/invitations/accept" data-then="/dashboard/emails">
           <p>You are invited to join <strong>{props.accountName}</strong>.</p>
           <input type="hidden" name="token" value={props.token} />
           <button type="submit">Join {props.accountName}</button>

@@ -54,7 +54,7 @@ export function Layout(props: { viewer: Viewer; title: string; path: string; chi
               <div>{v.account.name}</div>
               <div>{v.user.email} · {v.role}</div>
               {v.memberships.length > 1 ? (
-                <form class="inline" data-api="/dashboard/api/switch-account" data-then="/dashboard/emails">
+                <form method="post" class="inline" data-api="/dashboard/api/switch-account" data-then="/dashboard/emails">
                   <label>
                     Account
                     <select name="accountId">
@@ -64,7 +64,7 @@ export function Layout(props: { viewer: Viewer; title: string; path: string; chi
                   <button type="submit" class="secondary">Switch</button>
                 </form>
               ) : null}
-              <form data-api="/dashboard/api/sign-out" data-then="/dashboard/sign-in">
+              <form method="post" data-api="/dashboard/api/sign-out" data-then="/dashboard/sign-in">
                 <button type="submit" class="secondary">Sign out</button>
               </form>
             </div>

@@ -132,7 +132,7 @@ async function emailPage(c: DashCtx) {
           <dt>Tags</dt><dd>{email.tags.length ? email.tags.map((t) => <code>{`${t.name}:${t.value}`}</code>) : <span class="muted">none</span>}</dd>
         </dl>
         {row.state === "scheduled" ? (
-          <form data-api={`/dashboard/api/emails/${email.id}/cancel`} data-confirm="Cancel this scheduled email?" style="margin-top:12px">
+          <form method="post" data-api={`/dashboard/api/emails/${email.id}/cancel`} data-confirm="Cancel this scheduled email?" style="margin-top:12px">
             <button type="submit" class="danger">Cancel the scheduled send</button>
           </form>
         ) : null}
@@ -177,7 +177,7 @@ async function domainsPage(c: DashCtx) {
   return page(c, "Domains", (
     <>
       {v.canManage ? (
-        <form class="panel row" data-api="/dashboard/api/domains" data-then="/dashboard/domains" aria-label="Add a domain">
+        <form method="post" class="panel row" data-api="/dashboard/api/domains" data-then="/dashboard/domains" aria-label="Add a domain">
           <label>Domain<input name="name" placeholder="mail.example.com" required /></label>
           <label>Region
             <select name="region">{REGIONS.map((r) => <option value={r}>{r}</option>)}</select>
@@ -214,8 +214,8 @@ async function domainPage(c: DashCtx) {
         </dl>
         {v.canManage ? (
           <div class="row" style="margin-top:12px">
-            <form data-api={`/dashboard/api/domains/${view.id}/verify`}><button type="submit">Verify DNS records now</button></form>
-            <form data-api={`/dashboard/api/domains/${view.id}/delete`} data-then="/dashboard/domains" data-confirm={`Delete ${view.name}? Mail from it stops being signed.`}>
+            <form method="post" data-api={`/dashboard/api/domains/${view.id}/verify`}><button type="submit">Verify DNS records now</button></form>
+            <form method="post" data-api={`/dashboard/api/domains/${view.id}/delete`} data-then="/dashboard/domains" data-confirm={`Delete ${view.name}? Mail from it stops being signed.`}>
               <button type="submit" class="danger">Delete domain</button>
             </form>
           </div>
@@ -248,7 +248,7 @@ async function apiKeysPage(c: DashCtx) {
     <>
       {v.canManage ? (
         <>
-          <form class="panel row" data-api="/dashboard/api/api-keys" data-show="new-key" aria-label="Create an API key">
+          <form method="post" class="panel row" data-api="/dashboard/api/api-keys" data-show="new-key" aria-label="Create an API key">
             <label>Name<input name="name" maxlength={50} required placeholder="Production" /></label>
             <label>Permission
               <select name="permission"><option value="full_access">full access</option><option value="sending_access">sending only</option></select>
@@ -274,7 +274,7 @@ async function apiKeysPage(c: DashCtx) {
             <tr>
               <td>{k.name}</td><td><Time at={k.created_at} /></td><td><Time at={k.last_used_at} /></td>
               <td>{v.canManage ? (
-                <form class="inline" data-api={`/dashboard/api/api-keys/${k.id}/revoke`} data-confirm={`Revoke ${k.name}? Apps using it stop working at once.`}>
+                <form method="post" class="inline" data-api={`/dashboard/api/api-keys/${k.id}/revoke`} data-confirm={`Revoke ${k.name}? Apps using it stop working at once.`}>
                   <button type="submit" class="danger" aria-label={`Revoke ${k.name}`}>Revoke</button>
                 </form>
               ) : null}</td>
@@ -295,7 +295,7 @@ async function webhooksPage(c: DashCtx) {
     <>
       {v.canManage ? (
         <>
-          <form class="panel" data-api="/dashboard/api/webhooks" data-show="new-webhook" aria-label="Add a webhook endpoint">
+          <form method="post" class="panel" data-api="/dashboard/api/webhooks" data-show="new-webhook" aria-label="Add a webhook endpoint">
             <div class="row">
               <label style="flex:1">Endpoint URL<input name="endpoint" type="url" required placeholder="https://example.com/webhooks/tern" /></label>
               <button type="submit">Add endpoint</button>
@@ -326,11 +326,11 @@ async function webhooksPage(c: DashCtx) {
               <td><Badge value={h.status} /></td>
               <td>{v.canManage ? (
                 <div class="row">
-                  <form class="inline" data-api={`/dashboard/api/webhooks/${h.id}/status`}>
+                  <form method="post" class="inline" data-api={`/dashboard/api/webhooks/${h.id}/status`}>
                     <input type="hidden" name="status" value={h.status === "enabled" ? "disabled" : "enabled"} />
                     <button type="submit" class="secondary">{h.status === "enabled" ? "Disable" : "Enable"}</button>
                   </form>
-                  <form class="inline" data-api={`/dashboard/api/webhooks/${h.id}/delete`} data-confirm={`Delete the endpoint ${h.endpoint}?`}>
+                  <form method="post" class="inline" data-api={`/dashboard/api/webhooks/${h.id}/delete`} data-confirm={`Delete the endpoint ${h.endpoint}?`}>
                     <button type="submit" class="danger">Delete</button>
                   </form>
                 </div>
@@ -359,7 +359,7 @@ async function webhookPage(c: DashCtx) {
       </section>
       {v.canManage ? (
         <>
-          <form data-api={`/dashboard/api/webhooks/${hook.id}/rotate`} data-show="rotated" data-confirm="Make a new signing secret? The current one keeps working for a while, so you can switch over.">
+          <form method="post" data-api={`/dashboard/api/webhooks/${hook.id}/rotate`} data-show="rotated" data-confirm="Make a new signing secret? The current one keeps working for a while, so you can switch over.">
             <button type="submit" class="secondary">Rotate the signing secret</button>
           </form>
           <div id="rotated" class="secret" hidden role="status">
@@ -381,7 +381,7 @@ async function webhookPage(c: DashCtx) {
               <td><a href={`/dashboard/webhooks/${hook.id}/deliveries/${d.id}`}>{d.attempts} attempts</a></td>
               <td><Time at={d.last_attempt_at} /></td>
               <td>{v.canManage ? (
-                <form class="inline" data-api={`/dashboard/api/webhooks/${hook.id}/deliveries/${d.id}/replay`}>
+                <form method="post" class="inline" data-api={`/dashboard/api/webhooks/${hook.id}/deliveries/${d.id}/replay`}>
                   <button type="submit" class="secondary" aria-label={`Send ${d.type} again`}>Replay</button>
                 </form>
               ) : null}</td>

@@ -338,6 +338,10 @@ export function dashboardApp(): Hono<DashEnv> {
 
   app.all("*", (c) => {
     if (new URL(c.req.url).pathname.startsWith("/dashboard/api/")) return json({ message: "No such dashboard endpoint." }, 404);
+    if (c.req.method === "POST") {
+      // A form sent before app.js ran (every form is method=post, so nothing lands in a URL).
+      return c.html(<p role="alert">The form was sent before the page finished loading. Go back, wait a moment and send it again.</p>, 400);
+    }
     c.status(404);
     return page(c, "Page not found", <Empty title="There is no page here."><p><a href="/dashboard/emails">Go to Emails</a></p></Empty>);
   });
@@ -378,7 +382,7 @@ async function settingsPage(c: DashCtx): Promise<Response> {
           <dt>Rate limit</dt><dd>{v.account.rateLimit === 0 ? "not limited" : `${v.account.rateLimit} API requests a second`}</dd>
         </dl>
         {v.canManage ? (
-          <form class="row" data-api="/dashboard/api/account" style="margin-top:12px">
+          <form method="post" class="row" data-api="/dashboard/api/account" style="margin-top:12px">
             <label>Rename the account<input name="name" value={v.account.name} maxlength={100} required /></label>
             <button type="submit" class="secondary">Save</button>
           </form>
@@ -394,7 +398,7 @@ async function settingsPage(c: DashCtx): Promise<Response> {
               <tr>
                 <td>{m.name}</td><td>{m.email}</td><td>{m.role}</td><td><Time at={m.since} /></td>
                 <td>{v.canManage && m.userId !== v.user.id ? (
-                  <form class="inline" data-api={`/dashboard/api/members/${m.userId}/remove`} data-confirm={`Remove ${m.email} from ${v.account.name}?`}>
+                  <form method="post" class="inline" data-api={`/dashboard/api/members/${m.userId}/remove`} data-confirm={`Remove ${m.email} from ${v.account.name}?`}>
                     <button type="submit" class="danger">Remove</button>
                   </form>
                 ) : null}</td>
@@ -405,7 +409,7 @@ async function settingsPage(c: DashCtx): Promise<Response> {
         {v.canManage ? (
           <>
             <h2>Invite someone</h2>
-            <form class="row" data-api="/dashboard/api/invitations">
+            <form method="post" class="row" data-api="/dashboard/api/invitations">
               <label>Email<input type="email" name="email" required /></label>
               <label>Role<select name="role"><option value="member">member (sees and sends)</option><option value="admin">admin (manages keys and members)</option></select></label>
               <button type="submit">Send invitation</button>
@@ -415,7 +419,7 @@ async function settingsPage(c: DashCtx): Promise<Response> {
                 <thead><tr><th scope="col">Invited</th><th scope="col">Role</th><th scope="col">Expires</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
                 <tbody>{pending.map((i) => (
                   <tr><td>{i.email}</td><td>{i.role}</td><td><Time at={i.expiresAt} /></td>
-                    <td><form class="inline" data-api={`/dashboard/api/invitations/${i.id}/revoke`}><button type="submit" class="danger">Revoke</button></form></td></tr>
+                    <td><form method="post" class="inline" data-api={`/dashboard/api/invitations/${i.id}/revoke`}><button type="submit" class="danger">Revoke</button></form></td></tr>
                 ))}</tbody>
               </table>
             ) : <p class="muted">No invitations waiting.</p>}
@@ -428,7 +432,7 @@ async function settingsPage(c: DashCtx): Promise<Response> {
         {v.user.twoFactorEnabled ? (
           <>
             <p><Badge value="enabled" /> Every sign-in asks for a code from your authenticator app (or a recovery code).</p>
-            <form class="row" data-api="/dashboard/api/auth/two-factor/disable" data-confirm="Turn off two-factor authentication?">
+            <form method="post" class="row" data-api="/dashboard/api/auth/two-factor/disable" data-confirm="Turn off two-factor authentication?">
               {credential ? <label>Password<input type="password" name="password" autocomplete="current-password" required /></label> : null}
               <button type="submit" class="danger">Turn off</button>
             </form>
@@ -436,7 +440,7 @@ async function settingsPage(c: DashCtx): Promise<Response> {
         ) : (
           <>
             <p>Protect your sign-in with a code from an authenticator app, asked at every sign-in, including with Google or GitHub.</p>
-            <form class="row" data-api="/dashboard/api/auth/two-factor/enable" data-show="totp-setup" data-hide>
+            <form method="post" class="row" data-api="/dashboard/api/auth/two-factor/enable" data-show="totp-setup" data-hide>
               {credential ? <label>Password<input type="password" name="password" autocomplete="current-password" required /></label> : null}
               <button type="submit">Set up two-factor authentication</button>
             </form>
@@ -445,7 +449,7 @@ async function settingsPage(c: DashCtx): Promise<Response> {
               <label>Authenticator link<input data-field="totpURI" readonly class="mono" aria-label="Authenticator link" /></label>
               <p>Recovery codes: each works once if you lose your device. Keep them somewhere safe; they are shown only now.</p>
               <pre data-field="backupCodes" aria-label="Recovery codes"></pre>
-              <form class="row" data-api="/dashboard/api/auth/two-factor/verify-totp">
+              <form method="post" class="row" data-api="/dashboard/api/auth/two-factor/verify-totp">
                 <label>Code from the app<input name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" required /></label>
                 <button type="submit">Turn on</button>
               </form>
@@ -464,12 +468,12 @@ async function settingsPage(c: DashCtx): Promise<Response> {
               <td class="mono">{s.ipAddress ?? "unknown"}</td>
               <td>{(s.userAgent ?? "").slice(0, 80)}</td>
               <td>{s.id === v.session.id ? null : (
-                <form class="inline" data-api={`/dashboard/api/sessions/${s.id}/revoke`}><button type="submit" class="danger">Revoke</button></form>
+                <form method="post" class="inline" data-api={`/dashboard/api/sessions/${s.id}/revoke`}><button type="submit" class="danger">Revoke</button></form>
               )}</td>
             </tr>
           ))}</tbody>
         </table>
-        <form data-api="/dashboard/api/sessions/revoke-all" data-then="/dashboard/sign-in?notice=signed-out" data-confirm="Sign out of every browser, this one included?" style="margin-top:12px">
+        <form method="post" data-api="/dashboard/api/sessions/revoke-all" data-then="/dashboard/sign-in?notice=signed-out" data-confirm="Sign out of every browser, this one included?" style="margin-top:12px">
           <button type="submit" class="danger">Sign out everywhere</button>
         </form>
       </section>
