@@ -77,6 +77,12 @@ describe("the dashboard's doors", () => {
     expect(users?.n).toBe(0);
   });
 
+  it("exposes only the better-auth endpoints the dashboard uses", async () => {
+    for (const path of ["list-sessions", "get-session", "delete-user", "update-user", "change-email", "list-accounts"]) {
+      expect((await exports.default.fetch(`${base}/dashboard/api/auth/${path}`)).status, path).toBe(404);
+    }
+  });
+
   it("serves pages with a strict content security policy and no caching", async () => {
     const res = await exports.default.fetch(`${base}/dashboard/sign-in`);
     expect(res.status).toBe(200);

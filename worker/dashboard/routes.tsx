@@ -74,6 +74,14 @@ const PUBLIC_PAGES = new Set(["/dashboard/sign-in", "/dashboard/sign-up", "/dash
 /** better-auth paths that count as a sign-in attempt, for the throttle. */
 const ATTEMPT_PATHS = new Set(["/sign-in/email", "/two-factor/verify-totp", "/two-factor/verify-backup-code", "/request-password-reset", "/sign-up/email"]);
 
+/** The better-auth endpoints the dashboard uses; the rest of its surface (listing sessions with
+ * their tokens, changing the address, deleting the user, ...) is not reachable. */
+const AUTH_PATHS = [
+  /^\/sign-in\/(email|social)$/, /^\/sign-up\/email$/, /^\/callback\/[a-z]+$/, /^\/verify-email$/,
+  /^\/request-password-reset$/, /^\/reset-password(\/[\w-]+)?$/, /^\/change-password$/, /^\/error$/,
+  /^\/two-factor\/(enable|disable|verify-totp|verify-backup-code|generate-backup-codes)$/,
+];
+
 /** Audit actions for better-auth calls a signed-in person makes. */
 const AUTH_AUDIT: Record<string, string> = {
   "/two-factor/enable": "mfa.setup_started",
@@ -94,6 +102,7 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
   const env = c.env;
   const req = c.req.raw;
   const path = new URL(req.url).pathname.slice(AUTH_BASE.length);
+  if (!AUTH_PATHS.some((re) => re.test(path))) return json({ message: "No such dashboard endpoint." }, 404);
   const ip = clientIp(req);
   let email: string | undefined;
   if (req.method === "POST" && ATTEMPT_PATHS.has(path) && !(viewer && path.startsWith("/two-factor/"))) {
