@@ -3,6 +3,7 @@
 // Hono JSX; app.js (a few KB) turns forms into JSON calls. Every state-changing request must
 // come from this origin and, once signed in, carry the session's CSRF token.
 import { Hono, type Context } from "hono";
+import { renderSVG } from "uqr";
 import type { Child } from "hono/jsx";
 import { and, desc, eq, gt, isNull, lt, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
@@ -142,11 +143,14 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
     }
   }
   // The session token lives in the HttpOnly cookie only; better-auth also puts it in the JSON
-  // answer, where any script on the page could read it.
+  // answer, where any script on the page could read it. A TOTP setup gets its QR code here,
+  // drawn on the server, so the page needs no QR library.
   if ((res.headers.get("content-type") ?? "").includes("application/json")) {
     const data = (await res.clone().json().catch(() => null)) as Record<string, unknown> | null;
-    if (data && typeof data === "object" && "token" in data) {
+    const qr = path === "/two-factor/enable" && res.ok && typeof data?.totpURI === "string";
+    if (data && typeof data === "object" && ("token" in data || qr)) {
       delete data.token;
+      if (qr) data.totpQr = `data:image/svg+xml;base64,${btoa(renderSVG(data.totpURI as string, { border: 2 }))}`;
       const headers = new Headers(res.headers);
       headers.delete("content-length");
       res = new Response(JSON.stringify(data), { status: res.status, headers });
@@ -454,7 +458,8 @@ async function settingsPage(c: DashCtx): Promise<Response> {
               <button type="submit">Set up two-factor authentication</button>
             </form>
             <div id="totp-setup" class="secret" hidden>
-              <p>Add this key to your authenticator app (most apps accept the link; or type the key in), then enter the code it shows.</p>
+              <p>Scan this code with your authenticator app (or copy the link into it), then enter the code it shows.</p>
+              <img data-field="totpQr" alt="QR code of the authenticator link" width="200" height="200" style="background:#fff;border-radius:6px" />
               <label>Authenticator link<input data-field="totpURI" readonly class="mono" aria-label="Authenticator link" /></label>
               <p>Recovery codes: each works once if you lose your device. Keep them somewhere safe; they are shown only now.</p>
               <pre data-field="backupCodes" aria-label="Recovery codes"></pre>

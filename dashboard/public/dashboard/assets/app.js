@@ -67,6 +67,7 @@ document.addEventListener("submit", async (event) => {
       for (const el of show.querySelectorAll("[data-field]")) {
         const v = data[/** @type {string} */ (el.getAttribute("data-field"))];
         if (el instanceof HTMLInputElement) el.value = Array.isArray(v) ? v.join(" ") : String(v ?? "");
+        else if (el instanceof HTMLImageElement) el.src = String(v ?? "");
         else el.textContent = Array.isArray(v) ? v.join("\n") : String(v ?? "");
       }
       show.hidden = false;
