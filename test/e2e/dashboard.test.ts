@@ -288,6 +288,18 @@ describe("the dashboard in a browser", () => {
     await expect.poll(() => page.locator("main").innerText(), POLL).not.toContain("Browser key");
     await expect.poll(async () => (await fetch(`${tern.url}/domains`, { headers: { authorization: `Bearer ${token}` } })).status, { timeout: 15_000 }).toBe(403); // invalid_api_key
 
+    // Suppressions: added by hand here, honoured by the API's send path.
+    await page.goto(`${tern.url}/dashboard/suppressions`);
+    await page.getByRole("textbox", { name: "Address" }).fill("blocked@example.com");
+    await page.getByRole("button", { name: "Suppress" }).click();
+    await expect.poll(() => page.locator("table").innerText(), POLL).toContain("blocked@example.com");
+    await shot(page, "14a-suppressions");
+    const blocked = (await (await api("/emails", { method: "POST", body: JSON.stringify({ from: "hello@tern.test", to: "blocked@example.com", subject: "Blocked", text: "x" }) })).json()) as { id: string };
+    await page.goto(`${tern.url}/dashboard/emails/${blocked.id}`);
+    await expect.poll(async () => { await page.reload(); return page.locator("ol.timeline").innerText(); }, POLL).toContain("suppressed");
+    await page.goto(`${tern.url}/dashboard/received`);
+    expect(await page.locator("main").innerText()).toContain("No mail received yet.");
+
     // An invitation sent through tern; the invited member sees keys but cannot make one.
     await page.goto(`${tern.url}/dashboard/settings`);
     await page.locator("form[data-api='/dashboard/api/invitations']").getByLabel("Email").fill("mia@example.com");

@@ -14,6 +14,9 @@ import { CreateWebhookRequest } from "../routes/webhooks.ts";
 import { WEBHOOK_EVENT_TYPES } from "../webhooks/payloads.ts";
 import { createWebhook, deleteWebhook, findWebhook, listWebhookAttempts, listWebhookDeliveries, listWebhooks, replayWebhookDelivery, rotateWebhookSecret, updateWebhook, webhookView } from "../webhooks/service.ts";
 import { EMAIL_STATUSES, searchEmails, type EmailFilters } from "./email-search.ts";
+import { getReceived, listReceived } from "../inbound/service.ts";
+import { addSuppression, listSuppressions, removeSuppressionById } from "../suppressions/service.ts";
+import { CreateSuppressionRequest } from "../routes/suppressions.ts";
 import { Badge, Copy, Empty, Time } from "./layout.tsx";
 import { body, page, requireManager, type DashCtx, type DashEnv } from "./routes.tsx";
 import { audit } from "./viewer.ts";
@@ -417,7 +420,109 @@ async function deliveryPage(c: DashCtx) {
   ));
 }
 
+// ---- Suppressions and received mail -------------------------------------------------------
+
+async function suppressionsPage(c: DashCtx) {
+  const v = c.get("viewer");
+  const after = c.req.query("after") || undefined;
+  const list = await listSuppressions(c.env.DB, v.account.id, { limit: 50, after });
+  const last = list.data[list.data.length - 1];
+  return page(c, "Suppressions", (
+    <>
+      <p class="muted">tern does not send to these addresses: hard bounces and complaints add themselves; you can add and remove by hand.</p>
+      {v.canManage ? (
+        <form method="post" class="panel row" data-api="/dashboard/api/suppressions" aria-label="Suppress an address">
+          <label>Address<input type="email" name="email" required /></label>
+          <label>Note<input name="detail" maxlength={1000} placeholder="why (optional)" /></label>
+          <button type="submit">Suppress</button>
+        </form>
+      ) : null}
+      {list.data.length === 0 ? <Empty title="No suppressed addresses."><p>Addresses that bounce hard or complain appear here.</p></Empty> : (
+        <table>
+          <thead><tr><th scope="col">Address</th><th scope="col">Reason</th><th scope="col">Since</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
+          <tbody>{list.data.map((x) => (
+            <tr>
+              <td>{x.email}</td>
+              <td>{x.reason}{x.email_id ? <> · <a href={`/dashboard/emails/${x.email_id}`}>the email</a></> : null}{x.detail ? <div class="muted">{x.detail}</div> : null}</td>
+              <td><Time at={x.created_at} /></td>
+              <td>{v.canManage ? (
+                <form method="post" class="inline" data-api={`/dashboard/api/suppressions/${x.id}/remove`} data-confirm={`Send to ${x.email} again?`}>
+                  <button type="submit" class="danger" aria-label={`Remove ${x.email}`}>Remove</button>
+                </form>
+              ) : null}</td>
+            </tr>
+          ))}</tbody>
+        </table>
+      )}
+      {list.has_more && last ? <nav class="pager" aria-label="Pages"><a class="button secondary" href={`/dashboard/suppressions?after=${last.id}`}>Older</a></nav> : null}
+    </>
+  ));
+}
+
+async function receivedPage(c: DashCtx) {
+  const v = c.get("viewer");
+  const after = c.req.query("after") || undefined;
+  const list = await listReceived(c.env.DB, v.account.id, { limit: 50, after });
+  const last = list.data[list.data.length - 1];
+  return page(c, "Received mail", list.data.length === 0 ? (
+    <Empty title="No mail received yet."><p>Turn on receiving for a domain (its MX record appears with its records); mail sent to it lands here.</p></Empty>
+  ) : (
+    <>
+      <table>
+        <thead><tr><th scope="col">From</th><th scope="col">To</th><th scope="col">Subject</th><th scope="col">Received</th></tr></thead>
+        <tbody>{list.data.map((m) => (
+          <tr><td>{m.from}</td><td>{m.to.join(", ")}</td><td><a href={`/dashboard/received/${m.id}`}>{m.subject || "(no subject)"}</a></td><td><Time at={m.created_at} /></td></tr>
+        ))}</tbody>
+      </table>
+      {list.has_more && last ? <nav class="pager" aria-label="Pages"><a class="button secondary" href={`/dashboard/received?after=${last.id}`}>Older</a></nav> : null}
+    </>
+  ));
+}
+
+async function receivedOne(c: DashCtx) {
+  const v = c.get("viewer");
+  const m = await getReceived(c.env, readConfig(c.env), v.account.id, c.req.param("id")!, new URL(c.req.url).origin);
+  return page(c, m.subject || "(no subject)", (
+    <>
+      <p><a href="/dashboard/received">← All received mail</a></p>
+      <section class="panel">
+        <dl class="fields">
+          <dt>From</dt><dd>{m.from}</dd><dt>To</dt><dd>{m.to.join(", ")}</dd>
+          <dt>Received</dt><dd><Time at={m.created_at} /></dd>
+          <dt>Authentication</dt><dd>SPF {String(m.authentication.spf ?? "none")}, DKIM {String(m.authentication.dkim ?? "none")}, DMARC {String(m.authentication.dmarc ?? "none")}</dd>
+          <dt>Raw message</dt><dd><a href={m.raw.download_url}>Download</a></dd>
+          {m.attachments.length ? (<><dt>Attachments</dt><dd>{m.attachments.map((a) => <div><a href={a.download_url}>{a.filename ?? a.id}</a> <span class="muted">{a.size} bytes</span></div>)}</dd></>) : null}
+        </dl>
+      </section>
+      <section class="panel">
+        <h2>Preview</h2>
+        {m.html ? <iframe class="preview" title="The message's HTML" sandbox="" srcdoc={m.html} referrerpolicy="no-referrer"></iframe> : <p class="muted">No HTML part.</p>}
+        <h2>Text</h2>
+        {m.text ? <pre>{m.text}</pre> : <p class="muted">No text part.</p>}
+      </section>
+    </>
+  ));
+}
+
 export function registerResourcePages(app: Hono<DashEnv>): void {
+  app.get("/suppressions", suppressionsPage);
+  app.get("/received", receivedPage);
+  app.get("/received/:id{[0-9a-fA-F-]{36}}", receivedOne);
+  app.post("/api/suppressions", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const b = validate(CreateSuppressionRequest, await body(c));
+    const r = await addSuppression(c.env.DB, v.account.id, b.email, b.detail ?? null);
+    await audit(c.env, v, { action: "suppression.added", target: r.suppression.email });
+    return c.json(r.suppression, r.created ? 201 : 200);
+  });
+  app.post("/api/suppressions/:id/remove", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const r = await removeSuppressionById(c.env.DB, v.account.id, c.req.param("id"));
+    await audit(c.env, v, { action: "suppression.removed", target: r.id });
+    return c.json(r);
+  });
   app.get("/emails", emailsPage);
   app.get("/emails/:id{[0-9a-fA-F-]{36}}", emailPage);
   app.get("/domains", domainsPage);
