@@ -18,6 +18,9 @@ export default defineConfig({
             return {
               wrangler: { configPath: "./wrangler.toml" },
               miniflare: {
+                // Cloudflare Email Sending as wrangler simulates it: EMAIL (wrangler.toml) and a
+                // binding restricted to one recipient, for the transport's refusals.
+                email: { send_email: [{ name: "EMAIL" }, { name: "EMAIL_RESTRICTED", allowed_destination_addresses: ["allowed@cf.example"] }] },
                 bindings: {
                   TEST_MIGRATIONS: await readD1Migrations("./migrations"),
                   TEST_PEERS: peers,

@@ -13,6 +13,8 @@
 //      to unsigned (bench/dkim.ts), once tern has stopped. BENCH_ONLY=dkim runs it alone;
 //   7. webhooks: events per second from delivered emails to a verified webhook at a loopback
 //      receiver, and outcome-to-receipt latency (bench/webhooks.ts, its own tern). BENCH_ONLY=webhooks.
+//   8. idempotency: a fresh key vs none, and 200 concurrent repeats of one key, with and without
+//      the per-key Durable Object (bench/idempotency.ts, two terns of its own). BENCH_ONLY=idempotency.
 // Prints the results and writes them into docs/benchmarks.md. Stops everything it started,
 // also on failure, Ctrl-C or its own time limit. BENCH_QUICK=1 is a short smoke run that
 // does not touch the doc.
@@ -27,6 +29,7 @@ import { checkFloorStatements, startFloor, stopFloor, type FloorProcess } from "
 import { renderDkim, runDkimBench, writeDkimDoc } from "./dkim.ts";
 import { renderWebhooks, runWebhookBench, writeWebhooksDoc } from "./webhooks.ts";
 import { phaseFour } from "./exactly-once.ts";
+import { renderIdempotency, runIdempotencyBench, writeIdempotencyDoc } from "./idempotency.ts";
 import { clearRelay, directToRelay, htmlOfSize, throughTern, type DeliveryResult, type Target } from "./delivery.ts";
 import { runLoad, type LoadOptions, type LoadResult } from "./load.ts";
 import { FLOOR_VARIANTS, KEY_P50_TARGET, VARIANTS, renderResults, summarize, summarizeOnce, writeDoc, type Facts, type Results, type Settings, type Variant } from "./report.ts";
@@ -37,10 +40,10 @@ const root = resolve(import.meta.dirname, "..");
 const DOC = join(root, "docs", "benchmarks.md");
 const QUICK = process.env.BENCH_QUICK === "1";
 const ONLY = process.env.BENCH_ONLY ?? "";
-if (!["", "core", "bridge", "dkim", "webhooks"].includes(ONLY)) throw new Error(`BENCH_ONLY may only be "core", "bridge", "dkim" or "webhooks", not ${JSON.stringify(ONLY)}`);
+if (!["", "core", "bridge", "dkim", "webhooks", "idempotency"].includes(ONLY)) throw new Error(`BENCH_ONLY may only be "core", "bridge", "dkim", "webhooks" or "idempotency", not ${JSON.stringify(ONLY)}`);
 /** Parts 1-4 (BENCH_ONLY=core runs only these). */
 const CORE = ONLY === "" || ONLY === "core";
-const TIME_LIMIT_MS = (CORE ? 540_000 : 60_000) + 900_000;
+const TIME_LIMIT_MS = (CORE ? 720_000 : 60_000) + 900_000;
 const DRAIN_LIMIT_MS = 60_000;
 const MAX_ERROR_SHARE = 0.001;
 
@@ -285,6 +288,10 @@ async function main(): Promise<number> {
     await webhooksPart(f);
     return 0;
   }
+  if (ONLY === "idempotency") {
+    await idempotencyPart(f);
+    return 0;
+  }
 
   let roundTrips: RoundTrips | null = null;
   if (CORE) {
@@ -329,12 +336,25 @@ async function main(): Promise<number> {
   if (CORE) {
     await dkimPart(f);
     await webhooksPart(f);
+    await idempotencyPart(f);
   }
   if (roundTrips?.status === "failed") {
     log("FAILED: test/worker/round-trips.test.ts fails, so its figure is not what the code does");
     return 1;
   }
   return 0;
+}
+
+/** Part 8: idempotency keys with and without their Durable Object, on two terns of its own. */
+async function idempotencyPart(f: Facts): Promise<void> {
+  log("phase 8: idempotency keys with and without the per-key object (bench/idempotency.ts)");
+  const results = await runIdempotencyBench({ quick: QUICK, log });
+  const block = renderIdempotency(results, `Measured ${f.date} on ${f.nproc} cores (${f.cpu}), load ${loadavg().map((x) => x.toFixed(2)).join(" ")} after, commit ${f.commit}`);
+  console.log(`\n${block}\n`);
+  if (!QUICK) {
+    writeIdempotencyDoc(block);
+    log(`wrote the idempotency section of ${DOC}`);
+  }
 }
 
 /** Part 7: webhooks, on a tern of their own (bench/webhooks.ts starts and stops it). */

@@ -113,7 +113,7 @@ export function renderWebhooks(r: WebhookBenchResult, when: string, machine: str
     "that verifies every delivery with svix and standardwebhooks. Latency runs from the outcome (the",
     "event's created_at) to the receipt of the signed POST. The emails are sent as one burst (batches",
     "of 100), so its latency includes the webhook queue's backlog: the worst case. The paced row is the",
-    "idle case: each event meets empty queues (the send and webhook queues each wait up to their 1 s batch timeout).",
+    "idle case: each event meets empty queues (the webhook queue hands a batch over as soon as a message waits: `max_batch_timeout = 0`).",
     "",
     "| load | events | verified | events/s | p50 outcome → receipt | p99 | max |",
     "|---|---|---|---|---|---|---|",

@@ -1,6 +1,6 @@
 // The dev relay's delivery reports: after accepting a message it answers some recipients the
 // way the outside world would, later and by mail, so tern's bounce, delay and complaint path
-// runs offline. The report goes to the message's envelope sender (tern's per-email return
+// runs offline. The report goes to the message's envelope sender (tern's per-recipient return
 // path) through wrangler dev's local email trigger, exactly as Email Routing would hand it to
 // the Worker's email() handler.
 //   bounce…@any        a Postfix DSN: failed, 5.1.1 user unknown (a hard bounce)

@@ -214,6 +214,12 @@ export async function start(o: StartOptions): Promise<Running> {
   for (const name of OAUTH_VARS) if (process.env[name]) vars[name] = process.env[name]!;
   if (process.env.TERN_STUCK_AFTER_SECONDS) vars.STUCK_AFTER_SECONDS = process.env.TERN_STUCK_AFTER_SECONDS;
   if (process.env.TERN_RETRY_SCHEDULE) vars.RETRY_SCHEDULE = process.env.TERN_RETRY_SCHEDULE;
+  if (process.env.TERN_LEASE_SECONDS) vars.LEASE_SECONDS = process.env.TERN_LEASE_SECONDS;
+  // Another relay than the dev one (a fault test's SMTP peer that outlives tern).
+  if (process.env.TERN_RELAY_URL) vars.RELAY_URL = process.env.TERN_RELAY_URL;
+  if (process.env.TERN_IDEMPOTENCY_FRONT) vars.IDEMPOTENCY_FRONT = process.env.TERN_IDEMPOTENCY_FRONT;
+  // TRANSPORT=cloudflare npm start: mail leaves through wrangler's local send_email simulation.
+  for (const [k, v] of Object.entries(process.env)) if (/^TRANSPORT(_[A-Z0-9_]+)?$/.test(k) && v) vars[k] = v;
   const child = spawn(
     process.execPath,
     [WRANGLER, "dev", "--ip", "127.0.0.1", "--port", String(o.port), "--persist-to", o.persistTo,

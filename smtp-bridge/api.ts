@@ -157,5 +157,6 @@ async function readAnswer(res: IncomingMessage): Promise<ApiOutcome> {
     message: str(json.message),
     id: str(json.id),
     retryAfterSeconds: Number.isFinite(retryAfter) && res.headers["retry-after"] !== undefined ? retryAfter : undefined,
+    account: str(res.headers["tern-account-id"]),
   };
 }

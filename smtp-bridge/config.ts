@@ -36,6 +36,16 @@ export interface BridgeConfig {
    * sessions wait for their turn at their first RCPT, before they may send DATA, so memory stays
    * bounded however many sessions send at the same moment. */
   maxSubmissions: number;
+  /** Slots one account may hold at once, whichever of its keys its sessions use (tern names a
+   * key's account when the key is checked), so one tenant cannot take them all; its other
+   * sessions wait while other accounts' sessions go ahead. */
+  maxSubmissionsPerAccount: number;
+  /** How long a session may hold a slot without starting DATA: then it is told 421 and closed. */
+  submissionHoldMs: number;
+  /** How long a connection may go without logging in (TLS handshake included), busy or idle:
+   * then it is told 421 and closed. Far shorter than socketTimeoutMs, so connections that never
+   * log in cannot fill the bridge. */
+  loginTimeoutMs: number;
   /** Idle time allowed between commands (and between chunks of DATA). */
   socketTimeoutMs: number;
   /** The whole submission to the API, body upload included. */
@@ -106,6 +116,7 @@ export function configFromEnv(env: Env): BridgeConfig {
   if (!["debug", "info", "warn", "error"].includes(logLevel)) throw new ConfigError("TERN_BRIDGE_LOG_LEVEL must be debug, info, warn or error.");
   const name = (env.TERN_BRIDGE_HOSTNAME ?? hostname()).trim().toLowerCase();
   if (!/^[a-z0-9.-]{1,253}$/.test(name)) throw new ConfigError(`TERN_BRIDGE_HOSTNAME must be a host name, not ${JSON.stringify(name)}.`);
+  const maxSubmissions = int(env, "TERN_BRIDGE_MAX_SUBMISSIONS", 32, 1);
   return {
     apiUrl,
     host: env.TERN_BRIDGE_HOST ?? "0.0.0.0",
@@ -120,7 +131,10 @@ export function configFromEnv(env: Env): BridgeConfig {
     maxConnections: int(env, "TERN_BRIDGE_MAX_CONNECTIONS", 1000, 1),
     maxConnectionsPerIp: int(env, "TERN_BRIDGE_MAX_CONNECTIONS_PER_IP", 50, 1),
     maxRecipients: int(env, "TERN_BRIDGE_MAX_RECIPIENTS", 150, 1, 150),
-    maxSubmissions: int(env, "TERN_BRIDGE_MAX_SUBMISSIONS", 32, 1),
+    maxSubmissions,
+    maxSubmissionsPerAccount: int(env, "TERN_BRIDGE_MAX_SUBMISSIONS_PER_ACCOUNT", Math.max(1, Math.floor(maxSubmissions / 4)), 1, maxSubmissions),
+    submissionHoldMs: int(env, "TERN_BRIDGE_SUBMISSION_HOLD_MS", 30_000, 100),
+    loginTimeoutMs: int(env, "TERN_BRIDGE_LOGIN_TIMEOUT_MS", 20_000, 100),
     socketTimeoutMs: int(env, "TERN_BRIDGE_SOCKET_TIMEOUT_MS", 120_000, 1000),
     apiTimeoutMs: int(env, "TERN_BRIDGE_API_TIMEOUT_MS", 120_000, 1000),
     authCacheMs: int(env, "TERN_BRIDGE_AUTH_CACHE_MS", 5_000, 0, 60_000),

@@ -5,7 +5,11 @@
 
 /** How a submission ended, seen from the bridge. */
 export type ApiOutcome =
-  | { kind: "answer"; status: number; name: string | undefined; message: string | undefined; id: string | undefined; retryAfterSeconds: number | undefined }
+  | {
+      kind: "answer"; status: number; name: string | undefined; message: string | undefined; id: string | undefined; retryAfterSeconds: number | undefined;
+      /** The key's account, as tern names it (the tern-account-id header) on an authenticated answer. */
+      account?: string | undefined;
+    }
   /** No answer: refused connection, reset, timeout. `sent`: the whole request had been written. */
   | { kind: "unreachable"; reason: string; sent: boolean };
 

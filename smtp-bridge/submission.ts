@@ -6,6 +6,7 @@
 import type { Envelope } from "./message.ts";
 import type { RawStore } from "./raw.ts";
 import { base64TextOf, partBytes, type MemoryPool } from "./spool.ts";
+import { isTraceHeaderName } from "./trace-headers.ts";
 
 export interface Mailbox {
   name: string;
@@ -64,20 +65,19 @@ export interface Submission {
 }
 
 // Header fields the API writes itself (worker/mime/build.ts refuses these names in `headers`),
-// Reply-To (it is `reply_to`), the bridge's own control headers, and trace fields that
-// belong to the hop they were written on.
+// Reply-To (it is `reply_to`) and the bridge's own control headers. Trace and verdict fields
+// (trace-headers.ts, the API refuses them) belong to the hop they were written on: dropped.
 const NOT_PASSED = new Set([
   "from", "to", "cc", "bcc", "subject", "date", "message-id", "mime-version", "content-type",
   "content-transfer-encoding", "content-disposition", "content-id", "dkim-signature", "sender",
   "return-path", "reply-to",
   "x-tern-tags", "tern-idempotency-key", "resend-idempotency-key",
-  "received", "authentication-results", "arc-seal", "arc-message-signature", "arc-authentication-results",
 ]);
 
 /** True for a header name the bridge does not pass through as a custom header. */
 export function isHeaderNotPassed(name: string): boolean {
   const n = name.toLowerCase();
-  return NOT_PASSED.has(n) || n.startsWith("content-") || n.startsWith("resent-");
+  return NOT_PASSED.has(n) || n.startsWith("content-") || isTraceHeaderName(n);
 }
 
 /** `Name <a@b.c>` the way the API parses it: quoted when the name has specials. */

@@ -9,6 +9,9 @@ import { MasterKeyMissingError } from "./crypto/master-key.ts";
 import { ApiError, errorResponse, unexpectedError } from "./errors.ts";
 import { rateHeaders, takeRequest } from "./rate-limit.ts";
 
+/** The response header that names the authenticated key's account. */
+export const ACCOUNT_HEADER = "tern-account-id";
+
 export type AppEnv = { Bindings: Env; Variables: { principal: Principal } };
 export type App = OpenAPIHono<AppEnv>;
 export type Ctx = Context<AppEnv>;
@@ -50,7 +53,16 @@ export function defineRoute(
   app.on(config.method.toUpperCase(), toHonoPath(config.path, paramPattern), async (c) => {
     if (access === "none") return handler(c);
     const principal = await authenticate(c.env.DB, c.req.header("authorization"), (p) => c.executionCtx.waitUntil(p));
-    if (access === "full") requireFullAccess(principal);
+    if (access === "full") {
+      try {
+        requireFullAccess(principal);
+      } catch (err) {
+        // A sending key is still a good key of its account: say which (see below).
+        const refused = errorToResponse(err);
+        refused.headers.set(ACCOUNT_HEADER, principal.accountId);
+        return refused;
+      }
+    }
     c.set("principal", principal);
     const headers = rateHeaders(await takeRequest(c.env, principal));
     let res: Response;
@@ -60,6 +72,9 @@ export function defineRoute(
       res = errorToResponse(err);
     }
     for (const [k, v] of Object.entries(headers)) res.headers.set(k, v);
+    // The key's account, for clients that share limits per account (the SMTP bridge's slots).
+    // The caller holds a key of that account, so this tells it nothing it could not ask for.
+    res.headers.set(ACCOUNT_HEADER, principal.accountId);
     return res;
   });
 }

@@ -1,5 +1,6 @@
 // Typed configuration read from the Worker's environment (wrangler.toml [vars] and secrets).
 // One reader, so every module sees the same defaults.
+import { resolveRegion, type Region } from "./regions.ts";
 
 export interface TernConfig {
   devMode: boolean;
@@ -12,6 +13,9 @@ export interface TernConfig {
   retrySchedule: number[];
   /** How long a queued email may wait for its queue message before the cron enqueues it again. */
   stuckAfterMs: number;
+  /** How long a consumer owns an email it claimed (LEASE_SECONDS); renewed before each message.
+   * Past it the cron hands the email back, and an unrecorded message is sent again. */
+  leaseMs: number;
   /** DNS-over-HTTPS resolver (JSON API) used to check domains. */
   dohUrl: string;
   /** The MX target of every domain's return-path subdomain: where bounces arrive. */
@@ -32,6 +36,8 @@ export interface TernConfig {
   /** Days sent and received mail and webhook history are kept (worker/retention/purge.ts);
    * null: kept for ever (RETENTION_DAYS = "0"). */
   retentionDays: number | null;
+  /** A sending region as this deployment configured it (worker/regions.ts). */
+  region(name: string): Region;
 }
 
 // 1 min, 5 min, 15 min, 30 min, 1 h, 2 h, 4 h, 8 h, 8 h: about a day, like an MTA's queue.
@@ -39,9 +45,15 @@ const DEFAULT_RETRY_SCHEDULE = [60, 300, 900, 1800, 3600, 7200, 14400, 28800, 28
 
 export function readConfig(env: Env): TernConfig {
   const retry = env.RETRY_SCHEDULE;
+  // What every region falls back to (worker/regions.ts).
+  const regionDefaults = {
+    relayUrl: env.RELAY_URL ?? "",
+    bounceHost: (env.BOUNCE_HOST || "bounces.tern.localhost").toLowerCase(),
+    spfInclude: (env.SPF_INCLUDE || "_spf.tern.localhost").toLowerCase(),
+  };
   return {
     devMode: env.TERN_DEV_MODE === "true",
-    relayUrl: env.RELAY_URL ?? "",
+    relayUrl: regionDefaults.relayUrl,
     relayFinal: env.RELAY_FINAL === "true",
     heloName: env.SMTP_HELO_NAME || "tern.localhost",
     simulatorDomains: (env.SIMULATOR_DOMAINS ?? "")
@@ -51,15 +63,17 @@ export function readConfig(env: Env): TernConfig {
     inlineContentLimit: Number(env.INLINE_CONTENT_LIMIT) || 65536,
     retrySchedule: retry ? retry.split(",").map((s) => Number(s.trim())).filter((n) => n >= 0) : DEFAULT_RETRY_SCHEDULE,
     stuckAfterMs: (Number(env.STUCK_AFTER_SECONDS) || 120) * 1000,
+    leaseMs: (Number(env.LEASE_SECONDS) || 600) * 1000,
     dohUrl: env.DOH_URL || "https://cloudflare-dns.com/dns-query",
-    bounceHost: (env.BOUNCE_HOST || "bounces.tern.localhost").toLowerCase(),
-    spfInclude: (env.SPF_INCLUDE || "_spf.tern.localhost").toLowerCase(),
+    bounceHost: regionDefaults.bounceHost,
+    spfInclude: regionDefaults.spfInclude,
     inboundMxHost: (env.INBOUND_MX_HOST || "inbound.tern.localhost").toLowerCase(),
     masterKey: env.MASTER_KEY || undefined,
     publicUrl: (env.PUBLIC_URL ?? "").replace(/\/+$/, ""),
     webhookAllowPrivateTargets: env.TERN_DEV_MODE === "true" || env.WEBHOOK_ALLOW_PRIVATE_TARGETS === "true",
     inboundAuthservId: env.INBOUND_AUTHSERV_ID || "mx.cloudflare.net",
     retentionDays: retentionDaysOf(env.RETENTION_DAYS),
+    region: (name) => resolveRegion(env, regionDefaults, name),
   };
 }
 

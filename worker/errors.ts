@@ -13,6 +13,7 @@ export const ERROR_STATUS = {
   concurrent_idempotent_requests: 409,
   missing_required_field: 422,
   invalid_attachment: 422,
+  invalid_region: 422,
   rate_limit_exceeded: 429,
   daily_quota_exceeded: 429,
   monthly_quota_exceeded: 429,

@@ -3,6 +3,7 @@
 import type { z } from "@hono/zod-openapi";
 import { concatBytes } from "./bytes.ts";
 import { ApiError } from "./errors.ts";
+import { REGIONS } from "./regions.ts";
 
 export const MAX_REQUEST_BYTES = 40 * 1024 * 1024;
 
@@ -92,6 +93,8 @@ export function zodToApiError(error: z.ZodError, input: unknown, rootName = "bod
     return new ApiError("missing_required_field", `Missing ${list} field${missing.length > 1 ? "s" : ""}.`);
   }
   const issue = specific(error.issues[0]!);
+  const regionError = regionIssue(issue, at);
+  if (regionError) return regionError;
   if (issue.code === "custom" && (issue.params as { missing?: boolean } | undefined)?.missing) {
     return new ApiError("missing_required_field", issue.message);
   }
@@ -109,6 +112,19 @@ export function zodToApiError(error: z.ZodError, input: unknown, rootName = "bod
       ? `\`${field}\` ${issue.message}`
       : `\`${field}\` is invalid: ${lowerFirst(issue.message)}`;
   return new ApiError("validation_error", message.endsWith(".") ? message : `${message}.`);
+}
+
+/** Resend's own name for a bad `region` (contract 9: 422 invalid_region), and a clear refusal
+ * to change a domain's region, which is fixed when the domain is created. */
+function regionIssue(issue: z.core.$ZodIssue, at: PropertyKey[]): ApiError | undefined {
+  if (at.length > 0) return undefined;
+  if (issue.path.length === 1 && issue.path[0] === "region") {
+    return new ApiError("invalid_region", `\`region\` must be one of ${REGIONS.join(", ")}.`);
+  }
+  if (issue.code === "unrecognized_keys" && issue.path.length === 0 && issue.keys.includes("region")) {
+    return new ApiError("validation_error", "`region` cannot be changed: a domain's region is fixed when it is created. To send from another region, delete the domain and add it again with that region.");
+  }
+  return undefined;
 }
 
 function lowerFirst(s: string): string {

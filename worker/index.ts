@@ -22,6 +22,7 @@ import { purgeExpired } from "./retention/purge.ts";
 import { sweepIdempotencyKeys } from "./sending/idempotency.ts";
 
 export { RateLimiter } from "../durable-objects/rate-limiter.ts";
+export { IdempotencyFront } from "../durable-objects/idempotency-front.ts";
 
 export const app = newApp();
 registerEmailRoutes(app);

@@ -14,6 +14,7 @@
 import type { RateGrant, RateVerdict } from "../durable-objects/rate-limiter.ts";
 import type { Principal } from "./auth.ts";
 import { ApiError } from "./errors.ts";
+import { inJurisdiction } from "./regions.ts";
 
 /** The share of the per-second limit one lease takes. */
 export const LEASE_DIVISOR = 50;
@@ -79,7 +80,7 @@ export function rateHeaders(v: RateVerdict | null): Record<string, string> {
  * An account whose limit is 0 is not limited (an operator's choice, e.g. an internal system). */
 export async function takeRequest(env: Env, principal: Principal): Promise<RateVerdict | null> {
   if (principal.rateLimit <= 0) return null;
-  const stub = env.RATE_LIMITER.getByName(`rate:${principal.accountId}`);
+  const stub = inJurisdiction(env, env.RATE_LIMITER).getByName(`rate:${principal.accountId}`);
   const verdict = await leases.take(principal.accountId, principal.rateLimit, (want) => stub.take(principal.rateLimit, want));
   if (!verdict.allowed) {
     throw new ApiError("rate_limit_exceeded", `Too many requests: this account may make ${verdict.limit} requests per second. Retry after ${verdict.retryAfter} second${verdict.retryAfter === 1 ? "" : "s"}.`, 429, rateHeaders(verdict));

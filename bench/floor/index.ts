@@ -4,7 +4,8 @@
 // zod, queue send or queue consumer).
 //   GET  /health  the same route as tern's (worker/routes/docs.ts): c.json({ ok: true });
 //   POST /write   exactly one env.DB.batch() of the statements tern's accept path sends for a
-//                 plain send (bench/floor/statements.ts); the request body is not read;
+//                 plain send (bench/floor/statements.ts); the request body is not read
+//                 (?n=200: 200 such batches in a row, for bench/d1-writes.ts);
 //   GET  /read    one D1 read of the shape of tern's GET /emails/<unknown id>: a SELECT by
 //                 primary key (.raw(), as drizzle's .get() does) that finds nothing.
 import { Hono } from "hono";
@@ -19,10 +20,16 @@ const app = new Hono<{ Bindings: FloorEnv }>();
 app.get("/health", (c) => c.json({ ok: true }));
 
 app.post("/write", async (c) => {
-  const { emailId, statements } = newSendBatch();
-  const results = await c.env.DB.batch(statements.map((s) => c.env.DB.prepare(s.sql).bind(...s.params)));
-  const used = (results[0]?.results[0] as { used?: number } | undefined)?.used;
-  return c.json({ id: emailId, used });
+  // ?n=: that many batches one after another in this request (bench/d1-writes.ts: the database's
+  // own pace, without an HTTP round trip per batch). Without it, one batch.
+  const n = Math.min(1000, Math.max(1, Number(c.req.query("n") ?? 1) || 1));
+  let last: { emailId: string; used?: number } = { emailId: "" };
+  for (let i = 0; i < n; i++) {
+    const { emailId, statements } = newSendBatch();
+    const results = await c.env.DB.batch(statements.map((s) => c.env.DB.prepare(s.sql).bind(...s.params)));
+    last = { emailId, used: (results[0]?.results[0] as { used?: number } | undefined)?.used };
+  }
+  return c.json({ id: last.emailId, used: last.used });
 });
 
 app.get("/read", async (c) => {

@@ -1,8 +1,9 @@
 // The bridge as its own process (as systemd or Docker runs it) in front of tern started the way
 // `npm start` starts it: when the API goes away the client is told to try again later and the
 // retried message is delivered once; SIGTERM finishes the message in flight before exiting;
-// repeated wrong keys from one address lock it out; a session waits for a submission slot at
-// its first RCPT.
+// repeated wrong keys from one address lock it out, parallel ones too; connections that never
+// log in cannot keep others out; a session waits for a submission slot at its first RCPT, one
+// key cannot take every slot, and a slot held without DATA is taken back.
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
@@ -44,6 +45,7 @@ function admin(...args: string[]): string {
   return r.stdout;
 }
 
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const plainLogin = (key: string) => `AUTH PLAIN ${Buffer.from(`\0tern\0${key}`).toString("base64")}`;
 
 describe("the bridge in front of an API that goes away and comes back", () => {
@@ -155,10 +157,70 @@ describe("the bridge in front of an API that goes away and comes back", () => {
     expect(again.greeting.text).toMatch(/failed logins/);
     expect(b.output()).not.toContain(tern.apiKey);
   });
+
+  it("50 wrong logins in parallel from one address: only the limit's worth are checked, the rest refused; 50 good ones all get in", async () => {
+    const b = await bridge({ TERN_BRIDGE_AUTH_MAX_FAILURES: "5", TERN_BRIDGE_AUTH_FAILURE_DELAY_MS: "50", TERN_BRIDGE_MAX_CONNECTIONS_PER_IP: "60" });
+    const ca = readFileSync(b.caCertPath);
+    const open50 = () => Promise.all(Array.from({ length: 50 }, async () => (await SmtpDialog.open(b.tlsPort, { tls: true, ca })).dialog));
+    // A pooled client opening its connections at once, with the right key: none is turned away.
+    const good = await open50();
+    expect((await Promise.all(good.map((d) => d.login(tern.apiKey)))).map((r) => r.code)).toEqual(Array(50).fill(235));
+    for (const d of good) d.close();
+    await sleep(300);
+
+    const dialogs = await open50();
+    try {
+      for (const d of await Promise.all(dialogs.map((d) => d.command("EHLO client.test")))) expect(d.code).toBe(250);
+      // Every AUTH is on its way before any is answered.
+      await Promise.all(dialogs.map((d, i) => d.write(plainLogin("tern_" + "p".repeat(38) + String(i).padStart(2, "0")) + "\r\n")));
+      const replies = await Promise.all(dialogs.map((d) => d.reply(20_000)));
+      const codes = replies.map((r) => r.code);
+      expect(codes.filter((c) => c === 535).length).toBeLessThanOrEqual(5);
+      expect(codes.filter((c) => c === 454).length).toBeGreaterThanOrEqual(45);
+      expect(codes.every((c) => c === 535 || c === 454)).toBe(true);
+      expect(b.output().match(/"event":"auth_failed"/g)?.length ?? 0).toBeLessThanOrEqual(5);
+      // The address stays locked out, even with the right key.
+      const late = await SmtpDialog.open(b.tlsPort, { tls: true, ca });
+      expect(late.greeting.code).toBe(421);
+      late.dialog.close();
+    } finally {
+      for (const d of dialogs) d.close();
+    }
+  });
+
+  it("connections that never log in are closed after TERN_BRIDGE_LOGIN_TIMEOUT_MS, so they cannot keep a real client out", async () => {
+    const b = await bridge({ TERN_BRIDGE_MAX_CONNECTIONS: "10", TERN_BRIDGE_LOGIN_TIMEOUT_MS: "1000" });
+    const ca = readFileSync(b.caCertPath);
+    // A logged-in session is not held to the deadline.
+    const member = (await SmtpDialog.open(b.tlsPort, { tls: true, ca })).dialog;
+    expect((await member.login(tern.apiKey)).code).toBe(235);
+    const silent = await Promise.all(Array.from({ length: 9 }, (_, i) => SmtpDialog.open(i % 2 ? b.tlsPort : b.startTlsPort, i % 2 ? { tls: true, ca } : {})));
+    expect(silent.map((s) => s.greeting.code)).toEqual(Array(9).fill(220));
+    try {
+      // The bridge is full: a real client is turned away...
+      const refused = await SmtpDialog.open(b.startTlsPort);
+      expect(refused.greeting.code).toBe(421);
+      expect(refused.greeting.text).toMatch(/Too many connections/);
+      refused.dialog.close();
+      // ...until the silent ones' time is up.
+      for (const s of silent) expect((await s.dialog.reply(5_000)).text).toMatch(/^4\.4\.2 No login within 1 second /);
+      const t = nodemailer.createTransport({
+        host: "127.0.0.1", port: b.startTlsPort, secure: false, requireTLS: true,
+        auth: { user: "tern", pass: tern.apiKey }, tls: { ca, servername: "localhost" },
+      });
+      const sent = await t.sendMail({ from: `hello@${tern.domain}`, to: "after-silence@example.com", subject: "in", text: "t" });
+      expect(sent.response).toMatch(/^250 /);
+      t.close();
+      expect((await member.command("NOOP")).code).toBe(250);
+      expect(await relayCount("after-silence@example.com", 30_000)).toBe(1);
+    } finally {
+      for (const s of silent) s.dialog.close();
+      member.close();
+    }
+  });
 });
 
 describe("submission slots (TERN_BRIDGE_MAX_SUBMISSIONS)", () => {
-  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
   it("answers a session's first RCPT only once it holds a slot, so no DATA waits in the bridge; hang-ups, RSET and QUIT give slots back", async () => {
     const b = await bridge({ TERN_BRIDGE_MAX_SUBMISSIONS: "1" });
@@ -238,5 +300,74 @@ describe("submission slots (TERN_BRIDGE_MAX_SUBMISSIONS)", () => {
     expect(b.output()).toMatch(/"event":"message".*"attempts":[2-9]/);
     slow.close();
     next.close();
+  });
+
+  const loggedIn = async (b: BridgeProcess, key: string, from: string) => {
+    const { dialog } = await SmtpDialog.open(b.tlsPort, { tls: true, ca: readFileSync(b.caCertPath) });
+    expect((await dialog.login(key)).code).toBe(235);
+    expect((await dialog.command(`MAIL FROM:<${from}>`)).code).toBe(250);
+    return dialog;
+  };
+  const answeredWithin = async <T>(reply: Promise<T>, ms: number) => Promise.race([reply, sleep(ms).then(() => "not answered" as const)]);
+
+  it("one account holds at most TERN_BRIDGE_MAX_SUBMISSIONS_PER_ACCOUNT slots, whichever of its keys it uses: another account's RCPT is answered at once", async () => {
+    const other = JSON.parse(admin("create-account", "neighbour", "--plan", "pro_50k")) as { api_key: string };
+    // The hog's second key, of the same account: more keys must not mean more slots.
+    const made = await fetch(`${tern.url}/api-keys`, { method: "POST", headers: { authorization: `Bearer ${tern.apiKey}`, "content-type": "application/json" }, body: JSON.stringify({ name: "second", permission: "sending_access" }) });
+    const secondKey = ((await made.json()) as { token: string }).token;
+    const b = await bridge({ TERN_BRIDGE_MAX_SUBMISSIONS: "4", TERN_BRIDGE_MAX_SUBMISSIONS_PER_ACCOUNT: "2", TERN_BRIDGE_SUBMISSION_HOLD_MS: "60000" });
+    const slots = async () => ((await (await fetch(b.healthUrl)).json()) as { submissions: { active: number; waiting: number } }).submissions;
+    // The attack: as many sessions as there are slots, each at RCPT, none sending DATA.
+    const hog = await Promise.all([tern.apiKey, secondKey, tern.apiKey, secondKey].map((key) => loggedIn(b, key, `hello@${tern.domain}`)));
+    await Promise.all(hog.map((d, i) => d.write(`RCPT TO:<hog-${i}@example.com>\r\n`)));
+    const granted = new Set<number>();
+    hog.forEach((d, i) => void d.reply(60_000).then((r) => r.code === 250 && granted.add(i), () => {}));
+    for (let i = 0; i < 50 && granted.size < 2; i++) await sleep(100);
+    await sleep(400);
+    expect(granted.size).toBe(2); // the other two wait
+
+    const neighbour = await loggedIn(b, other.api_key, "someone@neighbour.test");
+    const t0 = Date.now();
+    const answer = await answeredWithin(neighbour.command("RCPT TO:<neighbour@example.com>"), 3_000);
+    expect(answer).toMatchObject({ code: 250 });
+    expect(Date.now() - t0).toBeLessThan(2_000); // one round trip, not the hog's 60 s
+    expect(await slots()).toEqual({ active: 3, waiting: 2 });
+
+    // The key's own waiting sessions go on as its slots come back.
+    hog[[...granted][0]!]!.close();
+    for (let i = 0; i < 50 && granted.size < 3; i++) await sleep(100);
+    expect(granted.size).toBe(3);
+    for (const d of [...hog, neighbour]) d.close();
+  });
+
+  it("a slot held without DATA for TERN_BRIDGE_SUBMISSION_HOLD_MS is taken back (421), keep-alive NOOPs or not; DATA started in time is not cut", async () => {
+    const hogAccount = JSON.parse(admin("create-account", "slot holder", "--plan", "pro_50k")) as { api_key: string };
+    const b = await bridge({ TERN_BRIDGE_MAX_SUBMISSIONS: "1", TERN_BRIDGE_SUBMISSION_HOLD_MS: "1000" });
+    const hog = await loggedIn(b, hogAccount.api_key, "someone@holder.test");
+    expect((await hog.command("RCPT TO:<held@example.com>")).code).toBe(250);
+    const keepalive = setInterval(() => void (hog.closed || hog.write("NOOP\r\n")), 250);
+    try {
+      const waiter = await loggedIn(b, tern.apiKey, `hello@${tern.domain}`);
+      const t0 = Date.now();
+      const rcpt = await answeredWithin(waiter.command("RCPT TO:<after-hold@example.com>", 10_000), 5_000);
+      expect(rcpt).toMatchObject({ code: 250 });
+      expect(Date.now() - t0).toBeLessThan(3_000);
+      let last = await hog.reply(5_000);
+      while (last.code === 250) last = await hog.reply(5_000);
+      expect(last.code).toBe(421);
+      expect(last.text).toMatch(/^4\.4\.2 No DATA within 1 second /);
+      expect(b.output()).toMatch(/"event":"submission_hold_timeout"/);
+
+      // The waiter's message takes longer than the bound to send, but DATA began in time.
+      expect((await waiter.command("DATA")).code).toBe(354);
+      await waiter.write(`From: hello@${tern.domain}\r\nTo: after-hold@example.com\r\nSubject: held\r\n\r\nfirst half\r\n`);
+      await sleep(1_500);
+      expect((await waiter.command("second half\r\n.")).code).toBe(250);
+      waiter.close();
+      expect(await relayCount("after-hold@example.com", 30_000)).toBe(1);
+    } finally {
+      clearInterval(keepalive);
+      hog.close();
+    }
   });
 });

@@ -116,9 +116,13 @@ describe("sending through the bridge", () => {
 
     const viaRest = await arrived("rest-alice@example.com");
     const viaSmtp = await arrived("smtp-alice@example.com");
-    // The envelope carries the Bcc recipient; no header shows it.
-    expect(viaSmtp.meta.envelope.to.sort()).toEqual(["smtp-alice@example.com", "smtp-carol@example.com", "smtp-secret@example.com"]);
+    // Each recipient, the Bcc one too, gets its own message and envelope; no header shows the Bcc.
+    const secret = await arrived("smtp-secret@example.com");
+    expect(viaSmtp.meta.envelope.to).toEqual(["smtp-alice@example.com"]);
+    expect(secret.meta.envelope.to).toEqual(["smtp-secret@example.com"]);
+    expect(secret.meta.envelope.from).not.toBe(viaSmtp.meta.envelope.from);
     expect(viaSmtp.raw.toString("latin1")).not.toContain("smtp-secret@example.com");
+    expect(secret.raw.toString("latin1")).not.toContain("smtp-secret@example.com");
 
     const a = viaRest.mail;
     const b = viaSmtp.mail;

@@ -55,9 +55,14 @@ describe("the resend client against tern", () => {
     expect(data!.id).toMatch(/^[0-9a-f-]{36}$/);
 
     const { meta, raw } = await relayMessageFor("alice@example.com");
-    expect(meta.envelope.to.sort()).toEqual(["alice@example.com", "carol@example.com", "secret@example.com"]);
-    expect(raw.toString("latin1")).not.toMatch(/^bcc:/im);
-    expect(raw.toString("latin1")).not.toContain("secret@example.com");
+    // One message per recipient, Bcc included, each from its own return path; none shows the Bcc.
+    const copies = [{ meta, raw }, await relayMessageFor("carol@example.com"), await relayMessageFor("secret@example.com")];
+    expect(copies.map((c) => c.meta.envelope.to)).toEqual([["alice@example.com"], ["carol@example.com"], ["secret@example.com"]]);
+    expect(new Set(copies.map((c) => c.meta.envelope.from)).size).toBe(3);
+    for (const c of copies) {
+      expect(c.raw.toString("latin1")).not.toMatch(/^bcc:/im);
+      expect(c.raw.toString("latin1")).not.toContain("secret@example.com");
+    }
 
     const mail = await simpleParser(raw);
     expect(mail.subject).toBe("Grüße from tern ✓");

@@ -1,9 +1,11 @@
-// The bridge's pure rules: key verdicts and their cache, the failed-login throttle, API answers
-// as SMTP replies, and configuration from the environment.
+// The bridge's pure rules: key verdicts and their cache, the failed-login throttle, the
+// submission slots' sharing between keys, API answers as SMTP replies, and configuration from
+// the environment.
 import { describe, expect, it } from "vitest";
-import { clientKey, FailureThrottle, keyFingerprint, KeyVerdicts, type CheckResult } from "../../smtp-bridge/auth.ts";
+import { canonicalAddress, clientKey, FailureThrottle, keyFingerprint, KeyVerdicts, type CheckResult } from "../../smtp-bridge/auth.ts";
 import { ConfigError, configFromEnv } from "../../smtp-bridge/config.ts";
 import { keyVerdictFor, replyForSubmission, type ApiOutcome } from "../../smtp-bridge/replies.ts";
+import { FairSlots } from "../../smtp-bridge/slots.ts";
 
 const KEY = "tern_" + "k".repeat(40);
 
@@ -60,26 +62,104 @@ describe("key verdicts", () => {
 });
 
 describe("the failed-login throttle", () => {
-  it("doubles the delay with each recent failure, up to the maximum, and locks the address out after the limit", () => {
+  it("doubles the delay with each recent failure, up to the maximum, and locks the address out after the limit", async () => {
     let now = 1_000_000;
     const t = new FailureThrottle({ maxFailures: 4, windowMs: 60_000, baseDelayMs: 1_000, maxDelayMs: 5_000, now: () => now });
+    const fail = async (client: string) => (await t.begin(client))!.fail();
     expect(t.blocked("1.2.3.4")).toBe(false);
-    expect([t.fail("1.2.3.4"), t.fail("1.2.3.4"), t.fail("1.2.3.4")]).toEqual([1_000, 2_000, 4_000]);
+    expect([await fail("1.2.3.4"), await fail("1.2.3.4"), await fail("1.2.3.4")]).toEqual([1_000, 2_000, 4_000]);
     expect(t.blocked("1.2.3.4")).toBe(false);
-    expect(t.fail("1.2.3.4")).toBe(5_000);
+    expect(await fail("1.2.3.4")).toBe(5_000);
     expect(t.blocked("1.2.3.4")).toBe(true);
+    expect(await t.begin("1.2.3.4")).toBeNull();
     expect(t.blocked("5.6.7.8")).toBe(false);
     now += 60_001;
     expect(t.blocked("1.2.3.4")).toBe(false);
-    expect(t.fail("1.2.3.4")).toBe(1_000);
+    expect(await fail("1.2.3.4")).toBe(1_000);
   });
 
-  it("counts IPv4-mapped addresses as IPv4 and IPv6 addresses by their /64", () => {
+  it("counts an attempt from its start: parallel guesses stop at the limit, parallel good logins all get in", async () => {
+    const t = new FailureThrottle({ maxFailures: 3, windowMs: 60_000, baseDelayMs: 10, maxDelayMs: 1_000 });
+    const settled = async (p: Promise<unknown>) => (await Promise.race([p.then(() => true), new Promise((r) => setTimeout(() => r(false), 20))])) as boolean;
+
+    // 50 guesses at once: three are checked, the others wait for them and are then refused.
+    const guesses = Array.from({ length: 50 }, () => t.begin("1.2.3.4"));
+    const first = await Promise.all(guesses.slice(0, 3));
+    expect(first.every((a) => a !== null)).toBe(true);
+    expect(await settled(guesses[3]!)).toBe(false);
+    for (const a of first) a!.fail();
+    expect((await Promise.all(guesses.slice(3))).every((a) => a === null)).toBe(true);
+    expect(t.blocked("1.2.3.4")).toBe(true);
+
+    // 50 good logins at once: at most three are checked at a time, and every one gets its turn.
+    const logins = Array.from({ length: 50 }, () => t.begin("5.6.7.8"));
+    let done = 0;
+    for (const login of logins) {
+      const a = await login;
+      expect(a).not.toBeNull();
+      a!.withdraw();
+      a!.withdraw(); // only once
+      done++;
+    }
+    expect(done).toBe(50);
+    expect(t.blocked("5.6.7.8")).toBe(false);
+    // A failure is not withdrawn.
+    const a = (await t.begin("5.6.7.8"))!;
+    expect(a.fail()).toBe(10);
+    a.withdraw();
+    const b = (await t.begin("5.6.7.8"))!;
+    expect(b.fail()).toBe(20);
+  });
+
+  it("counts IPv4-mapped addresses as IPv4 and IPv6 addresses by their /64, however they are written", () => {
     expect(clientKey("::ffff:10.0.0.1")).toBe("10.0.0.1");
+    expect(clientKey("::FFFF:10.0.0.1")).toBe("10.0.0.1");
+    expect(clientKey("::ffff:a00:1")).toBe("10.0.0.1");
+    expect(clientKey("0:0:0:0:0:ffff:0a00:0001")).toBe("10.0.0.1");
     expect(clientKey("192.0.2.7")).toBe("192.0.2.7");
     expect(clientKey("2001:db8:1:2:aaaa::1")).toBe("2001:db8:1:2::/64");
     expect(clientKey("2001:0db8:0001:0002:ffff:1:2:3")).toBe("2001:db8:1:2::/64");
+    expect(clientKey("2001:DB8:1:2::")).toBe("2001:db8:1:2::/64");
     expect(clientKey("2001:db8::5")).toBe("2001:db8:0:0::/64");
+    expect(clientKey("2001:db8:0:0:1::5")).toBe("2001:db8:0:0::/64");
+    expect(clientKey("fe80::1%eth0")).toBe(clientKey("fe80::2%eth1"));
+    expect(clientKey("64:ff9b::192.0.2.1")).toBe("64:ff9b:0:0::/64");
+    expect(clientKey("2001:db8:1:3::1")).not.toBe(clientKey("2001:db8:1:2::1"));
+    // One address, as Node's socket and smtp-server's session may write it.
+    expect(canonicalAddress("2001:db8::c000:201")).toBe(canonicalAddress("2001:0DB8:0:0:0:0:192.0.2.1"));
+    expect(canonicalAddress("::ffff:127.0.0.1")).toBe("127.0.0.1");
+  });
+});
+
+describe("submission slots shared between keys", () => {
+  it("caps each key under the total, so another key gets a slot at once while one key holds its maximum", async () => {
+    const slots = new FairSlots(4, 2);
+    await slots.acquire("a");
+    await slots.acquire("a");
+    let third = false;
+    void slots.acquire("a").then(() => (third = true));
+    await slots.acquire("b"); // at once
+    await Promise.resolve();
+    expect(third).toBe(false);
+    expect([slots.held, slots.waiting, slots.heldBy("a"), slots.heldBy("b")]).toEqual([3, 1, 2, 1]);
+    slots.release("a");
+    await Promise.resolve();
+    expect(third).toBe(true);
+    expect([slots.held, slots.waiting, slots.heldBy("a")]).toEqual([3, 0, 2]);
+  });
+
+  it("gives freed slots to the waiting keys in turn, not in arrival order", async () => {
+    const slots = new FairSlots(2, 2);
+    await slots.acquire("a");
+    await slots.acquire("a");
+    const order: string[] = [];
+    for (const owner of ["a", "a", "a", "b", "c", "b"]) void slots.acquire(owner).then(() => order.push(owner));
+    for (let i = 0; i < 6; i++) {
+      slots.release(order.at(-1) ?? "a");
+      await Promise.resolve();
+    }
+    expect(order).toEqual(["a", "b", "c", "a", "b", "a"]);
+    expect(slots.waiting).toBe(0);
   });
 });
 
@@ -153,6 +233,7 @@ describe("configuration", () => {
     ]);
     expect(c.maxMessageBytes).toBe(40 * 1024 * 1024);
     expect(c.healthPort).toBe(2580);
+    expect([c.maxSubmissions, c.maxSubmissionsPerAccount, c.submissionHoldMs, c.loginTimeoutMs, c.socketTimeoutMs]).toEqual([32, 8, 30_000, 20_000, 120_000]);
   });
 
   it("turns each port off, or makes it optional", () => {
@@ -168,5 +249,7 @@ describe("configuration", () => {
     expect(() => configFromEnv({ ...base, TERN_BRIDGE_TLS_PORTS: "465", TERN_BRIDGE_STARTTLS_PORTS: "465" })).toThrow(/twice/);
     expect(() => configFromEnv({ ...base, TERN_BRIDGE_MAX_MESSAGE_BYTES: "50000000" })).toThrow(ConfigError);
     expect(() => configFromEnv({ ...base, TERN_BRIDGE_STARTTLS_PORTS: "smtp" })).toThrow(/TERN_BRIDGE_STARTTLS_PORTS/);
+    expect(() => configFromEnv({ ...base, TERN_BRIDGE_MAX_SUBMISSIONS: "4", TERN_BRIDGE_MAX_SUBMISSIONS_PER_ACCOUNT: "5" })).toThrow(/TERN_BRIDGE_MAX_SUBMISSIONS_PER_ACCOUNT/);
+    expect(() => configFromEnv({ ...base, TERN_BRIDGE_LOGIN_TIMEOUT_MS: "0" })).toThrow(/TERN_BRIDGE_LOGIN_TIMEOUT_MS/);
   });
 });

@@ -1,9 +1,11 @@
 // The bridge's SMTP server on real sockets, with no API behind it (its URL points at a port
-// nothing listens on): what it offers and refuses before a message, its limits, its health
-// endpoint, and a certificate renewed on disk while it runs.
+// nothing listens on): what it offers and refuses before a message, its limits (connections
+// per address, pending TLS handshakes included; the time to log in), its health endpoint, and
+// a certificate renewed on disk while it runs.
 import { copyFileSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { createServer, connect as tcpConnect, type Socket } from "node:net";
 import { connect } from "node:tls";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ensureLocalCertificates } from "../../dev/certs.ts";
@@ -128,5 +130,141 @@ describe("the bridge's SMTP server", () => {
 
   it("never logs a key", () => {
     expect(logs.join("\n")).not.toContain("tern_aaaa");
+  });
+
+  it("finds each session's connection (its address count and login deadline)", () => {
+    expect(logs.join("\n")).toContain('"session_opened"');
+    expect(logs.join("\n")).not.toContain('"connection_unmatched"');
+  });
+});
+
+describe("connections that never log in", () => {
+  let limited: Bridge;
+  let tls: number;
+  let plain: number;
+  const limitedLogs: string[] = [];
+  const ca = readFileSync(first.caCertPath);
+
+  beforeAll(async () => {
+    [tls, plain] = [await freePort(), await freePort()];
+    limited = await startBridge(
+      configFromEnv({
+        TERN_API_URL: `http://127.0.0.1:${await freePort()}`,
+        TERN_BRIDGE_HOST: "127.0.0.1",
+        TERN_BRIDGE_TLS_PORTS: String(tls),
+        TERN_BRIDGE_STARTTLS_PORTS: String(plain),
+        TERN_BRIDGE_HEALTH_PORT: "off",
+        TERN_BRIDGE_CERT_FILE: first.certPath,
+        TERN_BRIDGE_KEY_FILE: first.keyPath,
+        TERN_BRIDGE_MAX_CONNECTIONS_PER_IP: "3",
+        TERN_BRIDGE_LOGIN_TIMEOUT_MS: "1000",
+      }),
+      createLogger("debug", (line) => limitedLogs.push(line)),
+    );
+  });
+
+  afterAll(async () => {
+    await limited?.close();
+  });
+
+  /** A TCP connection that says nothing: on the TLS port, a handshake never started. */
+  const silent = (port: number) =>
+    new Promise<{ socket: Socket; closed: Promise<number> }>((resolve, reject) => {
+      const socket = tcpConnect({ host: "127.0.0.1", port }, () => resolve({ socket, closed }));
+      const t0 = Date.now();
+      const closed = new Promise<number>((r) => socket.once("close", () => r(Date.now() - t0)));
+      socket.on("data", () => {});
+      socket.once("error", reject);
+    });
+
+  it("counts connections still in their TLS handshake against their address", async () => {
+    const pending = await Promise.all([1, 2, 3].map(() => silent(tls)));
+    // The fourth from the same address is dropped before its handshake.
+    await expect(SmtpDialog.open(tls, { tls: true, ca })).rejects.toThrow();
+    for (const p of pending) p.socket.destroy();
+    await Promise.all(pending.map((p) => p.closed));
+    await new Promise((r) => setTimeout(r, 200)); // the bridge sees them close
+    const { dialog, greeting } = await SmtpDialog.open(tls, { tls: true, ca });
+    expect(greeting.code).toBe(220);
+    dialog.close();
+  });
+
+  it("closes a connection that has not logged in within the time allowed, active or not, handshake done or not", async () => {
+    const handshake = await silent(tls);
+    const idle = await SmtpDialog.open(plain);
+    const busy = await SmtpDialog.open(tls, { tls: true, ca });
+    expect(idle.greeting.code).toBe(220);
+    expect((await busy.dialog.command("EHLO client.test")).code).toBe(250);
+    // Commands do not extend the time: only a login does.
+    const keepalive = setInterval(() => void (busy.dialog.closed || busy.dialog.write("NOOP\r\n")), 200);
+    try {
+      const told = await idle.dialog.reply(5_000);
+      expect(told.code).toBe(421);
+      expect(told.text).toMatch(/^4\.4\.2 No login within 1 second /);
+      expect(await handshake.closed).toBeLessThan(3_000);
+      let last = await busy.dialog.reply(5_000);
+      while (last.code === 250) last = await busy.dialog.reply(5_000);
+      expect(last.code).toBe(421);
+      expect(busy.dialog.closed || (await busy.dialog.reply(2_000)).code === 0).toBe(true);
+    } finally {
+      clearInterval(keepalive);
+      idle.dialog.close();
+      busy.dialog.close();
+      handshake.socket.destroy();
+    }
+    expect(limitedLogs.filter((l) => l.includes('"login_timeout"'))).toHaveLength(3);
+  });
+});
+
+describe("addresses on a dual-stack listener", () => {
+  let dual: Bridge | null = null;
+  let tls: number;
+  let plain: number;
+  const dualLogs: string[] = [];
+  const ca = readFileSync(first.caCertPath);
+
+  beforeAll(async () => {
+    // Only where the machine has IPv6 on loopback.
+    const v6 = await new Promise<boolean>((resolve) => {
+      const probe = createServer();
+      probe.once("error", () => resolve(false));
+      probe.listen(0, "::1", () => probe.close(() => resolve(true)));
+    });
+    if (!v6) return;
+    [tls, plain] = [await freePort(), await freePort()];
+    dual = await startBridge(
+      configFromEnv({
+        TERN_API_URL: `http://127.0.0.1:${await freePort()}`,
+        TERN_BRIDGE_HOST: "::",
+        TERN_BRIDGE_TLS_PORTS: String(tls),
+        TERN_BRIDGE_STARTTLS_PORTS: String(plain),
+        TERN_BRIDGE_HEALTH_PORT: "off",
+        TERN_BRIDGE_CERT_FILE: first.certPath,
+        TERN_BRIDGE_KEY_FILE: first.keyPath,
+        TERN_BRIDGE_MAX_CONNECTIONS_PER_IP: "2",
+        TERN_BRIDGE_LOG_LEVEL: "debug",
+      }),
+      createLogger("debug", (line) => dualLogs.push(line)),
+    );
+  });
+
+  afterAll(async () => {
+    await dual?.close();
+  });
+
+  it("counts an IPv6 client and an IPv4 one (seen as IPv4-mapped) each against its own limit", async (ctx) => {
+    if (!dual) return ctx.skip();
+    const v6 = [await SmtpDialog.open(plain, { host: "::1" }), await SmtpDialog.open(tls, { host: "::1", tls: true, ca })];
+    const v4 = [await SmtpDialog.open(plain), await SmtpDialog.open(tls, { tls: true, ca })];
+    expect([...v6, ...v4].map((o) => o.greeting.code)).toEqual([220, 220, 220, 220]);
+    const third6 = await SmtpDialog.open(plain, { host: "::1" });
+    expect(third6.greeting.code).toBe(421);
+    expect(third6.greeting.text).toMatch(/Too many connections from your address/);
+    await expect(SmtpDialog.open(tls, { host: "::1", tls: true, ca })).rejects.toThrow();
+    const third4 = await SmtpDialog.open(plain);
+    expect(third4.greeting.code).toBe(421);
+    for (const o of [...v6, ...v4, third6, third4]) o.dialog.close();
+    expect(dualLogs.join("\n")).not.toContain('"connection_unmatched"');
+    expect(dualLogs.filter((l) => l.includes('"max_connections_per_ip"')).map((l) => (JSON.parse(l) as { ip: string }).ip).sort()).toEqual(["127.0.0.1", "::1", "::1"]);
   });
 });

@@ -13,7 +13,9 @@ import { readMessage, type Envelope } from "../../smtp-bridge/message.ts";
 import { RawStore } from "../../smtp-bridge/raw.ts";
 import { discardParts, memoryOnly, openSpool } from "../../smtp-bridge/spool.ts";
 import { formatMailbox, headerValue, isHeaderNotPassed, parseTags, requestBody, toSubmission, type Submission } from "../../smtp-bridge/submission.ts";
+import { isTraceHeaderName } from "../../smtp-bridge/trace-headers.ts";
 import { isOwnedHeaderName } from "../../worker/mime/build.ts";
+import { SendEmailRequest } from "../../worker/sending/request.ts";
 
 const composer = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: "windows" });
 
@@ -125,6 +127,28 @@ describe("an SMTP message becomes the send request", () => {
     }
     expect(isHeaderNotPassed("X-Mailer")).toBe(false);
     expect(isHeaderNotPassed("References")).toBe(false);
+  });
+
+  // Issue 20, item 9: one definition of trace and verdict headers; the API refuses them, the
+  // bridge drops them, so an SMTP client's relayed message is never refused for its Received lines.
+  const TRACE = ["Received", "X-Received", "Return-Path", "Delivered-To", "X-Original-To", "Authentication-Results",
+    "Original-Authentication-Results", "Received-SPF", "ARC-Seal", "ARC-Message-Signature", "ARC-Authentication-Results",
+    "DKIM-Signature", "DomainKey-Signature", "Resent-From", "Resent-Date", "resent-message-id", "X-Spam-Status", "X-Spam-Flag", "x-spam-score"];
+
+  it("drops every trace and verdict header the API refuses, from the one shared list", async () => {
+    for (const name of TRACE) {
+      expect(isTraceHeaderName(name), name).toBe(true);
+      expect(isHeaderNotPassed(name), name).toBe(true);
+    }
+    for (const name of ["X-Mailer", "References", "X-Entity-Ref-ID", "X-Spammy-Name", "Receivedx"]) {
+      expect(isTraceHeaderName(name), name).toBe(false);
+    }
+    const headers = Object.fromEntries(TRACE.filter((n) => !/^resent-/i.test(n)).map((n) => [n, "forged by the client"]));
+    const s = await convert({ from: "a@tern.test", to: "b@example.com", subject: "s", text: "t", headers: { ...headers, "X-Kept": "yes" } });
+    expect(s.fields.headers).toEqual({ "X-Kept": "yes" });
+    // What the bridge passes on is a request the API accepts; the dropped headers it would refuse.
+    expect(SendEmailRequest.safeParse({ ...s.fields, text: "t" }).success).toBe(true);
+    expect(SendEmailRequest.safeParse({ ...s.fields, text: "t", headers: { "Received-SPF": "pass" } }).success).toBe(false);
   });
 
   it("leaves text out of an html-only message, so the API derives it as it does for REST", async () => {

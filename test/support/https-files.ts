@@ -17,6 +17,8 @@ export interface HttpsFiles {
 export async function startHttpsFiles(): Promise<HttpsFiles> {
   const certs = prepareTestCertificates();
   const open = new Set<ServerResponse>();
+  /** What `/sized` served, by its `tag`: requests and body bytes written. */
+  const served = new Map<string, { requests: number; bytes: number }>();
   const server = createServer({ cert: readFileSync(certs.certPath), key: readFileSync(certs.keyPath) }, (req, res) => {
     open.add(res);
     res.on("close", () => open.delete(res));
@@ -55,6 +57,30 @@ export async function startHttpsFiles(): Promise<HttpsFiles> {
         // Starts the body and never finishes it.
         res.writeHead(200, { "content-type": "application/pdf" });
         res.write(FILE_PDF_BYTES.slice(0, 4));
+        return;
+      case "/sized": {
+        // ?bytes=N of "a", with a Content-Length unless ?undeclared; counted under ?tag.
+        const total = Number(url.searchParams.get("bytes") ?? 0);
+        const tag = served.get(url.searchParams.get("tag") ?? "") ?? { requests: 0, bytes: 0 };
+        served.set(url.searchParams.get("tag") ?? "", tag);
+        tag.requests++;
+        res.writeHead(200, { "content-type": "application/octet-stream", ...(url.searchParams.has("undeclared") ? {} : { "content-length": total }) });
+        const chunk = new Uint8Array(64 * 1024).fill(97);
+        let sent = 0;
+        const pump = () => {
+          while (sent < total && !res.destroyed) {
+            const piece = chunk.subarray(0, Math.min(chunk.length, total - sent));
+            sent += piece.length;
+            tag.bytes += piece.length;
+            if (!res.write(piece)) return void res.once("drain", pump);
+          }
+          if (!res.destroyed) res.end();
+        };
+        pump();
+        return;
+      }
+      case "/served": // what /sized served under ?tag, as JSON
+        res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(served.get(url.searchParams.get("tag") ?? "") ?? { requests: 0, bytes: 0 }));
         return;
       case "/redirect-ok":
         redirect("/file.pdf");

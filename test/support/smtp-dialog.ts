@@ -23,11 +23,12 @@ export class SmtpDialog {
     this.#attach(socket);
   }
 
-  static async open(port: number, o: { tls?: boolean; ca?: Buffer | string } = {}): Promise<{ dialog: SmtpDialog; greeting: Reply }> {
+  static async open(port: number, o: { tls?: boolean; ca?: Buffer | string; host?: string } = {}): Promise<{ dialog: SmtpDialog; greeting: Reply }> {
+    const host = o.host ?? "127.0.0.1";
     const socket = await new Promise<Socket | TLSSocket>((resolve, reject) => {
       const s = o.tls
-        ? tlsConnect({ host: "127.0.0.1", port, servername: "localhost", ca: o.ca }, () => resolve(s))
-        : tcpConnect({ host: "127.0.0.1", port }, () => resolve(s));
+        ? tlsConnect({ host, port, servername: "localhost", ca: o.ca }, () => resolve(s))
+        : tcpConnect({ host, port }, () => resolve(s));
       s.once("error", reject);
     });
     const dialog = new SmtpDialog(socket);

@@ -1,9 +1,16 @@
 // Attachments (contract 4.1): content decoding, field rules, and `path` fetched for real
 // from the loopback HTTPS file server.
 import { env } from "cloudflare:workers";
-import { describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { contentTypeForFilename, decodeAttachmentContent, resolveAttachment } from "../../worker/sending/attachments.ts";
 import { createOutboundFetcher, type OutboundPolicy } from "../../worker/net/outbound.ts";
+import { ATTACHMENT_FETCH, performSend } from "../../worker/sending/send.ts";
+import { MAX_MESSAGE_BYTES } from "../../worker/sending/accept.ts";
+import { renderMessage } from "../../worker/delivery/consumer.ts";
+import { emails } from "../../worker/db/schema.ts";
+import { drizzle } from "drizzle-orm/d1";
+import { eq } from "drizzle-orm";
+import { countRows, createAccount, type TestAccount } from "./fixtures.ts";
 
 const base = `https://localhost:${env.TEST_PEERS.https}`;
 const policy: OutboundPolicy = { allowPrivate: true, allowHttp: false, maxBytes: 1024 * 1024, timeoutMs: 5_000, maxRedirects: 3 };
@@ -216,5 +223,75 @@ describe("resolveAttachment with path", () => {
   ])("refuses %s as invalid_attachment", async (_, path, used, message) => {
     const result = await resolveAttachment({ path }, 3, createOutboundFetcher(used));
     expect(result).toEqual({ ok: false, code: "invalid_attachment", message });
+  });
+});
+
+// Issue 20, item 3: a 400-byte request with three 30 MB paths was accepted and built into a
+// 129 MB message. The whole message, fetched parts included, is held to 40 MB once encoded.
+describe("the whole message is at most 40 MB once encoded, fetched attachments included", () => {
+  const MB = 1024 * 1024;
+  const loose = createOutboundFetcher({ ...ATTACHMENT_FETCH, allowPrivate: true, allowHttp: false });
+  let account: TestAccount;
+  beforeAll(async () => {
+    account = await createAccount();
+  });
+  const send = (body: Record<string, unknown>) =>
+    performSend(env, { accountId: account.accountId, keyId: "k", permission: "full_access", domainId: null, plan: "free", rateLimit: 0 },
+      { kind: "single", batchMode: "strict", body: { from: `files@${account.domain}`, to: "delivered@simulator.tern.test", subject: "files", text: "see attached", ...body } },
+      { fetcher: loose });
+  const sized = (tag: string, bytes: number, declared = true) => `${base}/sized?bytes=${bytes}&tag=${tag}-${crypto.randomUUID()}${declared ? "" : "&undeclared"}`;
+  const served = async (url: string) => (await (await fetch(`${base}/served?tag=${new URL(url).searchParams.get("tag")}`)).json()) as { requests: number; bytes: number };
+  const storedObjects = async () => (await env.BLOBS.list({ prefix: "emails/" })).objects.length;
+  const refusal = (answer: { status: number; body: string }) => ({ status: answer.status, ...(JSON.parse(answer.body) as { name: string; message: string }) });
+
+  it("refuses three 13 MB paths (declared lengths) at the third, before reading its body, and stores nothing", async () => {
+    const before = [await countRows("emails", account.accountId), await storedObjects()];
+    const paths = [sized("a", 13 * MB), sized("b", 13 * MB), sized("c", 13 * MB)];
+    const answer = refusal(await send({ attachments: paths.map((path) => ({ path })) }));
+    expect(answer).toMatchObject({ status: 422, name: "validation_error" });
+    expect(answer.message).toMatch(/^`attachments\[2\]\.path`: the email would be larger than 40 MB once encoded with this file; \d+ bytes were left for it\./);
+    expect((await served(paths[0]!)).requests).toBe(1);
+    expect((await served(paths[2]!)).requests).toBe(1); // asked once, its Content-Length refused
+    expect([await countRows("emails", account.accountId), await storedObjects()]).toEqual(before);
+  });
+
+  it("cuts off a path without a declared length once it passes the room left", async () => {
+    const paths = [sized("d", 13 * MB), sized("e", 30 * MB, false)];
+    const answer = refusal(await send({ attachments: paths.map((path) => ({ path })) }));
+    expect(answer).toMatchObject({ status: 422, name: "validation_error" });
+    expect(answer.message).toMatch(/^`attachments\[1\]\.path`: the email would be larger than 40 MB/);
+    // The reader stopped: the server did not get to write the whole 30 MB.
+    expect((await served(paths[1]!)).bytes).toBeLessThan(30 * MB);
+    expect(await countRows("emails", account.accountId)).toBe(0);
+  });
+
+  it("fetches nothing when the parts known without the network already fill the message", async () => {
+    // 39.9 MB of text in 7-bit lines (40.5 MB with CRLF line ends), and a path.
+    const line = "x".repeat(69) + "\n";
+    const path = sized("f", 10);
+    const answer = refusal(await send({ text: line.repeat(Math.floor((39.9 * MB) / line.length)), attachments: [{ path }] }));
+    expect(answer).toMatchObject({ status: 422, name: "validation_error" });
+    expect(answer.message).toMatch(/^The email would be larger than 40 MB once encoded \(attachments count in base64\): about 40\.\d MB\./);
+    expect((await served(path)).requests).toBe(0);
+    // content attachments count before any path is fetched, wherever they are in the list
+    const path2 = sized("g", 10);
+    const big = refusal(await send({ attachments: [{ path: path2 }, { content: "A".repeat(Math.floor((31 * MB) / 3) * 4), filename: "big.bin" }] }));
+    expect(big).toMatchObject({ status: 422, name: "validation_error" });
+    expect(big.message).toMatch(/^`attachments\[1\]`: the email would be larger than 40 MB once encoded \(attachments count in base64\): about 42\.\d MB\./);
+    expect((await served(path2)).requests).toBe(0);
+  });
+
+  it("accepts a message just under the bound: two 13 MB paths and a text", async () => {
+    const paths = [sized("h", 13 * MB), sized("i", 13 * MB, false)];
+    const answer = await send({ attachments: paths.map((path, i) => ({ path, filename: `part${i}.bin` })), scheduled_at: "in 2 days" });
+    expect(answer.status, answer.body).toBe(200);
+    const { id } = JSON.parse(answer.body) as { id: string };
+    const row = await env.DB.prepare("SELECT attachments_json FROM emails WHERE id = ?").bind(id).first<{ attachments_json: string }>();
+    expect((JSON.parse(row!.attachments_json) as { size: number }[]).map((a) => a.size)).toEqual([13 * MB, 13 * MB]);
+    // What is stored builds into a message under 40 MB.
+    const email = (await drizzle(env.DB).select().from(emails).where(eq(emails.id, id)).get())!;
+    const built = (await renderMessage(env, email)).byteLength;
+    expect(built).toBeGreaterThan(35 * MB);
+    expect(built).toBeLessThanOrEqual(MAX_MESSAGE_BYTES);
   });
 });

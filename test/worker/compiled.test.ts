@@ -19,7 +19,7 @@ function emailRow(accountId: string) {
     id: uuidv7(now), accountId, fromAddress: "A <a@tern.test>", toJson: '["b@example.com"]', ccJson: "[]", bccJson: '["c@example.com"]',
     replyToJson: "[]", subject: "compiled ✓", html: null, text: "hello\nworld", headersJson: '{"X-A":"1"}', tagsJson: "[]", attachmentsJson: "[]",
     contentKey: null, domainId: null, region: "us-east-1", state: "queued", lastEvent: "queued", scheduledAt: null, pendingJson: '["b@example.com"]',
-    attempts: 0, nextAttemptAt: now, leaseUntil: null, messageId: "<x@tern.test>", createdAt: now,
+    attempts: 0, nextAttemptAt: now, leaseUntil: null, attemptJson: null, messageId: "<x@tern.test>", createdAt: now,
   };
 }
 
@@ -27,7 +27,7 @@ describe("statements compiled once from the drizzle schema", () => {
   it("are drizzle's own SQL for an insert of every column", () => {
     const row = emailRow("acct");
     expect(insertEmail.sql).toBe(db.insert(emails).values(row).toSQL().sql);
-    expect(insertEmail.sql).toMatch(/^insert into "emails" \(.*"lease_until".*\) values \((\?, ){24}\?\)$/);
+    expect(insertEmail.sql).toMatch(/^insert into "emails" \(.*"lease_until".*\) values \((\?, ){25}\?\)$/);
     expect(insertEmailEvent.sql).toBe(db.insert(emailEvents).values({ id: "e", emailId: "m", accountId: "a", type: "queued", dataJson: "{}", createdAt: 1, dedupeKey: null }).toSQL().sql);
   });
 

@@ -5,7 +5,8 @@ import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { readConfig } from "../../worker/config.ts";
 import { consumeSendBatch } from "../../worker/delivery/consumer.ts";
-import { emailIdOfReturnPath } from "../../worker/sending/return-path.ts";
+import { sweepDelivery } from "../../worker/delivery/cron.ts";
+import { parseReturnPath, recipientOfReturnPath } from "../../worker/sending/return-path.ts";
 import { relayUrlFor, transportFor } from "../../worker/transports/select.ts";
 import { createSmtpTransport } from "../../worker/transports/smtp.ts";
 import type { Transport } from "../../worker/transports/transport.ts";
@@ -53,22 +54,33 @@ async function consume(ids: string[], peer = "plain") {
 }
 
 describe("delivery through the relay", () => {
-  it("the background consumer delivers an accepted email to the relay, Bcc only in the envelope", async () => {
+  it("the background consumer delivers an accepted email to the relay, one envelope per recipient, Bcc only in the envelope", async () => {
     const to = unique("to"), cc = unique("cc"), bcc = unique("bcc");
     const res = await api(acct.token, "POST", "/emails", { from: `Acme <news@${acct.domain}>`, to, cc, bcc, subject: "Relay test", html: "<p>hi</p>" });
     const { id } = (await res.json()) as { id: string };
-    const [msg] = await waitFor("the message at the relay", async () => ((await captured(to)).length ? captured(to) : undefined));
-    expect(msg!.recipients.sort()).toEqual([to, cc, bcc].sort());
-    // The envelope sender is the email's own return-path address (VERP) on send.<domain>.
-    expect(msg!.envelopeFrom).toMatch(new RegExp(`^[0-9a-f]{32}-[0-9a-f]{12}@send\\.${acct.domain.replace(/\./g, "\\.")}$`));
-    expect(await emailIdOfReturnPath(env.MASTER_KEY, msg!.envelopeFrom)).toBe(id);
-    expect(msg!.ehloName).toBe("tern.localhost");
-    const raw = rawText(msg!);
+    await waitFor("delivered", async () => ((await get(id)).last_event === "delivered" ? true : undefined));
+    const raws = new Set<string>();
+    for (const r of [to, cc, bcc]) {
+      const got = await captured(r);
+      expect(got).toHaveLength(1);
+      const msg = got[0]!;
+      // Each recipient's message has its own envelope: its own return path (VERP) on
+      // send.<domain>, which names the email and that recipient alone.
+      expect(msg.recipients).toEqual([r]);
+      expect(msg.envelopeFrom).toMatch(new RegExp(`^[0-9a-f]{32}-[0-9a-f]{10}-[0-9a-f]{12}@send\\.${acct.domain.replace(/\./g, "\\.")}$`));
+      const rp = await parseReturnPath(env.MASTER_KEY, msg.envelopeFrom);
+      expect(rp?.emailId).toBe(id);
+      expect(await recipientOfReturnPath(env.MASTER_KEY, rp!, [to, cc, bcc])).toBe(r);
+      expect(msg.ehloName).toBe("tern.localhost");
+      raws.add(rawText(msg));
+    }
+    // The same signed message for all three (signed once).
+    expect(raws.size).toBe(1);
+    const raw = [...raws][0]!;
     expect(raw).toMatch(/^Subject: Relay test\r$/m);
     expect(raw).toContain(cc);
     expect(raw).not.toContain(bcc);
     expect(raw).not.toMatch(/^bcc:/im);
-    await waitFor("delivered", async () => ((await get(id)).last_event === "delivered" ? true : undefined));
     expect((await events(id)).map((e) => e.type)).toEqual(["queued", "sent", "delivered"]);
   });
 
@@ -121,6 +133,94 @@ describe("delivery through the relay", () => {
     expect(row!.state).toBe("sending");
     await consumeWith(env, b);
     expect(await captured(down)).toHaveLength(1);
+  });
+
+  it("each message's reply is recorded as soon as it arrives, before the next message leaves", async () => {
+    // One email with three recipients among single-recipient ones: enough for each connection to
+    // take its next email early and mark it in flight with the current one's settlement.
+    const rs = [unique("fine"), unique("fine"), unique("fine")];
+    const emailOf = new Map<string, string>();
+    const multi = await recordedEmail(rs);
+    for (const r of rs) emailOf.set(r, multi);
+    for (let i = 0; i < 14; i++) {
+      const r = unique("fine");
+      emailOf.set(r, await recordedEmail([r]));
+    }
+    const seen: { sending: string; progress: { inFlight: string; results: { recipient: string; status: string }[] } | null }[] = [];
+    const watching = (): Transport => {
+      const inner = peerTransport("plain")();
+      return {
+        async open() {
+          const session = await inner.open();
+          return {
+            async deliver(m) {
+              const row = await env.DB.prepare("SELECT attempt_json FROM emails WHERE id = ?").bind(emailOf.get(m.recipients[0]!)).first<{ attempt_json: string | null }>();
+              seen.push({ sending: m.recipients[0]!, progress: row?.attempt_json ? JSON.parse(row.attempt_json) : null });
+              return session.deliver(m);
+            },
+            close: () => session.close(),
+          };
+        },
+      };
+    };
+    // The real D1, counting the progress writes made on their own (AttemptLog.record, guarded
+    // by `lease_until in (...)`; a mark in a settlement's batch is guarded by one lease).
+    let ownWrites = 0;
+    const db = new Proxy(env.DB, {
+      get(target, prop) {
+        if (prop === "prepare") {
+          return (query: string) => {
+            if (/^update "emails" set "lease_until" = \?, "attempt_json" = \? where .* in \(/.test(query)) ownWrites++;
+            return target.prepare(query);
+          };
+        }
+        const v = Reflect.get(target, prop);
+        return typeof v === "function" ? v.bind(target) : v;
+      },
+    });
+    const ids = [...new Set(emailOf.values())];
+    const batch = createMessageBatch("tern-send", ids.map((emailId, i) => ({ id: `m${i}`, timestamp: new Date(), attempts: 1, body: { emailId } })));
+    await consumeSendBatch(batch as MessageBatch<{ emailId: string }>, { ...env, DB: db }, { transportFor: watching });
+    // Two for the replies before the three-recipient email's last message, and the first marks
+    // of each connection's first email and of the ones it takes once the queue runs low (two
+    // per connection at most); the other emails' first marks rode along with a settlement.
+    expect(ownWrites).toBeGreaterThanOrEqual(2);
+    expect(ownWrites).toBeLessThanOrEqual(2 + 2 * 3);
+    expect(seen.map((s) => s.sending).sort()).toEqual([...emailOf.keys()].sort());
+    // On its way out, every message's recipient is marked in flight and every earlier reply of
+    // its email is already in D1.
+    for (const s of seen) expect(s.progress?.inFlight, s.sending).toBe(s.sending);
+    const ofMulti = seen.filter((s) => emailOf.get(s.sending) === multi);
+    expect(ofMulti.map((s) => s.sending)).toEqual(rs);
+    for (const [i, s] of ofMulti.entries()) expect(s.progress!.results.map((r) => [r.recipient, r.status])).toEqual(rs.slice(0, i).map((r) => [r, "accepted"]));
+    for (const id of ids) expect(await env.DB.prepare("SELECT state, attempt_json FROM emails WHERE id = ?").bind(id).first()).toEqual({ state: "done", attempt_json: null });
+  });
+
+  it("a lease that ends with a message in flight records outcome_unknown and sends again only that message", async () => {
+    const [answered, inFlight, untouched] = [unique("fine"), unique("fine"), unique("fine")];
+    const id = await recordedEmail([answered, inFlight, untouched]);
+    // What a consumer killed right after the relay's 250 for `inFlight` leaves behind: the first
+    // reply recorded, the second message marked in flight, the lease run out.
+    const progress = { inFlight, results: [{ recipient: answered, status: "accepted", code: 250, message: "250 OK", final: true }] };
+    await env.DB.prepare("UPDATE emails SET state = 'sending', lease_until = ?, attempt_json = ? WHERE id = ?").bind(Date.now() - 1, JSON.stringify(progress), id).run();
+    const swept = await sweepDelivery(env);
+    expect(swept.leasesExpired).toBeGreaterThanOrEqual(1);
+    // The unknown outcome is on the email, not a webhook event (see README, "Delivery guarantees").
+    const unknown = (await events(id)).filter((e) => e.type === "outcome_unknown");
+    expect(unknown).toHaveLength(1);
+    expect(unknown[0]!.data).toMatchObject({ recipients: [inFlight], message: expect.stringMatching(/may receive it twice/) });
+    expect(await env.DB.prepare("SELECT count(*) AS n FROM webhook_events WHERE type LIKE '%unknown%'").first<{ n: number }>()).toEqual({ n: 0 });
+    // The cron enqueued it; the next attempt sends to the one in flight and the untouched one.
+    await waitFor("delivered again", async () => ((await get(id)).last_event === "delivered" ? true : undefined));
+    expect(await captured(answered)).toHaveLength(0);
+    expect(await captured(inFlight)).toHaveLength(1);
+    expect(await captured(untouched)).toHaveLength(1);
+    const evs = await events(id);
+    expect(evs.map((e) => e.type)).toEqual(["scheduled", "outcome_unknown", "sent", "delivered"]);
+    expect((evs[2]!.data.recipients as string[]).sort()).toEqual([answered, inFlight, untouched].sort());
+    // A second sweep finds nothing more to say.
+    await sweepDelivery(env);
+    expect((await events(id)).filter((e) => e.type === "outcome_unknown")).toHaveLength(1);
   });
 
   it("messages of one batch share a few SMTP connections, not one each", async () => {

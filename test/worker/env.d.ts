@@ -5,6 +5,8 @@ interface TestBindings {
   TEST_MIGRATIONS: D1Migration[];
   /** Ports of the loopback SMTP peers started by test/global-setup.ts, by name. */
   TEST_PEERS: Record<string, number>;
+  /** A send_email binding that allows one recipient (vitest.config.ts). */
+  EMAIL_RESTRICTED: SendEmail;
 }
 
 declare global {

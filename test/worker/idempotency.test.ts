@@ -2,7 +2,7 @@
 // times it arrives and however the requests race.
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { fingerprint, sweepIdempotencyKeys } from "../../worker/sending/idempotency.ts";
+import { canonicalJson, fingerprint, sweepIdempotencyKeys } from "../../worker/sending/idempotency.ts";
 import { KEY_LIFETIME_MS } from "../../worker/sending/key-claim.ts";
 import { periodsAt } from "../../worker/sending/quota.ts";
 import { performSend } from "../../worker/sending/send.ts";
@@ -108,6 +108,28 @@ describe("Idempotency-Key on POST /emails", () => {
     }
     expect((await sendWithKey(a, "x".repeat(256), body)).status).toBe(200);
     expect(await countRows("emails", a.accountId)).toBe(1);
+  });
+
+  it("a body nested 100,000 deep gets its validation answer, not a 500, with or without a key", async () => {
+    // The fingerprint canonicalises the whole body before anything validates it: a recursive
+    // walk overflowed the stack on this body (issue 20, item 10).
+    const a = await createAccount();
+    const deep = (inner: string) => `${"[".repeat(100_000)}${inner}${"]".repeat(100_000)}`;
+    const body = `{"from":"k@${a.domain}","to":"delivered@simulator.tern.test","subject":"s","text":"t","tags":${deep("1")}}`;
+    for (const headers of [{ "idempotency-key": "deep-1" }, {}] as Record<string, string>[]) {
+      const res = await api(a.token, "POST", "/emails", body, headers);
+      expect(res.status).toBe(422);
+      expect(((await res.json()) as { name: string }).name).toBe("validation_error");
+    }
+    // The same deep body under another key order is the same request: its stored answer replays.
+    const objects = `{"from":"k@${a.domain}","x":${"{\"a\":".repeat(100_000)}{"b":1,"a":2}${"}".repeat(100_000)}}`;
+    const reordered = `{"x":${"{\"a\":".repeat(100_000)}{"a":2,"b":1}${"}".repeat(100_000)},"from":"k@${a.domain}"}`;
+    expect((await api(a.token, "POST", "/emails", objects, { "idempotency-key": "deep-2" })).status).toBe(422);
+    const again = await api(a.token, "POST", "/emails", reordered, { "idempotency-key": "deep-2" });
+    expect(again.status).toBe(422);
+    expect(again.headers.get("idempotent-replayed")).toBe("true");
+    expect(await countRows("emails", a.accountId)).toBe(0);
+    expect(canonicalJson({ b: [1, { d: null, c: "x\"", e: undefined }, []], a: true, c: {} })).toBe('{"a":true,"b":[1,{"c":"x\\"","d":null},[]],"c":{}}');
   });
 
   it("a 4xx validation answer is stored and replayed", async () => {

@@ -8,6 +8,8 @@ import { readConfig } from "../../worker/config.ts";
 import { handleEmail } from "../../worker/inbound/email-handler.ts";
 import { parseReport } from "../../worker/reports/parse.ts";
 import { returnPathAddress } from "../../worker/sending/return-path.ts";
+import { macKey } from "../../worker/crypto/master-key.ts";
+import { toHex } from "../../worker/bytes.ts";
 import worker from "../../worker/index.ts";
 import { api, createAccount, insertDomain, type TestAccount } from "./fixtures.ts";
 
@@ -56,10 +58,20 @@ function reportRecipients(name: string): string[] {
   return parsed.ok ? [...new Set(parsed.report.outcomes.flatMap((o) => o.recipients))] : [];
 }
 
-async function sentEmail(to: string[] = ["delivered@simulator.tern.test"]): Promise<{ id: string; returnPath: string }> {
-  const res = await api(acct.token, "POST", "/emails", { from: `news@${acct.domain}`, to: to.length ? to : ["someone@example.net"], subject: "Report me", text: "x" });
+/** An email, the return path of its message to its first recipient, and of the others'. */
+async function sentEmail(to: string[] = ["delivered@simulator.tern.test"]): Promise<{ id: string; returnPath: string; returnPathOf: (recipient: string) => Promise<string> }> {
+  const recipients = to.length ? to : ["someone@example.net"];
+  const res = await api(acct.token, "POST", "/emails", { from: `news@${acct.domain}`, to: recipients, subject: "Report me", text: "x" });
   const { id } = (await res.json()) as { id: string };
-  return { id, returnPath: await returnPathAddress(env.MASTER_KEY, id, "send", acct.domain) };
+  const returnPathOf = (recipient: string) => returnPathAddress(env.MASTER_KEY, id, recipient, "send", acct.domain);
+  return { id, returnPath: await returnPathOf(recipients[0]!), returnPathOf };
+}
+
+/** The per-email return path tern made before return paths named a recipient. */
+async function perEmailReturnPath(id: string): Promise<string> {
+  const key = await macKey(env.MASTER_KEY, "return-path");
+  const tag = toHex(new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(id)))).slice(0, 12);
+  return `${id.replace(/-/g, "")}-${tag}@send.${acct.domain}`;
 }
 
 async function events(id: string): Promise<{ type: string; data: Record<string, unknown> }[]> {
@@ -109,7 +121,7 @@ describe("reports at the return path", () => {
     expect((await webhookEvents(id)).filter((w) => w.type === "email.bounced")).toHaveLength(1);
     // Two different reports at once are two facts, both kept.
     const other = await sentEmail([...reportRecipients("postfix-bounce-user-unknown"), ...reportRecipients("postfix-delayed")]);
-    await Promise.all(["postfix-bounce-user-unknown", "postfix-delayed"].map((name) => handleEmail(incoming("", other.returnPath, fixture(name)).message, env)));
+    await Promise.all(["postfix-bounce-user-unknown", "postfix-delayed"].map(async (name) => handleEmail(incoming("", await other.returnPathOf(reportRecipients(name)[0]!), fixture(name)).message, env)));
     const reported = (await webhookEvents(other.id)).map((w) => w.type).filter((t) => t === "email.bounced" || t === "email.delivery_delayed");
     expect(reported.sort()).toEqual(["email.bounced", "email.delivery_delayed"]);
   });
@@ -171,14 +183,52 @@ describe("reports at the return path", () => {
     expect(await suppressed("reader@example.org")).toMatchObject({ reason: "complaint" });
   });
 
-  it("a complaint about an email with several recipients that does not say which suppresses none of them", async () => {
-    const { id, returnPath } = await sentEmail(["one@example.org", "two@example.org"]);
+  it("a complaint that does not say who complained is about the recipient its return path names", async () => {
+    const { id, returnPathOf } = await sentEmail(["one@example.org", "two@example.org"]);
     const complaint = fixture("arf-yahoo").replace(/^Original-Rcpt-To:.*\r?\n/im, "").replaceAll("pat.smith@yahoo.com", "hidden@example.invalid");
-    await handleEmail(incoming("", returnPath, complaint).message, env);
+    await handleEmail(incoming("", await returnPathOf("two@example.org"), complaint).message, env);
     const complained = (await events(id)).find((e) => e.type === "complained");
-    expect(complained?.data.recipients).toEqual([]);
+    expect(complained?.data.recipients).toEqual(["two@example.org"]);
     expect(await suppressed("one@example.org")).toBeNull();
-    expect(await suppressed("two@example.org")).toBeNull();
+    expect(await suppressed("two@example.org")).toMatchObject({ reason: "complaint" });
+  });
+
+  it("a recipient cannot suppress a co-recipient: a report at one's return path speaks only for them", async () => {
+    const reader = `reader-${crypto.randomUUID().slice(0, 8)}@example.org`;
+    const victim = `victim-${crypto.randomUUID().slice(0, 8)}@example.org`;
+    const { id, returnPathOf } = await sentEmail([reader, victim]);
+    const readers = await returnPathOf(reader);
+    const victims = await returnPathOf(victim);
+    // Each recipient's message left with its own return path.
+    expect(readers).not.toBe(victims);
+    // The reader mails a hard bounce and a complaint, both naming the co-recipient, to the
+    // return path the reader's copy came from.
+    const bounce = fixture("postfix-bounce-user-unknown").replaceAll("nobody@example.org", victim);
+    expect(await handleEmail(incoming("", readers, bounce).message, env)).toMatchObject({ kind: "report", applied: true, detail: "" });
+    const complaint = fixture("arf-yahoo").replaceAll("pat.smith@yahoo.com", victim);
+    await handleEmail(incoming("", readers, complaint).message, env);
+    expect(await suppressed(victim)).toBeNull();
+    expect((await events(id)).filter((e) => e.data.source === "report" && (e.data.recipients as string[]).includes(victim))).toEqual([]);
+    // The complaint is still about the copy it came back with: the reader's.
+    expect(await suppressed(reader)).toMatchObject({ reason: "complaint" });
+
+    // The genuine bounce, at the victim's own return path, is taken.
+    expect(await handleEmail(incoming("", victims, bounce).message, env)).toMatchObject({ kind: "report", applied: true, detail: "bounced" });
+    expect(await suppressed(victim)).toMatchObject({ reason: "bounce", email_id: id });
+    expect((await events(id)).find((e) => e.type === "bounced")?.data.recipients).toEqual([victim]);
+  });
+
+  it("a per-email return path from before speaks for an email with one recipient, and for nobody when it had several", async () => {
+    const single = `single-${crypto.randomUUID().slice(0, 8)}@example.org`;
+    const one = await sentEmail([single]);
+    const bounceFor = (r: string) => fixture("postfix-bounce-user-unknown").replaceAll("nobody@example.org", r);
+    expect(await handleEmail(incoming("", await perEmailReturnPath(one.id), bounceFor(single)).message, env)).toMatchObject({ applied: true, detail: "bounced" });
+    expect(await suppressed(single)).toMatchObject({ reason: "bounce" });
+
+    const [a, b] = [`a-${crypto.randomUUID().slice(0, 8)}@example.org`, `b-${crypto.randomUUID().slice(0, 8)}@example.org`];
+    const two = await sentEmail([a, b]);
+    expect(await handleEmail(incoming("", await perEmailReturnPath(two.id), bounceFor(b)).message, env)).toMatchObject({ kind: "report", applied: false });
+    expect(await suppressed(b)).toBeNull();
   });
 
   it("a report for a forged or altered return path, or chatter at a real one, changes nothing and bounces nothing", async () => {
@@ -188,6 +238,10 @@ describe("reports at the return path", () => {
     const outcome = await handleEmail(a.message, env);
     // Not a return path tern made: not a report, and no receiving domain either.
     expect(outcome.kind).toBe("rejected");
+    // Nor is one whose recipient mark was changed (to point at another recipient) under a valid tag.
+    const remarked = returnPath.replace(/-([0-9a-f]{10})-/, (_m, mark: string) => `-${mark.slice(0, 9)}${mark.endsWith("0") ? "1" : "0"}-`);
+    expect(remarked).not.toBe(returnPath);
+    expect((await handleEmail(incoming("", remarked, fixture("postfix-bounce-user-unknown")).message, env)).kind).toBe("rejected");
     const b = incoming("someone@example.org", returnPath, fixture("malformed-auto-reply"));
     expect(await handleEmail(b.message, env)).toMatchObject({ kind: "report", applied: false });
     expect(b.rejected()).toBeNull();
@@ -291,10 +345,33 @@ describe("inbound mail", () => {
 
   it("expired links stop working", async () => {
     const { signedQuery, verifyLink } = await import("../../worker/inbound/links.ts");
-    const s = await signedQuery(env.MASTER_KEY, "raw:x", Date.now() - 2 * 3600_000);
-    const p = new URLSearchParams(s.query);
-    expect(await verifyLink(env.MASTER_KEY, "raw:x", p.get("expires")!, p.get("signature")!, Date.now())).toBe(false);
-    expect(await verifyLink(env.MASTER_KEY, "raw:x", p.get("expires")!, p.get("signature")!, Number(p.get("expires")) - 1)).toBe(true);
+    const keyId = (await env.DB.prepare("SELECT id FROM api_keys WHERE account_id = ?").bind(acct.accountId).first<{ id: string }>())!.id;
+    const s = await signedQuery(env.MASTER_KEY, "raw:x", keyId, Date.now() - 2 * 3600_000);
+    const p = Object.fromEntries(new URLSearchParams(s.query));
+    expect(await verifyLink(env.DB, env.MASTER_KEY, "raw:x", p, Date.now())).toBe(false);
+    expect(await verifyLink(env.DB, env.MASTER_KEY, "raw:x", p, Number(p.expires) - 1)).toBe(true);
+  });
+
+  // Issue 20: download links stayed valid for an hour after the key that made them was revoked.
+  it("download links stop working when the API key that made them is revoked, and cannot be moved to another key", async () => {
+    const raw = message(`support@${domain}`);
+    const outcome = await handleEmail(incoming("alice@sender.example", `support@${domain}`, raw).message, env);
+    const id = (outcome as { ids: string[] }).ids[0]!;
+    const created = (await (await api(acct.token, "POST", "/api-keys", { name: "reader", permission: "full_access" })).json()) as { id: string; token: string };
+    const got = (await (await api(created.token, "GET", `/emails/receiving/${id}`)).json()) as { raw: { download_url: string }; attachments: { download_url: string }[] };
+    const urls = [got.raw.download_url, got.attachments[0]!.download_url];
+    expect(new URL(urls[0]!).searchParams.get("key")).toBe(created.id);
+    for (const url of urls) expect((await worker.fetch(new Request(url), env, {} as ExecutionContext)).status).toBe(200);
+    // The signature covers the key: naming another (live) key of the account breaks it.
+    const ownKey = (await env.DB.prepare("SELECT id FROM api_keys WHERE account_id = ? AND id != ?").bind(acct.accountId, created.id).first<{ id: string }>())!.id;
+    const moved = urls[0]!.replace(`key=${created.id}`, `key=${ownKey}`);
+    expect((await worker.fetch(new Request(moved), env, {} as ExecutionContext)).status).toBe(404);
+    expect((await api(acct.token, "DELETE", `/api-keys/${created.id}`)).status).toBe(200);
+    for (const url of urls) {
+      const res = await worker.fetch(new Request(url), env, {} as ExecutionContext);
+      expect(res.status).toBe(404);
+      expect(((await res.json()) as { name: string }).name).toBe("not_found");
+    }
   });
 
   it.each([

@@ -3,7 +3,8 @@
 // against the code under test; test/node/mime-parse.test.ts cross-checks with mailparser.
 import { describe, expect, it } from "vitest";
 import { domainOf, formatMailbox, parseMailbox, toAsciiEmail } from "../../worker/mime/address.ts";
-import { buildMessage, isOwnedHeaderName, isValidContentId, type MimeMessageInput } from "../../worker/mime/build.ts";
+import { attachmentBound, buildMessage, isOwnedHeaderName, isValidContentId, largestAttachmentWithin, messageBaseBound, type MimeMessageInput } from "../../worker/mime/build.ts";
+import { base64LinesLength } from "../../worker/mime/encoding.ts";
 import { mimeInput } from "../support/mime-input.ts";
 import {
   asciiFallbackName,
@@ -642,6 +643,13 @@ describe("buildMessage", () => {
     expect(root.headers.filter(([n]) => n.toLowerCase() === "from")).toHaveLength(1);
   });
 
+  it("never writes a trace or verdict header (an email accepted before the API refused them)", () => {
+    const trace = ["Received", "Authentication-Results", "ARC-Seal", "Resent-From", "Received-SPF", "Delivered-To", "X-Spam-Status"];
+    const { text } = build({ headers: { ...Object.fromEntries(trace.map((n) => [n, "forged"])), "X-Ok": "1" } });
+    expect(text).not.toContain("forged");
+    expect(text).toContain("X-Ok: 1");
+  });
+
   it("writes a custom Reply-To only when the message has no replyTo of its own", () => {
     expect(build({ headers: { "Reply-To": "custom@example.com" } }).text).toContain("Reply-To: custom@example.com");
     const { root } = build({ headers: { "Reply-To": "custom@example.com" }, replyTo: [{ email: "r@example.com" }] });
@@ -833,5 +841,40 @@ describe("htmlToText", () => {
   it("does not wrap long paragraphs", () => {
     const words = Array.from({ length: 50 }, (_, i) => `word${i}`).join(" ");
     expect(htmlToText(`<p>${words}</p>`)).toBe(words);
+  });
+});
+
+// The send path holds a message to 40 MB with these bounds before it is built (issue 20,
+// item 3): they must never count less than buildMessage writes.
+describe("message size bounds", () => {
+  const format = (a: { name?: string; email: string }) => (a.name ? `${a.name} <${a.email}>` : a.email);
+  const texts = [
+    "", "short", "x".repeat(78), "x".repeat(79), "=".repeat(5000), "a=_b\n".repeat(300), " trailing \n".repeat(100),
+    "Grüße ✓ 😀 ".repeat(2000), "\r\n\r\n\n\r".repeat(500), "\u00ff".repeat(10_000), "😀".repeat(10_000), "\t x\t\n".repeat(400),
+  ];
+  it.each(texts.map((t, i) => [i, t] as const))("never undercount: text and html %#", (_, body) => {
+    const subject = body.slice(0, 900).replace(/[\r\n]/g, " ") || "s";
+    const headers = { "X-Mixed": body.slice(0, 1500).replace(/[\r\n]/g, " "), "X-Plain": "1" };
+    const filename = "Überweisung 😀 " + "n".repeat(200);
+    const attachments = [{ filename, contentType: "application/pdf", content: new Uint8Array(1000 + body.length % 977), contentId: "logo" }];
+    const input = mimeInput({ subject, headers, text: body || undefined, html: body ? `<p>${body}</p>` : undefined, attachments });
+    const built = buildMessage(input).byteLength;
+    const bound = messageBaseBound({
+      subject, headers, html: input.html ?? null, text: input.text ?? null,
+      addresses: [format(input.from), ...input.to.map(format)],
+    }) + attachmentBound(attachments[0]!.content.byteLength, attachments[0]!);
+    expect(built).toBeLessThanOrEqual(bound);
+    // ...and not by much: the bound is for refusing, so it must stay close.
+    expect(bound - built).toBeLessThan(Math.max(20_000, built * 0.1));
+  });
+
+  it("largestAttachmentWithin is the largest size whose bound fits", () => {
+    const meta = { contentType: "application/octet-stream" };
+    for (const room of [0, 500, 9_000, 9_500, 100_000, 40 * 1024 * 1024, 12_345_678]) {
+      const n = largestAttachmentWithin(room, meta);
+      if (n > 0) expect(attachmentBound(n, meta)).toBeLessThanOrEqual(room);
+      expect(attachmentBound(n + 1, meta)).toBeGreaterThan(room);
+    }
+    expect(base64LinesLength(57)).toBe(76);
   });
 });

@@ -3,6 +3,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { checkOutboundUrl, createOutboundFetcher, type OutboundPolicy } from "../../worker/net/outbound.ts";
+import { IANA_IPV4_SPECIAL, IANA_IPV6_SPECIAL } from "../fixtures/iana-special-purpose.ts";
 
 const strict = { allowPrivate: false, allowHttp: false };
 const base = `https://localhost:${env.TEST_PEERS.https}`;
@@ -114,6 +115,122 @@ describe("checkOutboundUrl", () => {
   });
 });
 
+// Issue 20, item 6: IPv6 addresses that embed or route to IPv4 (6to4, Teredo, NAT64) were let
+// through to loopback and metadata addresses, and so were other special-purpose blocks.
+describe("checkOutboundUrl against IANA's special-purpose registries", () => {
+  const refused = (host: string) => checkOutboundUrl(`https://${host}/`, strict).ok === false;
+  const v4 = (text: string) => text.split(".").reduce((n, o) => n * 256 + Number(o), 0);
+  const v4Text = (n: number) => [24, 16, 8, 0].map((s) => Math.floor(n / 2 ** s) % 256).join(".");
+  const v4Range = (cidr: string) => {
+    const [base, bits] = cidr.split("/");
+    const size = 2 ** (32 - Number(bits));
+    const first = Math.floor(v4(base!) / size) * size;
+    return { first, last: first + size - 1 };
+  };
+  const v6 = (text: string): bigint => {
+    const [head, tail] = text.includes("::") ? text.split("::") : [text, undefined];
+    const h = head ? head.split(":") : [];
+    const t = tail ? tail.split(":") : [];
+    const groups = tail === undefined ? h : [...h, ...Array(8 - h.length - t.length).fill("0"), ...t];
+    return groups.reduce((n, g) => (n << 16n) | BigInt(parseInt(g, 16)), 0n);
+  };
+  const v6Text = (n: bigint) => Array.from({ length: 8 }, (_, i) => ((n >> BigInt(112 - 16 * i)) & 0xffffn).toString(16)).join(":");
+  const v6Range = (cidr: string) => {
+    const [base, bits] = cidr.split("/");
+    const hostBits = BigInt(128 - Number(bits));
+    const first = (v6(base!) >> hostBits) << hostBits;
+    return { first, last: first + (1n << hostBits) - 1n };
+  };
+  // The oracle for IPv4: the registry's blocks and multicast (224.0.0.0/4) are not public.
+  const v4Public = (n: number) =>
+    ![...IANA_IPV4_SPECIAL.map((b) => b.block), "224.0.0.0/4"].some((b) => {
+      const r = v4Range(b);
+      return n >= r.first && n <= r.last;
+    });
+  // IPv6 blocks that carry an IPv4 address: where it sits, and whether it is inverted (Teredo's client).
+  const embedded: Record<string, (n: bigint) => number[]> = {
+    "::ffff:0:0/96": (n) => [Number(n & 0xffffffffn)],
+    "64:ff9b::/96": (n) => [Number(n & 0xffffffffn)],
+    "2002::/16": (n) => [Number((n >> 80n) & 0xffffffffn)],
+    "2001::/32": (n) => [Number((n >> 64n) & 0xffffffffn), Number(~n & 0xffffffffn)],
+  };
+  // A fixed pseudo-random sequence, so that a failure can be replayed.
+  let seed = 20;
+  const random32 = () => {
+    seed = (Math.imul(seed, 1103515245) + 12345) >>> 0;
+    return seed;
+  };
+  const inside = (first: bigint, last: bigint) => {
+    const r = (BigInt(random32()) << 96n) | (BigInt(random32()) << 64n) | (BigInt(random32()) << 32n) | BigInt(random32());
+    return first + (r % (last - first + 1n));
+  };
+
+  it.each(IANA_IPV4_SPECIAL.map((b) => [b.block, b.name] as const))("refuses IPv4 %s (%s) in every spelling", (block) => {
+    const { first, last } = v4Range(block);
+    const samples = [first, last, first + Math.floor((last - first) / 2), ...Array.from({ length: 8 }, () => first + (random32() % (last - first + 1)))];
+    for (const n of samples) {
+      const a = v4Text(n);
+      const hi = (n >>> 16).toString(16);
+      const lo = (n & 0xffff).toString(16);
+      const inverted = (0xffffffff - n) >>> 0;
+      for (const host of [
+        a,
+        String(n), // one number
+        `[::ffff:${a}]`,
+        `[::${a}]`,
+        `[64:ff9b::${a}]`,
+        `[2002:${hi}:${lo}::1]`, // 6to4
+        `[2001:0:${hi}:${lo}::1]`, // Teredo server
+        `[2001:0:808:808:0:0:${(inverted >>> 16).toString(16)}:${(inverted & 0xffff).toString(16)}]`, // Teredo client
+      ]) {
+        expect(refused(host), host).toBe(true);
+      }
+    }
+  });
+
+  it.each(IANA_IPV6_SPECIAL.map((b) => [b.block, b.name] as const))("refuses IPv6 %s (%s), or judges the IPv4 address inside", (block) => {
+    const { first, last } = v6Range(block);
+    const samples = [first, last, ...Array.from({ length: 16 }, () => inside(first, last))];
+    for (const n of samples) {
+      const host = `[${v6Text(n)}]`;
+      const carried = embedded[block];
+      const expected = carried ? !carried(n).every(v4Public) : true;
+      expect(refused(host), host).toBe(expected);
+    }
+  });
+
+  it.each([
+    ["2002:7f00:1::", "6to4 of 127.0.0.1"],
+    ["2002:a9fe:a9fe::1", "6to4 of 169.254.169.254"],
+    ["2002:c0a8:101:1::1", "6to4 of 192.168.1.1"],
+    ["2001:0:808:808:0:0:80ff:fffe", "Teredo, client 127.0.0.1"],
+    ["2001:0:7f00:1:0:0:f7f7:f7f7", "Teredo, server 127.0.0.1"],
+    ["64:ff9b::7f00:1", "NAT64 of 127.0.0.1"],
+    ["64:ff9b::a9fe:a9fe", "NAT64 of 169.254.169.254"],
+    ["64:ff9b:1::808:808", "local-use NAT64"],
+    ["64:ff9b:1:7f00:1::", "local-use NAT64 of 127.0.0.1 (/48)"],
+    ["::ffff:0:7f00:1", "IPv4-translated (SIIT) 127.0.0.1"],
+    ["100::1", "discard"],
+    ["5f00::1", "SRv6"],
+    ["3fff::1", "documentation"],
+    ["1::1", "unallocated, outside 2000::/3"],
+    ["4000::1", "unallocated, outside 2000::/3"],
+  ])("refuses [%s] (%s)", (address) => {
+    expect(refused(`[${address}]`)).toBe(true);
+  });
+
+  it.each([
+    ["2606:4700:4700::1111", "global unicast"],
+    ["2a00:1450:4001:80b::200e", "global unicast"],
+    ["2002:808:808::1", "6to4 of 8.8.8.8"],
+    ["2001:0:808:808:0:0:fefe:fefe", "Teredo, server 8.8.8.8, client 1.1.1.1"],
+    ["64:ff9b::101:101", "NAT64 of 1.1.1.1"],
+    ["::ffff:101:101", "IPv4-mapped 1.1.1.1"],
+  ])("allows [%s] (%s)", (address) => {
+    expect(refused(`[${address}]`)).toBe(false);
+  });
+});
+
 describe("createOutboundFetcher", () => {
   it("fetches a file over https with its content type", async () => {
     const result = await createOutboundFetcher(local)(`${base}/file.pdf`);
@@ -181,7 +298,18 @@ describe("createOutboundFetcher", () => {
 
   it("stops reading a body that grows past maxBytes", async () => {
     const result = await createOutboundFetcher({ ...local, maxBytes: 1024 * 1024 })(`${base}/big`);
-    expect(result).toEqual({ ok: false, message: "The file is larger than the limit of 1048576 bytes." });
+    expect(result).toEqual({ ok: false, tooBig: true, message: "The file is larger than the limit of 1048576 bytes." });
+  });
+
+  it("holds one fetch to a tighter limit with its own message, declared or streamed", async () => {
+    const limit = { maxBytes: 1000, message: "Only 1000 bytes were left." };
+    const fetcher = createOutboundFetcher({ ...local, maxBytes: 10 * 1024 * 1024 });
+    expect(await fetcher(`${base}/big`, limit)).toEqual({ ok: false, tooBig: true, message: "Only 1000 bytes were left." });
+    expect(await fetcher(`${base}/big-declared`, limit)).toEqual({ ok: false, tooBig: true, message: "Only 1000 bytes were left." });
+    expect(await fetcher(`${base}/file.pdf`, limit)).toMatchObject({ ok: true });
+    // A limit looser than the policy's does not loosen it.
+    expect(await createOutboundFetcher(local)(`${base}/big`, { maxBytes: 10 * 1024 * 1024, message: "x" }))
+      .toEqual({ ok: false, tooBig: true, message: "The file is larger than the limit of 1048576 bytes." });
   });
 
   it("accepts a body up to maxBytes", async () => {
@@ -197,7 +325,7 @@ describe("createOutboundFetcher", () => {
     // The server declares 5 MB and sends nothing: only the header check can answer before the timeout.
     const started = Date.now();
     const result = await createOutboundFetcher({ ...local, timeoutMs: 10_000 })(`${base}/big-declared`);
-    expect(result).toEqual({ ok: false, message: "The file is larger than the limit of 1048576 bytes." });
+    expect(result).toEqual({ ok: false, tooBig: true, message: "The file is larger than the limit of 1048576 bytes." });
     expect(Date.now() - started).toBeLessThan(5_000);
   });
 

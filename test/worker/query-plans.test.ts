@@ -22,7 +22,7 @@ const ids = Array.from({ length: 90 }, (_, i) => `00000000-0000-7000-8000-${Stri
 describe("query plans of the consumers' lookups by id", () => {
   const db = drizzle(env.DB);
   it.each([
-    ["claiming queued emails", claimQuery(db, ids, Date.now()), "emails"],
+    ["claiming queued emails", claimQuery(db, ids, Date.now(), 600_000), "emails"],
     ["reading events not yet fanned out", pendingEventsQuery(db, ids), "webhook_events"],
     ["marking events fanned out", markFannedOutQuery(db, ids, Date.now()), "webhook_events"],
   ])("%s uses the primary key", async (_name, query, table) => {

@@ -42,6 +42,11 @@ describe("POST /emails refuses bad input and stores nothing", () => {
     ["a header name with a colon", () => ({ body: { ...valid(), headers: { "X-A:B": "1" } } }), 422, "validation_error", /headers/],
     ["a header name with a space", () => ({ body: { ...valid(), headers: { "X A": "1" } } }), 422, "validation_error", /headers/],
     ["overriding From by header", () => ({ body: { ...valid(), headers: { from: "x@evil.test" } } }), 422, "validation_error", /tern sets this header/],
+    // Issue 20, item 9: trace and verdict headers (smtp-bridge/trace-headers.ts) are refused, named.
+    ...["Received", "Authentication-Results", "ARC-Seal", "arc-message-signature", "ARC-Authentication-Results", "Resent-From",
+      "Received-SPF", "Delivered-To", "X-Spam-Status", "X-Spam-Flag", "X-Received", "Return-Path", "DKIM-Signature"].map(
+      (name): (typeof cases)[number] => [`a ${name} header`, () => ({ body: { ...valid(), headers: { "X-Fine": "1", [name]: "forged" } } }), 422, "validation_error", new RegExp(`\`headers\\.${name}\`.*cannot be set`)],
+    ),
     ["overriding Bcc by header", () => ({ body: { ...valid(), headers: { Bcc: "x@evil.test" } } }), 422, "validation_error", /tern sets this header/],
     ["51 recipients", () => ({ body: { ...valid(), to: Array.from({ length: 51 }, (_, i) => `r${i}@example.com`) } }), 422, "validation_error", /at most 50/],
     ["an empty to array", () => ({ body: { ...valid(), to: [] } }), 422, "validation_error", /`to`/],

@@ -7,6 +7,7 @@ import PostalMime from "postal-mime";
 import { beforeAll, describe, expect, it } from "vitest";
 import { readConfig } from "../../worker/config.ts";
 import { linkTokenKey, trackedHtml } from "../../worker/tracking/outgoing.ts";
+import { CLICK_WINDOW_MS, CLICKS_PER_LINK_PER_WINDOW, loadEmail, recordClick } from "../../worker/tracking/record.ts";
 import { signClickToken } from "../../worker/tracking/tokens.ts";
 import { api, createAccount, type TestAccount } from "./fixtures.ts";
 import { address, bytesOf, capturedFor, type Captured } from "./peers.ts";
@@ -56,7 +57,7 @@ const clickUrls = (html: string) => [...html.matchAll(/href="(https:\/\/t\.tern\
 const pixelUrl = (html: string) => html.match(/<img src="(https:\/\/t\.tern\.test\/t\/o\/[A-Za-z0-9_-]+)"/)?.[1];
 
 async function events(id: string) {
-  return ((await (await api(acct.token, "GET", `/emails/${id}/events`)).json()) as { data: { type: string; data: Record<string, unknown> }[] }).data;
+  return ((await (await api(acct.token, "GET", `/emails/${id}/events?limit=100`)).json()) as { data: { type: string; data: Record<string, unknown> }[] }).data;
 }
 async function webhookEvents(emailId: string, type: string) {
   const rows = await env.DB.prepare("SELECT payload_json FROM webhook_events WHERE account_id = ? AND type = ?").bind(acct.accountId, type).all<{ payload_json: string }>();
@@ -112,6 +113,56 @@ describe("open and click tracking", () => {
       { ipAddress: "203.0.113.9", link: LINK_B, timestamp: hooks[1]!.created_at, userAgent: "TestMail/1.0" },
     ]);
     expect(((await (await api(acct.token, "GET", `/emails/${sent.id}`)).json()) as { last_event: string }).last_event).toBe("clicked");
+  });
+
+  // Issue 20, item 5: 200 requests on one link made 200 click events and 200 webhook posts.
+  it("a flood on one link: every request redirects, one client counts once, the link at most its cap per window", async () => {
+    const flood = await send(`News <news@${tracked.name}>`);
+    const [linkA, linkB] = clickUrls(flood.html);
+    // The window starts on the clock's minute: keep the flood inside one.
+    if (Date.now() % CLICK_WINDOW_MS > CLICK_WINDOW_MS - 15_000) await new Promise((r) => setTimeout(r, CLICK_WINDOW_MS - (Date.now() % CLICK_WINDOW_MS) + 50));
+    const same = await Promise.all(Array.from({ length: 100 }, () => visit(pathOf(linkA!))));
+    const many = await Promise.all(Array.from({ length: 100 }, (_, i) => visit(pathOf(linkA!), { headers: { "cf-connecting-ip": `198.51.100.${i}`, "user-agent": `Bot/${i}` } })));
+    for (const res of [...same, ...many]) {
+      expect(res.status).toBe(302);
+      expect(res.headers.get("location")).toBe(LINK_A);
+    }
+    const clicksOf = async (link: string) => (await events(flood.id)).filter((e) => e.type === "clicked" && (e.data.click as { link: string }).link === link);
+    const recorded = await clicksOf(LINK_A);
+    expect(recorded).toHaveLength(CLICKS_PER_LINK_PER_WINDOW);
+    // The flooding client counted once among them.
+    expect(recorded.filter((e) => (e.data.click as { userAgent: string }).userAgent === "TestMail/1.0").length).toBeLessThanOrEqual(1);
+    expect((await webhookEvents(flood.id, "email.clicked")).length).toBe(CLICKS_PER_LINK_PER_WINDOW);
+    // The cap is per link: another link of the same email still counts.
+    expect((await visit(pathOf(linkB!))).headers.get("location")).toBe(LINK_B);
+    expect(await clicksOf(LINK_B)).toHaveLength(1);
+  });
+
+  it("concurrent pixel fetches record one open", async () => {
+    const pixel = await send(`News <news@${tracked.name}>`);
+    if (Date.now() % 60_000 > 45_000) await new Promise((r) => setTimeout(r, 60_000 - (Date.now() % 60_000) + 50));
+    const answers = await Promise.all(Array.from({ length: 50 }, () => visit(pathOf(pixelUrl(pixel.html)!))));
+    for (const res of answers) expect(res.headers.get("content-type")).toBe("image/gif");
+    expect((await events(pixel.id)).filter((e) => e.type === "opened")).toHaveLength(1);
+    expect(await webhookEvents(pixel.id, "email.opened")).toHaveLength(1);
+  });
+
+  it("a client's click counts again in the next window, and the cap opens again", async () => {
+    const again = await send(`News <news@${tracked.name}>`);
+    const email = (await loadEmail(env.DB, again.id))!;
+    const visitor = { ipAddress: "203.0.113.7", userAgent: "Mail/2" };
+    const t = Math.floor(Date.now() / CLICK_WINDOW_MS) * CLICK_WINDOW_MS;
+    expect(await recordClick(env, email, 0, LINK_A, visitor, t)).toBe(true);
+    expect(await recordClick(env, email, 0, LINK_A, visitor, t + CLICK_WINDOW_MS - 1)).toBe(false);
+    expect(await recordClick(env, email, 1, LINK_B, visitor, t + 1)).toBe(true);
+    expect(await recordClick(env, email, 0, LINK_A, visitor, t + CLICK_WINDOW_MS)).toBe(true);
+    const clients = Array.from({ length: CLICKS_PER_LINK_PER_WINDOW + 5 }, (_, i) => ({ ipAddress: `192.0.2.${i}`, userAgent: "x" }));
+    const next = t + 2 * CLICK_WINDOW_MS;
+    const verdicts = await Promise.all(clients.map((v) => recordClick(env, email, 0, LINK_A, v, next)));
+    expect(verdicts.filter(Boolean)).toHaveLength(CLICKS_PER_LINK_PER_WINDOW);
+    const clicked = (await events(again.id)).filter((e) => e.type === "clicked");
+    expect(clicked).toHaveLength(3 + CLICKS_PER_LINK_PER_WINDOW);
+    expect(await webhookEvents(again.id, "email.clicked")).toHaveLength(3 + CLICKS_PER_LINK_PER_WINDOW);
   });
 
   it("forged, altered and cross-email click tokens get a 404, never a redirect, and record nothing", async () => {

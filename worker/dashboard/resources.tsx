@@ -9,7 +9,8 @@ import { cancelEmail, findEmail, getEmail, listEmailEvents } from "../emails/ser
 import { renderMessage } from "../delivery/consumer.ts";
 import { validate } from "../http.ts";
 import { CreateApiKeyRequest } from "../routes/api-keys.ts";
-import { CreateDomainRequest, REGIONS } from "../routes/domains.ts";
+import { CreateDomainRequest } from "../routes/domains.ts";
+import { REGIONS } from "../regions.ts";
 import { CreateWebhookRequest } from "../routes/webhooks.ts";
 import { WEBHOOK_EVENT_TYPES } from "../webhooks/payloads.ts";
 import { createWebhook, deleteWebhook, findWebhook, listWebhookAttempts, listWebhookDeliveries, listWebhooks, replayWebhookDelivery, rotateWebhookSecret, updateWebhook, webhookView } from "../webhooks/service.ts";
@@ -481,7 +482,9 @@ async function receivedPage(c: DashCtx) {
 
 async function receivedOne(c: DashCtx) {
   const v = c.get("viewer");
-  const m = await getReceived(c.env, readConfig(c.env), v.account.id, c.req.param("id")!, new URL(c.req.url).origin);
+  // Download links are signed for an API key (they die with it), so the dashboard, which has
+  // none, shows the content and names the attachments without links.
+  const m = await getReceived(c.env, readConfig(c.env), v.account.id, "dashboard", c.req.param("id")!, new URL(c.req.url).origin);
   return page(c, m.subject || "(no subject)", (
     <>
       <p><a href="/dashboard/received">← All received mail</a></p>
@@ -490,8 +493,7 @@ async function receivedOne(c: DashCtx) {
           <dt>From</dt><dd>{m.from}</dd><dt>To</dt><dd>{m.to.join(", ")}</dd>
           <dt>Received</dt><dd><Time at={m.created_at} /></dd>
           <dt>Authentication</dt><dd>SPF {String(m.authentication.spf ?? "none")}, DKIM {String(m.authentication.dkim ?? "none")}, DMARC {String(m.authentication.dmarc ?? "none")}</dd>
-          <dt>Raw message</dt><dd><a href={m.raw.download_url}>Download</a></dd>
-          {m.attachments.length ? (<><dt>Attachments</dt><dd>{m.attachments.map((a) => <div><a href={a.download_url}>{a.filename ?? a.id}</a> <span class="muted">{a.size} bytes</span></div>)}</dd></>) : null}
+          {m.attachments.length ? (<><dt>Attachments</dt><dd>{m.attachments.map((a) => <div>{a.filename ?? a.id} <span class="muted">{a.size} bytes</span></div>)}</dd></>) : null}
         </dl>
       </section>
       <section class="panel">

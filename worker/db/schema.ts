@@ -146,6 +146,10 @@ export const emails = sqliteTable(
     nextAttemptAt: integer("next_attempt_at"),
     /** Lease on a send in progress: a consumer owns the email until this time. */
     leaseUntil: integer("lease_until"),
+    /** The attempt under way, written as it goes (delivery/progress.ts): the recipient whose
+     * message may be at the relay now and the results of the messages already answered. Null
+     * between attempts. */
+    attemptJson: text("attempt_json"),
     messageId: text("message_id").notNull(),
     createdAt: integer("created_at").notNull(),
   },

@@ -1,7 +1,10 @@
 // The send queue's consumer: claim an email, build its message, hand it to the transports
 // and record what happened. A claim is a conditional UPDATE from `queued` to `sending`, so a
-// redelivered queue message finds nothing to claim and never sends an email twice.
-import { and, eq, inArray, lte } from "drizzle-orm";
+// redelivered queue message finds nothing to claim and never sends an email twice. Each
+// recipient gets its own message (its own return path, sending/return-path.ts), and each
+// message's reply is recorded as soon as it arrives (progress.ts), so a crash can send again
+// only the one message whose reply it had not yet recorded, and says so (outcome_unknown).
+import { and, eq, inArray, lte, sql } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { readConfig, type TernConfig } from "../config.ts";
@@ -18,14 +21,14 @@ import { NoSigningKeyError, sendingIdentity } from "./sending-identity.ts";
 import { isSimulated, simulate } from "../transports/simulator.ts";
 import type { Transport, TransportSession } from "../transports/transport.ts";
 import { settleAttempt, type AttemptResult, type EventRecord, type Settlement } from "./outcome.ts";
+import { AttemptLog, LeaseLostError, markInFlightStatement, progressOf, type InFlightMark } from "./progress.ts";
+import { canonicalRecipient } from "../sending/return-path.ts";
 import { announce, emailFacts, emailOutboxEvent, outboxInsert, type OutboxEvent } from "../events/outbox.ts";
 import type { Bounce } from "../webhooks/payloads.ts";
 import { suppressedAmong, suppressionKey, suppressStatement } from "../suppressions/suppress.ts";
 import { linkTokenKey, trackedHtml } from "../tracking/outgoing.ts";
 import { asksForUnsubscribe, unsubscribeUrl, withUnsubscribeUrl, type MessageParts } from "../contacts/list-unsubscribe.ts";
 
-/** How long a consumer owns an email it claimed; past this the cron hands it back to the queue. */
-export const LEASE_MS = 10 * 60_000;
 /** A queue message may arrive a little before its email is due. */
 const EARLY_SLACK_MS = 5_000;
 /** The longest delay Queues accepts for a retry. */
@@ -57,33 +60,50 @@ export async function consumeSendBatch(batch: MessageBatch<QueueMessage>, env: E
   const config = readConfig(env);
   const now = deps.now ?? Date.now;
   const makeTransport = deps.transportFor ?? ((region: string) => transportFor(env, config, region));
-  const claimed = await claimEmails(env.DB, [...new Set(batch.messages.map((m) => m.body.emailId))], now());
+  const claimed = await claimEmails(env.DB, [...new Set(batch.messages.map((m) => m.body.emailId))], now(), config.leaseMs);
   const suppressed = await suppressedInBatch(env.DB, claimed);
   const outcome = new Map<string, number | null | "error">();
 
   // A few workers, each with its own connection per region, take the claimed emails in turn;
-  // each email is recorded as soon as it is settled, so a crash loses at most one attempt.
+  // each message's reply is recorded as soon as it arrives (progress.ts), so a crash leaves at
+  // most one message per connection whose outcome tern does not know. Each worker takes its
+  // next email before settling the current one: the settlement's D1 batch also marks the next
+  // email's first message in flight, which saves that email a write of its own.
   const queue = [...claimed];
   const simulatedWrites: SimulatedWrite[] = [];
   await Promise.all(
     Array.from({ length: Math.min(PARALLEL_SESSIONS, queue.length) }, async () => {
       const sessions = new Sessions(makeTransport);
       try {
-        for (let email = queue.shift(); email; email = queue.shift()) {
+        let carried: Carried | null = null;
+        let email = queue.shift();
+        while (email) {
+          // The next email is taken early only while the other connections have work of their own.
+          const next = queue.length >= PARALLEL_SESSIONS ? queue.shift() : undefined;
+          const first: Carried = carried ?? { marked: false, leases: [email.leaseUntil!] };
+          carried = null;
           try {
-            outcome.set(email.id, await deliverEmail(env, config, email, suppressed.get(email.accountId)!, sessions, now, simulatedWrites));
+            const nextMark = next ? firstMessageMark(next, suppressed.get(next.accountId)!, config) : null;
+            const done = await deliverEmail(env, config, email, suppressed.get(email.accountId)!, sessions, now, simulatedWrites, { first, nextMark });
+            outcome.set(email.id, done.retryIn);
+            carried = done.next;
           } catch (err) {
-            if (err instanceof UnrecordedDeliveryError) {
+            if (err instanceof LeaseLostError) {
+              // The cron handed it back (the lease ran out): its next owner sends the rest.
+              console.error("lease lost mid-send; left to its next owner", email.id);
+              outcome.set(email.id, null);
+            } else if (err instanceof UnrecordedDeliveryError) {
               // The mail left tern: handing the claim back would send it again in 30 s. The row
               // stays in `sending` until its lease ends, the longest wait before a resend.
               console.error("delivered but not recorded; left to its lease", email.id, err.cause);
               outcome.set(email.id, null);
-              continue;
+            } else {
+              console.error("delivery failed unexpectedly; will retry", email.id, err);
+              await releaseClaim(env.DB, email.id).catch(() => {});
+              outcome.set(email.id, "error");
             }
-            console.error("delivery failed unexpectedly; will retry", email.id, err);
-            await releaseClaim(env.DB, email.id).catch(() => {});
-            outcome.set(email.id, "error");
           }
+          email = next ?? queue.shift();
         }
       } finally {
         await sessions.closeAll();
@@ -120,30 +140,31 @@ export async function consumeSendBatch(batch: MessageBatch<QueueMessage>, env: E
 
 /** Moves the batch's due emails from queued to sending in one statement; the rows returned
  * are the ones this consumer now owns. */
-async function claimEmails(d1: D1Database, ids: string[], t: number): Promise<EmailRow[]> {
+async function claimEmails(d1: D1Database, ids: string[], t: number, leaseMs: number): Promise<EmailRow[]> {
   const db = drizzle(d1);
   const owned: EmailRow[] = [];
   for (let i = 0; i < ids.length; i += 90) {
-    owned.push(...(await claimQuery(db, ids.slice(i, i + 90), t)));
+    owned.push(...(await claimQuery(db, ids.slice(i, i + 90), t, leaseMs)));
   }
   return owned;
 }
 
 /** The claim of a set of emails by id (exported for the query-plan test). */
-export function claimQuery(db: DrizzleD1Database, ids: string[], t: number) {
+export function claimQuery(db: DrizzleD1Database, ids: string[], t: number, leaseMs: number) {
   return db.update(emails)
-    .set({ state: "sending", leaseUntil: t + LEASE_MS })
+    .set({ state: "sending", leaseUntil: t + leaseMs })
     // By primary key only: see worker/db/plan.ts.
     .where(and(inArray(emails.id, ids), eq(unindexed(emails.state), "queued"), lte(unindexed(emails.nextAttemptAt), t + EARLY_SLACK_MS)))
     .returning();
 }
 
+/** Hands an email back for a quick retry. Results already recorded stay (the next attempt
+ * skips their recipients); nothing can be in flight when this runs. */
 async function releaseClaim(db: D1Database, emailId: string): Promise<void> {
-  await drizzle(db).update(emails).set({ state: "queued", leaseUntil: null })
+  await drizzle(db).update(emails).set({ state: "queued", leaseUntil: null, attemptJson: sql`json_set(${emails.attemptJson}, '$.inFlight', json('null'))` })
     .where(and(eq(emails.id, emailId), eq(emails.state, "sending")));
 }
 
-/** One attempt for one claimed email. Returns seconds until a retry, or null when it is done. */
 interface SimulatedWrite {
   emailId: string;
   statements: BatchItem<"sqlite">[];
@@ -154,19 +175,19 @@ interface SimulatedWrite {
 class UnrecordedDeliveryError extends Error {}
 
 /** Records what happened to mail that already left tern. A transient D1 failure must not turn
- * into a second send, so the write is retried (it is guarded by state = 'sending', so running
- * it twice changes nothing) before giving up. */
-async function recordAfterSend(d1: D1Database, emailId: string, statements: BatchItem<"sqlite">[]): Promise<void> {
+ * into a second send, so the write is retried (it is guarded by state = 'sending' and the
+ * lease, so running it twice changes nothing) before giving up. */
+async function recordAfterSend(d1: D1Database, emailId: string, statements: BatchItem<"sqlite">[]): Promise<D1Result[] | null> {
   let last: unknown;
   for (let attempt = 0; attempt < 4; attempt++) {
     try {
-      // A batch that failed on the way back may have committed: then there is nothing to redo.
+      // A batch that failed on the way back may have committed: then there is nothing to redo
+      // (and what it did is not known: null).
       if (attempt > 0) {
         const row = await drizzle(d1).select({ state: emails.state }).from(emails).where(eq(emails.id, emailId)).get();
-        if (row && row.state !== "sending") return;
+        if (row && row.state !== "sending") return null;
       }
-      await drizzle(d1).batch(statements as [BatchItem<"sqlite">]);
-      return;
+      return (await drizzle(d1).batch(statements as [BatchItem<"sqlite">])) as unknown as D1Result[];
     } catch (err) {
       last = err;
       await new Promise((r) => setTimeout(r, 100 * 2 ** attempt));
@@ -189,6 +210,51 @@ async function suppressedInBatch(d1: D1Database, claimed: EmailRow[]): Promise<M
   return out;
 }
 
+/** Who an email's attempt is for: the replies an interrupted attempt already recorded (not sent
+ * again), the suppressed recipients (settled without an attempt) and the rest, in order; the
+ * first of those that is not simulated gets the first message that leaves tern. */
+interface AttemptPlan {
+  answered: AttemptResult[];
+  suppressed: string[];
+  toAttempt: string[];
+  firstReal: string | null;
+}
+
+function planAttempt(email: EmailRow, suppressedSet: Set<string>, config: TernConfig): AttemptPlan {
+  const answered = progressOf(email).results;
+  const done = new Set(answered.map((r) => canonicalRecipient(r.recipient)));
+  const open = (JSON.parse(email.pendingJson) as string[]).filter((r) => !done.has(canonicalRecipient(r)));
+  const toAttempt = open.filter((r) => !suppressedSet.has(suppressionKey(r)));
+  return {
+    answered,
+    suppressed: open.filter((r) => suppressedSet.has(suppressionKey(r))),
+    toAttempt,
+    firstReal: toAttempt.find((r) => !isSimulated(r, config.simulatorDomains)) ?? null,
+  };
+}
+
+/** The in-flight mark of an email's first message, to ride along with the previous email's
+ * settlement (null when the email sends nothing outside tern). */
+function firstMessageMark(email: EmailRow, suppressedSet: Set<string>, config: TernConfig): Omit<InFlightMark, "renewTo"> | null {
+  const plan = planAttempt(email, suppressedSet, config);
+  return plan.firstReal === null ? null : { emailId: email.id, lease: email.leaseUntil!, inFlight: plan.firstReal, results: plan.answered };
+}
+
+/** What the previous settlement did for an email: whether it marked its first message in flight,
+ * and the lease the email's own writes are guarded by (both values when that is not known). */
+interface Carried {
+  marked: boolean;
+  leases: number[];
+}
+
+interface Handoff {
+  first: Carried;
+  /** The mark of the next email's first message, written with this settlement if it is written now. */
+  nextMark: Omit<InFlightMark, "renewTo"> | null;
+}
+
+/** One attempt for one claimed email: seconds until a retry (null when it is done), and
+ * whether the next email's first message was marked in flight with this settlement. */
 async function deliverEmail(
   env: Env,
   config: TernConfig,
@@ -197,41 +263,48 @@ async function deliverEmail(
   sessions: Sessions,
   now: () => number,
   simulatedWrites: SimulatedWrite[],
-): Promise<number | null> {
+  handoff: Handoff,
+): Promise<{ retryIn: number | null; next: Carried | null }> {
   const attempt = email.attempts + 1;
-  const pending = JSON.parse(email.pendingJson) as string[];
-  // Suppressed addresses are settled without an attempt; the other recipients go on.
-  const suppressed = pending.filter((r) => suppressedSet.has(suppressionKey(r)));
-  const toAttempt = pending.filter((r) => !suppressedSet.has(suppressionKey(r)));
+  const plan = planAttempt(email, suppressedSet, config);
+  const log = new AttemptLog(env.DB, email.id, handoff.first.leases, config.leaseMs, now, [...plan.answered]);
 
-  let results: AttemptResult[];
   let retrySchedule = config.retrySchedule;
   try {
-    results = await attemptDelivery(env, config, email, toAttempt, attempt, sessions);
+    await attemptDelivery(env, config, email, plan.toAttempt, attempt, sessions, log, handoff.first.marked);
   } catch (err) {
     if (!(err instanceof ContentMissingError) && !(err instanceof NoSigningKeyError)) throw err;
     // Its stored content or its domain is gone: no retry can ever send this message.
     console.error("cannot build message", email.id, err.message);
     const message = err instanceof NoSigningKeyError ? err.message : "The stored content of this email is missing.";
-    results = toAttempt.map((recipient) => ({ recipient, status: "deferred" as const, final: false, message }));
+    const unanswered = plan.toAttempt.filter((r) => !log.results.some((x) => canonicalRecipient(x.recipient) === canonicalRecipient(r)));
+    log.results.push(...unanswered.map((recipient) => ({ recipient, status: "deferred" as const, final: false, message })));
     retrySchedule = [];
   }
-  const settlement = withSuppressed(settleAttempt(results, { attempt, retrySchedule, alreadyDelayed: attempt > 1 }), suppressed);
+  const settlement = withSuppressed(settleAttempt(log.results, { attempt, retrySchedule, alreadyDelayed: attempt > 1 }), plan.suppressed);
   const t = now();
-  const { statements, outbox } = settlementStatements(env.DB, email, attempt, settlement, t);
+  const { statements, outbox } = settlementStatements(env.DB, email, attempt, settlement, t, log.currentLeases);
   statements.push(...suppressionStatements(env.DB, email, settlement.events, t));
-  const leftTern = toAttempt.some((r) => !isSimulated(r, config.simulatorDomains));
+  const retryIn = settlement.state === "queued" ? settlement.retryInSeconds : null;
+  const leftTern = log.results.some((r) => !isSimulated(r.recipient, config.simulatorDomains));
+  if (!leftTern) {
+    simulatedWrites.push({ emailId: email.id, statements, outbox });
+    return { retryIn, next: null };
+  }
   // Mail that left tern is recorded before anything else happens: a crash after this point
   // must not send it again.
-  if (leftTern) {
-    await recordAfterSend(env.DB, email.id, statements);
-    await announce(env, outbox);
-  } else {
-    simulatedWrites.push({ emailId: email.id, statements, outbox });
-  }
-  return settlement.state === "queued" ? settlement.retryInSeconds : null;
+  const mark = handoff.nextMark && { ...handoff.nextMark, renewTo: t + config.leaseMs };
+  if (mark) statements.push(markInFlightStatement(drizzle(env.DB), mark));
+  const written = await recordAfterSend(env.DB, email.id, statements);
+  await announce(env, outbox);
+  if (!mark) return { retryIn, next: null };
+  // A batch retried after it may have committed does not say whether the mark was written.
+  if (written === null) return { retryIn, next: { marked: false, leases: [mark.lease, mark.renewTo] } };
+  const marked = (written.at(-1)!.meta.changes ?? 0) > 0;
+  return { retryIn, next: marked ? { marked, leases: [mark.renewTo] } : { marked, leases: [mark.lease] } };
 }
 
+/** Sends to each recipient in turn, adding each result to the attempt's log as it comes. */
 async function attemptDelivery(
   env: Env,
   config: TernConfig,
@@ -239,37 +312,58 @@ async function attemptDelivery(
   pending: string[],
   attempt: number,
   sessions: Sessions,
-): Promise<AttemptResult[]> {
-  const simulated = pending.filter((r) => isSimulated(r, config.simulatorDomains));
+  log: AttemptLog,
+  firstMarked: boolean,
+): Promise<void> {
   const real = pending.filter((r) => !isSimulated(r, config.simulatorDomains));
-  const results: AttemptResult[] = simulated.map((r) => ({ ...simulate(r, attempt), final: true }));
-  if (real.length > 0) {
-    const identity = await sendingIdentity(env.DB, config, email);
-    const content = await loadContent(env.BLOBS, email);
-    const parts: MessageParts = {
-      html: await trackedHtml(env, config, email, identity.tracking, content.html),
-      text: content.text,
-      headers: JSON.parse(email.headersJson) as Record<string, string>,
-    };
-    const session = await sessions.get(email.region);
+  for (const r of pending) if (isSimulated(r, config.simulatorDomains)) log.results.push({ ...simulate(r, attempt), final: true });
+  if (real.length === 0) return;
+  const identity = await sendingIdentity(env.DB, config, email);
+  const content = await loadContent(env.BLOBS, email);
+  const parts: MessageParts = {
+    html: await trackedHtml(env, config, email, identity.tracking, content.html),
+    text: content.text,
+    headers: JSON.parse(email.headersJson) as Record<string, string>,
+  };
+  const session = await sessions.get(email.region);
+  // Every recipient reads the same signed message, unless each gets its own unsubscribe link.
+  const personal = asksForUnsubscribe(parts.headers);
+  const key = personal && config.publicUrl ? await linkTokenKey(config) : null;
+  let shared: Uint8Array | undefined;
+  const messageFor = async (recipient: string): Promise<Uint8Array> => {
+    if (!personal) return (shared ??= await signMessage(buildEmailMessage(email, content, parts), identity.keys));
+    const url = key && (await unsubscribeUrl(key, config.publicUrl, { accountId: email.accountId, emailId: email.id, recipient }));
+    return signMessage(buildEmailMessage(email, content, withUnsubscribeUrl(parts, url || null)), identity.keys);
+  };
+
+  // One message per recipient, each with its own return path. The first is marked in flight
+  // before it leaves (by the previous email's settlement, or here); each reply is recorded with
+  // the next recipient marked, and the last one with the settlement (deliverEmail).
+  if (!firstMarked) await log.record(real[0]!);
+  for (const [i, recipient] of real.entries()) {
+    const raw = await messageFor(recipient);
     // The envelope carries internationalized domains as A-labels (punycode).
-    const deliver = async (recipients: string[], message: MessageParts) => {
-      const raw = await signMessage(buildEmailMessage(email, content, message), identity.keys);
-      const delivered = await session.deliver({ envelopeFrom: identity.envelopeFrom, recipients: recipients.map(toAsciiEmail), raw, requireTls: identity.requireTls });
-      for (const r of delivered) results.push({ ...r, final: r.status === "accepted" && config.relayFinal });
-    };
-    if (asksForUnsubscribe(parts.headers)) {
-      // Each recipient gets a message with its own unsubscribe link.
-      const key = config.publicUrl ? await linkTokenKey(config) : null;
-      for (const recipient of real) {
-        const url = key && (await unsubscribeUrl(key, config.publicUrl, { accountId: email.accountId, emailId: email.id, recipient }));
-        await deliver([recipient], withUnsubscribeUrl(parts, url || null));
-      }
-    } else {
-      await deliver(real, parts);
-    }
+    const envelopeFrom = await identity.envelopeFrom(recipient);
+    const delivered = await session.deliver({ envelopeFrom, recipients: [toAsciiEmail(recipient)], raw, requireTls: identity.requireTls }).catch((err: unknown) => {
+      // A transport never throws for a delivery problem; if it does anyway, the message may
+      // have left: the email waits for its lease, and its recipient is sent again visibly.
+      throw new UnrecordedDeliveryError("the transport failed mid-message", { cause: err });
+    });
+    for (const r of delivered) log.results.push({ ...r, final: r.status === "accepted" && (r.final ?? config.relayFinal) });
+    const next = real[i + 1];
+    if (next !== undefined) await recordOrLeave(log, next);
   }
-  return results;
+}
+
+/** A progress write after mail left tern: if D1 fails for good, the email waits for its lease
+ * (the recipient still marked in flight is then sent again, visibly) instead of a quick retry. */
+async function recordOrLeave(log: AttemptLog, next: string): Promise<void> {
+  try {
+    await log.record(next);
+  } catch (err) {
+    if (err instanceof LeaseLostError) throw err;
+    throw new UnrecordedDeliveryError("recording the attempt's progress failed", { cause: err });
+  }
 }
 
 /** Recipients on the suppression list were not attempted: one `suppressed` event for them. */
@@ -332,16 +426,17 @@ function buildEmailMessage(email: EmailRow, content: EmailContent, parts: Messag
 type RecordedEvent = EventRecord | { type: "suppressed"; data: Record<string, unknown> };
 type RecordedSettlement = Omit<Settlement, "events"> & { events: RecordedEvent[] };
 
-function settlementStatements(d1: D1Database, email: EmailRow, attempt: number, s: RecordedSettlement, now: number): { statements: BatchItem<"sqlite">[]; outbox: OutboxEvent[] } {
+function settlementStatements(d1: D1Database, email: EmailRow, attempt: number, s: RecordedSettlement, now: number, leases: number[]): { statements: BatchItem<"sqlite">[]; outbox: OutboxEvent[] } {
   const db = drizzle(d1);
   const update = db.update(emails).set({
     state: s.state,
     attempts: attempt,
     pendingJson: JSON.stringify(s.pending),
     leaseUntil: null,
+    attemptJson: null,
     nextAttemptAt: s.state === "queued" ? now + (s.retryInSeconds ?? 0) * 1000 : null,
     ...(s.lastEvent ? { lastEvent: s.lastEvent } : {}),
-  }).where(and(eq(emails.id, email.id), eq(emails.state, "sending")));
+  }).where(and(eq(emails.id, email.id), eq(emails.state, "sending"), inArray(emails.leaseUntil, leases)));
   const inserts = s.events.map((e, i) =>
     db.insert(emailEvents).values({
       id: uuidv7(now + i),

@@ -1,12 +1,15 @@
 // The cron's share of delivery: send scheduled emails when due, hand back emails whose
-// consumer died mid-send (lease expired), and re-enqueue emails left in `queued` (a crash
+// consumer died mid-send (lease expired; a message in flight is recorded as outcome_unknown and
+// sent again, see progress.ts), and re-enqueue emails left in `queued` (a crash
 // between recording and enqueueing, or a lost queue message). Queue messages are only hints:
 // the consumer's claim decides, so enqueueing an email twice never sends it twice.
 import { and, eq, lte } from "drizzle-orm";
+import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
 import { readConfig } from "../config.ts";
 import { emails } from "../db/schema.ts";
 import type { QueueMessage } from "../sending/accept.ts";
+import { expiredLeaseStatements } from "./progress.ts";
 
 const MAX_PER_RUN = 1_000;
 
@@ -23,10 +26,14 @@ export async function sweepDelivery(env: Env, now: number = Date.now()): Promise
     .set({ state: "queued", nextAttemptAt: now })
     .where(and(eq(emails.state, "scheduled"), lte(emails.nextAttemptAt, now)))
     .returning({ id: emails.id });
-  const expired = await db.update(emails)
-    .set({ state: "queued", leaseUntil: null, nextAttemptAt: now })
-    .where(and(eq(emails.state, "sending"), lte(emails.leaseUntil, now)))
-    .returning({ id: emails.id });
+  // Leases end only when a consumer died or lost its way: rare, so one batch per email is fine.
+  const expired: { id: string }[] = [];
+  const ended = await db.select({ id: emails.id, accountId: emails.accountId, leaseUntil: emails.leaseUntil, attemptJson: emails.attemptJson })
+    .from(emails).where(and(eq(emails.state, "sending"), lte(emails.leaseUntil, now))).limit(MAX_PER_RUN);
+  for (const email of ended) {
+    const results = await db.batch(expiredLeaseStatements(db, email, now) as [BatchItem<"sqlite">]);
+    if (((results.at(-1) as D1Result).meta.changes ?? 0) > 0) expired.push({ id: email.id });
+  }
   // Bumping next_attempt_at keeps a slow queue from getting the same email every minute.
   const stuck = await db.update(emails)
     .set({ nextAttemptAt: now })

@@ -1,5 +1,5 @@
-// Who a message goes out as: the DKIM keys that sign it and the envelope sender (VERP) on the
-// domain's return-path subdomain. Read from D1 per domain and kept for a few seconds per
+// Who a message goes out as: the DKIM keys that sign it and the envelope senders (VERP, one per
+// recipient) on the domain's return-path subdomain. Read from D1 per domain and kept for a few seconds per
 // isolate; opened private keys are kept by key id (a key's material never changes).
 import { and, eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
@@ -13,7 +13,8 @@ import type { TrackingSettings } from "../tracking/outgoing.ts";
 
 export interface SendingIdentity {
   keys: SigningKey[];
-  envelopeFrom: string;
+  /** The envelope sender of the message for one recipient: its own return path. */
+  envelopeFrom(recipient: string): Promise<string>;
   /** The domain's `tls: enforced`. */
   requireTls: boolean;
   tracking: TrackingSettings;
@@ -78,5 +79,10 @@ export async function sendingIdentity(d1: D1Database, config: TernConfig, email:
   const keys = await Promise.all(
     d.keys.map(async (k) => ({ domain: d.name, selector: k.selector, algorithm: k.algorithm, privateKey: await opened(config, d.domainId, k) })),
   );
-  return { keys, envelopeFrom: await returnPathAddress(config.masterKey, email.id, d.returnPath, d.name), requireTls: d.tls === "enforced", tracking: d.tracking };
+  return {
+    keys,
+    envelopeFrom: (recipient) => returnPathAddress(config.masterKey, email.id, recipient, d.returnPath, d.name),
+    requireTls: d.tls === "enforced",
+    tracking: d.tracking,
+  };
 }

@@ -15,6 +15,7 @@ import { announce, domainOutboxEvent, outboxInsert, type OutboxEvent } from "../
 import type { DomainEventType } from "../webhooks/payloads.ts";
 import { forgetSendingIdentities } from "../delivery/sending-identity.ts";
 import { forgetAccountDomains } from "../sending/sender.ts";
+import { isRegion, REGIONS } from "../regions.ts";
 import { dohResolver, type Resolver } from "./dns.ts";
 import {
   dmarcOf,
@@ -66,8 +67,10 @@ export interface DomainWithKeys {
   keys: DkimKeyRow[];
 }
 
-function hosts(config: TernConfig): HostsConfig {
-  return { bounceHost: config.bounceHost, spfInclude: config.spfInclude, inboundMxHost: config.inboundMxHost };
+/** The region's SPF include and bounce host (worker/regions.ts), the deployment's MX. */
+function hosts(config: TernConfig, region: string): HostsConfig {
+  const { bounceHost, spfInclude } = config.region(region);
+  return { bounceHost, spfInclude, inboundMxHost: config.inboundMxHost };
 }
 
 function keyInfo(k: DkimKeyRow): KeyInfo {
@@ -81,7 +84,7 @@ function recordStatuses(row: DomainRow, keys: DkimKeyRow[]): Record<string, Reco
 }
 
 function expectedFor(d: DomainWithKeys, config: TernConfig): ExpectedRecord[] {
-  return expectedRecords({ name: d.row.name, returnPath: d.row.returnPath, receiving: d.row.receiving }, d.keys.map(keyInfo), hosts(config));
+  return expectedRecords({ name: d.row.name, returnPath: d.row.returnPath, receiving: d.row.receiving }, d.keys.map(keyInfo), hosts(config, d.row.region));
 }
 
 export function domainView(d: DomainWithKeys, config: TernConfig): DomainView {
@@ -192,6 +195,8 @@ export async function listDomains(d1: D1Database, accountId: string, page: Page)
 }
 
 export async function createDomain(env: Events, config: TernConfig, accountId: string, input: CreateDomainInput, now: number): Promise<DomainView> {
+  // The dashboard calls this too: an unknown region never reaches the table.
+  if (!isRegion(input.region)) throw new ApiError("invalid_region", `\`region\` must be one of ${REGIONS.join(", ")}.`);
   const db = drizzle(env.DB);
   const outbox: OutboxEvent[] = [];
   const existing = await db.select({ id: domains.id }).from(domains).where(and(eq(domains.accountId, accountId), eq(domains.name, input.name))).get();
@@ -337,7 +342,7 @@ async function lookUp(d: DomainWithKeys, config: TernConfig, resolver: Resolver)
     resolver.lookup(`_dmarc.${name}`, "TXT"),
     org ? resolver.lookup(`_dmarc.${org}`, "TXT") : Promise.resolve(null),
   ]);
-  expected.forEach((e, i) => (judged[e.id] = judge(e, results[i]!, hosts(config))));
+  expected.forEach((e, i) => (judged[e.id] = judge(e, results[i]!, hosts(config, d.row.region))));
   // undefined: the resolver failed, keep what was known.
   let dmarc: DmarcInfo | null | undefined = dmarcOf(own, false) ?? (inherited ? dmarcOf(inherited, true) : null);
   if (!dmarc && (own.kind === "error" || inherited?.kind === "error")) dmarc = undefined;

@@ -2,6 +2,9 @@
 // complaints, plain-text bounces) become that email's events: delivered, bounced (with type,
 // subType, diagnosticCode), delivery_delayed, complained. Permanent bounces and complaints put
 // the address on the account's suppression list. A report seen twice changes nothing twice.
+// Each message leaves with a return path made for its one recipient (sending/return-path.ts),
+// and a report is taken only about that recipient: whoever received the email sees their own
+// return path, never a co-recipient's, so a forged report cannot suppress anyone else.
 import { and, eq } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
@@ -10,9 +13,9 @@ import { emailEvents, emails, type EmailRow } from "../db/schema.ts";
 import { suppressStatement } from "../suppressions/suppress.ts";
 import { announce, emailFacts, emailOutboxEvent, outboxInsertIfRecorded, type OutboxEvent } from "../events/outbox.ts";
 import { uuidv7 } from "../ids.ts";
-import { parseMailbox, toAsciiEmail } from "../mime/address.ts";
+import { parseMailbox } from "../mime/address.ts";
 import { parseReport, type Report, type ReportOutcome } from "../reports/parse.ts";
-import { emailIdOfReturnPath } from "../sending/return-path.ts";
+import { canonicalRecipient, parseReturnPath, recipientOfReturnPath, type ReturnPath } from "../sending/return-path.ts";
 
 export type ReportResult =
   | { applied: true; emailId: string; events: string[] }
@@ -41,22 +44,25 @@ function fingerprint(type: string, data: { recipients?: unknown; status?: unknow
   return JSON.stringify([type, recipients, data.status ?? null]);
 }
 
-/** The email a report is about: from the address it came to, or (a feedback loop that
- * reports to a fixed address) from the reported message's envelope sender. */
-export async function reportedEmailId(masterKey: string | undefined, to: string, report: Report | null): Promise<string | null> {
-  const direct = await emailIdOfReturnPath(masterKey, to);
+/** The return path a report came back to: the address it came to, or (a feedback loop that
+ * reports to a fixed address) the reported message's envelope sender. */
+export async function reportedReturnPath(masterKey: string | undefined, to: string, report: Report | null): Promise<ReturnPath | null> {
+  const direct = await parseReturnPath(masterKey, to);
   if (direct) return direct;
-  return report?.originalMailFrom ? emailIdOfReturnPath(masterKey, report.originalMailFrom) : null;
+  return report?.originalMailFrom ? parseReturnPath(masterKey, report.originalMailFrom) : null;
 }
 
 export async function applyReport(env: Env, config: TernConfig, to: string, raw: Uint8Array, now: number): Promise<ReportResult> {
   const parsed = parseReport(raw, { returnPath: to });
   if (!parsed.ok) return { applied: false, reason: parsed.message };
-  const emailId = await reportedEmailId(config.masterKey, to, parsed.report);
-  if (!emailId) return { applied: false, reason: "The report is not about an email tern sent." };
+  const returnPath = await reportedReturnPath(config.masterKey, to, parsed.report);
+  if (!returnPath) return { applied: false, reason: "The report is not about an email tern sent." };
+  const emailId = returnPath.emailId;
   const db = drizzle(env.DB);
   const email = await db.select().from(emails).where(eq(emails.id, emailId)).get();
   if (!email) return { applied: false, reason: "The reported email does not exist (any more)." };
+  const reader = await recipientOf(config.masterKey, returnPath, email);
+  if (!reader) return { applied: false, reason: "The return path names no single recipient of this email." };
 
   const seen = new Set(
     (await db.select({ type: emailEvents.type, dataJson: emailEvents.dataJson }).from(emailEvents).where(eq(emailEvents.emailId, emailId)))
@@ -66,18 +72,15 @@ export async function applyReport(env: Env, config: TernConfig, to: string, raw:
   /** Each event's insert (its index in the batch): the same report handled twice at once
    * passes the check above twice, and the unique dedupe key lets only one insert through. */
   const recorded: { statement: number; type: string; event: OutboxEvent }[] = [];
-  // A report speaks only for the email's own recipients: anyone who received the email can see
-  // its return path and mail a forged report naming other addresses, which must neither become
-  // events of this email nor land on the suppression list.
-  const ownRecipients = recipientsOf(email);
   for (const [i, o] of parsed.report.outcomes.entries()) {
     const type = KIND[o.kind];
-    const named = o.recipients.map((r) => r.toLowerCase()).filter((r) => ownRecipients.has(r));
-    if (o.recipients.length > 0 && named.length === 0 && o.kind !== "complaint") continue;
-    // A complaint is about one reader: the one it names, or the email's only recipient when it
-    // hides (or over-reports) who complained.
-    const recipients = o.kind === "complaint" ? (named.length === 1 ? named : soleRecipient(email)) : named;
-    if (recipients.length === 0 && o.kind !== "complaint") continue;
+    // The report speaks for the return path's recipient only. A bounce, delay or delivery
+    // naming anyone else is void. A complaint is about the copy that came back: the reader the
+    // return path names, even when it hides who complained or names another mailbox (a copy
+    // forwarded from that reader's).
+    const named = o.recipients.filter((r) => canonicalRecipient(r) === reader).map((r) => r.toLowerCase());
+    if (o.kind !== "complaint" && named.length === 0) continue;
+    const recipients = [named[0] ?? reader];
     const outcome = { ...o, recipients };
     const data = eventData(outcome);
     const key = fingerprint(type, data);
@@ -115,24 +118,15 @@ export async function applyReport(env: Env, config: TernConfig, to: string, raw:
   return { applied: true, emailId, events: applied.map((r) => r.type) };
 }
 
-/** The email's envelope recipients, lower case, as the report names them (ASCII domains). */
-function recipientsOf(email: EmailRow): Set<string> {
-  const all = [...(JSON.parse(email.toJson) as string[]), ...(JSON.parse(email.ccJson) as string[]), ...(JSON.parse(email.bccJson) as string[])];
-  const out = new Set<string>();
-  for (const a of all) {
+/** The recipient (canonical: ASCII, lower case) a report's return path was made for. A
+ * per-email return path, made before return paths named a recipient, still speaks for an email
+ * that had a single recipient, and for no one when it had several. */
+async function recipientOf(masterKey: string | undefined, rp: ReturnPath, email: EmailRow): Promise<string | null> {
+  const all = new Set<string>();
+  for (const a of [...(JSON.parse(email.toJson) as string[]), ...(JSON.parse(email.ccJson) as string[]), ...(JSON.parse(email.bccJson) as string[])]) {
     const box = parseMailbox(a);
-    if (!box) continue;
-    out.add(box.email.toLowerCase());
-    try {
-      out.add(toAsciiEmail(box.email).toLowerCase());
-    } catch {}
+    if (box) all.add(canonicalRecipient(box.email));
   }
-  return out;
-}
-
-function soleRecipient(email: EmailRow): string[] {
-  const all = [...recipientsOf(email)];
-  // One address, possibly in two spellings (U-label and A-label domain): the ASCII one.
-  const ascii = all.filter((a) => /^[\x00-\x7f]*$/.test(a));
-  return new Set(ascii).size === 1 ? [ascii[0]!] : [];
+  if (rp.mark === null) return all.size === 1 ? [...all][0]! : null;
+  return recipientOfReturnPath(masterKey, rp, all);
 }

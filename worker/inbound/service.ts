@@ -7,7 +7,7 @@ import type { TernConfig } from "../config.ts";
 import { inboundEmails, type InboundEmailRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
 import { finishPage, pageQuery, type Page } from "../pagination.ts";
-import { signedQuery, verifyLink } from "./links.ts";
+import { signedQuery, verifyLink, type LinkQuery } from "./links.ts";
 import type { AuthResults, InboundContent, StoredAttachment } from "./receive.ts";
 
 const iso = (ms: number): string => new Date(ms).toISOString();
@@ -31,14 +31,15 @@ export async function findReceived(d1: D1Database, accountId: string, id: string
   return row;
 }
 
-/** A signed download link under `origin` (the API's own origin), valid LINK_TTL_MS. */
-async function link(config: TernConfig, origin: string, emailId: string, subject: string, path: string, now: number) {
-  const s = await signedQuery(config.masterKey, subject, now);
+/** A signed download link under `origin` (the API's own origin), valid LINK_TTL_MS and while
+ * the API key `keyId` that asked for it exists. */
+async function link(config: TernConfig, origin: string, keyId: string, emailId: string, subject: string, path: string, now: number) {
+  const s = await signedQuery(config.masterKey, subject, keyId, now);
   return { download_url: `${origin}/emails/receiving/${emailId}${path}?${s.query}`, expires_at: iso(s.expiresAt) };
 }
 
-export function attachmentLink(config: TernConfig, origin: string, emailId: string, a: StoredAttachment, now: number) {
-  return link(config, origin, emailId, `attachment:${emailId}:${a.id}`, `/attachments/${a.id}`, now);
+export function attachmentLink(config: TernConfig, origin: string, keyId: string, emailId: string, a: StoredAttachment, now: number) {
+  return link(config, origin, keyId, emailId, `attachment:${emailId}:${a.id}`, `/attachments/${a.id}`, now);
 }
 
 export function storedAttachments(row: InboundEmailRow): StoredAttachment[] {
@@ -46,7 +47,7 @@ export function storedAttachments(row: InboundEmailRow): StoredAttachment[] {
 }
 
 /** The received email with bodies, headers, verdicts and download links. */
-export async function getReceived(env: Pick<Env, "DB" | "BLOBS">, config: TernConfig, accountId: string, id: string, origin: string, now = Date.now()) {
+export async function getReceived(env: Pick<Env, "DB" | "BLOBS">, config: TernConfig, accountId: string, keyId: string, id: string, origin: string, now = Date.now()) {
   const row = await findReceived(env.DB, accountId, id);
   const stored = await env.BLOBS.get(row.contentKey);
   const content: InboundContent = stored ? await stored.json() : { html: null, text: null, headers: [] };
@@ -55,24 +56,21 @@ export async function getReceived(env: Pick<Env, "DB" | "BLOBS">, config: TernCo
     ...receivedItem(row),
     html: content.html, text: content.text, headers: content.headers,
     authentication: { spf: auth.spf ?? null, dkim: auth.dkim ?? null, dmarc: auth.dmarc ?? null, authserv_id: auth.authservId ?? null },
-    raw: await link(config, origin, row.id, `raw:${row.id}`, "/raw", now),
+    raw: await link(config, origin, keyId, row.id, `raw:${row.id}`, "/raw", now),
     attachments: await Promise.all(storedAttachments(row).map(async (a) => ({
       id: a.id, filename: a.filename, content_type: a.content_type, content_disposition: a.content_disposition, content_id: a.content_id, size: a.size,
-      ...(await attachmentLink(config, origin, row.id, a, now)),
+      ...(await attachmentLink(config, origin, keyId, row.id, a, now)),
     }))),
   };
 }
 
 const invalidLink = () => new ApiError("not_found", "This download link is invalid or has expired.");
 
-export interface LinkParams {
-  expires: string | undefined;
-  signature: string | undefined;
-}
+export type LinkParams = LinkQuery;
 
 /** The raw message a signed link names; the link is the credential, so no account is asked. */
 export async function downloadRaw(env: Pick<Env, "DB" | "BLOBS">, config: TernConfig, id: string, q: LinkParams, now = Date.now()): Promise<R2ObjectBody> {
-  if (!(await verifyLink(config.masterKey, `raw:${id}`, q.expires, q.signature, now))) throw invalidLink();
+  if (!(await verifyLink(env.DB, config.masterKey, `raw:${id}`, q, now))) throw invalidLink();
   const row = await drizzle(env.DB).select({ rawKey: inboundEmails.rawKey }).from(inboundEmails).where(eq(inboundEmails.id, id)).get();
   const obj = row ? await env.BLOBS.get(row.rawKey) : null;
   if (!obj) throw invalidLink();
@@ -80,7 +78,7 @@ export async function downloadRaw(env: Pick<Env, "DB" | "BLOBS">, config: TernCo
 }
 
 export async function downloadAttachment(env: Pick<Env, "DB" | "BLOBS">, config: TernConfig, id: string, attachmentId: string, q: LinkParams, now = Date.now()): Promise<{ attachment: StoredAttachment; body: R2ObjectBody }> {
-  if (!(await verifyLink(config.masterKey, `attachment:${id}:${attachmentId}`, q.expires, q.signature, now))) throw invalidLink();
+  if (!(await verifyLink(env.DB, config.masterKey, `attachment:${id}:${attachmentId}`, q, now))) throw invalidLink();
   const row = await drizzle(env.DB).select({ attachmentsJson: inboundEmails.attachmentsJson }).from(inboundEmails).where(eq(inboundEmails.id, id)).get();
   const att = row ? (JSON.parse(row.attachmentsJson) as StoredAttachment[]).find((a) => a.id === attachmentId) : undefined;
   const obj = att ? await env.BLOBS.get(att.key) : null;

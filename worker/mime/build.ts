@@ -4,6 +4,7 @@
 
 import { toHex } from "../bytes.ts";
 import type { Address } from "./address.ts";
+import { isTraceHeaderName } from "../../smtp-bridge/trace-headers.ts";
 import { formatMailboxTokens } from "./address.ts";
 import {
   base64LinesLength,
@@ -126,7 +127,9 @@ function topHeaders(input: MimeMessageInput): string[] {
   fields.push("MIME-Version: 1.0");
   for (const [name, value] of Object.entries(input.headers)) {
     if (!isValidHeaderName(name)) throw new TypeError(`invalid header name: ${JSON.stringify(name)}`);
-    if (isOwnedHeaderName(name)) continue;
+    // Trace headers are refused by the API; an email accepted before that rule still never
+    // carries them.
+    if (isOwnedHeaderName(name) || isTraceHeaderName(name)) continue;
     // Reply-To may appear once: the structured replyTo wins over a custom one.
     if (name.toLowerCase() === "reply-to" && input.replyTo.length > 0) continue;
     if (typeof value !== "string" || /[\r\n\0]/.test(value)) throw new TypeError(`header ${name} contains CR, LF or NUL`);
@@ -305,4 +308,81 @@ class MessageWriter {
     }
     return out;
   }
+}
+
+// Upper bounds of what the pieces of a message take once built, so that a send can be held to
+// a size before its attachments are fetched and before anything is built. They never
+// undercount; they overcount headers and quoted-printable soft breaks by a little.
+
+/** Headers of one part (Content-Type, -Transfer-Encoding, -Disposition, -ID) and the boundary
+ * line before it, without the filename, which attachmentBound counts. */
+const PART_OVERHEAD = 512;
+/** The top-level fields tern writes whatever the input (Date, Message-ID, MIME-Version,
+ * Content-Type with its boundary) and the closing boundaries. */
+const MESSAGE_OVERHEAD = 1024;
+
+/** At most the octets of one header field: an encoded word turns a UTF-8 byte into at most
+ * three characters, plus its "=?UTF-8?Q?" "?=" and a fold every line. */
+export function headerFieldBound(name: string, value: string): number {
+  return name.length + 4 + 4 * utf8Length(value) + 16;
+}
+
+/** At most the octets a text or html part's body takes (7bit, or quoted-printable). */
+export function encodedTextBound(text: string): number {
+  if (isSevenBitSafe(text)) return text.length + (text.match(/\n/g)?.length ?? 0) + 2 + PART_OVERHEAD;
+  let n = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    // Printable ASCII but "=" goes as itself, and so do spaces and tabs but at a line's end;
+    // a line break as CRLF; any other octet as "=XX".
+    if (c === 32 || c === 9) {
+      const next = text.charCodeAt(i + 1);
+      n += Number.isNaN(next) || next === 10 || next === 13 ? 3 : 1;
+    } else if (c === 10 || c === 13) n += 2;
+    else if (c < 0x80) n += c >= 33 && c <= 126 && c !== 61 ? 1 : 3;
+    else if (c < 0x800 || (c >= 0xd800 && c <= 0xdfff)) n += 6; // a surrogate pair: four octets
+    else n += 9;
+  }
+  // A soft line break ("=" CRLF) at most every 73 characters.
+  return n + 3 * Math.ceil(n / 73) + 2 + PART_OVERHEAD;
+}
+
+type AttachmentMeta = Pick<MimeAttachment, "filename" | "contentType" | "contentId">;
+
+/** At most the octets an attachment of `size` bytes takes: its base64 lines and its headers. */
+export function attachmentBound(size: number, meta: AttachmentMeta): number {
+  // name= and filename=, percent-encoded (RFC 2231); a name not known yet (a file still to be
+  // fetched) counts as the longest, 255 characters of four octets.
+  const names = 8 * (meta.filename === undefined ? 255 * 4 : utf8Length(meta.filename));
+  return base64LinesLength(size) + PART_OVERHEAD + names + meta.contentType.length + (meta.contentId?.length ?? 0);
+}
+
+/** The largest attachment whose attachmentBound fits `room` (0 when none does). */
+export function largestAttachmentWithin(room: number, meta: AttachmentMeta): number {
+  const forBase64 = room - attachmentBound(0, meta);
+  if (forBase64 <= 0) return 0;
+  // 57 octets make one 76-character line and its CRLF (78 octets).
+  let n = Math.floor(forBase64 / 78) * 57 + Math.floor(((forBase64 % 78) / 4)) * 3;
+  while (base64LinesLength(n + 1) <= forBase64) n++;
+  while (n > 0 && base64LinesLength(n) > forBase64) n--;
+  return n;
+}
+
+/** At most the octets of the message without its attachments. */
+export function messageBaseBound(input: Pick<MimeMessageInput, "subject" | "headers"> & { html: string | null; text: string | null; addresses: string[] }): number {
+  let n = MESSAGE_OVERHEAD + headerFieldBound("Subject", input.subject);
+  for (const a of input.addresses) n += headerFieldBound("To", a);
+  for (const [name, value] of Object.entries(input.headers)) n += headerFieldBound(name, value);
+  if (input.html) n += encodedTextBound(input.html);
+  if (input.text) n += encodedTextBound(input.text);
+  return n;
+}
+
+function utf8Length(s: string): number {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    n += c < 0x80 ? 1 : c < 0x800 || (c >= 0xd800 && c <= 0xdfff) ? 2 : 3; // a surrogate pair: 2 + 2
+  }
+  return n;
 }

@@ -26,11 +26,23 @@ export interface OutboundFile {
   finalUrl: string;
 }
 
-export type OutboundFetcher = (url: string) => Promise<Result<OutboundFile>>;
+/** Why a fetch failed, safe to show; `tooBig` when the body was over the size limit. */
+export type OutboundFailure = { message: string; tooBig?: true };
+
+/** A tighter size limit for one fetch than the policy's, and what to say when it is passed. */
+export interface FetchLimit {
+  maxBytes: number;
+  message: string;
+}
+
+export type OutboundFetcher = (url: string, limit?: FetchLimit) => Promise<Result<OutboundFile, OutboundFailure>>;
 
 const LOCAL_NAME_SUFFIXES = [".localhost", ".local", ".internal", ".home.arpa"];
 
-/** IPv4 ranges that are private, loopback, link-local, shared, reserved or multicast. */
+/** IPv4 ranges refused: every block of IANA's IPv4 special-purpose registry (test data:
+ * test/fixtures/iana-special-purpose.ts), and multicast, which has a registry of its own.
+ * The few registry blocks that are globally reachable (anycast relays, AS112 sinks) serve
+ * no files or webhooks either. */
 const BLOCKED_V4: ReadonlyArray<readonly [string, number]> = [
   ["0.0.0.0", 8],
   ["10.0.0.0", 8],
@@ -39,28 +51,49 @@ const BLOCKED_V4: ReadonlyArray<readonly [string, number]> = [
   ["169.254.0.0", 16],
   ["172.16.0.0", 12],
   ["192.0.0.0", 24],
+  ["192.0.2.0", 24],
+  ["192.31.196.0", 24],
+  ["192.52.193.0", 24],
+  ["192.88.99.0", 24],
   ["192.168.0.0", 16],
+  ["192.175.48.0", 24],
   ["198.18.0.0", 15],
+  ["198.51.100.0", 24],
+  ["203.0.113.0", 24],
   ["224.0.0.0", 4],
   ["240.0.0.0", 4],
-  ["255.255.255.255", 32],
 ];
 
-/** IPv6 ranges refused outright. */
+/** Where an IPv6 address carries an IPv4 address the packet really goes to (or comes from):
+ * judged by the IPv4 rules. `at` is the 16-bit group the IPv4 address starts at; Teredo's
+ * client address is stored inverted (RFC 4380 4) and its server's sits at group 2. */
+const EMBEDDING_V4: ReadonlyArray<{ base: string; prefix: number; at: number[]; inverted?: number }> = [
+  { base: "::ffff:0:0", prefix: 96, at: [6] }, // IPv4-mapped (RFC 4291)
+  { base: "::", prefix: 96, at: [6] }, // IPv4-compatible, deprecated (RFC 4291); :: and ::1 fall in 0.0.0.0/8
+  { base: "64:ff9b::", prefix: 96, at: [6] }, // NAT64 well-known prefix (RFC 6052)
+  { base: "2002::", prefix: 16, at: [1] }, // 6to4 (RFC 3056)
+  { base: "2001::", prefix: 32, at: [2, 6], inverted: 6 }, // Teredo server and client (RFC 4380)
+];
+
+/** IPv6 ranges refused: the rest of IANA's IPv6 special-purpose registry, plus the
+ * deprecated site-local and multicast ranges. Addresses outside 2000::/3, the only space
+ * IANA allocates for global unicast, are refused as well (see isPublicIpv6), which covers
+ * the local-use NAT64 prefix 64:ff9b:1::/48 (its IPv4 position depends on a local prefix
+ * length), the discard prefix 100::/64 and SRv6 5f00::/16; they are listed for clarity. */
 const BLOCKED_V6: ReadonlyArray<readonly [string, number]> = [
   ["::", 128],
   ["::1", 128],
+  ["64:ff9b:1::", 48],
+  ["100::", 64],
+  ["2001::", 23], // IETF protocol assignments: Teredo (decoded above), anycast, ORCHID, AMT, AS112...
+  ["2001:db8::", 32],
+  ["2620:4f:8000::", 48],
+  ["3fff::", 20],
+  ["5f00::", 16],
   ["fc00::", 7],
   ["fe80::", 10],
   ["fec0::", 10], // deprecated site-local
   ["ff00::", 8],
-];
-
-/** IPv6 ranges whose last 32 bits are an IPv4 address: refused when that address is. */
-const EMBEDDING_V4: ReadonlyArray<readonly [string, number]> = [
-  ["::ffff:0:0", 96], // IPv4-mapped
-  ["64:ff9b::", 96], // NAT64
-  ["::", 96], // IPv4-compatible (deprecated)
 ];
 
 /** The rules a URL must pass before anything is fetched from it. */
@@ -178,11 +211,15 @@ function inIpv6Range(groups: number[], base: string, prefix: number): boolean {
 }
 
 function isPublicIpv6(groups: number[]): boolean {
-  if (BLOCKED_V6.some(([base, prefix]) => inIpv6Range(groups, base, prefix))) return false;
-  for (const [base, prefix] of EMBEDDING_V4) {
-    if (inIpv6Range(groups, base, prefix)) return isPublicIpv4((groups[6] ?? 0) * 65536 + (groups[7] ?? 0));
+  for (const { base, prefix, at, inverted } of EMBEDDING_V4) {
+    if (!inIpv6Range(groups, base, prefix)) continue;
+    return at.every((i) => {
+      const v4 = (groups[i] ?? 0) * 65536 + (groups[i + 1] ?? 0);
+      return isPublicIpv4(i === inverted ? 0xffffffff - v4 : v4);
+    });
   }
-  return true;
+  if (BLOCKED_V6.some(([base, prefix]) => inIpv6Range(groups, base, prefix))) return false;
+  return inIpv6Range(groups, "2000::", 3);
 }
 
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
@@ -193,8 +230,9 @@ const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
  */
 export function createOutboundFetcher(policy: OutboundPolicy, fetchImpl?: typeof fetch): OutboundFetcher {
   const doFetch: typeof fetch = fetchImpl ?? ((input, init) => fetch(input, init));
-  return async (url) => {
+  return async (url, limit) => {
     const signal = AbortSignal.timeout(policy.timeoutMs);
+    const maxBytes = Math.min(policy.maxBytes, limit?.maxBytes ?? Infinity);
     const timedOut: Result<OutboundFile> = {
       ok: false,
       message: `The server did not send the whole file within ${policy.timeoutMs} ms.`,
@@ -231,16 +269,18 @@ export function createOutboundFetcher(policy: OutboundPolicy, fetchImpl?: typeof
         await discard(response);
         return { ok: false, message: `The server answered with status ${response.status}.` };
       }
-      const tooBig: Result<OutboundFile> = {
+      const tooBig: Result<OutboundFile, OutboundFailure> = {
         ok: false,
-        message: `The file is larger than the limit of ${policy.maxBytes} bytes.`,
+        tooBig: true,
+        message: limit && limit.maxBytes < policy.maxBytes ? limit.message : `The file is larger than the limit of ${policy.maxBytes} bytes.`,
       };
+      // A declared length over the limit is refused before any of the body is read.
       const declared = response.headers.get("content-length");
-      if (declared !== null && /^\d+$/.test(declared.trim()) && Number(declared.trim()) > policy.maxBytes) {
+      if (declared !== null && /^\d+$/.test(declared.trim()) && Number(declared.trim()) > maxBytes) {
         await discard(response);
         return tooBig;
       }
-      const body = await readBounded(response, policy.maxBytes, signal);
+      const body = await readBounded(response, maxBytes, signal, declared !== null && /^\d+$/.test(declared.trim()) ? Number(declared.trim()) : null);
       if (body === "too_big") return tooBig;
       if (body === "failed") {
         return signal.aborted ? timedOut : { ok: false, message: "The server's answer broke off before it was complete." };
@@ -262,8 +302,10 @@ async function discard(response: Response): Promise<void> {
   }
 }
 
-/** Reads the body as a stream, stopping as soon as it passes `maxBytes` or the signal fires. */
-async function readBounded(response: Response, maxBytes: number, signal: AbortSignal): Promise<Uint8Array | "too_big" | "failed"> {
+/** Reads the body as a stream, stopping as soon as it passes `maxBytes` or the signal fires.
+ * With a declared length the bytes go straight into one buffer of that size: a 30 MB file
+ * then costs 30 MB, not its chunks and their copy. */
+async function readBounded(response: Response, maxBytes: number, signal: AbortSignal, declared: number | null): Promise<Uint8Array | "too_big" | "failed"> {
   if (response.body === null) return new Uint8Array(0);
   const reader = response.body.getReader();
   const aborted = new Promise<never>((_, reject) => {
@@ -272,21 +314,28 @@ async function readBounded(response: Response, maxBytes: number, signal: AbortSi
   });
   aborted.catch(() => {});
   const chunks: Uint8Array[] = [];
+  const whole = declared !== null ? new Uint8Array(declared) : null;
   let total = 0;
   try {
     for (;;) {
       const { done, value } = await Promise.race([reader.read(), aborted]);
       if (done) break;
-      total += value.byteLength;
-      if (total > maxBytes) {
+      if (total + value.byteLength > maxBytes) {
         reader.cancel().catch(() => {});
         return "too_big";
       }
-      chunks.push(value);
+      if (whole) {
+        // More than the server declared: its answer is not what it said it was.
+        if (total + value.byteLength > whole.length) throw new Error("longer than declared");
+        whole.set(value, total);
+      } else {
+        chunks.push(value);
+      }
+      total += value.byteLength;
     }
   } catch {
     reader.cancel().catch(() => {});
     return "failed";
   }
-  return concatBytes(chunks, total);
+  return whole ? whole.subarray(0, total) : concatBytes(chunks, total);
 }

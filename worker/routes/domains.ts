@@ -19,7 +19,7 @@ import { readJson, validate } from "../http.ts";
 import { ListQuery, listSchema, readPage } from "../pagination.ts";
 import { DeletedSchema, errorResponses, IdParam, json, jsonBody } from "./schemas.ts";
 
-export const REGIONS = ["us-east-1", "eu-west-1", "sa-east-1", "ap-northeast-1"] as const;
+import { REGIONS } from "../regions.ts";
 
 /** A DNS name as tern stores it: lower case, A-labels, at least two labels, no IP address. */
 export function normaliseDomainName(input: string): string | null {

@@ -30,7 +30,7 @@ const AttachmentParams = z.object({
   id: z.string().openapi({ param: { name: "id", in: "path" } }),
   attachment_id: z.string().openapi({ param: { name: "attachment_id", in: "path" } }),
 });
-const LinkQuery = z.object({ expires: z.string().optional(), signature: z.string().optional() });
+const LinkQuery = z.object({ key: z.string().optional(), expires: z.string().optional(), signature: z.string().optional() });
 
 function origin(url: string): string {
   return new URL(url).origin;
@@ -59,11 +59,14 @@ export function registerReceivingRoutes(app: App): void {
       path: "/emails/receiving/{id}",
       tags: ["Receiving"],
       summary: "Retrieve a received email",
-      description: "Bodies, headers, the receiving MX's SPF/DKIM/DMARC verdicts, and download links for the raw message and each attachment (signed, valid one hour).",
+      description: "Bodies, headers, the receiving MX's SPF/DKIM/DMARC verdicts, and download links for the raw message and each attachment (signed, valid one hour, and only while the API key that asked for them exists).",
       request: { params: IdParam },
       responses: { 200: json(ReceivedEmail, "The received email"), ...errorResponses(401, 403, 404) },
     }),
-    async (c) => c.json(await getReceived(c.env, readConfig(c.env), c.get("principal").accountId, c.req.param("id")!, origin(c.req.url))),
+    async (c) => {
+      const { accountId, keyId } = c.get("principal");
+      return c.json(await getReceived(c.env, readConfig(c.env), accountId, keyId, c.req.param("id")!, origin(c.req.url)));
+    },
   );
 
   // The downloads: public routes whose signed query is the credential.
@@ -80,7 +83,7 @@ export function registerReceivingRoutes(app: App): void {
     }),
     async (c) => {
       const id = c.req.param("id")!;
-      const obj = await downloadRaw(c.env, readConfig(c.env), id, { expires: c.req.query("expires"), signature: c.req.query("signature") });
+      const obj = await downloadRaw(c.env, readConfig(c.env), id, c.req.query());
       return new Response(obj.body, { headers: { "content-type": "message/rfc822", "content-disposition": `attachment; filename="${id}.eml"`, "cache-control": "private, no-store" } });
     },
   );
@@ -96,7 +99,7 @@ export function registerReceivingRoutes(app: App): void {
       responses: { 200: { description: "The attachment's bytes" }, ...errorResponses(404) },
     }),
     async (c) => {
-      const { attachment: att, body } = await downloadAttachment(c.env, readConfig(c.env), c.req.param("id")!, c.req.param("attachment_id")!, { expires: c.req.query("expires"), signature: c.req.query("signature") });
+      const { attachment: att, body } = await downloadAttachment(c.env, readConfig(c.env), c.req.param("id")!, c.req.param("attachment_id")!, c.req.query());
       // Served as a download, never rendered: received content is untrusted.
       return new Response(body.body, {
         headers: { "content-type": "application/octet-stream", "content-disposition": `attachment; filename*=UTF-8''${encodeURIComponent(att.filename ?? "attachment")}`, "x-content-type-options": "nosniff", "cache-control": "private, no-store" },

@@ -41,7 +41,7 @@ export function registerTrackingRoutes(app: App): void {
     if (!resolved.ok) return linkNotFound();
     try {
       const email = await loadEmail(c.env.DB, resolved.value.emailId);
-      if (email) await recordClick(c.env, email, resolved.value.link, visitorOf(c.req.raw));
+      if (email) await recordClick(c.env, email, resolved.value.linkIndex, resolved.value.link, visitorOf(c.req.raw));
     } catch (err) {
       // The reader still gets where the link goes.
       console.error("recording a click failed", err instanceof Error ? err.message : String(err));

@@ -8,9 +8,9 @@ import { insertEmail, insertEmailEvent, statementOf } from "../db/compiled.ts";
 import { ApiError } from "../errors.ts";
 import { uuidv7 } from "../ids.ts";
 import { parseMailbox } from "../mime/address.ts";
-import { isValidContentId } from "../mime/build.ts";
+import { attachmentBound, isValidContentId, largestAttachmentWithin, messageBaseBound } from "../mime/build.ts";
 import { htmlToText } from "../mime/html-to-text.ts";
-import type { OutboundFetcher } from "../net/outbound.ts";
+import type { FetchLimit, OutboundFetcher } from "../net/outbound.ts";
 import { resolveAttachment } from "./attachments.ts";
 import { storeContent, type AttachmentBytes } from "./content.ts";
 import { asList, type SendEmailRequest } from "./request.ts";
@@ -72,6 +72,11 @@ export interface QueueMessage {
   emailId: string;
 }
 
+/** The largest message tern sends, once encoded, attachments fetched by `path` included:
+ * Resend's limit (40 MB after base64). */
+export const MAX_MESSAGE_BYTES = 40 * 1024 * 1024;
+const MAX_MESSAGE_MB = MAX_MESSAGE_BYTES / (1024 * 1024);
+
 /** Applies the rules beyond the schema; `where` prefixes messages in a batch ("`[3].to`"). */
 export async function prepareEmail(deps: SendDeps, principal: Principal, req: SendEmailRequest, where = ""): Promise<PreparedEmail> {
   const fromBox = parseMailbox(req.from)!;
@@ -96,12 +101,12 @@ export async function prepareEmail(deps: SendDeps, principal: Principal, req: Se
     scheduledAt = parsed.value.getTime();
   }
 
-  const attachments: AttachmentBytes[] = [];
-  for (const [i, a] of (req.attachments ?? []).entries()) {
-    const resolved = await resolveAttachment(a, i, deps.fetcher);
-    if (!resolved.ok) throw new ApiError(resolved.code, prefix(where, resolved.message));
-    attachments.push(resolved.value);
-  }
+  const html = req.html && req.html.length > 0 ? req.html : null;
+  // text absent: derived from html; text "" opts out of a text part.
+  const text = req.text !== undefined ? (req.text.length > 0 ? req.text : null) : html ? htmlToText(html) : null;
+  const attachments = await resolveWithin(deps, req, where, messageBaseBound({
+    subject: req.subject, headers: req.headers ?? {}, html, text, addresses: [req.from, ...to, ...cc, ...asList(req.reply_to)],
+  }));
   for (const [i, a] of attachments.entries()) {
     if (a.contentId !== undefined && !isValidContentId(a.contentId)) {
       throw new ApiError("validation_error", prefix(where, `\`attachments[${i}].content_id\` must be printable ASCII without spaces or angle brackets.`));
@@ -112,9 +117,6 @@ export async function prepareEmail(deps: SendDeps, principal: Principal, req: Se
     throw new ApiError("validation_error", prefix(where, "Each `content_id` must be unique within an email."));
   }
 
-  const html = req.html && req.html.length > 0 ? req.html : null;
-  // text absent: derived from html; text "" opts out of a text part.
-  const text = req.text !== undefined ? (req.text.length > 0 ? req.text : null) : html ? htmlToText(html) : null;
   const id = uuidv7(deps.now);
   return {
     id,
@@ -137,6 +139,47 @@ export async function prepareEmail(deps: SendDeps, principal: Principal, req: Se
     messageId: `${id}@${domain.name}`,
     createdAt: deps.now,
   };
+}
+
+/**
+ * Resolves the attachments of an email whose other parts take `size` octets, holding the whole
+ * message to MAX_MESSAGE_BYTES once encoded. What is known without the network (the bodies,
+ * `content` attachments) counts first, so an email already over the bound fetches nothing;
+ * then each `path` may bring only the room left: a declared Content-Length over it is refused
+ * before the body is read, and a body that grows past it is cut off while it streams. So one
+ * send holds at most about 30 MB of attachment bytes, and nothing is stored for a refused one.
+ */
+async function resolveWithin(deps: SendDeps, req: SendEmailRequest, where: string, size: number): Promise<AttachmentBytes[]> {
+  const tooLarge = (what: string, used: number) => new ApiError("validation_error", prefix(where,
+    `${what}${what ? "the" : "The"} email would be larger than ${MAX_MESSAGE_MB} MB once encoded (attachments count in base64): ` +
+    `about ${(used / (1024 * 1024)).toFixed(1)} MB. Send fewer or smaller attachments, or link to large files.`));
+  if (size > MAX_MESSAGE_BYTES) throw tooLarge("", size);
+  const inputs = req.attachments ?? [];
+  const fetches = (a: unknown) => {
+    const f = (typeof a === "object" && a !== null ? a : {}) as { content?: unknown; path?: unknown };
+    return (f.content === undefined || f.content === null) && f.path !== undefined && f.path !== null;
+  };
+  const resolved: AttachmentBytes[] = new Array(inputs.length);
+  for (const fetching of [false, true]) {
+    for (const [i, a] of inputs.entries()) {
+      if (fetches(a) !== fetching) continue;
+      let limit: FetchLimit | undefined;
+      if (fetching) {
+        // The name is not known before the fetch: the bound counts the longest one.
+        const meta = { filename: undefined, contentType: "application/octet-stream" };
+        const room = MAX_MESSAGE_BYTES - size;
+        if (room < attachmentBound(0, meta)) throw tooLarge(`\`attachments[${i}].path\`: `, size);
+        const maxBytes = largestAttachmentWithin(room, meta);
+        limit = { maxBytes, message: `the email would be larger than ${MAX_MESSAGE_MB} MB once encoded with this file; ${maxBytes} bytes were left for it. Send fewer or smaller attachments, or link to large files.` };
+      }
+      const r = await resolveAttachment(a, i, deps.fetcher, limit);
+      if (!r.ok) throw new ApiError(r.code, prefix(where, r.message));
+      size += attachmentBound(r.value.content.byteLength, r.value);
+      if (size > MAX_MESSAGE_BYTES) throw tooLarge(`\`attachments[${i}]\`: `, size);
+      resolved[i] = r.value;
+    }
+  }
+  return resolved;
 }
 
 function prefix(where: string, message: string): string {
@@ -197,6 +240,7 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
           attempts: 0,
           nextAttemptAt: p.scheduledAt ?? p.createdAt,
           leaseUntil: null,
+          attemptJson: null,
           messageId: p.messageId,
           createdAt: p.createdAt,
         },

@@ -1,6 +1,6 @@
 // Attachments (contract 4.1): bytes given inline (`content`) or fetched from an https URL
 // (`path`), with their filename, content type and Content-ID checked and normalised.
-import type { OutboundFetcher } from "../net/outbound.ts";
+import type { FetchLimit, OutboundFetcher } from "../net/outbound.ts";
 import type { Result } from "../result.ts";
 
 export interface AttachmentInput {
@@ -243,12 +243,14 @@ function filenameFromUrl(url: string): string | undefined {
  * fetched through `fetcher`, content type taken from the request, else the filename's
  * extension, else (for a path) the server's Content-Type, else application/octet-stream.
  * Errors: invalid_attachment when the bytes cannot be had (no content or path, undecodable
- * content, a path that is refused or fails); validation_error for the other fields.
+ * content, a path that is refused or fails); validation_error for the other fields, and for a
+ * fetched file over `limit` (the room the email has left).
  */
 export async function resolveAttachment(
   input: AttachmentInput,
   index: number,
   fetcher: OutboundFetcher,
+  limit?: FetchLimit,
 ): Promise<Result<ResolvedAttachment, AttachmentError>> {
   const name = `attachments[${index}]`;
   if (typeof input !== "object" || input === null || Array.isArray(input)) {
@@ -302,7 +304,9 @@ export async function resolveAttachment(
     if (typeof fields.path !== "string" || fields.path.trim() === "") {
       return fail("validation_error", `\`${name}.path\` must be a non-empty URL string.`);
     }
-    const fetched = await fetcher(fields.path.trim());
+    const fetched = await fetcher(fields.path.trim(), limit);
+    // Over the room the email had left: the email is too large, not the attachment broken.
+    if (!fetched.ok && fetched.tooBig && limit) return fail("validation_error", `\`${name}.path\`: ${fetched.message}`);
     if (!fetched.ok) return fail("invalid_attachment", `\`${name}.path\` could not be fetched. ${fetched.message}`);
     content = fetched.value.body;
     resolvedFilename ??= filenameFromUrl(fields.path.trim()) ?? filenameFromUrl(fetched.value.finalUrl);

@@ -9,13 +9,19 @@
 // replays the winner's stored answer. A request that dies before its batch commits leaves
 // nothing behind, so a retry simply runs; one that dies after it left its answer, so a retry
 // replays it. A fresh key costs two small statements in a batch the send makes anyway, and no
-// round trip of its own.
+// D1 round trip of its own.
+//
+// In front of the row, the key's Durable Object (durable-objects/idempotency-front.ts) is the
+// single-flight point: concurrent repeats wait on it and replay the first one's answer, so a
+// retry storm reaches D1 once. It keeps nothing D1 does not: without it the row still decides.
 import { and, eq, gt, inArray, lte, sql } from "drizzle-orm";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
+import type { FrontResult, Settled } from "../../durable-objects/idempotency-front.ts";
 import type { Principal } from "../auth.ts";
 import { toHex } from "../bytes.ts";
 import { idempotencyKeys, usage } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
+import { inJurisdiction } from "../regions.ts";
 import { planLimits } from "../plans.ts";
 import { deleteIfExpired, KeyTaken, keyRow, thisKey, type KeyClaim } from "./key-claim.ts";
 import { periodsAt, quotaHeaders, type QuotaUse } from "./quota.ts";
@@ -31,14 +37,40 @@ export function checkKey(key: string): void {
 }
 
 /** JSON with object keys sorted at every depth: key order and whitespace do not make two
- * bodies different. */
+ * bodies different. A loop over an explicit stack, not recursion: JSON.parse accepts bodies
+ * nested far deeper than the call stack goes (100,000 levels fit in a few hundred KB). */
 export function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
-  if (value !== null && typeof value === "object") {
-    const entries = Object.keys(value).sort().filter((k) => (value as Record<string, unknown>)[k] !== undefined);
-    return `{${entries.map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(",")}}`;
+  const out: string[] = [];
+  // Work items, last first: a value to write, or punctuation already decided.
+  const stack: ({ value: unknown } | string)[] = [{ value }];
+  while (stack.length > 0) {
+    const item = stack.pop()!;
+    if (typeof item === "string") {
+      out.push(item);
+      continue;
+    }
+    const v = item.value;
+    if (Array.isArray(v)) {
+      stack.push("]");
+      for (let i = v.length - 1; i >= 0; i--) {
+        stack.push({ value: v[i] });
+        if (i > 0) stack.push(",");
+      }
+      stack.push("[");
+    } else if (v !== null && typeof v === "object") {
+      const record = v as Record<string, unknown>;
+      const keys = Object.keys(record).sort().filter((k) => record[k] !== undefined);
+      stack.push("}");
+      for (let i = keys.length - 1; i >= 0; i--) {
+        stack.push({ value: record[keys[i]!] });
+        stack.push(`${i > 0 ? "," : ""}${JSON.stringify(keys[i])}:`);
+      }
+      stack.push("{");
+    } else {
+      out.push(JSON.stringify(v));
+    }
   }
-  return JSON.stringify(value);
+  return out.join("");
 }
 
 export async function fingerprint(req: SendRequest): Promise<string> {
@@ -80,10 +112,69 @@ async function replay(db: DrizzleD1Database, claim: KeyClaim, principal: Princip
   return { status: row.status, body: row.body, headers };
 }
 
-/** Sends at most once per key: replays the stored answer (with idempotent-replayed: true). */
+/** Sends at most once per key: replays the stored answer (with idempotent-replayed: true).
+ * Through the key's Durable Object (the single-flight point) unless IDEMPOTENCY_FRONT is
+ * "false"; either way the key's row in D1 decides. */
 export async function sendIdempotently(env: Env, principal: Principal, route: string, key: string, req: SendRequest, defer?: Defer): Promise<Answer> {
   checkKey(key);
   const claim: KeyClaim = { accountId: principal.accountId, scope: route, key, fingerprint: await fingerprint(req) };
+  const decide = () => decideInD1(env, principal, claim, req, defer);
+  return env.IDEMPOTENCY_FRONT === "false" ? decide() : throughFront(env, claim, decide, defer);
+}
+
+/** 2xx answers are stored with the emails and other 4xx as validation outcomes; 429 and 5xx
+ * release the key (contract 4.3). */
+const isStored = (status: number) => status < 500 && status !== 429;
+
+/** Objects per account that keys are spread over (by a hash of scope and key). */
+export const FRONT_SHARDS = 32;
+
+/** The object a key's requests meet at: one of FRONT_SHARDS per account, chosen by the key, so
+ * that every request with the key reaches the same object and a fresh key usually finds one
+ * already running. */
+export function frontName(claim: Pick<KeyClaim, "accountId" | "scope" | "key">): string {
+  // FNV-1a: a stable spread, not a secret.
+  let h = 0x811c9dc5;
+  const s = `${claim.scope}\n${claim.key}`;
+  for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+  return `${claim.accountId}/${(h >>> 0) % FRONT_SHARDS}`;
+}
+
+/** The key's object lets one request at a time run `decide`; the others wait there for its
+ * answer. Only asking the object is on the request's path: the report goes after the answer. */
+async function throughFront(env: Env, claim: KeyClaim, decide: () => Promise<Answer>, defer?: Defer): Promise<Answer> {
+  const stub = inJurisdiction(env, env.IDEMPOTENCY).getByName(frontName(claim));
+  const slot = `${claim.scope}\n${claim.key}`;
+  let entry: FrontResult;
+  try {
+    entry = await stub.enter(slot, claim.fingerprint);
+  } catch (err) {
+    // The object could not be reached: the row in D1 decides alone.
+    console.error("idempotency object unavailable; deciding in D1 alone", err instanceof Error ? err.message : String(err));
+    return decide();
+  }
+  if (entry.kind === "replay") return entry.answer;
+  if (entry.kind === "conflict") throw new ApiError("invalid_idempotent_request", "This idempotency key was already used with a different request body.");
+  const report = (settled: Settled | null) => {
+    // A lost report only makes the waiters wait out the object's deadline, then ask D1.
+    const sent = stub.settle(slot, entry.token, settled).catch((err: unknown) => console.error("could not report to the idempotency object", err instanceof Error ? err.message : String(err)));
+    if (defer) defer(sent);
+    else return sent;
+  };
+  let answer: Answer;
+  try {
+    answer = await decide();
+  } catch (err) {
+    await report(null);
+    throw err;
+  }
+  await report({ ...answer, stored: isStored(answer.status) });
+  return answer;
+}
+
+/** The key's row in D1 decides: the send claims it in its own batch; a request that loses
+ * replays the winner's stored answer. */
+async function decideInD1(env: Env, principal: Principal, claim: KeyClaim, req: SendRequest, defer?: Defer): Promise<Answer> {
   const db = drizzle(env.DB);
   // A second round only when the row we lost to expired between the two reads.
   for (let round = 0; round < 3; round++) {

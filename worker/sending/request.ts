@@ -3,6 +3,7 @@
 import { z } from "@hono/zod-openapi";
 import { parseMailbox } from "../mime/address.ts";
 import { isOwnedHeaderName, isValidHeaderName } from "../mime/build.ts";
+import { isTraceHeaderName } from "../../smtp-bridge/trace-headers.ts";
 
 export const MAX_RECIPIENTS_PER_FIELD = 50;
 export const MAX_SUBJECT_LENGTH = 998;
@@ -41,6 +42,9 @@ const Headers = z
       } else if (isReservedHeader(name)) {
         const hint = name.toLowerCase() === "reply-to" ? " Use `reply_to`." : "";
         ctx.addIssue({ code: "custom", path: [name], message: `cannot be set: tern sets this header itself.${hint}` });
+      } else if (isTraceHeaderName(name)) {
+        // Refused, not dropped: an API caller hears why the header did not go out.
+        ctx.addIssue({ code: "custom", path: [name], message: "cannot be set: it is a trace or verdict header, written only by the servers a message passes through." });
       } else if (/[\r\n\0]/.test(value)) {
         ctx.addIssue({ code: "custom", path: [name], message: "must not contain line breaks." });
       } else if (value.length > 2000) {

@@ -5,14 +5,14 @@ import type { Principal } from "../auth.ts";
 import { readConfig } from "../config.ts";
 import { ApiError, unexpectedError } from "../errors.ts";
 import { zodToApiError } from "../http.ts";
-import { createOutboundFetcher } from "../net/outbound.ts";
+import { createOutboundFetcher, type OutboundFetcher } from "../net/outbound.ts";
 import { prepareEmail, recordEmails, type Defer, type PreparedEmail, type SendDeps } from "./accept.ts";
 import { KeyTaken, type KeyClaim } from "./key-claim.ts";
 import { quotaHeaders } from "./quota.ts";
 import { SendEmailRequest } from "./request.ts";
 
 export const MAX_BATCH = 100;
-const ATTACHMENT_FETCH = { maxBytes: 40 * 1024 * 1024, timeoutMs: 15_000, maxRedirects: 3 };
+export const ATTACHMENT_FETCH = { maxBytes: 40 * 1024 * 1024, timeoutMs: 15_000, maxRedirects: 3 };
 
 export interface SendRequest {
   kind: "single" | "batch";
@@ -49,6 +49,9 @@ export interface SendOptions {
   claim?: KeyClaim;
   /** Lets the queue hints finish after the answer (`ctx.waitUntil`). */
   defer?: Defer;
+  /** Fetches attachment paths under another policy than the configured one (tests reach a
+   * loopback file server with it). */
+  fetcher?: OutboundFetcher;
 }
 
 /** Runs a send. */
@@ -62,10 +65,10 @@ export async function performSend(env: Env, principal: Principal, req: SendReque
   }
 }
 
-async function sendOne(env: Env, principal: Principal, body: unknown, { claim, defer }: SendOptions): Promise<Answer> {
+async function sendOne(env: Env, principal: Principal, body: unknown, { claim, defer, fetcher }: SendOptions): Promise<Answer> {
   const parsed = SendEmailRequest.safeParse(body);
   if (!parsed.success) throw zodToApiError(parsed.error, body);
-  const deps = sendDeps(env);
+  const deps = { ...sendDeps(env), ...(fetcher ? { fetcher } : {}) };
   const prepared = await prepareEmail(deps, principal, parsed.data, "");
   const answer = JSON.stringify({ id: prepared.id });
   const use = await recordEmails(env, deps.config, principal, [prepared], deps.now, { key: claim && { claim, status: 200, body: answer }, defer });

@@ -1,15 +1,23 @@
 // What an open or a click of a tracked email leaves behind: an email_events row (the email's
 // history), the email's last_event, and the email.opened / email.clicked webhook event, in one
 // D1 batch. Opens are counted once per email within a short window: mail clients and proxies
-// fetch the same pixel several times for one reading.
-import { and, desc, eq, gt } from "drizzle-orm";
+// fetch the same pixel several times for one reading. Clicks are counted once per email, link
+// and client within a window, and at most CLICKS_PER_LINK_PER_WINDOW times per link and window,
+// so whoever holds one link cannot flood the account's events and webhooks; the redirect
+// itself never waits on or depends on either.
+import { and, desc, eq, gt, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { emailEvents, emailLinks, emails, type EmailRow } from "../db/schema.ts";
-import { announce, emailFacts, emailOutboxEvent, outboxInsert } from "../events/outbox.ts";
+import { toHex } from "../bytes.ts";
+import { announce, emailFacts, emailOutboxEvent, outboxInsertIfRecorded } from "../events/outbox.ts";
 import { uuidv7 } from "../ids.ts";
 
 /** Pixel fetches of one email closer together than this are one open. */
 export const OPEN_DEDUP_MS = 60_000;
+/** Clicks are counted per window of this length (windows start on the clock's minute). */
+export const CLICK_WINDOW_MS = 60_000;
+/** The most clicks one link of one email records per window, whoever clicks. */
+export const CLICKS_PER_LINK_PER_WINDOW = 10;
 
 export interface Visitor {
   ipAddress: string;
@@ -43,12 +51,27 @@ export async function recordOpen(env: RecordEnv, email: EmailRow, visitor: Visit
     .where(and(eq(emailEvents.emailId, email.id), eq(emailEvents.type, "opened"), gt(emailEvents.createdAt, now - OPEN_DEDUP_MS)))
     .orderBy(desc(emailEvents.id)).limit(1).get();
   if (recent) return false;
-  await record(env, email, "opened", { open: visitor }, now);
-  return true;
+  // Concurrent fetches all pass the read above: the window's key lets one of them record.
+  return record(env, email, "opened", { open: visitor }, now, { key: `open:${Math.floor(now / OPEN_DEDUP_MS)}` });
 }
 
-export async function recordClick(env: RecordEnv, email: EmailRow, link: string, visitor: Visitor, now = Date.now()): Promise<void> {
-  await record(env, email, "clicked", { click: { ...visitor, link } }, now);
+/** Records a click; false when the same client clicked this link in this window, or the
+ * link has recorded its most clicks for the window. Decided by the insert itself (a unique
+ * dedupe key and a count in one statement), so concurrent clicks cannot all pass a check. */
+export async function recordClick(env: RecordEnv, email: EmailRow, linkIndex: number, link: string, visitor: Visitor, now = Date.now()): Promise<boolean> {
+  // click:<link index>:<window>:<client>; one window's keys of a link share the prefix.
+  const scope = `click:${linkIndex}:${Math.floor(now / CLICK_WINDOW_MS)}:`;
+  const client = new TextEncoder().encode(`${visitor.ipAddress}\n${visitor.userAgent}`);
+  const clientHash = toHex(new Uint8Array(await crypto.subtle.digest("SHA-256", client), 0, 12));
+  return record(env, email, "clicked", { click: { ...visitor, link } }, now, { key: scope + clientHash, scope, max: CLICKS_PER_LINK_PER_WINDOW });
+}
+
+/** An event recorded only when no event of the email has `key`, and (with a scope) fewer
+ * than `max` have a key that starts with `scope`. */
+interface Limit {
+  key: string;
+  scope?: string;
+  max?: number;
 }
 
 async function record(
@@ -57,16 +80,32 @@ async function record(
   type: "opened" | "clicked",
   data: { open: Visitor } | { click: Visitor & { link: string } },
   now: number,
-): Promise<void> {
+  limit: Limit,
+): Promise<boolean> {
   const db = drizzle(env.DB);
   const base = { email: emailFacts(email), at: now };
   const event = "open" in data
     ? emailOutboxEvent(email.accountId, { ...base, type: "email.opened", open: data.open }, now)
     : emailOutboxEvent(email.accountId, { ...base, type: "email.clicked", click: data.click }, now);
-  await db.batch([
-    db.insert(emailEvents).values({ id: uuidv7(now), emailId: email.id, accountId: email.accountId, type, dataJson: JSON.stringify(data), createdAt: now }),
-    db.update(emails).set({ lastEvent: type }).where(eq(emails.id, email.id)),
-    outboxInsert(db, event),
+  const row = { id: uuidv7(now), emailId: email.id, accountId: email.accountId, type, dataJson: JSON.stringify(data), createdAt: now };
+  // The keys of a scope sort between the scope and the scope with its last ":" made ";", so
+  // the count reads a range of the (email_id, dedupe_key) index.
+  const within = limit.scope === undefined
+    ? sql`1`
+    : sql`(select count(*) from ${emailEvents} where ${emailEvents.emailId} = ${email.id} and ${emailEvents.dedupeKey} >= ${limit.scope} and ${emailEvents.dedupeKey} < ${`${limit.scope.slice(0, -1)};`}) < ${limit.max ?? 1}`;
+  const recorded = sql`exists (select 1 from ${emailEvents} where ${emailEvents.id} = ${row.id})`;
+  const [inserted] = await db.batch([
+    db.insert(emailEvents).select(
+      db.select({
+        id: sql`${row.id}`.as("id"), emailId: sql`${row.emailId}`.as("email_id"), accountId: sql`${row.accountId}`.as("account_id"),
+        type: sql`${row.type}`.as("type"), dataJson: sql`${row.dataJson}`.as("data_json"), createdAt: sql`${row.createdAt}`.as("created_at"),
+        dedupeKey: sql`${limit.key}`.as("dedupe_key"),
+      }).from(emails).where(and(eq(emails.id, email.id), within)),
+    ).onConflictDoNothing().returning({ id: emailEvents.id }),
+    db.update(emails).set({ lastEvent: type }).where(and(eq(emails.id, email.id), recorded)),
+    outboxInsertIfRecorded(db, event, row.id),
   ]);
+  if (inserted.length === 0) return false;
   await announce(env, [event]);
+  return true;
 }

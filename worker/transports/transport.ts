@@ -25,6 +25,10 @@ export interface RecipientResult {
   enhancedCode?: string;
   /** The peer's reply text, or what went wrong locally ("connection refused", "timeout"). */
   message: string;
+  /** Whether an acceptance is final delivery. Unset: the deployment says (RELAY_FINAL, true
+   * only where the relay is the recipients' own server); a service that relays on, such as
+   * Cloudflare Email Sending, says false whatever RELAY_FINAL is. */
+  final?: boolean;
 }
 
 export interface TransportSession {

@@ -1,0 +1,79 @@
+// A focused measure of the send queue's consumer (`node bench/consumer.ts`, not part of
+// `npm run bench`): what recording each message's outcome as soon as its reply arrives costs.
+// K single-recipient emails through tern's API into the dev relay, beside the same K messages
+// handed straight to the relay by nodemailer, in interleaved rounds (the order rotates, so a
+// drift in the machine's load favours no one). With BASELINE_ROOT set to a checkout of another
+// commit (`git archive <commit> | tar -x -C dir`, node_modules linked), that commit's tern runs
+// beside this one in the same rounds and the two are compared as ratios to nodemailer. The
+// consumer's own rate is its messages over the summed durations of its queue batches (wrangler
+// dev's `QUEUE tern-send` lines).
+import { join, resolve } from "node:path";
+import { startTern as startThis, type TernProcess } from "../test/support/processes.ts";
+import { clearRelay, consumerLog, directToRelay, htmlOfSize, throughTern, type DeliveryResult, type Target } from "./delivery.ts";
+
+const ROUNDS = Number(process.env.ROUNDS ?? 3);
+const COUNT = Number(process.env.COUNT ?? 300);
+const BASELINE = process.env.BASELINE_ROOT;
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
+const env = { TERN_DEV_PLAN: "pro_50k", TERN_DEV_RATE_LIMIT: "100000" };
+
+interface Subject {
+  name: string;
+  t: TernProcess;
+  target: Target;
+  /** The consumer's batch lines (the process keeps only the tail of its output). */
+  queueLines: () => string;
+  runs: DeliveryResult[];
+  ratios: number[];
+}
+
+function subject(name: string, t: TernProcess): Subject {
+  let lines = "";
+  t.child.stdout!.on("data", (chunk: Buffer) => {
+    for (const line of chunk.toString().split("\n")) if (line.includes("QUEUE tern-send")) lines += line + "\n";
+  });
+  const target = { url: t.url, apiKey: t.apiKey, relayHttp: t.relayHttp, relaySmtpPort: t.relaySmtpPort, mailDir: join(t.stateDir, "tern", "mailbox") };
+  return { name, t, target, queueLines: () => lines, runs: [], ratios: [] };
+}
+
+const subjects: Subject[] = [subject("this", await startThis({ env }))];
+if (BASELINE) {
+  const { startTern: startBaseline } = (await import(resolve(BASELINE, "test/support/processes.ts"))) as { startTern: typeof startThis };
+  subjects.push(subject("baseline", await startBaseline({ env })));
+}
+try {
+  const o = { count: COUNT, concurrency: 16, html: htmlOfSize(5 * 1024), timeoutMs: 180_000 };
+  for (let round = 1; round <= ROUNDS; round++) {
+    const phases: Array<() => Promise<string>> = subjects.map((s) => async () => {
+      await clearRelay(s.t.relayHttp, s.target.mailDir);
+      const from = s.queueLines().length;
+      const r = await throughTern(s.target, o, () => "");
+      s.runs.push({ ...r, consumer: consumerLog(s.queueLines().slice(from)) });
+      return `${s.name} ${r.rate.toFixed(0)}/s`;
+    });
+    let direct: DeliveryResult | undefined;
+    phases.push(async () => {
+      const s = subjects[0]!;
+      await clearRelay(s.t.relayHttp, s.target.mailDir);
+      direct = await directToRelay(s.target, o);
+      return `nodemailer ${direct.rate.toFixed(0)}/s`;
+    });
+    const order = phases.map((_, i) => phases[(i + round) % phases.length]!);
+    const said: string[] = [];
+    for (const phase of order) said.push(await phase());
+    for (const s of subjects) s.ratios.push(s.runs.at(-1)!.rate / direct!.rate);
+    console.log(`round ${round}: ${said.join(", ")}; ratios ${subjects.map((s) => `${s.name} ${s.ratios.at(-1)!.toFixed(2)}`).join(", ")}`);
+  }
+  const summary = subjects.map((s) => ({
+    name: s.name,
+    perSecond: median(s.runs.map((a) => a.rate)),
+    consumerPerBusySecond: median(s.runs.map((a) => a.consumer!.messages / a.consumer!.busySeconds)),
+    consumerMedianBatchMs: median(s.runs.map((a) => a.consumer!.medianBatchMs)),
+    ratioToNodemailer: median(s.ratios),
+    ratios: s.ratios.map((r) => Number(r.toFixed(3))),
+  }));
+  const thisVsBaseline = subjects.length === 2 ? subjects[0]!.ratios.map((r, i) => r / subjects[1]!.ratios[i]!) : [];
+  console.log(JSON.stringify({ rounds: ROUNDS, count: COUNT, summary, thisVsBaseline: thisVsBaseline.map((r) => Number(r.toFixed(3))), thisVsBaselineMedian: thisVsBaseline.length ? median(thisVsBaseline) : null }));
+} finally {
+  for (const s of subjects) await s.t.stop();
+}

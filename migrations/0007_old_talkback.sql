@@ -1,0 +1,1 @@
+ALTER TABLE `emails` ADD `attempt_json` text;
