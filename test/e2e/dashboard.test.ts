@@ -327,6 +327,11 @@ describe("the dashboard in a browser", () => {
     const memberCookie = (await member.context().cookies()).map((c) => `${c.name}=${c.value}`).join("; ");
     const refused = await fetch(`${tern.url}/dashboard/api/api-keys`, { method: "POST", headers: { "content-type": "application/json", origin: tern.url, cookie: memberCookie, "x-csrf-token": memberCsrf }, body: JSON.stringify({ name: "sneaky" }) });
     expect(refused.status).toBe(403);
+    // The owner makes the member an admin; now the same request makes a key.
+    await page.goto(`${tern.url}/dashboard/settings`);
+    await page.getByLabel("Role of mia@example.com").selectOption("admin");
+    await page.getByRole("button", { name: "Change" }).click();
+    await expect.poll(async () => (await fetch(`${tern.url}/dashboard/api/api-keys`, { method: "POST", headers: { "content-type": "application/json", origin: tern.url, cookie: memberCookie, "x-csrf-token": memberCsrf }, body: JSON.stringify({ name: "by an admin" }) })).status, POLL).toBe(201);
     // The member sees the dev account's mail.
     await member.goto(`${tern.url}/dashboard/emails/${sent.id}`);
     expect(await member.locator("h1").innerText()).toBe("Dashboard proof");

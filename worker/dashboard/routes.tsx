@@ -129,6 +129,12 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
     console.error("dashboard auth failed", path, await res.clone().text());
   }
   const newToken = sessionTokenFrom(res.headers.getSetCookie());
+  // A wrong password for a known address is recorded in that user's accounts (the owner sees
+  // someone trying); an unknown address leaves no trace to probe with.
+  if (path === "/sign-in/email" && res.status === 401 && email) {
+    const user = await drizzle(env.DB).select({ id: authUsers.id, email: authUsers.email }).from(authUsers).where(eq(authUsers.email, email)).get();
+    if (user) await auditUser(env, user, req, "user.sign_in_failed");
+  }
   // A session made while one was open (better-auth renews it when TOTP is turned on) is not a sign-in.
   if (newToken && res.status < 400 && !viewer) {
     const row = await drizzle(env.DB).select({ id: authUsers.id, email: authUsers.email }).from(authSessions)
@@ -325,6 +331,19 @@ export function dashboardApp(): Hono<DashEnv> {
     await audit(c.env, v, { action: "invitation.revoked", target: c.req.param("id") });
     return c.json({ ok: true });
   });
+  app.post("/api/members/:userId/role", async (c) => {
+    const v = c.get("viewer");
+    if (v.role !== "owner") throw new DashError(403, "Only an owner changes roles.");
+    const role = (await body<{ role?: unknown }>(c)).role;
+    if (role !== "owner" && role !== "admin" && role !== "member") throw new DashError(422, "A role is owner, admin or member.");
+    const userId = c.req.param("userId");
+    if (userId === v.user.id) throw new DashError(409, "Make another owner first; then they can change your role.");
+    const d = drizzle(c.env.DB);
+    const r = await d.update(memberships).set({ role }).where(and(eq(memberships.accountId, v.account.id), eq(memberships.userId, userId))).returning({ userId: memberships.userId });
+    if (r.length === 0) throw new DashError(404, "That person is not a member of this account.");
+    await audit(c.env, v, { action: "member.role_changed", target: userId, detail: { role } });
+    return c.json({ ok: true });
+  });
   app.post("/api/members/:userId/remove", async (c) => {
     const v = c.get("viewer");
     requireManager(v);
@@ -409,7 +428,16 @@ async function settingsPage(c: DashCtx): Promise<Response> {
           <tbody>
             {members.map((m) => (
               <tr>
-                <td>{m.name}</td><td>{m.email}</td><td>{m.role}</td><td><Time at={m.since} /></td>
+                <td>{m.name}</td><td>{m.email}</td>
+                <td>{v.role === "owner" && m.userId !== v.user.id ? (
+                  <form method="post" class="inline row" data-api={`/dashboard/api/members/${m.userId}/role`}>
+                    <select name="role" aria-label={`Role of ${m.email}`}>
+                      {(["owner", "admin", "member"] as const).map((r) => <option value={r} selected={m.role === r}>{r}</option>)}
+                    </select>
+                    <button type="submit" class="secondary">Change</button>
+                  </form>
+                ) : m.role}</td>
+                <td><Time at={m.since} /></td>
                 <td>{v.canManage && m.userId !== v.user.id ? (
                   <form method="post" class="inline" data-api={`/dashboard/api/members/${m.userId}/remove`} data-confirm={`Remove ${m.email} from ${v.account.name}?`}>
                     <button type="submit" class="danger">Remove</button>
