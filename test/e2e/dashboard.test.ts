@@ -269,6 +269,12 @@ describe("the dashboard in a browser", () => {
     expect(records).toContain("_domainkey");
     expect(records).toContain("v=spf1");
     expect(await page.locator("main").innerText()).toContain("eu-west-1");
+    await page.getByLabel("Track opens").check();
+    await page.getByRole("button", { name: "Save settings" }).click();
+    await expect.poll(() => page.locator("main").innerText(), POLL).toContain("opens on");
+    page.once("dialog", (d) => void d.accept());
+    await page.getByRole("button", { name: "Rotate the DKIM key" }).click();
+    await expect.poll(async () => ((await page.locator("table").innerText()).match(/_domainkey/g) ?? []).length, POLL).toBe(2);
     await shot(page, "12-domain-records");
     expect(await axeViolations(page)).toEqual([]);
 

@@ -4,12 +4,12 @@
 import type { Hono } from "hono";
 import { createApiKey, listApiKeys, revokeApiKey } from "../api-keys/service.ts";
 import { readConfig } from "../config.ts";
-import { checkDomain, createDomain, deleteDomain, domainView, findDomain, listDomains } from "../domains/service.ts";
+import { checkDomain, createDomain, deleteDomain, domainView, findDomain, listDomains, patchDomain, rotateDkim } from "../domains/service.ts";
 import { cancelEmail, findEmail, getEmail, listEmailEvents } from "../emails/service.ts";
 import { renderMessage } from "../delivery/consumer.ts";
 import { validate } from "../http.ts";
 import { CreateApiKeyRequest } from "../routes/api-keys.ts";
-import { CreateDomainRequest } from "../routes/domains.ts";
+import { CreateDomainRequest, RotateDkimRequest, UpdateDomainRequest } from "../routes/domains.ts";
 import { REGIONS } from "../regions.ts";
 import { CreateWebhookRequest } from "../routes/webhooks.ts";
 import { WEBHOOK_EVENT_TYPES } from "../webhooks/payloads.ts";
@@ -217,8 +217,22 @@ async function domainPage(c: DashCtx) {
           <dt>TLS</dt><dd>{view.tls}</dd>
         </dl>
         {v.canManage ? (
+          <form method="post" class="row" data-api={`/dashboard/api/domains/${view.id}/settings`} style="margin-top:12px" aria-label="Domain settings">
+            <label class="check"><input type="checkbox" name="open_tracking" checked={view.open_tracking} />Track opens</label>
+            <label class="check"><input type="checkbox" name="click_tracking" checked={view.click_tracking} />Track clicks</label>
+            <label class="check"><input type="checkbox" name="receiving" checked={view.receiving} />Receive mail</label>
+            <label>TLS to recipients
+              <select name="tls"><option value="opportunistic" selected={view.tls === "opportunistic"}>opportunistic</option><option value="enforced" selected={view.tls === "enforced"}>enforced</option></select>
+            </label>
+            <button type="submit" class="secondary">Save settings</button>
+          </form>
+        ) : null}
+        {v.canManage ? (
           <div class="row" style="margin-top:12px">
             <form method="post" data-api={`/dashboard/api/domains/${view.id}/verify`}><button type="submit">Verify DNS records now</button></form>
+            <form method="post" data-api={`/dashboard/api/domains/${view.id}/rotate-dkim`} data-confirm="Make a new DKIM key? The current one signs until the new record is published and verified.">
+              <button type="submit" class="secondary">Rotate the DKIM key</button>
+            </form>
             <form method="post" data-api={`/dashboard/api/domains/${view.id}/delete`} data-then="/dashboard/domains" data-confirm={`Delete ${view.name}? Mail from it stops being signed.`}>
               <button type="submit" class="danger">Delete domain</button>
             </form>
@@ -559,6 +573,25 @@ export function registerResourcePages(app: Hono<DashEnv>): void {
     const checked = await checkDomain(c.env, config, await findDomain(c.env.DB, v.account.id, c.req.param("id")), Date.now(), { restart: true });
     await audit(c.env, v, { action: "domain.verification_requested", target: checked.row.name });
     return c.json({ status: domainView(checked, config).status });
+  });
+  app.post("/api/domains/:id/settings", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const b = validate(UpdateDomainRequest, await body(c));
+    const view = await patchDomain(c.env, readConfig(c.env), v.account.id, c.req.param("id"), { openTracking: b.open_tracking, clickTracking: b.click_tracking, tls: b.tls, receiving: b.receiving }, Date.now());
+    await audit(c.env, v, { action: "domain.updated", target: view.name, detail: b });
+    return c.json({ ok: true });
+  });
+  app.post("/api/domains/:id/rotate-dkim", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const b = validate(RotateDkimRequest, await body(c));
+    const config = readConfig(c.env);
+    const current = await findDomain(c.env.DB, v.account.id, c.req.param("id"));
+    const algorithm = b.algorithm ?? current.keys.find((k) => k.state === "active")?.algorithm ?? "rsa";
+    const rotated = await rotateDkim(c.env, config, current, algorithm, Date.now());
+    await audit(c.env, v, { action: "domain.dkim_rotated", target: rotated.row.name, detail: { algorithm } });
+    return c.json({ ok: true });
   });
   app.post("/api/domains/:id/delete", async (c) => {
     const v = c.get("viewer");
