@@ -336,8 +336,20 @@ describe("the dashboard in a browser", () => {
     // The owner makes the member an admin; now the same request makes a key.
     await page.goto(`${tern.url}/dashboard/settings`);
     await page.getByLabel("Role of mia@example.com").selectOption("admin");
-    await page.getByRole("button", { name: "Change" }).click();
+    await Promise.all([page.waitForEvent("load"), page.getByRole("button", { name: "Change" }).click()]); // the page reloads
     await expect.poll(async () => (await fetch(`${tern.url}/dashboard/api/api-keys`, { method: "POST", headers: { "content-type": "application/json", origin: tern.url, cookie: memberCookie, "x-csrf-token": memberCsrf }, body: JSON.stringify({ name: "by an admin" }) })).status, POLL).toBe(201);
+    // Only an owner takes a copy of the account's data.
+    expect((await fetch(`${tern.url}/dashboard/api/export`, { headers: { cookie: memberCookie } })).status).toBe(403);
+    await page.goto(`${tern.url}/dashboard/settings`);
+    const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("link", { name: "Export account data" }).click()]);
+    const exported = JSON.parse(await import("node:fs").then(async (fs) => fs.readFileSync((await download.path())!, "utf8"))) as Record<string, any>;
+    const mine = (exported.emails as { id: string; events: { type: string }[] }[]).find((e) => e.id === sent.id);
+    expect(mine?.events.map((e) => e.type)).toContain("delivered");
+    expect((exported.domains as { name: string; dkim_keys: { publicKey: string }[] }[]).find((d) => d.name === "news.example.org")?.dkim_keys.length).toBe(2);
+    expect(JSON.stringify(exported)).not.toMatch(/private|token_hash|secret_sealed|BEGIN PRIVATE/i);
+    expect((exported.suppressions as { email: string }[]).map((x) => x.email)).toContain("blocked@example.com");
+    expect((exported.audit_log as { action: string }[]).map((x) => x.action)).toContain("api_key.revoked");
+
     // The member sees the dev account's mail.
     await member.goto(`${tern.url}/dashboard/emails/${sent.id}`);
     expect(await member.locator("h1").innerText()).toBe("Dashboard proof");

@@ -20,6 +20,7 @@ import { DashboardMailError, linkMail, sendDashboardMail } from "./mail.ts";
 import { clearAddress, countAttempt } from "./throttle.ts";
 import { ACCOUNT_COOKIE, audit, auditUser, clientIp, loadViewer, type Viewer } from "./viewer.ts";
 import { registerResourcePages } from "./resources.tsx";
+import { exportAccount } from "./export.ts";
 
 export type DashEnv = { Bindings: Env; Variables: { viewer: Viewer } };
 export type DashCtx = Context<DashEnv>;
@@ -362,6 +363,17 @@ export function dashboardApp(): Hono<DashEnv> {
     return c.json({ ok: true });
   });
 
+  // ---- data rights: a copy of everything the account holds ---------------------------------
+  app.get("/api/export", async (c) => {
+    const v = c.get("viewer");
+    if (v.role !== "owner") throw new DashError(403, "Only an owner exports the account's data.");
+    await audit(c.env, v, { action: "account.exported" });
+    const day = new Date().toISOString().slice(0, 10);
+    return new Response(exportAccount(c.env.DB, v.account.id), {
+      headers: { "content-type": "application/json; charset=utf-8", "content-disposition": `attachment; filename="tern-export-${day}.json"` },
+    });
+  });
+
   // ---- settings and audit log pages ------------------------------------------------------
   app.get("/settings", async (c) => settingsPage(c));
   app.get("/audit-log", async (c) => auditPage(c));
@@ -420,6 +432,14 @@ async function settingsPage(c: DashCtx): Promise<Response> {
           </form>
         ) : null}
       </section>
+
+      {v.role === "owner" ? (
+        <section class="panel" aria-labelledby="data">
+          <h2 id="data">Your data</h2>
+          <p>Download everything this account holds (emails' metadata and events, contacts, suppressions, domains without private keys, webhooks, the audit log) as one JSON file.</p>
+          <a class="button secondary" href="/dashboard/api/export" download>Export account data</a>
+        </section>
+      ) : null}
 
       <section class="panel" aria-labelledby="members">
         <h2 id="members">Members</h2>
