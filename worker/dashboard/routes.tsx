@@ -12,6 +12,7 @@ import { hashToken } from "../api-key-token.ts";
 import { ApiError } from "../errors.ts";
 import { accounts, auditLog, authAccounts, authSessions, authUsers, invitations, memberships, usage } from "../db/schema.ts";
 import { planLimits } from "../plans.ts";
+import { readConfig } from "../config.ts";
 import { periodsAt } from "../sending/quota.ts";
 import { AUTH_BASE, COOKIE_PREFIX, SESSION_COOKIE, authFor, configuredProviders, dashboardOrigin, isOAuthPath } from "./auth.ts";
 import { ForgotPasswordPage, InvitationPage, ResetPasswordPage, SignInPage, SignUpPage, TwoFactorPage } from "./auth-pages.tsx";
@@ -92,6 +93,13 @@ const AUTH_AUDIT: Record<string, string> = {
   "/change-password": "password.changed",
 };
 
+/** Which of the user's accounts the dashboard shows (checked against their memberships on
+ * every request, so it grants nothing by itself). */
+function accountCookie(env: Env, accountId: string, maxAge?: number): string {
+  const secure = readConfig(env).devMode ? "" : "; Secure";
+  return `${ACCOUNT_COOKIE}=${accountId}; Path=/dashboard; HttpOnly; SameSite=Lax${secure}${maxAge !== undefined ? `; Max-Age=${maxAge}` : ""}`;
+}
+
 function sessionTokenFrom(setCookies: string[]): string | null {
   for (const c of setCookies) {
     const m = c.match(new RegExp(`^(?:__Secure-)?${COOKIE_PREFIX}\\.${SESSION_COOKIE}=([^;]*)`));
@@ -146,7 +154,7 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
       await auditUser(env, row, req, "user.signed_in", { method });
       // A new session starts in the user's first account, not one a previous user chose.
       res = new Response(res.body, res);
-      res.headers.append("set-cookie", `${ACCOUNT_COOKIE}=; Path=/dashboard; Max-Age=0; HttpOnly; SameSite=Lax`);
+      res.headers.append("set-cookie", accountCookie(env, "", 0));
     }
   }
   // The session token lives in the HttpOnly cookie only; better-auth also puts it in the JSON
@@ -263,7 +271,7 @@ export function dashboardApp(): Hono<DashEnv> {
       d.update(invitations).set({ acceptedAt: now }).where(eq(invitations.id, inv.id)),
     ]);
     await audit(c.env, { ...v, account: { ...v.account, id: inv.accountId } }, { action: "member.joined", target: v.user.email, detail: { role: inv.role } });
-    c.header("set-cookie", `${ACCOUNT_COOKIE}=${inv.accountId}; Path=/dashboard; HttpOnly; SameSite=Lax`);
+    c.header("set-cookie", accountCookie(c.env, inv.accountId));
     return c.json({ ok: true });
   });
 
@@ -296,7 +304,7 @@ export function dashboardApp(): Hono<DashEnv> {
     const b = await body<{ accountId?: unknown }>(c);
     const target = v.memberships.find((m) => m.accountId === b.accountId);
     if (!target) throw new DashError(404, "You are not a member of that account.");
-    c.header("set-cookie", `${ACCOUNT_COOKIE}=${target.accountId}; Path=/dashboard; HttpOnly; SameSite=Lax`);
+    c.header("set-cookie", accountCookie(c.env, target.accountId));
     return c.json({ ok: true });
   });
   app.post("/api/account", async (c) => {
