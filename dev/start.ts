@@ -7,6 +7,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { WRANGLER, apiKeyInsert, d1Execute, d1Target, generateToken, isTokenShape, runWrangler, sqlString, wranglerEnv } from "../ops/d1.ts";
 import { PLANS, isPlan } from "../worker/plans.ts";
+import { generatePassword, userInserts } from "../ops/admin.ts";
 import { toBase64 } from "../worker/bytes.ts";
 import { generateDkimKey, newSelector, sealPrivateKey } from "../worker/dkim/keys.ts";
 import { bridgeSettings, startDevBridge, type DevBridge } from "./bridge.ts";
@@ -37,6 +38,8 @@ export interface StartOptions {
 export interface Running {
   url: string;
   apiKey: string;
+  /** The dev account's dashboard user. */
+  devUser: { email: string; password: string };
   domain: string;
   relay: DevRelay;
   bridge: DevBridge;
@@ -68,6 +71,10 @@ const sql = sqlString;
 interface DevIdentity {
   accountId: string;
   domainId: string;
+  /** The account the dashboard's own mail is sent from: no user belongs to it, so nobody can
+   * read the sign-in links in its Emails (worker/dashboard/mail.ts). */
+  systemAccountId?: string;
+  systemDomainId?: string;
   keys: Record<string, string>; // token -> key id
 }
 
@@ -93,8 +100,25 @@ async function devDkimKeyInsert(o: StartOptions, masterKey: string, accountId: s
   ];
 }
 
+interface Seeded {
+  token: string;
+  accountId: string;
+  systemAccountId: string;
+  devUser: { email: string; password: string };
+}
+
+/** The dev account's dashboard user: made once, its password kept (mode 600) in stateDir. */
+async function devUserInserts(o: StartOptions, accountId: string, now: number): Promise<{ statements: string[]; devUser: Seeded["devUser"] }> {
+  const file = join(o.stateDir, "dev-user.json");
+  if (existsSync(file)) return { statements: [], devUser: JSON.parse(readFileSync(file, "utf8")) };
+  const devUser = { email: `dev@${o.domain}`, password: generatePassword() };
+  const statements = await userInserts({ id: crypto.randomUUID(), accountId, email: devUser.email, name: "Dev", role: "owner", password: devUser.password }, now);
+  writeFileSync(file, JSON.stringify(devUser, null, 2), { mode: 0o600 });
+  return { statements, devUser };
+}
+
 /** The dev account, its key and its verified domain: created once, kept in stateDir. */
-async function seedDevAccount(o: StartOptions, masterKey: string): Promise<string> {
+async function seedDevAccount(o: StartOptions, masterKey: string): Promise<Seeded> {
   const file = join(o.stateDir, "dev-account.json");
   const identity: DevIdentity = existsSync(file)
     ? JSON.parse(readFileSync(file, "utf8"))
@@ -106,21 +130,32 @@ async function seedDevAccount(o: StartOptions, masterKey: string): Promise<strin
     throw new Error("TERN_DEV_API_KEY must look like tern_ followed by 32 to 128 letters and digits.");
   }
   identity.keys[token] ??= crypto.randomUUID();
+  identity.systemAccountId ??= crypto.randomUUID();
+  identity.systemDomainId ??= crypto.randomUUID();
   const now = Date.now();
+  const user = await devUserInserts(o, identity.accountId, now);
   const statements = [
     `INSERT OR IGNORE INTO accounts (id, name, plan, created_at) VALUES (${sql(identity.accountId)}, 'Dev account', 'free', ${now});`,
     `UPDATE accounts SET rate_limit = ${Math.max(1, Math.floor(o.rateLimit)) || 10}, plan = ${sql(o.plan)} WHERE id = ${sql(identity.accountId)};`,
     `INSERT OR IGNORE INTO domains (id, account_id, name, region, status, created_at) VALUES (${sql(identity.domainId)}, ${sql(identity.accountId)}, ${sql(o.domain)}, 'us-east-1', 'verified', ${now});`,
     `UPDATE domains SET status = 'verified' WHERE account_id = ${sql(identity.accountId)} AND name = ${sql(o.domain)};`,
     ...(await devDkimKeyInsert(o, masterKey, identity.accountId, identity.domainId, now)),
+    `INSERT OR IGNORE INTO accounts (id, name, plan, created_at) VALUES (${sql(identity.systemAccountId)}, 'tern system (dashboard mail)', 'scale_1m', ${now});`,
+    `INSERT OR IGNORE INTO domains (id, account_id, name, region, status, created_at) VALUES (${sql(identity.systemDomainId)}, ${sql(identity.systemAccountId)}, ${sql(o.domain)}, 'us-east-1', 'verified', ${now});`,
+    ...(await devDkimKeyInsert(o, masterKey, identity.systemAccountId, identity.systemDomainId, now)),
     await apiKeyInsert({ id: identity.keys[token]!, accountId: identity.accountId, name: "Dev key", token }, now),
+    ...user.statements,
   ];
   const seedFile = join(o.stateDir, "seed.sql");
   writeFileSync(seedFile, statements.join("\n"));
   runWrangler(["d1", "execute", "DB", ...d1Target(false, o.persistTo), "--file", seedFile]);
   writeFileSync(file, JSON.stringify(identity, null, 2), { mode: 0o600 });
-  return token;
+  return { token, accountId: identity.accountId, systemAccountId: identity.systemAccountId, devUser: user.devUser };
 }
+
+/** Sign-in with Google and GitHub in dev: configured from the environment (tests point them at
+ * a local OAuth server), passed to the Worker like the other dev settings. */
+const OAUTH_VARS = ["GOOGLE_CLIENT_ID", "GOOGLE_CLIENT_SECRET", "GOOGLE_DISCOVERY_URL", "GITHUB_CLIENT_ID", "GITHUB_CLIENT_SECRET", "GITHUB_AUTHORIZE_URL", "GITHUB_TOKEN_URL", "GITHUB_API_URL"];
 
 
 async function waitForHttp(url: string, child: ChildProcess, timeoutMs: number): Promise<void> {
@@ -148,7 +183,7 @@ export async function start(o: StartOptions): Promise<Running> {
   o.log("applying D1 migrations...");
   runWrangler(["d1", "migrations", "apply", "DB", ...d1Target(false, o.persistTo)]);
   const masterKey = devMasterKey(o);
-  const apiKey = await seedDevAccount(o, masterKey);
+  const { token: apiKey, systemAccountId, devUser } = await seedDevAccount(o, masterKey);
 
   const relay = await startDevRelay({
     smtpPort: o.relaySmtpPort,
@@ -171,7 +206,12 @@ export async function start(o: StartOptions): Promise<Running> {
     RELAY_FINAL: "true",
     // Open pixels, click redirects and unsubscribe links in dev mail point at this API.
     PUBLIC_URL: `http://127.0.0.1:${o.port}`,
+    // The dashboard's mail (address verification, resets, invitations) goes out through tern
+    // from an account of its own, and lands in the dev mailbox.
+    DASHBOARD_MAIL_ACCOUNT: systemAccountId,
+    DASHBOARD_MAIL_FROM: `tern <no-reply@${o.domain}>`,
   };
+  for (const name of OAUTH_VARS) if (process.env[name]) vars[name] = process.env[name]!;
   if (process.env.TERN_STUCK_AFTER_SECONDS) vars.STUCK_AFTER_SECONDS = process.env.TERN_STUCK_AFTER_SECONDS;
   if (process.env.TERN_RETRY_SCHEDULE) vars.RETRY_SCHEDULE = process.env.TERN_RETRY_SCHEDULE;
   if (process.env.TERN_LEASE_SECONDS) vars.LEASE_SECONDS = process.env.TERN_LEASE_SECONDS;
@@ -221,7 +261,7 @@ export async function start(o: StartOptions): Promise<Running> {
     await stop();
     throw err;
   }
-  return { url, apiKey, domain: o.domain, relay, bridge, stop };
+  return { url, apiKey, devUser, domain: o.domain, relay, bridge, stop };
 }
 
 if (import.meta.main) {
@@ -234,6 +274,7 @@ if (import.meta.main) {
 tern is running.
 
   API         ${running.url}
+  Dashboard   ${running.url}/dashboard  (sign in as ${running.devUser.email}, password ${running.devUser.password})
   Reference   ${running.url}/docs
   Mailbox     http://127.0.0.1:${running.relay.httpPort}
   Dev relay   smtp://127.0.0.1:${running.relay.smtpPort}

@@ -2,9 +2,14 @@
 //   npm run admin -- create-account "<name>" [--plan free] [--remote]
 //   npm run admin -- set-plan <account-id> <plan> [--remote]
 //   npm run admin -- set-rate-limit <account-id> <requests-per-second> [--remote]
+//   npm run admin -- create-user <account-id> <email> [--name N] [--role owner|admin|member] [--password P] [--remote]
 // Without --remote they act on the local state that `npm start` uses (--persist-to DIR to pick
 // another). create-account prints a full-access API key once; only its hash is stored.
+// create-user makes a dashboard sign-in (address already verified) for an account and prints
+// its password once (a generated one unless --password is given); only a scrypt hash is stored.
 import { randomUUID } from "node:crypto";
+import { hashPassword } from "better-auth/crypto";
+import { passwordProblem } from "../worker/dashboard/passwords.ts";
 import { join, resolve } from "node:path";
 import { PLANS, isPlan } from "../worker/plans.ts";
 import { apiKeyInsert, d1Execute, d1Target, generateToken, sqlString as sql } from "./d1.ts";
@@ -30,6 +35,29 @@ function changes(result: unknown): number {
 }
 
 
+export type Role = "owner" | "admin" | "member";
+
+/** A readable random password: 4 groups of 5 base32 letters (100 bits). */
+export function generatePassword(): string {
+  const alphabet = "abcdefghijkmnpqrstuvwxyz23456789";
+  const bytes = crypto.getRandomValues(new Uint8Array(20));
+  const chars = [...bytes].map((b) => alphabet[b % 32]).join("");
+  return chars.match(/.{5}/g)!.join("-");
+}
+
+/** The statements that create a dashboard user with a password (hashed as better-auth does
+ * in the Worker) and make them a member of an account. Nothing happens for an address that
+ * already has a user, except the membership. */
+export async function userInserts(u: { id: string; accountId: string; email: string; name: string; role: Role; password: string }, now = Date.now()): Promise<string[]> {
+  const hash = await hashPassword(u.password);
+  const email = u.email.toLowerCase();
+  return [
+    `INSERT OR IGNORE INTO auth_users (id, name, email, email_verified, two_factor_enabled, created_at, updated_at) VALUES (${sql(u.id)}, ${sql(u.name)}, ${sql(email)}, 1, 0, ${now}, ${now});`,
+    `INSERT INTO auth_accounts (id, account_id, provider_id, user_id, password, created_at, updated_at) SELECT ${sql(randomUUID())}, id, 'credential', id, ${sql(hash)}, ${now}, ${now} FROM auth_users WHERE email = ${sql(email)} AND NOT EXISTS (SELECT 1 FROM auth_accounts a WHERE a.user_id = auth_users.id AND a.provider_id = 'credential');`,
+    `INSERT OR IGNORE INTO memberships (account_id, user_id, role, created_at) SELECT ${sql(u.accountId)}, id, ${sql(u.role)}, ${now} FROM auth_users WHERE email = ${sql(email)};`,
+  ];
+}
+
 export async function main(argv: string[]): Promise<void> {
   const args = [...argv];
   const flag = (name: string) => {
@@ -41,6 +69,9 @@ export async function main(argv: string[]): Promise<void> {
   const remote = args.includes("--remote") ? (args.splice(args.indexOf("--remote"), 1), true) : false;
   const persistTo = flag("--persist-to") ?? join(root, ".wrangler", "state");
   const plan = flag("--plan");
+  const name = flag("--name");
+  const role = flag("--role");
+  const password = flag("--password");
   const target = d1Target(remote, persistTo);
   const [command, ...rest] = args;
   const plans = Object.keys(PLANS).join(", ");
@@ -80,8 +111,25 @@ export async function main(argv: string[]): Promise<void> {
       console.log(rate === 0 ? `account ${accountId} is not rate limited.` : `account ${accountId} may make ${rate} requests per second.`);
       return;
     }
+    case "create-user": {
+      const [accountId, email] = rest;
+      if (!accountId || !email || !/^[^\s@]+@[^\s@]+$/.test(email)) fail("usage: create-user <account-id> <email> [--name N] [--role owner|admin|member] [--password P]");
+      const r = role ?? "owner";
+      if (!["owner", "admin", "member"].includes(r)) fail("--role must be owner, admin or member");
+      const pw = password ?? generatePassword();
+      const problem = passwordProblem(pw, email);
+      if (problem) fail(`--password refused: ${problem}`);
+      const found = d1([`SELECT id FROM accounts WHERE id = ${sql(accountId)};`], target, true);
+      if (changes(found) !== 1) fail(`no account ${accountId}`);
+      const existing = d1([`SELECT id FROM auth_users WHERE email = ${sql(email.toLowerCase())};`], target, true);
+      if (changes(existing) > 0) fail(`a user with the address ${email} exists already; invite them from the dashboard's Settings instead`);
+      const userId = randomUUID();
+      d1(await userInserts({ id: userId, accountId, email, name: name ?? email.split("@")[0]!, role: r as Role, password: pw }), target);
+      console.log(JSON.stringify({ user_id: userId, account_id: accountId, email: email.toLowerCase(), role: r, password: pw }, null, 2));
+      return;
+    }
     default:
-      fail(`usage: npm run admin -- <create-account|set-plan|set-rate-limit> ... [--remote | --persist-to DIR]\nplans: ${plans}`);
+      fail(`usage: npm run admin -- <create-account|set-plan|set-rate-limit|create-user> ... [--remote | --persist-to DIR]\nplans: ${plans}`);
   }
 }
 

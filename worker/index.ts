@@ -29,6 +29,7 @@ import type { ImportMessage } from "./contacts/imports.ts";
 import { registerSuppressionRoutes } from "./routes/suppressions.ts";
 import { registerTrackingRoutes } from "./routes/tracking.ts";
 import { registerWebhookRoutes } from "./routes/webhooks.ts";
+import { dashboardApp } from "./dashboard/routes.tsx";
 import type { WebhookQueueMessage } from "./events/outbox.ts";
 import { consumeWebhookBatch, sweepWebhooks } from "./webhooks/consumer.ts";
 import type { QueueMessage } from "./sending/accept.ts";
@@ -59,6 +60,8 @@ registerAttachmentRoutes(app);
 registerShareRoutes(app);
 registerDomainClaimRoutes(app);
 registerDocRoutes(app);
+// The dashboard (sessions, never API keys) under /dashboard; the REST API keeps the root paths.
+app.route("/dashboard", dashboardApp() as never);
 
 export default {
   fetch: app.fetch,

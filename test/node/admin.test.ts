@@ -44,4 +44,26 @@ describe("npm run admin", () => {
     expect(noAccount.status).toBe(2);
     expect(noAccount.stderr).toMatch(/no account/);
   }, 60_000);
+
+  it("creates a dashboard user for an account, storing only a scrypt hash of the password", async () => {
+    const { account_id } = JSON.parse(admin("create-account", "Team").stdout) as { account_id: string };
+    const weak = admin("create-user", account_id, "pat@example.com", "--password", "password123");
+    expect(weak.status).toBe(2);
+    expect(weak.stderr).toMatch(/common/);
+    const made = admin("create-user", account_id, "Pat@Example.com", "--role", "admin", "--name", "Pat");
+    expect(made.status, made.stderr).toBe(0);
+    const { user_id, password, role } = JSON.parse(made.stdout) as { user_id: string; password: string; role: string };
+    expect(role).toBe("admin");
+    expect(password.length).toBeGreaterThanOrEqual(20);
+    expect(query(`SELECT email, email_verified FROM auth_users WHERE id = '${user_id}'`)).toEqual([{ email: "pat@example.com", email_verified: 1 }]);
+    expect(query(`SELECT role FROM memberships WHERE user_id = '${user_id}' AND account_id = '${account_id}'`)).toEqual([{ role: "admin" }]);
+    const stored = query(`SELECT password FROM auth_accounts WHERE user_id = '${user_id}' AND provider_id = 'credential'`);
+    expect(stored).toHaveLength(1);
+    expect(String(stored[0]!.password)).not.toContain(password);
+    const { verifyPassword } = await import("better-auth/crypto");
+    expect(await verifyPassword({ hash: String(stored[0]!.password), password })).toBe(true);
+    const again = admin("create-user", account_id, "pat@example.com");
+    expect(again.status).toBe(2);
+    expect(again.stderr).toMatch(/exists already/);
+  }, 60_000);
 });

@@ -4,7 +4,7 @@
 import type { Bytes, DeriveAlgorithm, Key, Usages } from "./types.ts";
 import { fromBase64 } from "../bytes.ts";
 
-export type KeyPurpose = "dkim-private-key" | "return-path" | "link-token" | "download-link" | "webhook-secret";
+export type KeyPurpose = "dkim-private-key" | "return-path" | "link-token" | "download-link" | "webhook-secret" | "dashboard";
 
 /** The secret is at least 32 bytes: base64 of random bytes, or a long random string. */
 export const MIN_MASTER_KEY_BYTES = 32;

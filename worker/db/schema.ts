@@ -636,3 +636,142 @@ export const contactImports = sqliteTable(
 );
 
 export type ContactImportRow = typeof contactImports.$inferSelect;
+
+// ---------------------------------------------------------------------------------------------
+// The dashboard: people (users) who sign in, and the accounts they belong to. The auth_* tables
+// are better-auth's models (worker/dashboard/auth.ts maps them); their columns keep its field
+// names. Times there are Dates (timestamp_ms) because better-auth reads and writes Dates.
+
+export const authUsers = sqliteTable("auth_users", {
+  id: text("id").primaryKey(),
+  name: text("name").notNull(),
+  email: text("email").notNull().unique(),
+  emailVerified: integer("email_verified", { mode: "boolean" }).notNull().default(false),
+  image: text("image"),
+  twoFactorEnabled: integer("two_factor_enabled", { mode: "boolean" }).default(false),
+  createdAt: integer("created_at", { mode: "timestamp_ms" }).notNull(),
+  updatedAt: integer("updated_at", { mode: "timestamp_ms" }).notNull(),
+});
+
+export const authSessions = sqliteTable(
+  "auth_sessions",
+  {
+    id: text("id").primaryKey(),
+    expiresAt: integer("expires_at", { mode: "timestamp_ms" }).notNull(),
+    token: text("token").notNull().unique(),
+    createdAt: integer("created_at", { mode: "timestamp_ms" }).notNull(),
+    updatedAt: integer("updated_at", { mode: "timestamp_ms" }).notNull(),
+    ipAddress: text("ip_address"),
+    userAgent: text("user_agent"),
+    userId: text("user_id").notNull().references(() => authUsers.id, { onDelete: "cascade" }),
+  },
+  (t) => [index("auth_sessions_user").on(t.userId)],
+);
+
+/** Ways a user signs in: "credential" (the scrypt password hash) or an OAuth provider. */
+export const authAccounts = sqliteTable(
+  "auth_accounts",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull(),
+    providerId: text("provider_id").notNull(),
+    userId: text("user_id").notNull().references(() => authUsers.id, { onDelete: "cascade" }),
+    accessToken: text("access_token"),
+    refreshToken: text("refresh_token"),
+    idToken: text("id_token"),
+    accessTokenExpiresAt: integer("access_token_expires_at", { mode: "timestamp_ms" }),
+    refreshTokenExpiresAt: integer("refresh_token_expires_at", { mode: "timestamp_ms" }),
+    scope: text("scope"),
+    password: text("password"),
+    createdAt: integer("created_at", { mode: "timestamp_ms" }).notNull(),
+    updatedAt: integer("updated_at", { mode: "timestamp_ms" }).notNull(),
+  },
+  (t) => [index("auth_accounts_user").on(t.userId)],
+);
+
+export const authVerifications = sqliteTable(
+  "auth_verifications",
+  {
+    id: text("id").primaryKey(),
+    identifier: text("identifier").notNull(),
+    value: text("value").notNull(),
+    expiresAt: integer("expires_at", { mode: "timestamp_ms" }).notNull(),
+    createdAt: integer("created_at", { mode: "timestamp_ms" }).notNull(),
+    updatedAt: integer("updated_at", { mode: "timestamp_ms" }).notNull(),
+  },
+  (t) => [index("auth_verifications_identifier").on(t.identifier)],
+);
+
+/** A user's TOTP secret and recovery codes, both encrypted by better-auth with its secret. */
+export const authTwoFactors = sqliteTable(
+  "auth_two_factors",
+  {
+    id: text("id").primaryKey(),
+    secret: text("secret").notNull(),
+    backupCodes: text("backup_codes").notNull(),
+    userId: text("user_id").notNull().references(() => authUsers.id, { onDelete: "cascade" }),
+    verified: integer("verified", { mode: "boolean" }).default(true),
+    failedVerificationCount: integer("failed_verification_count").default(0),
+    lockedUntil: integer("locked_until", { mode: "timestamp_ms" }),
+  },
+  (t) => [index("auth_two_factors_user").on(t.userId)],
+);
+
+/** Who belongs to which tern account, with which role. Owners and admins manage keys,
+ * members and settings; members see and send. */
+export const memberships = sqliteTable(
+  "memberships",
+  {
+    accountId: text("account_id").notNull().references(() => accounts.id, { onDelete: "cascade" }),
+    userId: text("user_id").notNull().references(() => authUsers.id, { onDelete: "cascade" }),
+    role: text("role", { enum: ["owner", "admin", "member"] }).notNull(),
+    createdAt: integer("created_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.accountId, t.userId] }), index("memberships_user").on(t.userId)],
+);
+
+/** An emailed invitation to join an account. Only the SHA-256 of its link's token is kept. */
+export const invitations = sqliteTable(
+  "invitations",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull().references(() => accounts.id, { onDelete: "cascade" }),
+    email: text("email").notNull(),
+    role: text("role", { enum: ["admin", "member"] }).notNull(),
+    tokenHash: text("token_hash").notNull().unique(),
+    invitedBy: text("invited_by").notNull(),
+    createdAt: integer("created_at").notNull(),
+    expiresAt: integer("expires_at").notNull(),
+    acceptedAt: integer("accepted_at"),
+  },
+  (t) => [index("invitations_account").on(t.accountId, t.createdAt)],
+);
+
+/** Every change a person makes through the dashboard: who, what, when, from where. */
+export const auditLog = sqliteTable(
+  "audit_log",
+  {
+    /** UUIDv7: id order is time order, and pages of the log are id ranges. */
+    id: text("id").primaryKey(),
+    /** Null for events about a user before an account is chosen (a failed sign-in). */
+    accountId: text("account_id"),
+    userId: text("user_id"),
+    actorEmail: text("actor_email"),
+    /** "api_key.created", "domain.deleted", "user.signed_in", ... */
+    action: text("action").notNull(),
+    target: text("target"),
+    detailJson: text("detail_json"),
+    ip: text("ip"),
+    userAgent: text("user_agent"),
+    createdAt: integer("created_at").notNull(),
+  },
+  (t) => [index("audit_log_account").on(t.accountId, t.id)],
+);
+
+/** Sign-in attempts counted per address and per IP in fixed windows (worker/dashboard/throttle.ts). */
+export const authAttempts = sqliteTable("auth_attempts", {
+  /** "email:a@b.c" or "ip:203.0.113.9", with the window's start: "ip:...@1764000000000". */
+  key: text("key").primaryKey(),
+  count: integer("count").notNull(),
+  expiresAt: integer("expires_at").notNull(),
+});

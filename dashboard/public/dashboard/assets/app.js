@@ -1,0 +1,101 @@
+// @ts-check
+// The dashboard's only script before a page is usable (a few KB): forms marked data-api post
+// JSON to the dashboard's endpoints with the CSRF token, show errors in place and follow the
+// answer; copy buttons. Pages work as server-rendered HTML; this adds the calls.
+const csrf = document.querySelector('meta[name="csrf-token"]')?.getAttribute("content") ?? "";
+
+/** @param {HTMLFormElement} form */
+function formJson(form) {
+  /** @type {Record<string, unknown>} */
+  const out = {};
+  for (const el of /** @type {any[]} */ ([...form.elements])) {
+    if (!el.name || el.disabled) continue;
+    if (el.type === "checkbox") {
+      if (el.dataset.list !== undefined) {
+        const list = /** @type {string[]} */ (out[el.name] ??= []);
+        if (el.checked) list.push(el.value);
+      } else out[el.name] = el.checked;
+    } else if (el.type === "radio") {
+      if (el.checked) out[el.name] = el.value;
+    } else if (el.value !== "" || el.dataset.keepEmpty !== undefined) {
+      out[el.name] = el.type === "number" ? Number(el.value) : el.value;
+    }
+  }
+  return out;
+}
+
+/** @param {HTMLFormElement} form @param {string} message */
+function showError(form, message) {
+  let box = form.querySelector("[data-error]");
+  if (!box) {
+    box = document.createElement("p");
+    box.setAttribute("data-error", "");
+    box.setAttribute("role", "alert");
+    box.className = "error";
+    form.prepend(box);
+  }
+  box.textContent = message;
+}
+
+document.addEventListener("submit", async (event) => {
+  const form = /** @type {HTMLFormElement} */ (event.target);
+  const url = form.dataset.api;
+  if (!url) return;
+  event.preventDefault();
+  if (form.dataset.confirm && !confirm(form.dataset.confirm)) return;
+  const button = form.querySelector("button[type=submit], button:not([type])");
+  if (button) button.setAttribute("disabled", "");
+  try {
+    const res = await fetch(url, {
+      method: form.dataset.method ?? "POST",
+      headers: { "content-type": "application/json", "x-csrf-token": csrf, accept: "application/json" },
+      body: JSON.stringify(formJson(form)),
+      credentials: "same-origin",
+    });
+    const text = await res.text();
+    /** @type {any} */
+    let data = {};
+    try { data = text ? JSON.parse(text) : {}; } catch { data = { message: text }; }
+    if (!res.ok) {
+      const msg = data.message ?? data.error?.message ?? (res.status === 429 ? "Too many attempts. Wait a few minutes and try again." : `The request failed (${res.status}).`);
+      showError(form, msg);
+      return;
+    }
+    if (data.twoFactorRedirect) return void (location.href = "/dashboard/sign-in/two-factor");
+    const show = form.dataset.show && document.getElementById(form.dataset.show);
+    if (show) {
+      for (const el of show.querySelectorAll("[data-field]")) {
+        const v = data[/** @type {string} */ (el.getAttribute("data-field"))];
+        if (el instanceof HTMLInputElement) el.value = Array.isArray(v) ? v.join(" ") : String(v ?? "");
+        else if (el instanceof HTMLImageElement) el.src = String(v ?? "");
+        else el.textContent = Array.isArray(v) ? v.join("\n") : String(v ?? "");
+      }
+      show.hidden = false;
+      form.hidden = form.dataset.hide !== undefined;
+      show.querySelector("input,button,a")?.focus();
+      return;
+    }
+    if (data.url && data.redirect && !form.dataset.then) return void (location.href = data.url);
+    const then = form.dataset.then;
+    if (then === "reload" || !then) location.reload();
+    else location.href = then;
+  } catch (err) {
+    showError(form, "The dashboard could not be reached. Check your connection and try again.");
+  } finally {
+    if (button) button.removeAttribute("disabled");
+  }
+});
+
+document.addEventListener("click", async (event) => {
+  const button = /** @type {HTMLElement} */ (event.target).closest("[data-copy]");
+  if (!button) return;
+  const value = button.getAttribute("data-copy") ?? "";
+  try {
+    await navigator.clipboard.writeText(value);
+    const before = button.textContent;
+    button.textContent = "Copied";
+    setTimeout(() => (button.textContent = before), 1500);
+  } catch {
+    prompt("Copy this value:", value);
+  }
+});

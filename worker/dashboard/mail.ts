@@ -1,0 +1,52 @@
+// Mail the dashboard sends (address verification, password reset, invitations) goes through
+// tern itself: the same send path as POST /emails, from the account and address the operator
+// configures (DASHBOARD_MAIL_ACCOUNT, DASHBOARD_MAIL_FROM), so it is signed, recorded and
+// delivered by the region's transport like any other. That account must have no dashboard
+// members: its Emails hold other people's sign-in links.
+import { eq } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import type { Principal } from "../auth.ts";
+import { accounts, memberships } from "../db/schema.ts";
+import { performSend } from "../sending/send.ts";
+
+export class DashboardMailError extends Error {}
+
+export interface DashboardMail {
+  to: string;
+  subject: string;
+  text: string;
+  html: string;
+}
+
+export async function sendDashboardMail(env: Env, mail: DashboardMail): Promise<void> {
+  const accountId = env.DASHBOARD_MAIL_ACCOUNT;
+  const from = env.DASHBOARD_MAIL_FROM;
+  if (!accountId || !from) {
+    throw new DashboardMailError("This deployment cannot send dashboard mail: set DASHBOARD_MAIL_ACCOUNT and DASHBOARD_MAIL_FROM (README, Dashboard).");
+  }
+  const account = await drizzle(env.DB).select().from(accounts).where(eq(accounts.id, accountId)).get();
+  if (!account) throw new DashboardMailError(`DASHBOARD_MAIL_ACCOUNT names no account (${accountId}).`);
+  // This mail carries sign-in links (confirmation, reset, invitation). In an account people can
+  // open in the dashboard, they could read other people's links in its Emails page.
+  const member = await drizzle(env.DB).select({ userId: memberships.userId }).from(memberships).where(eq(memberships.accountId, accountId)).limit(1).get();
+  if (member) throw new DashboardMailError("DASHBOARD_MAIL_ACCOUNT must be an account no dashboard user belongs to (its Emails would show other people's sign-in links): create one with npm run admin -- create-account.");
+  const principal: Principal = { accountId, keyId: "dashboard", permission: "full_access", domainId: null, plan: account.plan, rateLimit: account.rateLimit };
+  const answer = await performSend(env, principal, {
+    kind: "single",
+    batchMode: "strict",
+    body: { from, to: [mail.to], subject: mail.subject, text: mail.text, html: mail.html, tags: [{ name: "category", value: "dashboard" }] },
+  });
+  if (answer.status !== 200) throw new DashboardMailError(`tern refused the dashboard's mail to ${mail.to}: ${answer.body}`);
+}
+
+const escape = (s: string) => s.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
+
+/** A short message with one button: what every dashboard mail is. */
+export function linkMail(to: string, subject: string, intro: string, action: string, url: string): DashboardMail {
+  return {
+    to,
+    subject,
+    text: `${intro}\n\n${action}: ${url}\n\nIf you did not ask for this, ignore this message.`,
+    html: `<p>${escape(intro)}</p><p><a href="${escape(url)}">${escape(action)}</a></p><p style="color:#666">If you did not ask for this, ignore this message.</p>`,
+  };
+}

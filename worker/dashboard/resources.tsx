@@ -1,0 +1,659 @@
+// The pages over tern's resources (emails, domains, API keys, webhooks) and their JSON
+// endpoints: thin callers of the same services and request schemas as the REST API, so
+// every rule (validation, ownership, what a key may do) is written once.
+import type { Hono } from "hono";
+import { createApiKey, listApiKeys, revokeApiKey } from "../api-keys/service.ts";
+import { readConfig } from "../config.ts";
+import { checkDomain, createDomain, deleteDomain, domainView, findDomain, listDomains, patchDomain, rotateDkim } from "../domains/service.ts";
+import { cancelEmail, findEmail, getEmail, listEmailEvents } from "../emails/service.ts";
+import { renderMessage } from "../delivery/consumer.ts";
+import { validate } from "../http.ts";
+import { CreateApiKeyRequest } from "../routes/api-keys.ts";
+import { CreateDomainRequest, RotateDkimRequest, UpdateDomainRequest } from "../routes/domains.ts";
+import { REGIONS } from "../regions.ts";
+import { CreateWebhookRequest } from "../routes/webhooks.ts";
+import { WEBHOOK_EVENT_TYPES } from "../webhooks/payloads.ts";
+import { createWebhook, deleteWebhook, findWebhook, listWebhookAttempts, listWebhookDeliveries, listWebhooks, replayWebhookDelivery, rotateWebhookSecret, updateWebhook, webhookView } from "../webhooks/service.ts";
+import { EMAIL_STATUSES, searchEmails, type EmailFilters } from "./email-search.ts";
+import { getReceived, listReceived } from "../inbound/service.ts";
+import { addSuppression, listSuppressions, removeSuppressionById } from "../suppressions/service.ts";
+import { CreateSuppressionRequest } from "../routes/suppressions.ts";
+import { Badge, Copy, Empty, Time } from "./layout.tsx";
+import { body, page, requireManager, type DashCtx, type DashEnv } from "./routes.tsx";
+import { audit } from "./viewer.ts";
+
+const PAGE_SIZE = 25;
+
+function qs(params: Record<string, string | undefined>): string {
+  const out = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v) out.set(k, v);
+  const s = out.toString();
+  return s ? `?${s}` : "";
+}
+
+// ---- Emails -----------------------------------------------------------------------------
+
+async function emailsPage(c: DashCtx) {
+  const v = c.get("viewer");
+  const f: EmailFilters = {
+    q: c.req.query("q")?.trim() || undefined,
+    status: c.req.query("status") || undefined,
+    domain: c.req.query("domain")?.trim().toLowerCase() || undefined,
+    tag: c.req.query("tag")?.trim() || undefined,
+    from: c.req.query("from") || undefined,
+    to: c.req.query("to") || undefined,
+  };
+  const after = c.req.query("after") || undefined;
+  const result = await searchEmails(c.env.DB, v.account.id, f, { limit: PAGE_SIZE, after });
+  const filtered = Object.values(f).some(Boolean);
+  const last = result.data[result.data.length - 1];
+  return page(c, "Emails", (
+    <>
+      <form class="panel row" method="get" action="/dashboard/emails" role="search" aria-label="Search emails">
+        <label>Search<input name="q" value={f.q ?? ""} placeholder="recipient, subject or email id" size={28} /></label>
+        <label>Status
+          <select name="status">
+            <option value="">any</option>
+            {EMAIL_STATUSES.map((s) => <option value={s} selected={f.status === s}>{s.replace(/_/g, " ")}</option>)}
+          </select>
+        </label>
+        <label>From domain<input name="domain" value={f.domain ?? ""} placeholder="example.com" size={14} /></label>
+        <label>Tag<input name="tag" value={f.tag ?? ""} placeholder="name or name:value" size={14} /></label>
+        <label>Sent from<input type="date" name="from" value={f.from ?? ""} /></label>
+        <label>Sent until<input type="date" name="to" value={f.to ?? ""} /></label>
+        <button type="submit">Filter</button>
+        {filtered ? <a class="button secondary" href="/dashboard/emails">Clear</a> : null}
+      </form>
+      {result.error ? <p class="error" role="alert">{result.error}</p> : null}
+      {result.data.length === 0 ? (
+        filtered ? (
+          <Empty title="No email matches these filters."><p>Widen the dates or <a href="/dashboard/emails">clear the filters</a>.</p></Empty>
+        ) : (
+          <Empty title="No emails yet.">
+            <p>Add and verify the domain you send from (<a href="/dashboard/domains">Domains</a>), create an <a href="/dashboard/api-keys">API key</a>, then send, for example:</p>
+            <pre>{`curl -X POST ${new URL(c.req.url).origin}/emails -H 'Authorization: Bearer tern_...' \\\n  -H 'Content-Type: application/json' \\\n  -d '{"from":"you@your-domain","to":"someone@example.com","subject":"Hi","html":"<p>Hello</p>"}'`}</pre>
+          </Empty>
+        )
+      ) : (
+        <>
+          <table>
+            <caption class="muted" style="text-align:left;padding:6px 0">Newest first</caption>
+            <thead><tr><th scope="col">To</th><th scope="col">Subject</th><th scope="col">Status</th><th scope="col">Sent</th></tr></thead>
+            <tbody>
+              {result.data.map((e) => (
+                <tr>
+                  <td>{e.to.join(", ")}</td>
+                  <td><a href={`/dashboard/emails/${e.id}`}>{e.subject || "(no subject)"}</a></td>
+                  <td><Badge value={e.last_event} /></td>
+                  <td><Time at={e.created_at} /></td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          {after || result.has_more ? (
+            <nav class="pager" aria-label="Pages">
+              {after ? <a class="button secondary" href={`/dashboard/emails${qs({ ...f })}`}>Newest</a> : null}
+              {result.has_more && last ? <a class="button secondary" href={`/dashboard/emails${qs({ ...f, after: last.id })}`}>Older</a> : null}
+            </nav>
+          ) : null}
+        </>
+      )}
+    </>
+  ));
+}
+
+function headerBlock(raw: string): string {
+  const end = raw.search(/\r?\n\r?\n/);
+  return (end < 0 ? raw : raw.slice(0, end)).replace(/\r\n/g, "\n");
+}
+
+async function emailPage(c: DashCtx) {
+  const v = c.get("viewer");
+  const id = c.req.param("id")!;
+  const email = await getEmail(c.env, v.account.id, id);
+  const [events, row] = await Promise.all([listEmailEvents(c.env.DB, v.account.id, id), findEmail(c.env.DB, v.account.id, id)]);
+  let raw: string | null = null;
+  try {
+    raw = new TextDecoder().decode(await renderMessage(c.env, row));
+  } catch {
+    raw = null; // content expired or removed by retention
+  }
+  return page(c, email.subject || "(no subject)", (
+    <>
+      <p><a href="/dashboard/emails">← All emails</a></p>
+      <section class="panel" aria-labelledby="fields">
+        <h2 id="fields">Details</h2>
+        <dl class="fields">
+          <dt>Status</dt><dd><Badge value={email.last_event} /></dd>
+          <dt>Email id</dt><dd class="mono">{email.id} <Copy value={email.id} label="Copy the email id" /></dd>
+          <dt>From</dt><dd>{email.from}</dd>
+          <dt>To</dt><dd>{email.to.join(", ")}</dd>
+          {email.cc ? (<><dt>Cc</dt><dd>{email.cc.join(", ")}</dd></>) : null}
+          {email.bcc ? (<><dt>Bcc</dt><dd>{email.bcc.join(", ")}</dd></>) : null}
+          {email.reply_to ? (<><dt>Reply-To</dt><dd>{email.reply_to.join(", ")}</dd></>) : null}
+          <dt>Created</dt><dd><Time at={email.created_at} /></dd>
+          {email.scheduled_at ? (<><dt>Scheduled for</dt><dd><Time at={email.scheduled_at} /></dd></>) : null}
+          <dt>Tags</dt><dd>{email.tags.length ? email.tags.map((t) => <code>{`${t.name}:${t.value}`}</code>) : <span class="muted">none</span>}</dd>
+        </dl>
+        {row.state === "scheduled" ? (
+          <form method="post" data-api={`/dashboard/api/emails/${email.id}/cancel`} data-confirm="Cancel this scheduled email?" style="margin-top:12px">
+            <button type="submit" class="danger">Cancel the scheduled send</button>
+          </form>
+        ) : null}
+      </section>
+      <section class="panel" aria-labelledby="timeline">
+        <h2 id="timeline">Timeline</h2>
+        <ol class="timeline">
+          {events.data.map((e) => (
+            <li><Badge value={e.type} /> <Time at={e.created_at} /> {Object.keys(e.data).length ? <span class="muted mono">{JSON.stringify(e.data)}</span> : null}</li>
+          ))}
+        </ol>
+      </section>
+      <section class="panel" aria-labelledby="preview">
+        <h2 id="preview">Preview</h2>
+        {email.html ? (
+          // No scripts, no same-origin access, no forms, no top navigation: the email's HTML is
+          // someone else's content shown inside the dashboard's origin.
+          <iframe class="preview" title="The email's HTML" sandbox="" srcdoc={email.html} referrerpolicy="no-referrer"></iframe>
+        ) : <p class="muted">This email has no HTML part.</p>}
+        <h2>Text</h2>
+        {email.text ? <pre>{email.text}</pre> : <p class="muted">This email has no text part.</p>}
+      </section>
+      <section class="panel" aria-labelledby="raw">
+        <h2 id="raw">Headers and raw message</h2>
+        {raw ? (
+          <>
+            <p class="muted">As tern builds it, before DKIM signing and link tracking.</p>
+            <details><summary>Headers</summary><pre>{headerBlock(raw)}</pre></details>
+            <details><summary>Raw message</summary><pre>{raw}</pre></details>
+          </>
+        ) : <p class="muted">The content of this email is no longer kept.</p>}
+      </section>
+    </>
+  ));
+}
+
+// ---- Domains ----------------------------------------------------------------------------
+
+async function domainsPage(c: DashCtx) {
+  const v = c.get("viewer");
+  const list = await listDomains(c.env.DB, v.account.id, { limit: 100, after: c.req.query("after") || undefined });
+  return page(c, "Domains", (
+    <>
+      {v.canManage ? (
+        <form method="post" class="panel row" data-api="/dashboard/api/domains" data-then="/dashboard/domains" aria-label="Add a domain">
+          <label>Domain<input name="name" placeholder="mail.example.com" required /></label>
+          <label>Region
+            <select name="region">{REGIONS.map((r) => <option value={r}>{r}</option>)}</select>
+          </label>
+          <button type="submit">Add domain</button>
+        </form>
+      ) : null}
+      {list.data.length === 0 ? (
+        <Empty title="No domains yet."><p>Add the domain you send from; tern shows the DNS records to publish, then verifies them.</p></Empty>
+      ) : (
+        <table>
+          <thead><tr><th scope="col">Domain</th><th scope="col">Status</th><th scope="col">Region</th><th scope="col">Added</th></tr></thead>
+          <tbody>{list.data.map((d) => (
+            <tr><td><a href={`/dashboard/domains/${d.id}`}>{d.name}</a></td><td><Badge value={d.status} /></td><td>{d.region}</td><td><Time at={d.created_at} /></td></tr>
+          ))}</tbody>
+        </table>
+      )}
+    </>
+  ));
+}
+
+async function domainPage(c: DashCtx) {
+  const v = c.get("viewer");
+  const view = domainView(await findDomain(c.env.DB, v.account.id, c.req.param("id")!), readConfig(c.env));
+  return page(c, view.name, (
+    <>
+      <p><a href="/dashboard/domains">← All domains</a></p>
+      <section class="panel">
+        <dl class="fields">
+          <dt>Status</dt><dd><Badge value={view.status} /></dd>
+          <dt>Region</dt><dd>{view.region}</dd>
+          <dt>Tracking</dt><dd>opens {view.open_tracking ? "on" : "off"}, clicks {view.click_tracking ? "on" : "off"}</dd>
+          <dt>TLS</dt><dd>{view.tls}</dd>
+        </dl>
+        {v.canManage ? (
+          <form method="post" class="row" data-api={`/dashboard/api/domains/${view.id}/settings`} style="margin-top:12px" aria-label="Domain settings">
+            <label class="check"><input type="checkbox" name="open_tracking" checked={view.open_tracking} />Track opens</label>
+            <label class="check"><input type="checkbox" name="click_tracking" checked={view.click_tracking} />Track clicks</label>
+            <label class="check"><input type="checkbox" name="receiving" checked={view.receiving} />Receive mail</label>
+            <label>TLS to recipients
+              <select name="tls"><option value="opportunistic" selected={view.tls === "opportunistic"}>opportunistic</option><option value="enforced" selected={view.tls === "enforced"}>enforced</option></select>
+            </label>
+            <button type="submit" class="secondary">Save settings</button>
+          </form>
+        ) : null}
+        {v.canManage ? (
+          <div class="row" style="margin-top:12px">
+            <form method="post" data-api={`/dashboard/api/domains/${view.id}/verify`}><button type="submit">Verify DNS records now</button></form>
+            <form method="post" data-api={`/dashboard/api/domains/${view.id}/rotate-dkim`} data-confirm="Make a new DKIM key? The current one signs until the new record is published and verified.">
+              <button type="submit" class="secondary">Rotate the DKIM key</button>
+            </form>
+            <form method="post" data-api={`/dashboard/api/domains/${view.id}/delete`} data-then="/dashboard/domains" data-confirm={`Delete ${view.name}? Mail from it stops being signed.`}>
+              <button type="submit" class="danger">Delete domain</button>
+            </form>
+          </div>
+        ) : null}
+      </section>
+      <h2>DNS records to publish</h2>
+      <p class="muted">Add these at your DNS provider, then verify. Checks also run on a schedule.</p>
+      <table>
+        <thead><tr><th scope="col">Purpose</th><th scope="col">Type</th><th scope="col">Name</th><th scope="col">Value</th><th scope="col">Status</th></tr></thead>
+        <tbody>{view.records.map((r) => (
+          <tr>
+            <td>{r.record}</td>
+            <td>{r.type}{r.priority !== undefined ? ` (priority ${r.priority})` : ""}</td>
+            <td class="mono">{r.name} <Copy value={r.name} label={`Copy the ${r.record} record's name`} /></td>
+            <td class="mono"><code>{r.value}</code> <Copy value={r.value} label={`Copy the ${r.record} record's value`} /></td>
+            <td><Badge value={r.status} /></td>
+          </tr>
+        ))}</tbody>
+      </table>
+    </>
+  ));
+}
+
+// ---- API keys ---------------------------------------------------------------------------
+
+async function apiKeysPage(c: DashCtx) {
+  const v = c.get("viewer");
+  const [keys, domains] = await Promise.all([listApiKeys(c.env.DB, v.account.id, { limit: 100 }), listDomains(c.env.DB, v.account.id, { limit: 100 })]);
+  return page(c, "API keys", (
+    <>
+      {v.canManage ? (
+        <>
+          <form method="post" class="panel row" data-api="/dashboard/api/api-keys" data-show="new-key" aria-label="Create an API key">
+            <label>Name<input name="name" maxlength={50} required placeholder="Production" /></label>
+            <label>Permission
+              <select name="permission"><option value="full_access">full access</option><option value="sending_access">sending only</option></select>
+            </label>
+            <label>Domain (sending-only keys)
+              <select name="domain_id"><option value="">any domain</option>{domains.data.map((d) => <option value={d.id}>{d.name}</option>)}</select>
+            </label>
+            <button type="submit">Create key</button>
+          </form>
+          <div id="new-key" class="secret" hidden role="status">
+            <p><strong>Copy this key now.</strong> tern keeps only its hash; it will not be shown again.</p>
+            <label>New API key<input data-field="token" readonly class="mono" size={52} /></label>
+            <p><a href="/dashboard/api-keys">Done</a></p>
+          </div>
+        </>
+      ) : <p class="notice">Only owners and admins create and revoke API keys.</p>}
+      {keys.data.length === 0 ? (
+        <Empty title="No API keys."><p>Create a key to send with the API, an SDK or SMTP.</p></Empty>
+      ) : (
+        <table>
+          <thead><tr><th scope="col">Name</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
+          <tbody>{keys.data.map((k) => (
+            <tr>
+              <td>{k.name}</td><td><Time at={k.created_at} /></td><td><Time at={k.last_used_at} /></td>
+              <td>{v.canManage ? (
+                <form method="post" class="inline" data-api={`/dashboard/api/api-keys/${k.id}/revoke`} data-confirm={`Revoke ${k.name}? Apps using it stop working at once.`}>
+                  <button type="submit" class="danger" aria-label={`Revoke ${k.name}`}>Revoke</button>
+                </form>
+              ) : null}</td>
+            </tr>
+          ))}</tbody>
+        </table>
+      )}
+    </>
+  ));
+}
+
+// ---- Webhooks ---------------------------------------------------------------------------
+
+async function webhooksPage(c: DashCtx) {
+  const v = c.get("viewer");
+  const hooks = await listWebhooks(c.env.DB, v.account.id, { limit: 100 });
+  return page(c, "Webhooks", (
+    <>
+      {v.canManage ? (
+        <>
+          <form method="post" class="panel" data-api="/dashboard/api/webhooks" data-show="new-webhook" aria-label="Add a webhook endpoint">
+            <div class="row">
+              <label style="flex:1">Endpoint URL<input name="endpoint" type="url" required placeholder="https://example.com/webhooks/tern" /></label>
+              <button type="submit">Add endpoint</button>
+            </div>
+            <fieldset style="border:0;padding:0;margin:10px 0 0">
+              <legend class="muted">Events</legend>
+              <div class="row">{WEBHOOK_EVENT_TYPES.map((t) => (
+                <label class="check"><input type="checkbox" name="events" value={t} data-list checked={t.startsWith("email.")} />{t}</label>
+              ))}</div>
+            </fieldset>
+          </form>
+          <div id="new-webhook" class="secret" hidden role="status">
+            <p><strong>Copy the signing secret now.</strong> It verifies tern's signatures and is not shown again.</p>
+            <label>Signing secret<input data-field="signing_secret" readonly class="mono" size={52} /></label>
+            <p><a href="/dashboard/webhooks">Done</a></p>
+          </div>
+        </>
+      ) : null}
+      {hooks.data.length === 0 ? (
+        <Empty title="No webhook endpoints."><p>Add an endpoint to hear about deliveries, bounces, opens and clicks as they happen.</p></Empty>
+      ) : (
+        <table>
+          <thead><tr><th scope="col">Endpoint</th><th scope="col">Events</th><th scope="col">Status</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
+          <tbody>{hooks.data.map((h) => (
+            <tr>
+              <td class="mono"><a href={`/dashboard/webhooks/${h.id}`}>{h.endpoint}</a></td>
+              <td>{h.events.length} events</td>
+              <td><Badge value={h.status} /></td>
+              <td>{v.canManage ? (
+                <div class="row">
+                  <form method="post" class="inline" data-api={`/dashboard/api/webhooks/${h.id}/status`}>
+                    <input type="hidden" name="status" value={h.status === "enabled" ? "disabled" : "enabled"} />
+                    <button type="submit" class="secondary">{h.status === "enabled" ? "Disable" : "Enable"}</button>
+                  </form>
+                  <form method="post" class="inline" data-api={`/dashboard/api/webhooks/${h.id}/delete`} data-confirm={`Delete the endpoint ${h.endpoint}?`}>
+                    <button type="submit" class="danger">Delete</button>
+                  </form>
+                </div>
+              ) : null}</td>
+            </tr>
+          ))}</tbody>
+        </table>
+      )}
+    </>
+  ));
+}
+
+async function webhookPage(c: DashCtx) {
+  const v = c.get("viewer");
+  const hook = webhookView(await findWebhook(c.env.DB, v.account.id, c.req.param("id")!));
+  const deliveries = await listWebhookDeliveries(c.env.DB, v.account.id, hook.id, { limit: 50, after: c.req.query("after") || undefined });
+  return page(c, "Webhook endpoint", (
+    <>
+      <p><a href="/dashboard/webhooks">← All webhooks</a></p>
+      <section class="panel">
+        <dl class="fields">
+          <dt>Endpoint</dt><dd class="mono">{hook.endpoint}</dd>
+          <dt>Status</dt><dd><Badge value={hook.status} />{hook.disabled_reason ? <span class="muted"> {hook.disabled_reason}</span> : null}</dd>
+          <dt>Events</dt><dd>{hook.events.join(", ")}</dd>
+        </dl>
+      </section>
+      {v.canManage ? (
+        <>
+          <form method="post" data-api={`/dashboard/api/webhooks/${hook.id}/rotate`} data-show="rotated" data-confirm="Make a new signing secret? The current one keeps working for a while, so you can switch over.">
+            <button type="submit" class="secondary">Rotate the signing secret</button>
+          </form>
+          <div id="rotated" class="secret" hidden role="status">
+            <p><strong>Copy the new signing secret now.</strong> The previous one also signs until <span data-field="previous_secret_expires_at"></span>.</p>
+            <label>New signing secret<input data-field="signing_secret" readonly class="mono" size={52} /></label>
+          </div>
+        </>
+      ) : null}
+      <h2>Deliveries</h2>
+      {deliveries.data.length === 0 ? (
+        <Empty title="Nothing delivered yet."><p>Events appear here as tern sends them to this endpoint.</p></Empty>
+      ) : (
+        <table>
+          <thead><tr><th scope="col">Event</th><th scope="col">Status</th><th scope="col">Attempts</th><th scope="col">Last attempt</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
+          <tbody>{deliveries.data.map((d) => (
+            <tr>
+              <td>{d.type}<div class="muted mono">{d.event_id}</div></td>
+              <td><Badge value={String(d.status)} /></td>
+              <td><a href={`/dashboard/webhooks/${hook.id}/deliveries/${d.id}`}>{d.attempts} attempts</a></td>
+              <td><Time at={d.last_attempt_at} /></td>
+              <td>{v.canManage ? (
+                <form method="post" class="inline" data-api={`/dashboard/api/webhooks/${hook.id}/deliveries/${d.id}/replay`}>
+                  <button type="submit" class="secondary" aria-label={`Send ${d.type} again`}>Replay</button>
+                </form>
+              ) : null}</td>
+            </tr>
+          ))}</tbody>
+        </table>
+      )}
+    </>
+  ));
+}
+
+async function deliveryPage(c: DashCtx) {
+  const v = c.get("viewer");
+  const hookId = c.req.param("id")!;
+  const attempts = await listWebhookAttempts(c.env.DB, v.account.id, hookId, c.req.param("delivery")!, { limit: 100 });
+  return page(c, "Delivery attempts", (
+    <>
+      <p><a href={`/dashboard/webhooks/${hookId}`}>← The endpoint</a></p>
+      {attempts.data.length === 0 ? <Empty title="Not attempted yet."><p>The first attempt is on its way.</p></Empty> : (
+        <table>
+          <thead><tr><th scope="col">#</th><th scope="col">Started</th><th scope="col">Answer</th><th scope="col">Took</th><th scope="col">Response or error</th></tr></thead>
+          <tbody>{attempts.data.map((a) => (
+            <tr>
+              <td>{a.attempt}</td><td><Time at={a.started_at} /></td>
+              <td><Badge value={a.ok ? "delivered" : "failed"} /> {a.status_code ?? ""}</td>
+              <td>{a.duration_ms} ms</td>
+              <td class="mono">{a.error ?? a.response_excerpt ?? ""}</td>
+            </tr>
+          ))}</tbody>
+        </table>
+      )}
+    </>
+  ));
+}
+
+// ---- Suppressions and received mail -------------------------------------------------------
+
+async function suppressionsPage(c: DashCtx) {
+  const v = c.get("viewer");
+  const after = c.req.query("after") || undefined;
+  const list = await listSuppressions(c.env.DB, v.account.id, { limit: 50, after });
+  const last = list.data[list.data.length - 1];
+  return page(c, "Suppressions", (
+    <>
+      <p class="muted">tern does not send to these addresses: hard bounces and complaints add themselves; you can add and remove by hand.</p>
+      {v.canManage ? (
+        <form method="post" class="panel row" data-api="/dashboard/api/suppressions" aria-label="Suppress an address">
+          <label>Address<input type="email" name="email" required /></label>
+          <label>Note<input name="detail" maxlength={1000} placeholder="why (optional)" /></label>
+          <button type="submit">Suppress</button>
+        </form>
+      ) : null}
+      {list.data.length === 0 ? <Empty title="No suppressed addresses."><p>Addresses that bounce hard or complain appear here.</p></Empty> : (
+        <table>
+          <thead><tr><th scope="col">Address</th><th scope="col">Reason</th><th scope="col">Since</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
+          <tbody>{list.data.map((x) => (
+            <tr>
+              <td>{x.email}</td>
+              <td>{x.reason}{x.email_id ? <> · <a href={`/dashboard/emails/${x.email_id}`}>the email</a></> : null}{x.detail ? <div class="muted">{x.detail}</div> : null}</td>
+              <td><Time at={x.created_at} /></td>
+              <td>{v.canManage ? (
+                <form method="post" class="inline" data-api={`/dashboard/api/suppressions/${x.id}/remove`} data-confirm={`Send to ${x.email} again?`}>
+                  <button type="submit" class="danger" aria-label={`Remove ${x.email}`}>Remove</button>
+                </form>
+              ) : null}</td>
+            </tr>
+          ))}</tbody>
+        </table>
+      )}
+      {list.has_more && last ? <nav class="pager" aria-label="Pages"><a class="button secondary" href={`/dashboard/suppressions?after=${last.id}`}>Older</a></nav> : null}
+    </>
+  ));
+}
+
+async function receivedPage(c: DashCtx) {
+  const v = c.get("viewer");
+  const after = c.req.query("after") || undefined;
+  const list = await listReceived(c.env.DB, v.account.id, { limit: 50, after });
+  const last = list.data[list.data.length - 1];
+  return page(c, "Received mail", list.data.length === 0 ? (
+    <Empty title="No mail received yet."><p>Turn on receiving for a domain (its MX record appears with its records); mail sent to it lands here.</p></Empty>
+  ) : (
+    <>
+      <table>
+        <thead><tr><th scope="col">From</th><th scope="col">To</th><th scope="col">Subject</th><th scope="col">Received</th></tr></thead>
+        <tbody>{list.data.map((m) => (
+          <tr><td>{m.from}</td><td>{m.to.join(", ")}</td><td><a href={`/dashboard/received/${m.id}`}>{m.subject || "(no subject)"}</a></td><td><Time at={m.created_at} /></td></tr>
+        ))}</tbody>
+      </table>
+      {list.has_more && last ? <nav class="pager" aria-label="Pages"><a class="button secondary" href={`/dashboard/received?after=${last.id}`}>Older</a></nav> : null}
+    </>
+  ));
+}
+
+async function receivedOne(c: DashCtx) {
+  const v = c.get("viewer");
+  // Download links are signed for an API key (they die with it), so the dashboard, which has
+  // none, shows the content and names the attachments without links.
+  const m = await getReceived(c.env, readConfig(c.env), v.account.id, "dashboard", c.req.param("id")!, new URL(c.req.url).origin);
+  return page(c, m.subject || "(no subject)", (
+    <>
+      <p><a href="/dashboard/received">← All received mail</a></p>
+      <section class="panel">
+        <dl class="fields">
+          <dt>From</dt><dd>{m.from}</dd><dt>To</dt><dd>{m.to.join(", ")}</dd>
+          <dt>Received</dt><dd><Time at={m.created_at} /></dd>
+          <dt>Authentication</dt><dd>SPF {String(m.authentication.spf ?? "none")}, DKIM {String(m.authentication.dkim ?? "none")}, DMARC {String(m.authentication.dmarc ?? "none")}</dd>
+          {m.attachments.length ? (<><dt>Attachments</dt><dd>{m.attachments.map((a) => <div>{a.filename ?? a.id} <span class="muted">{a.size} bytes</span></div>)}</dd></>) : null}
+        </dl>
+      </section>
+      <section class="panel">
+        <h2>Preview</h2>
+        {m.html ? <iframe class="preview" title="The message's HTML" sandbox="" srcdoc={m.html} referrerpolicy="no-referrer"></iframe> : <p class="muted">No HTML part.</p>}
+        <h2>Text</h2>
+        {m.text ? <pre>{m.text}</pre> : <p class="muted">No text part.</p>}
+      </section>
+    </>
+  ));
+}
+
+export function registerResourcePages(app: Hono<DashEnv>): void {
+  app.get("/suppressions", suppressionsPage);
+  app.get("/received", receivedPage);
+  app.get("/received/:id{[0-9a-fA-F-]{36}}", receivedOne);
+  app.post("/api/suppressions", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const b = validate(CreateSuppressionRequest, await body(c));
+    const r = await addSuppression(c.env.DB, v.account.id, b.email, b.detail ?? null);
+    await audit(c.env, v, { action: "suppression.added", target: r.suppression.email });
+    return c.json(r.suppression, r.created ? 201 : 200);
+  });
+  app.post("/api/suppressions/:id/remove", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const r = await removeSuppressionById(c.env.DB, v.account.id, c.req.param("id"));
+    await audit(c.env, v, { action: "suppression.removed", target: r.id });
+    return c.json(r);
+  });
+  app.get("/emails", emailsPage);
+  app.get("/emails/:id{[0-9a-fA-F-]{36}}", emailPage);
+  app.get("/domains", domainsPage);
+  app.get("/domains/:id{[0-9a-fA-F-]{36}}", domainPage);
+  app.get("/api-keys", apiKeysPage);
+  app.get("/webhooks", webhooksPage);
+  app.get("/webhooks/:id{[0-9a-fA-F-]{36}}", webhookPage);
+  app.get("/webhooks/:id{[0-9a-fA-F-]{36}}/deliveries/:delivery{[0-9a-fA-F-]{36}}", deliveryPage);
+
+  app.post("/api/emails/:id/cancel", async (c) => {
+    const v = c.get("viewer");
+    const r = await cancelEmail(c.env.DB, v.account.id, c.req.param("id"), Date.now());
+    await audit(c.env, v, { action: "email.canceled", target: r.id });
+    return c.json(r);
+  });
+
+  app.post("/api/domains", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const b = validate(CreateDomainRequest, await body(c));
+    const view = await createDomain(c.env, readConfig(c.env), v.account.id, {
+      name: b.name, region: b.region, customReturnPath: b.custom_return_path, openTracking: b.open_tracking,
+      clickTracking: b.click_tracking, tls: b.tls, receiving: b.receiving, dkimAlgorithm: b.dkim_algorithm,
+    }, Date.now());
+    await audit(c.env, v, { action: "domain.created", target: view.name, detail: { id: view.id, region: view.region } });
+    return c.json({ id: view.id }, 201);
+  });
+  app.post("/api/domains/:id/verify", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const config = readConfig(c.env);
+    const checked = await checkDomain(c.env, config, await findDomain(c.env.DB, v.account.id, c.req.param("id")), Date.now(), { restart: true });
+    await audit(c.env, v, { action: "domain.verification_requested", target: checked.row.name });
+    return c.json({ status: domainView(checked, config).status });
+  });
+  app.post("/api/domains/:id/settings", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const b = validate(UpdateDomainRequest, await body(c));
+    const view = await patchDomain(c.env, readConfig(c.env), v.account.id, c.req.param("id"), { openTracking: b.open_tracking, clickTracking: b.click_tracking, tls: b.tls, receiving: b.receiving }, Date.now());
+    await audit(c.env, v, { action: "domain.updated", target: view.name, detail: b });
+    return c.json({ ok: true });
+  });
+  app.post("/api/domains/:id/rotate-dkim", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const b = validate(RotateDkimRequest, await body(c));
+    const config = readConfig(c.env);
+    const current = await findDomain(c.env.DB, v.account.id, c.req.param("id"));
+    const algorithm = b.algorithm ?? current.keys.find((k) => k.state === "active")?.algorithm ?? "rsa";
+    const rotated = await rotateDkim(c.env, config, current, algorithm, Date.now());
+    await audit(c.env, v, { action: "domain.dkim_rotated", target: rotated.row.name, detail: { algorithm } });
+    return c.json({ ok: true });
+  });
+  app.post("/api/domains/:id/delete", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const current = await findDomain(c.env.DB, v.account.id, c.req.param("id"));
+    await deleteDomain(c.env, readConfig(c.env), current, Date.now());
+    await audit(c.env, v, { action: "domain.deleted", target: current.row.name });
+    return c.json({ ok: true });
+  });
+
+  app.post("/api/api-keys", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const b = validate(CreateApiKeyRequest, await body(c));
+    const created = await createApiKey(c.env.DB, v.account.id, { name: b.name, permission: b.permission, domainId: b.domain_id });
+    await audit(c.env, v, { action: "api_key.created", target: b.name, detail: { id: created.id, permission: b.permission } });
+    return c.json(created, 201);
+  });
+  app.post("/api/api-keys/:id/revoke", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const r = await revokeApiKey(c.env.DB, v.account.id, c.req.param("id"));
+    await audit(c.env, v, { action: "api_key.revoked", target: r.id });
+    return c.json(r);
+  });
+
+  app.post("/api/webhooks", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const b = validate(CreateWebhookRequest, await body(c));
+    const created = await createWebhook(c.env.DB, readConfig(c.env), v.account.id, b);
+    await audit(c.env, v, { action: "webhook.created", target: b.endpoint, detail: { id: created.id } });
+    return c.json(created, 201);
+  });
+  app.post("/api/webhooks/:id/status", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const b = await body<{ status?: unknown }>(c);
+    const status = b.status === "disabled" ? "disabled" : "enabled";
+    const r = await updateWebhook(c.env.DB, readConfig(c.env), v.account.id, c.req.param("id"), { status });
+    await audit(c.env, v, { action: `webhook.${status}`, target: c.req.param("id") });
+    return c.json(r);
+  });
+  app.post("/api/webhooks/:id/rotate", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const r = await rotateWebhookSecret(c.env.DB, readConfig(c.env), v.account.id, c.req.param("id"));
+    await audit(c.env, v, { action: "webhook.secret_rotated", target: c.req.param("id") });
+    return c.json(r);
+  });
+  app.post("/api/webhooks/:id/deliveries/:delivery/replay", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const r = await replayWebhookDelivery(c.env, readConfig(c.env), v.account.id, c.req.param("id"), c.req.param("delivery"));
+    await audit(c.env, v, { action: "webhook.delivery_replayed", target: c.req.param("delivery"), detail: { webhook: c.req.param("id") } });
+    return c.json(r);
+  });
+  app.post("/api/webhooks/:id/delete", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const r = await deleteWebhook(c.env.DB, v.account.id, c.req.param("id"));
+    await audit(c.env, v, { action: "webhook.deleted", target: c.req.param("id") });
+    return c.json(r);
+  });
+}

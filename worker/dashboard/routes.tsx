@@ -1,0 +1,577 @@
+// The dashboard on the Worker: pages under /dashboard, its JSON endpoints under
+// /dashboard/api (better-auth's under /dashboard/api/auth). Pages are server-rendered with
+// Hono JSX; app.js (a few KB) turns forms into JSON calls. Every state-changing request must
+// come from this origin and, once signed in, carry the session's CSRF token.
+import { Hono, type Context } from "hono";
+import { renderSVG } from "uqr";
+import type { Child } from "hono/jsx";
+import { and, desc, eq, gt, isNull, lt, sql } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { constantTimeEqual, toBase64Url } from "../bytes.ts";
+import { hashToken } from "../api-key-token.ts";
+import { ApiError } from "../errors.ts";
+import { accounts, auditLog, authAccounts, authSessions, authUsers, invitations, memberships, usage } from "../db/schema.ts";
+import { planLimits } from "../plans.ts";
+import { readConfig } from "../config.ts";
+import { periodsAt } from "../sending/quota.ts";
+import { AUTH_BASE, COOKIE_PREFIX, SESSION_COOKIE, authFor, configuredProviders, dashboardOrigin, isOAuthPath } from "./auth.ts";
+import { ForgotPasswordPage, InvitationPage, ResetPasswordPage, SignInPage, SignUpPage, TwoFactorPage } from "./auth-pages.tsx";
+import { Badge, Empty, Layout, Time } from "./layout.tsx";
+import { DashboardMailError, linkMail, sendDashboardMail } from "./mail.ts";
+import { clearAddress, countAttempt } from "./throttle.ts";
+import { ACCOUNT_COOKIE, audit, auditUser, clientIp, loadViewer, type Viewer } from "./viewer.ts";
+import { registerResourcePages } from "./resources.tsx";
+import { exportAccount } from "./export.ts";
+
+export type DashEnv = { Bindings: Env; Variables: { viewer: Viewer } };
+export type DashCtx = Context<DashEnv>;
+
+export class DashError extends Error {
+  constructor(public status: 400 | 403 | 404 | 409 | 422 | 429, message: string) {
+    super(message);
+  }
+}
+
+const UNSAFE = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+
+function securityHeaders(res: Response): void {
+  const h = res.headers;
+  // Inline styles are allowed for the few style attributes; scripts only from this origin.
+  // Images may come from anywhere: an email's preview shows the images its HTML links to.
+  h.set("content-security-policy", "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' https: data:; frame-ancestors 'none'; base-uri 'none'; form-action 'self'");
+  h.set("x-frame-options", "DENY");
+  h.set("referrer-policy", "same-origin");
+  h.set("x-content-type-options", "nosniff");
+  if (!h.has("cache-control")) h.set("cache-control", "no-store");
+}
+
+export function json(data: unknown, status = 200): Response {
+  return new Response(JSON.stringify(data), { status, headers: { "content-type": "application/json" } });
+}
+
+export function page(c: DashCtx, title: string, body: Child): Response | Promise<Response> {
+  return c.html(<Layout viewer={c.get("viewer")} title={title} path={new URL(c.req.url).pathname}>{body}</Layout>);
+}
+
+export function requireManager(v: Viewer): void {
+  if (!v.canManage) throw new DashError(403, "Only owners and admins of this account can do this. Ask one of them.");
+}
+
+export async function body<T = Record<string, unknown>>(c: DashCtx): Promise<T> {
+  try {
+    const value = await c.req.json();
+    if (value && typeof value === "object" && !Array.isArray(value)) return value as T;
+  } catch {}
+  throw new DashError(400, "Send a JSON object.");
+}
+
+export function str(v: unknown, name: string, max = 200): string {
+  if (typeof v !== "string" || !v.trim()) throw new DashError(422, `Fill in ${name}.`);
+  if (v.length > max) throw new DashError(422, `${name} is too long (at most ${max} characters).`);
+  return v.trim();
+}
+
+/** Paths under /dashboard that work without a session. */
+const PUBLIC_PAGES = new Set(["/dashboard/sign-in", "/dashboard/sign-up", "/dashboard/sign-in/two-factor", "/dashboard/forgot-password", "/dashboard/reset-password"]);
+
+/** better-auth paths that count as a sign-in attempt, for the throttle. */
+const ATTEMPT_PATHS = new Set(["/sign-in/email", "/two-factor/verify-totp", "/two-factor/verify-backup-code", "/request-password-reset", "/sign-up/email"]);
+
+/** The better-auth endpoints the dashboard uses; the rest of its surface (listing sessions with
+ * their tokens, changing the address, deleting the user, ...) is not reachable. */
+const AUTH_PATHS = [
+  /^\/sign-in\/(email|social)$/, /^\/sign-up\/email$/, /^\/callback\/[a-z]+$/, /^\/verify-email$/,
+  /^\/request-password-reset$/, /^\/reset-password(\/[\w-]+)?$/, /^\/change-password$/, /^\/error$/,
+  /^\/two-factor\/(enable|disable|verify-totp|verify-backup-code|generate-backup-codes)$/,
+];
+
+/** Audit actions for better-auth calls a signed-in person makes. */
+const AUTH_AUDIT: Record<string, string> = {
+  "/two-factor/enable": "mfa.setup_started",
+  "/two-factor/disable": "mfa.disabled",
+  "/two-factor/generate-backup-codes": "mfa.recovery_codes_regenerated",
+  "/change-password": "password.changed",
+};
+
+/** Which of the user's accounts the dashboard shows (checked against their memberships on
+ * every request, so it grants nothing by itself). */
+function accountCookie(env: Env, accountId: string, maxAge?: number): string {
+  const secure = readConfig(env).devMode ? "" : "; Secure";
+  return `${ACCOUNT_COOKIE}=${accountId}; Path=/dashboard; HttpOnly; SameSite=Lax${secure}${maxAge !== undefined ? `; Max-Age=${maxAge}` : ""}`;
+}
+
+function sessionTokenFrom(setCookies: string[]): string | null {
+  for (const c of setCookies) {
+    const m = c.match(new RegExp(`^(?:__Secure-)?${COOKIE_PREFIX}\\.${SESSION_COOKIE}=([^;]*)`));
+    if (m && m[1] && !/max-age=0/i.test(c)) return decodeURIComponent(m[1]).split(".")[0] ?? null;
+  }
+  return null;
+}
+
+async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
+  const env = c.env;
+  const req = c.req.raw;
+  const path = new URL(req.url).pathname.slice(AUTH_BASE.length);
+  if (!AUTH_PATHS.some((re) => re.test(path))) return json({ message: "No such dashboard endpoint." }, 404);
+  const ip = clientIp(req);
+  let email: string | undefined;
+  if (req.method === "POST" && ATTEMPT_PATHS.has(path) && !(viewer && path.startsWith("/two-factor/"))) {
+    const parsed = (await req.clone().json().catch(() => ({}))) as { email?: unknown };
+    email = typeof parsed.email === "string" ? parsed.email.trim().toLowerCase() : undefined;
+    const throttled = await countAttempt(env.DB, { email, ip });
+    if (throttled) {
+      const res = json({ message: `Too many attempts. Try again in ${Math.ceil(throttled.retryAfter / 60)} minutes.`, code: "TOO_MANY_ATTEMPTS" }, 429);
+      res.headers.set("retry-after", String(throttled.retryAfter));
+      return res;
+    }
+  }
+  const auth = await authFor(env, dashboardOrigin(env, req.url), { oauth: isOAuthPath(new URL(req.url).pathname) });
+  let res: Response;
+  try {
+    res = await auth.handler(req);
+  } catch (err) {
+    if (err instanceof DashboardMailError) return json({ message: err.message }, 503);
+    throw err;
+  }
+  if (res.status === 500) {
+    // A failure to send the verification or reset mail surfaces here: say so plainly.
+    console.error("dashboard auth failed", path, await res.clone().text());
+  }
+  const newToken = sessionTokenFrom(res.headers.getSetCookie());
+  // A wrong password for a known address is recorded in that user's accounts (the owner sees
+  // someone trying); an unknown address leaves no trace to probe with.
+  if (path === "/sign-in/email" && res.status === 401 && email) {
+    const user = await drizzle(env.DB).select({ id: authUsers.id, email: authUsers.email }).from(authUsers).where(eq(authUsers.email, email)).get();
+    if (user) await auditUser(env, user, req, "user.sign_in_failed");
+  }
+  // A session made while one was open (better-auth renews it when TOTP is turned on) is not a sign-in.
+  if (newToken && res.status < 400 && !viewer) {
+    const row = await drizzle(env.DB).select({ id: authUsers.id, email: authUsers.email }).from(authSessions)
+      .innerJoin(authUsers, eq(authUsers.id, authSessions.userId)).where(eq(authSessions.token, newToken)).get();
+    if (row) {
+      if (email) await clearAddress(env.DB, email);
+      const method = path.startsWith("/callback/") ? `oauth:${path.slice("/callback/".length)}` : path.startsWith("/two-factor/") ? `password+${path.slice(12)}` : "password";
+      await auditUser(env, row, req, "user.signed_in", { method });
+      // A new session starts in the user's first account, not one a previous user chose.
+      res = new Response(res.body, res);
+      res.headers.append("set-cookie", accountCookie(env, "", 0));
+    }
+  }
+  // The session token lives in the HttpOnly cookie only; better-auth also puts it in the JSON
+  // answer, where any script on the page could read it. A TOTP setup gets its QR code here,
+  // drawn on the server, so the page needs no QR library.
+  if ((res.headers.get("content-type") ?? "").includes("application/json")) {
+    const data = (await res.clone().json().catch(() => null)) as Record<string, unknown> | null;
+    const qr = path === "/two-factor/enable" && res.ok && typeof data?.totpURI === "string";
+    if (data && typeof data === "object" && ("token" in data || qr)) {
+      delete data.token;
+      if (qr) data.totpQr = `data:image/svg+xml;base64,${btoa(renderSVG(data.totpURI as string, { border: 2 }))}`;
+      const headers = new Headers(res.headers);
+      headers.delete("content-length");
+      res = new Response(JSON.stringify(data), { status: res.status, headers });
+    }
+  }
+  if (viewer && res.status < 400) {
+    const action = AUTH_AUDIT[path] ?? (path === "/two-factor/verify-totp" && !viewer.user.twoFactorEnabled ? "mfa.enabled" : undefined);
+    if (action) await audit(env, viewer, { action, target: viewer.user.email });
+  }
+  return res;
+}
+
+export function dashboardApp(): Hono<DashEnv> {
+  const app = new Hono<DashEnv>();
+
+  app.onError((err, c) => {
+    const api = new URL(c.req.url).pathname.startsWith("/dashboard/api/");
+    if (err instanceof DashError || err instanceof ApiError) {
+      // The services' errors say what is wrong in the contract's words; a page shows them too.
+      const status = err.status as 400 | 404;
+      if (api) return json({ message: err.message }, status);
+      c.status(status);
+      return c.get("viewer") ? page(c, status === 404 ? "Not found" : "Something is wrong", <Empty title={err.message}><p><a href="/dashboard/emails">Go to Emails</a></p></Empty>) : c.html(<p role="alert">{err.message}</p>);
+    }
+    console.error("dashboard error", err);
+    const message = "Something went wrong on our side. Try again; if it keeps happening, the operator's logs say why.";
+    return api ? json({ message }, 500) : c.html(<p role="alert">{message}</p>, 500);
+  });
+
+  app.use("*", async (c, next) => {
+    const req = c.req.raw;
+    const url = new URL(req.url);
+    if (UNSAFE.has(req.method)) {
+      // A cross-site form or script cannot make these: the browser names the origin it comes from.
+      // Browsers name it in Origin, or (when they leave Origin out of a same-origin request) in
+      // Sec-Fetch-Site, which no page can set.
+      const origin = req.headers.get("origin");
+      const sameSite = origin ? origin === dashboardOrigin(c.env, req.url) : req.headers.get("sec-fetch-site") === "same-origin";
+      if (!sameSite) {
+        const res = json({ message: "Cross-site requests are refused. Use the dashboard's own pages." }, 403);
+        securityHeaders(res);
+        return res;
+      }
+    }
+    const viewer = await loadViewer(c.env, req);
+    if (viewer) c.set("viewer", viewer);
+    if (UNSAFE.has(req.method) && viewer) {
+      const sent = req.headers.get("x-csrf-token") ?? "";
+      const enc = new TextEncoder();
+      if (!constantTimeEqual(enc.encode(sent), enc.encode(viewer.csrf))) {
+        const res = json({ message: "The page's security token is missing or wrong. Reload the page and try again." }, 403);
+        securityHeaders(res);
+        return res;
+      }
+    }
+    if (url.pathname.startsWith(AUTH_BASE + "/")) {
+      const res = await authProxy(c, viewer);
+      const out = new Response(res.body, res);
+      securityHeaders(out);
+      return out;
+    }
+    const isApi = url.pathname.startsWith("/dashboard/api/");
+    const open = PUBLIC_PAGES.has(url.pathname) || url.pathname.startsWith("/dashboard/invitations/");
+    if (!viewer && !open) {
+      if (isApi) {
+        const res = json({ message: "Sign in to the dashboard first. (API keys do not open the dashboard.)" }, 401);
+        securityHeaders(res);
+        return res;
+      }
+      return c.redirect("/dashboard/sign-in", 303);
+    }
+    await next();
+    securityHeaders(c.res);
+  });
+
+  // ---- pages before sign-in -------------------------------------------------------------
+  app.get("/", (c) => c.redirect(c.get("viewer") ? "/dashboard/emails" : "/dashboard/sign-in", 303));
+  app.get("/sign-in", (c) => (c.get("viewer") ? c.redirect("/dashboard/emails", 303) : c.html(<SignInPage providers={configuredProviders(c.env)} notice={c.req.query("notice") ?? c.req.query("error")} />)));
+  app.get("/sign-up", (c) => (c.get("viewer") ? c.redirect("/dashboard/emails", 303) : c.html(<SignUpPage providers={configuredProviders(c.env)} />)));
+  app.get("/sign-in/two-factor", (c) => c.html(<TwoFactorPage />));
+  app.get("/forgot-password", (c) => c.html(<ForgotPasswordPage />));
+  app.get("/reset-password", (c) => c.html(<ResetPasswordPage token={c.req.query("token")} error={c.req.query("error")} />));
+
+  // ---- invitations ----------------------------------------------------------------------
+  app.get("/invitations/:token", async (c) => {
+    const token = c.req.param("token");
+    const inv = await findInvitation(c.env, token);
+    const account = inv ? await drizzle(c.env.DB).select({ name: accounts.name }).from(accounts).where(eq(accounts.id, inv.accountId)).get() : null;
+    return c.html(<InvitationPage accountName={account?.name ?? null} token={token} signedIn={!!c.get("viewer")} csrf={c.get("viewer")?.csrf} />);
+  });
+  app.post("/api/invitations/accept", async (c) => {
+    const v = c.get("viewer");
+    const b = await body<{ token?: unknown }>(c);
+    const inv = await findInvitation(c.env, String(b.token ?? ""));
+    if (!inv) throw new DashError(404, "This invitation is invalid, used or expired. Ask the account's owner for a new one.");
+    if (inv.email.toLowerCase() !== v.user.email.toLowerCase()) {
+      throw new DashError(403, `This invitation is for ${inv.email}. Sign in with that address to accept it.`);
+    }
+    const d = drizzle(c.env.DB);
+    const now = Date.now();
+    await d.batch([
+      d.insert(memberships).values({ accountId: inv.accountId, userId: v.user.id, role: inv.role, createdAt: now }).onConflictDoNothing(),
+      d.update(invitations).set({ acceptedAt: now }).where(eq(invitations.id, inv.id)),
+    ]);
+    await audit(c.env, { ...v, account: { ...v.account, id: inv.accountId } }, { action: "member.joined", target: v.user.email, detail: { role: inv.role } });
+    c.header("set-cookie", accountCookie(c.env, inv.accountId));
+    return c.json({ ok: true });
+  });
+
+  // ---- session and account ----------------------------------------------------------------
+  app.post("/api/sign-out", async (c) => {
+    const v = c.get("viewer");
+    const auth = await authFor(c.env, dashboardOrigin(c.env, c.req.url));
+    const headers = new Headers({ cookie: c.req.header("cookie") ?? "", origin: c.req.header("origin") ?? "" });
+    const res = await auth.api.signOut({ headers, asResponse: true });
+    await audit(c.env, v, { action: "user.signed_out", target: v.user.email });
+    const out = json({ ok: true });
+    for (const cookie of res.headers.getSetCookie()) out.headers.append("set-cookie", cookie);
+    return out;
+  });
+  app.post("/api/sessions/revoke-all", async (c) => {
+    const v = c.get("viewer");
+    await drizzle(c.env.DB).delete(authSessions).where(eq(authSessions.userId, v.user.id)).run();
+    await audit(c.env, v, { action: "user.signed_out_everywhere", target: v.user.email });
+    return c.json({ ok: true });
+  });
+  app.post("/api/sessions/:id/revoke", async (c) => {
+    const v = c.get("viewer");
+    const r = await drizzle(c.env.DB).delete(authSessions).where(and(eq(authSessions.id, c.req.param("id")), eq(authSessions.userId, v.user.id))).returning({ id: authSessions.id });
+    if (r.length === 0) throw new DashError(404, "No such session of yours.");
+    await audit(c.env, v, { action: "session.revoked", target: c.req.param("id") });
+    return c.json({ ok: true });
+  });
+  app.post("/api/switch-account", async (c) => {
+    const v = c.get("viewer");
+    const b = await body<{ accountId?: unknown }>(c);
+    const target = v.memberships.find((m) => m.accountId === b.accountId);
+    if (!target) throw new DashError(404, "You are not a member of that account.");
+    c.header("set-cookie", accountCookie(c.env, target.accountId));
+    return c.json({ ok: true });
+  });
+  app.post("/api/account", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const name = str((await body(c)).name, "the account's name", 100);
+    await drizzle(c.env.DB).update(accounts).set({ name }).where(eq(accounts.id, v.account.id)).run();
+    await audit(c.env, v, { action: "account.renamed", detail: { name } });
+    return c.json({ ok: true });
+  });
+
+  // ---- members and invitations -------------------------------------------------------------
+  app.post("/api/invitations", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const b = await body<{ email?: unknown; role?: unknown }>(c);
+    const email = str(b.email, "the address to invite", 254).toLowerCase();
+    if (!/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email)) throw new DashError(422, "Enter a valid email address to invite.");
+    const role = b.role === "admin" ? "admin" : "member";
+    const token = toBase64Url(crypto.getRandomValues(new Uint8Array(32)));
+    const now = Date.now();
+    const id = crypto.randomUUID();
+    await drizzle(c.env.DB).insert(invitations).values({ id, accountId: v.account.id, email, role, tokenHash: await hashToken(token), invitedBy: v.user.id, createdAt: now, expiresAt: now + 7 * 86400_000 }).run();
+    const url = `${dashboardOrigin(c.env, c.req.url)}/dashboard/invitations/${token}`;
+    await sendDashboardMail(c.env, linkMail(email, `Join ${v.account.name} on tern`, `${v.user.name || v.user.email} invited you to the tern account ${v.account.name} as ${role}.`, "Accept the invitation", url));
+    await audit(c.env, v, { action: "member.invited", target: email, detail: { role } });
+    return c.json({ id });
+  });
+  app.post("/api/invitations/:id/revoke", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    await drizzle(c.env.DB).delete(invitations).where(and(eq(invitations.id, c.req.param("id")), eq(invitations.accountId, v.account.id))).run();
+    await audit(c.env, v, { action: "invitation.revoked", target: c.req.param("id") });
+    return c.json({ ok: true });
+  });
+  app.post("/api/members/:userId/role", async (c) => {
+    const v = c.get("viewer");
+    if (v.role !== "owner") throw new DashError(403, "Only an owner changes roles.");
+    const role = (await body<{ role?: unknown }>(c)).role;
+    if (role !== "owner" && role !== "admin" && role !== "member") throw new DashError(422, "A role is owner, admin or member.");
+    const userId = c.req.param("userId");
+    if (userId === v.user.id) throw new DashError(409, "Make another owner first; then they can change your role.");
+    const d = drizzle(c.env.DB);
+    const r = await d.update(memberships).set({ role }).where(and(eq(memberships.accountId, v.account.id), eq(memberships.userId, userId))).returning({ userId: memberships.userId });
+    if (r.length === 0) throw new DashError(404, "That person is not a member of this account.");
+    await audit(c.env, v, { action: "member.role_changed", target: userId, detail: { role } });
+    return c.json({ ok: true });
+  });
+  app.post("/api/members/:userId/remove", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const userId = c.req.param("userId");
+    const d = drizzle(c.env.DB);
+    const target = await d.select({ role: memberships.role, email: authUsers.email }).from(memberships).innerJoin(authUsers, eq(authUsers.id, memberships.userId))
+      .where(and(eq(memberships.accountId, v.account.id), eq(memberships.userId, userId))).get();
+    if (!target) throw new DashError(404, "That person is not a member of this account.");
+    if (target.role === "owner" && v.role !== "owner") throw new DashError(403, "Only an owner can remove an owner.");
+    if (target.role === "owner") {
+      const owners = await d.select({ n: sql<number>`count(*)` }).from(memberships).where(and(eq(memberships.accountId, v.account.id), eq(memberships.role, "owner"))).get();
+      if ((owners?.n ?? 0) <= 1) throw new DashError(409, "An account keeps at least one owner. Make someone else owner first.");
+    }
+    await d.delete(memberships).where(and(eq(memberships.accountId, v.account.id), eq(memberships.userId, userId))).run();
+    await audit(c.env, v, { action: "member.removed", target: target.email });
+    return c.json({ ok: true });
+  });
+
+  // ---- data rights: a copy of everything the account holds ---------------------------------
+  app.get("/api/export", async (c) => {
+    const v = c.get("viewer");
+    if (v.role !== "owner") throw new DashError(403, "Only an owner exports the account's data.");
+    await audit(c.env, v, { action: "account.exported" });
+    const day = new Date().toISOString().slice(0, 10);
+    return new Response(exportAccount(c.env.DB, v.account.id), {
+      headers: { "content-type": "application/json; charset=utf-8", "content-disposition": `attachment; filename="tern-export-${day}.json"` },
+    });
+  });
+
+  // ---- settings and audit log pages ------------------------------------------------------
+  app.get("/settings", async (c) => settingsPage(c));
+  app.get("/audit-log", async (c) => auditPage(c));
+
+  registerResourcePages(app);
+
+  app.all("*", (c) => {
+    if (new URL(c.req.url).pathname.startsWith("/dashboard/api/")) return json({ message: "No such dashboard endpoint." }, 404);
+    if (c.req.method === "POST") {
+      // A form sent before app.js ran (every form is method=post, so nothing lands in a URL).
+      return c.html(<p role="alert">The form was sent before the page finished loading. Go back, wait a moment and send it again.</p>, 400);
+    }
+    c.status(404);
+    return page(c, "Page not found", <Empty title="There is no page here."><p><a href="/dashboard/emails">Go to Emails</a></p></Empty>);
+  });
+  return app;
+}
+
+async function findInvitation(env: Env, token: string) {
+  if (!token || token.length > 100) return null;
+  const row = await drizzle(env.DB).select().from(invitations).where(and(eq(invitations.tokenHash, await hashToken(token)), isNull(invitations.acceptedAt), gt(invitations.expiresAt, Date.now()))).get();
+  return row ?? null;
+}
+
+async function settingsPage(c: DashCtx): Promise<Response> {
+  const v = c.get("viewer");
+  const d = drizzle(c.env.DB);
+  const now = Date.now();
+  const periods = periodsAt(now);
+  const limits = planLimits(v.account.plan);
+  const [members, pending, sessions, used, credential] = await Promise.all([
+    d.select({ userId: memberships.userId, role: memberships.role, email: authUsers.email, name: authUsers.name, since: memberships.createdAt })
+      .from(memberships).innerJoin(authUsers, eq(authUsers.id, memberships.userId)).where(eq(memberships.accountId, v.account.id)).all(),
+    d.select().from(invitations).where(and(eq(invitations.accountId, v.account.id), isNull(invitations.acceptedAt), gt(invitations.expiresAt, now))).orderBy(desc(invitations.createdAt)).all(),
+    d.select().from(authSessions).where(and(eq(authSessions.userId, v.user.id), gt(authSessions.expiresAt, new Date(now)))).orderBy(desc(authSessions.createdAt)).all(),
+    d.select({ period: usage.period, used: usage.used }).from(usage).where(and(eq(usage.accountId, v.account.id), sql`${usage.period} in (${periods.month}, ${periods.day})`)).all(),
+    d.select({ id: authAccounts.id }).from(authAccounts).where(and(eq(authAccounts.userId, v.user.id), eq(authAccounts.providerId, "credential"))).get(),
+  ]);
+  const usedIn = (p: string) => used.find((u) => u.period === p)?.used ?? 0;
+  return page(c, "Settings", (
+    <>
+      <section class="panel" aria-labelledby="acct">
+        <h2 id="acct">Account</h2>
+        <dl class="fields">
+          <dt>Name</dt><dd>{v.account.name}</dd>
+          <dt>Account id</dt><dd class="mono">{v.account.id}</dd>
+          <dt>Plan</dt><dd>{v.account.plan}</dd>
+          <dt>This month</dt><dd>{usedIn(periods.month)} of {limits.monthly} emails</dd>
+          {limits.daily !== undefined ? (<><dt>Today</dt><dd>{usedIn(periods.day)} of {limits.daily} emails</dd></>) : null}
+          <dt>Rate limit</dt><dd>{v.account.rateLimit === 0 ? "not limited" : `${v.account.rateLimit} API requests a second`}</dd>
+        </dl>
+        {v.canManage ? (
+          <form method="post" class="row" data-api="/dashboard/api/account" style="margin-top:12px">
+            <label>Rename the account<input name="name" value={v.account.name} maxlength={100} required /></label>
+            <button type="submit" class="secondary">Save</button>
+          </form>
+        ) : null}
+      </section>
+
+      {v.role === "owner" ? (
+        <section class="panel" aria-labelledby="data">
+          <h2 id="data">Your data</h2>
+          <p>Download everything this account holds (emails' metadata and events, contacts, suppressions, domains without private keys, webhooks, the audit log) as one JSON file.</p>
+          <a class="button secondary" href="/dashboard/api/export" download>Export account data</a>
+        </section>
+      ) : null}
+
+      <section class="panel" aria-labelledby="members">
+        <h2 id="members">Members</h2>
+        <table>
+          <thead><tr><th scope="col">Name</th><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Since</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
+          <tbody>
+            {members.map((m) => (
+              <tr>
+                <td>{m.name}</td><td>{m.email}</td>
+                <td>{v.role === "owner" && m.userId !== v.user.id ? (
+                  <form method="post" class="inline row" data-api={`/dashboard/api/members/${m.userId}/role`}>
+                    <select name="role" aria-label={`Role of ${m.email}`}>
+                      {(["owner", "admin", "member"] as const).map((r) => <option value={r} selected={m.role === r}>{r}</option>)}
+                    </select>
+                    <button type="submit" class="secondary">Change</button>
+                  </form>
+                ) : m.role}</td>
+                <td><Time at={m.since} /></td>
+                <td>{v.canManage && m.userId !== v.user.id ? (
+                  <form method="post" class="inline" data-api={`/dashboard/api/members/${m.userId}/remove`} data-confirm={`Remove ${m.email} from ${v.account.name}?`}>
+                    <button type="submit" class="danger">Remove</button>
+                  </form>
+                ) : null}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+        {v.canManage ? (
+          <>
+            <h2>Invite someone</h2>
+            <form method="post" class="row" data-api="/dashboard/api/invitations">
+              <label>Email<input type="email" name="email" required /></label>
+              <label>Role<select name="role"><option value="member">member (sees and sends)</option><option value="admin">admin (manages keys and members)</option></select></label>
+              <button type="submit">Send invitation</button>
+            </form>
+            {pending.length ? (
+              <table style="margin-top:12px">
+                <thead><tr><th scope="col">Invited</th><th scope="col">Role</th><th scope="col">Expires</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
+                <tbody>{pending.map((i) => (
+                  <tr><td>{i.email}</td><td>{i.role}</td><td><Time at={i.expiresAt} /></td>
+                    <td><form method="post" class="inline" data-api={`/dashboard/api/invitations/${i.id}/revoke`}><button type="submit" class="danger">Revoke</button></form></td></tr>
+                ))}</tbody>
+              </table>
+            ) : <p class="muted">No invitations waiting.</p>}
+          </>
+        ) : <p class="muted">Only owners and admins invite and remove members.</p>}
+      </section>
+
+      <section class="panel" aria-labelledby="mfa">
+        <h2 id="mfa">Two-factor authentication</h2>
+        {v.user.twoFactorEnabled ? (
+          <>
+            <p><Badge value="enabled" /> Every sign-in asks for a code from your authenticator app (or a recovery code).</p>
+            <form method="post" class="row" data-api="/dashboard/api/auth/two-factor/disable" data-confirm="Turn off two-factor authentication?">
+              {credential ? <label>Password<input type="password" name="password" autocomplete="current-password" required /></label> : null}
+              <button type="submit" class="danger">Turn off</button>
+            </form>
+          </>
+        ) : (
+          <>
+            <p>Protect your sign-in with a code from an authenticator app, asked at every sign-in, including with Google or GitHub.</p>
+            <form method="post" class="row" data-api="/dashboard/api/auth/two-factor/enable" data-show="totp-setup" data-hide>
+              {credential ? <label>Password<input type="password" name="password" autocomplete="current-password" required /></label> : null}
+              <button type="submit">Set up two-factor authentication</button>
+            </form>
+            <div id="totp-setup" class="secret" hidden>
+              <p>Scan this code with your authenticator app (or copy the link into it), then enter the code it shows.</p>
+              <img data-field="totpQr" alt="QR code of the authenticator link" width="200" height="200" style="background:#fff;border-radius:6px" />
+              <label>Authenticator link<input data-field="totpURI" readonly class="mono" aria-label="Authenticator link" /></label>
+              <p>Recovery codes: each works once if you lose your device. Keep them somewhere safe; they are shown only now.</p>
+              <pre data-field="backupCodes" aria-label="Recovery codes"></pre>
+              <form method="post" class="row" data-api="/dashboard/api/auth/two-factor/verify-totp">
+                <label>Code from the app<input name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" required /></label>
+                <button type="submit">Turn on</button>
+              </form>
+            </div>
+          </>
+        )}
+      </section>
+
+      <section class="panel" aria-labelledby="sessions">
+        <h2 id="sessions">Your sessions</h2>
+        <table>
+          <thead><tr><th scope="col">Signed in</th><th scope="col">From</th><th scope="col">Browser</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
+          <tbody>{sessions.map((s) => (
+            <tr>
+              <td><Time at={s.createdAt} />{s.id === v.session.id ? <> <Badge value="this_session" /></> : null}</td>
+              <td class="mono">{s.ipAddress ?? "unknown"}</td>
+              <td>{(s.userAgent ?? "").slice(0, 80)}</td>
+              <td>{s.id === v.session.id ? null : (
+                <form method="post" class="inline" data-api={`/dashboard/api/sessions/${s.id}/revoke`}><button type="submit" class="danger">Revoke</button></form>
+              )}</td>
+            </tr>
+          ))}</tbody>
+        </table>
+        <form method="post" data-api="/dashboard/api/sessions/revoke-all" data-then="/dashboard/sign-in?notice=signed-out" data-confirm="Sign out of every browser, this one included?" style="margin-top:12px">
+          <button type="submit" class="danger">Sign out everywhere</button>
+        </form>
+      </section>
+    </>
+  ));
+}
+
+const AUDIT_PAGE = 50;
+
+async function auditPage(c: DashCtx): Promise<Response> {
+  const v = c.get("viewer");
+  const before = c.req.query("before");
+  const rows = await drizzle(c.env.DB).select().from(auditLog)
+    .where(and(eq(auditLog.accountId, v.account.id), before ? lt(auditLog.id, before) : undefined))
+    .orderBy(desc(auditLog.id)).limit(AUDIT_PAGE + 1).all();
+  const more = rows.length > AUDIT_PAGE;
+  const shown = rows.slice(0, AUDIT_PAGE);
+  return page(c, "Audit log", shown.length === 0 ? (
+    <Empty title="Nothing recorded yet."><p>Changes people make here (keys, domains, webhooks, members, sign-ins) appear in this log.</p></Empty>
+  ) : (
+    <>
+      <table>
+        <thead><tr><th scope="col">When</th><th scope="col">Who</th><th scope="col">What</th><th scope="col">Target</th><th scope="col">IP</th></tr></thead>
+        <tbody>{shown.map((r) => (
+          <tr><td><Time at={r.createdAt} /></td><td>{r.actorEmail}</td><td class="mono">{r.action}</td><td class="mono">{r.target ?? ""}{r.detailJson ? <div class="muted">{r.detailJson}</div> : null}</td><td class="mono">{r.ip}</td></tr>
+        ))}</tbody>
+      </table>
+      {more ? <div class="pager"><a class="button secondary" href={`/dashboard/audit-log?before=${shown[shown.length - 1]!.id}`}>Older</a></div> : null}
+    </>
+  ));
+}

@@ -1,0 +1,124 @@
+// Who is looking at the dashboard: the signed-in user (from the session cookie only: an API
+// key never opens the dashboard), the account they are working in, their role there, and the
+// CSRF token bound to their session. Plus the audit log every change is written to.
+import { and, eq } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
+import { toBase64Url } from "../bytes.ts";
+import { macKey } from "../crypto/master-key.ts";
+import { accounts, auditLog, memberships } from "../db/schema.ts";
+import { uuidv7 } from "../ids.ts";
+import { authFor, dashboardOrigin } from "./auth.ts";
+
+export type Role = "owner" | "admin" | "member";
+
+export interface Viewer {
+  user: { id: string; email: string; name: string; twoFactorEnabled: boolean };
+  session: { id: string; token: string };
+  account: { id: string; name: string; plan: string; rateLimit: number };
+  role: Role;
+  /** Owners and admins manage keys, members and settings. */
+  canManage: boolean;
+  memberships: { accountId: string; name: string; role: Role }[];
+  csrf: string;
+  ip: string;
+  userAgent: string;
+}
+
+export const ACCOUNT_COOKIE = "tern_account";
+
+export function clientIp(req: Request): string {
+  return req.headers.get("cf-connecting-ip") ?? req.headers.get("x-real-ip") ?? "unknown";
+}
+
+/** The CSRF token of a session: an HMAC of its id, so it needs no storage and dies with it. */
+export async function csrfToken(env: Env, sessionId: string): Promise<string> {
+  const key = await macKey(env.MASTER_KEY, "dashboard");
+  return toBase64Url(new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`csrf:${sessionId}`))));
+}
+
+function readCookie(req: Request, name: string): string | undefined {
+  const header = req.headers.get("cookie") ?? "";
+  for (const part of header.split(/;\s*/)) {
+    const i = part.indexOf("=");
+    if (i > 0 && part.slice(0, i) === name) return decodeURIComponent(part.slice(i + 1));
+  }
+  return undefined;
+}
+
+export async function loadViewer(env: Env, req: Request): Promise<Viewer | null> {
+  const auth = await authFor(env, dashboardOrigin(env, req.url));
+  // Only the cookie is passed on: an Authorization header (an API key) means nothing here.
+  const headers = new Headers();
+  const cookie = req.headers.get("cookie");
+  if (!cookie) return null;
+  headers.set("cookie", cookie);
+  const found = await auth.api.getSession({ headers }).catch(() => null);
+  if (!found) return null;
+  const d = drizzle(env.DB);
+  const rows = await d
+    .select({ accountId: memberships.accountId, role: memberships.role, name: accounts.name, plan: accounts.plan, rateLimit: accounts.rateLimit })
+    .from(memberships).innerJoin(accounts, eq(accounts.id, memberships.accountId))
+    .where(eq(memberships.userId, found.user.id)).all();
+  if (rows.length === 0) return null;
+  const wanted = readCookie(req, ACCOUNT_COOKIE);
+  const current = rows.find((r) => r.accountId === wanted) ?? rows[0]!;
+  const user = found.user as typeof found.user & { twoFactorEnabled?: boolean | null };
+  return {
+    user: { id: user.id, email: user.email, name: user.name, twoFactorEnabled: !!user.twoFactorEnabled },
+    session: { id: found.session.id, token: found.session.token },
+    account: { id: current.accountId, name: current.name, plan: current.plan, rateLimit: current.rateLimit },
+    role: current.role,
+    canManage: current.role !== "member",
+    memberships: rows.map((r) => ({ accountId: r.accountId, name: r.name, role: r.role })),
+    csrf: await csrfToken(env, found.session.id),
+    ip: clientIp(req),
+    userAgent: req.headers.get("user-agent") ?? "",
+  };
+}
+
+export async function isMember(env: Env, userId: string, accountId: string): Promise<boolean> {
+  const row = await drizzle(env.DB).select({ role: memberships.role }).from(memberships)
+    .where(and(eq(memberships.userId, userId), eq(memberships.accountId, accountId))).get();
+  return !!row;
+}
+
+export interface AuditEntry {
+  action: string;
+  target?: string | null;
+  detail?: Record<string, unknown>;
+}
+
+/** Records a change a person made, in the account they made it in. */
+export async function audit(env: Env, v: Viewer, e: AuditEntry): Promise<void> {
+  await drizzle(env.DB).insert(auditLog).values({
+    id: uuidv7(),
+    accountId: v.account.id,
+    userId: v.user.id,
+    actorEmail: v.user.email,
+    action: e.action,
+    target: e.target ?? null,
+    detailJson: e.detail ? JSON.stringify(e.detail) : null,
+    ip: v.ip,
+    userAgent: v.userAgent.slice(0, 300),
+    createdAt: Date.now(),
+  }).run();
+}
+
+/** Records an event about a user in every account they belong to (sign-ins, MFA changes). */
+export async function auditUser(env: Env, user: { id: string; email: string }, req: Request, action: string, detail?: Record<string, unknown>): Promise<void> {
+  const d = drizzle(env.DB);
+  const rows = await d.select({ accountId: memberships.accountId }).from(memberships).where(eq(memberships.userId, user.id)).all();
+  if (rows.length === 0) return;
+  const now = Date.now();
+  await d.insert(auditLog).values(rows.map((r) => ({
+    id: uuidv7(now),
+    accountId: r.accountId,
+    userId: user.id,
+    actorEmail: user.email,
+    action,
+    detailJson: detail ? JSON.stringify(detail) : null,
+    ip: clientIp(req),
+    userAgent: (req.headers.get("user-agent") ?? "").slice(0, 300),
+    createdAt: now,
+  }))).run();
+}
