@@ -12,6 +12,7 @@ import { uuidv7Floor } from "../../worker/ids.ts";
 import { PURGE_SQL } from "../../worker/retention/purge.ts";
 import { parseMetricsQuery } from "../../worker/metrics/query.ts";
 import { rollupSumQuery } from "../../worker/metrics/service.ts";
+import { periodStarts } from "../../worker/metrics/periods.ts";
 
 async function plan(q: { toSQL(): { sql: string; params: unknown[] } }): Promise<string> {
   const { sql, params } = q.toSQL();
@@ -61,10 +62,13 @@ describe("query plans of the metrics", () => {
     ["by broadcast", "dimensions=broadcast,period&granularity=hourly&broadcast_id=0193a8a0-1c2d-7000-8000-000000000002"],
   ])("%s searches the primary key by account, span and bucket range", async (_name, query) => {
     const q = parseMetricsQuery(new URLSearchParams(query), Date.now());
-    const { sql, params } = rollupSumQuery("0193a8a0-1c2d-7000-8000-00000000000a", q, 4);
+    const starts = q.dimensions.includes("period") ? periodStarts(q.timezone, q.granularity, q.start, q.end)! : [];
+    const { sql, params } = rollupSumQuery("0193a8a0-1c2d-7000-8000-00000000000a", q, starts);
     const rows = await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`).bind(...params).all<{ detail: string }>();
     const detail = rows.results.map((r) => r.detail).join("\n");
+    // One search per part (the coarse middle, the fine head and tail), each a key range.
     expect(detail).toMatch(/SEARCH metric_rollups USING PRIMARY KEY \(account_id=\? AND span=\? AND bucket>\? AND bucket<\?\)/);
+    expect(detail.match(/SEARCH metric_rollups/g)!.length).toBe(detail.match(/SEARCH metric_rollups USING PRIMARY KEY \(account_id=\? AND span=\? AND bucket>\? AND bucket<\?\)/g)!.length);
     expect(detail).not.toMatch(/SCAN metric_rollups/);
   });
 });

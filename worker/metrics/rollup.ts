@@ -1,7 +1,8 @@
 // Metric rollups: the one place that says what an email event counts for, and the statement
-// that adds it to its 15-minute bucket, its UTC hour and its UTC day. Every site that records an email event (the accept
-// path, delivery outcomes, tracking, delivery reports, unsubscribes) puts rollupItem's statement
-// in the SAME D1 batch as the event, so a count never disagrees with the events it counts.
+// that adds it to its 15-minute bucket, its UTC hour and its UTC day. Every site that records
+// an email event (the accept path, delivery outcomes, tracking, delivery reports, unsubscribes)
+// puts rollupItem's statement in the SAME D1 batch as the event, so a count never disagrees
+// with the events it counts.
 //
 // Units: delivery outcomes count recipients (a send to three addresses is received three
 // times, as the quota counts it); opens, clicks and unsubscribes count one each. Unique opens

@@ -147,23 +147,18 @@ function addTo(groups: Map<string, Group>, period: number, domainId: string, ema
   addCounters(g.counters, add);
 }
 
-/** Sums of rollup rows. With periods, buckets are grouped in SQL by the largest run of buckets
- * that never straddles a period edge (a UTC day is 96 buckets), so a 30-day daily answer reads
- * about 30 rows per domain, not 2,880. */
+/** Sums of rollup rows. The periods' edges inside the range pick the span: UTC days when every
+ * edge is a UTC midnight, hours when every edge is on the hour, quarter hours otherwise
+ * (+05:30, +05:45). The range's own ends need not be on those edges ("the last 30 days" ends
+ * now): the whole spans inside it come from the coarse rows, the quarter hours before and after
+ * from the fine ones. Rows of a span are grouped in SQL by the largest run of buckets that
+ * never straddles an edge, so a 30-day daily answer reads about 30 rows per domain. */
 async function fromRollups(d1: D1Database, accountId: string, q: MetricsQuery, starts: number[]): Promise<Map<string, Group>> {
-  const first = q.start / BUCKET_MS;
-  const last = q.end / BUCKET_MS;
-  // k: the largest number of buckets every edge (range and periods) is a multiple of.
-  let k = gcd(first, last);
-  for (const s of starts) {
-    const edge = Math.floor(s / BUCKET_MS);
-    if (edge > first && edge < last) k = gcd(k, edge);
-  }
-  const { sql: text, params, counters } = rollupSumQuery(accountId, q, k);
+  const { sql: text, params, counters } = rollupSumQuery(accountId, q, starts);
   const { results } = await d1.prepare(text).bind(...params).all<Record<string, number | string>>();
   const groups = new Map<string, Group>();
   for (const r of results) {
-    const period = starts.length > 0 ? periodIndex(starts, Number(r.g) * k * BUCKET_MS) : -1;
+    const period = starts.length > 0 ? periodIndex(starts, Number(r.b0) * BUCKET_MS) : -1;
     const add: Partial<Counters> = {};
     for (const c of counters) add[c] = Number(r[c] ?? 0);
     addTo(groups, period, String(r.domain_id), "", String(r.broadcast_id), add);
@@ -171,34 +166,59 @@ async function fromRollups(d1: D1Database, accountId: string, q: MetricsQuery, s
   return groups;
 }
 
-/** The grouped sum over the account's rollup rows in the range: a range of the primary key
- * (account_id, span, bucket, ...), checked in test/worker/query-plans.test.ts. Every edge is a
- * multiple of `k` buckets: rows of the coarsest span dividing k are read, grouped k at a time. */
-export function rollupSumQuery(accountId: string, q: MetricsQuery, k: number): { sql: string; params: unknown[]; counters: Counter[] } {
+/** The grouped sums over the account's rollup rows in the range, as one statement of up to
+ * three parts (the coarse middle, the fine head and tail), each a range of the primary key
+ * (account_id, span, bucket, ...): checked in test/worker/query-plans.test.ts. Each row of the
+ * answer is a group starting at bucket b0 that lies within one period. */
+export function rollupSumQuery(accountId: string, q: MetricsQuery, starts: readonly number[]): { sql: string; params: unknown[]; counters: Counter[] } {
+  const first = q.start / BUCKET_MS;
+  const last = q.end / BUCKET_MS;
+  const edges = starts.map((s) => Math.floor(s / BUCKET_MS)).filter((e) => e > first && e < last);
+  let kEdges = 0;
+  for (const e of edges) kEdges = gcd(kEdges, e);
+  // No edge inside (totals, or one period): the coarsest span.
+  const span = edges.length === 0 ? 96 : spanFor(kEdges);
+  const a = Math.ceil(first / span) * span;
+  const b = Math.floor(last / span) * span;
+  const parts: { span: number; from: number; to: number; k: number }[] = [];
+  if (a < b) {
+    // Groups of k buckets never straddle an edge: k divides a, b and every edge.
+    let k = gcd(a, b);
+    for (const e of edges) if (e > a && e < b) k = gcd(k, e);
+    parts.push({ span, from: a, to: b, k });
+    if (first < a) parts.push({ span: 1, from: first, to: a, k: 1 });
+    if (b < last) parts.push({ span: 1, from: b, to: last, k: 1 });
+  } else if (first < last) {
+    parts.push({ span: 1, from: first, to: last, k: 1 });
+  }
   const byDomain = q.dimensions.includes("domain");
   const byBroadcast = q.dimensions.includes("broadcast");
   const counters = neededCounters(q.metrics);
-  const byPeriod = q.dimensions.includes("period");
-  const select = [
-    // k is a computed integer, written into the SQL so the division stays an integer one.
-    byPeriod ? `bucket / ${Math.trunc(k)} AS g` : "0 AS g",
-    byDomain ? "domain_id" : "'' AS domain_id",
-    byBroadcast ? "broadcast_id" : "'' AS broadcast_id",
-    ...counters.map((c) => `SUM(${c}) AS ${c}`),
-  ];
-  // The coarsest rows that fit: UTC days or hours when every edge is on one.
-  const where = ["account_id = ?", "span = ?", "bucket >= ?", "bucket < ?"];
-  const params: unknown[] = [accountId, spanFor(k), q.start / BUCKET_MS, q.end / BUCKET_MS];
-  if (q.domainIds.length > 0) {
-    where.push("domain_id IN (SELECT value FROM json_each(?))");
-    params.push(JSON.stringify(q.domainIds));
-  }
-  if (q.broadcastIds.length > 0) {
-    where.push("broadcast_id IN (SELECT value FROM json_each(?))");
-    params.push(JSON.stringify(q.broadcastIds));
-  }
-  const groupBy = ["g", ...(byDomain ? ["domain_id"] : []), ...(byBroadcast ? ["broadcast_id"] : [])];
-  return { sql: `SELECT ${select.join(", ")} FROM metric_rollups WHERE ${where.join(" AND ")} GROUP BY ${groupBy.join(", ")}`, params, counters };
+  const params: unknown[] = [];
+  const selects = parts.map((part) => {
+    const select = [
+      // k is a computed integer, written into the SQL so the division stays an integer one.
+      `bucket / ${Math.trunc(part.k)} * ${Math.trunc(part.k)} AS b0`,
+      byDomain ? "domain_id" : "'' AS domain_id",
+      byBroadcast ? "broadcast_id" : "'' AS broadcast_id",
+      ...counters.map((c) => `SUM(${c}) AS ${c}`),
+    ];
+    const where = ["account_id = ?", "span = ?", "bucket >= ?", "bucket < ?"];
+    params.push(accountId, part.span, part.from, part.to);
+    if (q.domainIds.length > 0) {
+      where.push("domain_id IN (SELECT value FROM json_each(?))");
+      params.push(JSON.stringify(q.domainIds));
+    }
+    if (q.broadcastIds.length > 0) {
+      where.push("broadcast_id IN (SELECT value FROM json_each(?))");
+      params.push(JSON.stringify(q.broadcastIds));
+    }
+    const groupBy = ["b0", ...(byDomain ? ["domain_id"] : []), ...(byBroadcast ? ["broadcast_id"] : [])];
+    return `SELECT ${select.join(", ")} FROM metric_rollups WHERE ${where.join(" AND ")} GROUP BY ${groupBy.join(", ")}`;
+  });
+  // An empty range still answers one statement (with no rows).
+  const sql = selects.length > 0 ? selects.join(" UNION ALL ") : "SELECT 0 AS b0, '' AS domain_id, '' AS broadcast_id WHERE false";
+  return { sql, params, counters };
 }
 
 /** Counts from the named emails' own events. Every event of those emails is read (a unique
