@@ -16,29 +16,34 @@ export interface LocalCertificates {
 
 const SYSTEM_BUNDLES = ["/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"];
 
-export function ensureLocalCertificates(dir: string): LocalCertificates {
+/** The leaf's name (its files are named after it) and subjectAltName; localhost by default. */
+export interface LeafName { name: string; subjectAltName: string; caName?: string }
+
+const LOCALHOST: LeafName = { name: "localhost", subjectAltName: "DNS:localhost,IP:127.0.0.1,IP:::1" };
+
+export function ensureLocalCertificates(dir: string, leaf: LeafName = LOCALHOST): LocalCertificates {
   mkdirSync(dir, { recursive: true });
   const paths = {
     caKeyPath: join(dir, "ca.key"),
     caCertPath: join(dir, "ca.crt"),
-    keyPath: join(dir, "localhost.key"),
-    csrPath: join(dir, "localhost.csr"),
-    extPath: join(dir, "localhost.ext"),
-    certPath: join(dir, "localhost.crt"),
+    keyPath: join(dir, `${leaf.name}.key`),
+    csrPath: join(dir, `${leaf.name}.csr`),
+    extPath: join(dir, `${leaf.name}.ext`),
+    certPath: join(dir, `${leaf.name}.crt`),
     bundlePath: join(dir, "ca-bundle.crt"),
   };
   if (!existsSync(paths.certPath) || !existsSync(paths.bundlePath)) {
     const openssl = (...args: string[]) => execFileSync("openssl", args, { stdio: "pipe" });
     openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-sha256", "-days", "3650",
-      "-keyout", paths.caKeyPath, "-out", paths.caCertPath, "-subj", "/CN=tern local CA",
+      "-keyout", paths.caKeyPath, "-out", paths.caCertPath, "-subj", `/CN=${leaf.caName ?? "tern local CA"}`,
       "-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign,cRLSign");
     openssl("req", "-newkey", "rsa:2048", "-nodes", "-sha256", "-keyout", paths.keyPath,
-      "-out", paths.csrPath, "-subj", "/CN=localhost");
+      "-out", paths.csrPath, "-subj", `/CN=${leaf.name}`);
     writeFileSync(paths.extPath, [
       "basicConstraints=CA:FALSE",
       "keyUsage=critical,digitalSignature,keyEncipherment",
       "extendedKeyUsage=serverAuth",
-      "subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1",
+      `subjectAltName=${leaf.subjectAltName}`,
     ].join("\n"));
     openssl("x509", "-req", "-in", paths.csrPath, "-CA", paths.caCertPath, "-CAkey", paths.caKeyPath,
       "-CAcreateserial", "-days", "825", "-sha256", "-extfile", paths.extPath, "-out", paths.certPath);
