@@ -244,6 +244,20 @@ describe("the resend client's newer calls (issue 19)", () => {
   });
 });
 
+describe("the API reference under wrangler dev", () => {
+  it("serves Scalar's script as a static asset beside /docs, from tern itself", async () => {
+    const page = await (await fetch(`${tern.url}/docs`)).text();
+    const src = /<script src="(\/docs\/scalar\.js\?v=[^"]+)"/.exec(page)?.[1];
+    expect(src).toBeDefined();
+    const res = await fetch(`${tern.url}${src}`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toMatch(/javascript/);
+    const js = await res.text();
+    expect(js.length).toBeGreaterThan(1_000_000);
+    expect(js).toContain("createApiReference");
+  });
+});
+
 describe("npm start's lifecycle", () => {
   it("Ctrl-C stops every process it started, and state survives a restart", async () => {
     const { data } = await resend.emails.send({ from: `hello@${tern.domain}`, to: "persist@example.com", subject: "kept", text: "t" });

@@ -63,12 +63,7 @@ describe("GET /docs", () => {
     expect(html).not.toMatch(/<script(?![^>]*src=)/); // no inline script
     expect(html).not.toMatch(/https?:\/\//); // nothing from elsewhere
 
-    const bundle = await exports.default.fetch(`http://tern.test${scripts[0]}`);
-    expect(bundle.headers.get("content-type")).toMatch(/javascript/);
-    const js = await bundle.text();
-    expect(js.length).toBeGreaterThan(1_000_000);
-    expect(js).toContain("createApiReference");
-
+    // /docs/scalar.js is a static asset (test/e2e/resend-client.test.ts fetches it from wrangler dev).
     const init = await (await exports.default.fetch(`http://tern.test${scripts[1]}`)).text();
     const config = JSON.parse(init.slice(init.indexOf("{"), init.lastIndexOf("}") + 1)) as Record<string, unknown>;
     expect(config).toMatchObject({ url: "/openapi.json", proxyUrl: "", servers: [{ url: "http://tern.test" }], withDefaultFonts: false, telemetry: false, persistAuth: false });

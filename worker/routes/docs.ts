@@ -1,10 +1,10 @@
 // GET /openapi.json (generated from the zod schemas that validate requests) and the
-// interactive API reference at /docs: Scalar's renderer (@scalar/api-reference), bundled into
-// the Worker by dev/build-reference.ts so it works offline. Its CSP lets the page reach tern
-// alone: "try it" sends the caller's key to this origin and nowhere else, no font, script or
-// telemetry is fetched from elsewhere.
+// interactive API reference at /docs: Scalar's renderer (@scalar/api-reference), served as a
+// static asset (/docs/scalar.js, copied there by dev/build-reference.ts) so it works offline.
+// Its CSP lets the page reach tern alone: "try it" sends the caller's key to this origin and
+// nowhere else, no font, script or telemetry is fetched from elsewhere.
 import type { App } from "../app.ts";
-import scalarScript, { etag as scalarEtag } from "../generated/scalar-standalone.js";
+import { etag as scalarEtag } from "../generated/scalar-standalone.js";
 
 export const OPENAPI_INFO = {
   openapi: "3.1.0",
@@ -75,9 +75,6 @@ export function registerDocRoutes(app: App): void {
   app.get("/openapi.json", (c) => c.json(openApiDocument(app)));
   const security = { "content-security-policy": REFERENCE_CSP, "x-content-type-options": "nosniff", "referrer-policy": "no-referrer" };
   app.get("/docs", (c) => c.html(PAGE, 200, security));
-  app.get("/docs/scalar.js", () => new Response(scalarScript, {
-    headers: { ...security, "content-type": "text/javascript; charset=utf-8", "cache-control": "public, max-age=31536000, immutable", etag: `"${scalarEtag}"` },
-  }));
   app.get("/docs/init.js", (c) => new Response(referenceInit(new URL(c.req.url).origin), {
     headers: { ...security, "content-type": "text/javascript; charset=utf-8", "cache-control": "no-cache" },
   }));
