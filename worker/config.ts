@@ -46,6 +46,11 @@ export interface TernConfig {
 // 1 min, 5 min, 15 min, 30 min, 1 h, 2 h, 4 h, 8 h, 8 h: about a day, like an MTA's queue.
 const DEFAULT_RETRY_SCHEDULE = [60, 300, 900, 1800, 3600, 7200, 14400, 28800, 28800];
 
+/** HEALTH_PAUSE, for callers (the broadcast fan-out) that need no other setting. */
+export function healthPauseOn(env: Pick<Env, "HEALTH_PAUSE">): boolean {
+  return env.HEALTH_PAUSE === "true";
+}
+
 export function readConfig(env: Env): TernConfig {
   const retry = env.RETRY_SCHEDULE;
   // What every region falls back to (worker/regions.ts).
@@ -77,7 +82,7 @@ export function readConfig(env: Env): TernConfig {
     inboundAuthservId: env.INBOUND_AUTHSERV_ID || "mx.cloudflare.net",
     retentionDays: retentionDaysOf(env.RETENTION_DAYS),
     region: (name) => resolveRegion(env, regionDefaults, name),
-    healthPause: env.HEALTH_PAUSE === "true",
+    healthPause: healthPauseOn(env),
   };
 }
 

@@ -192,6 +192,64 @@ describe("the fan-out", () => {
   });
 });
 
+describe("inputs that could never be sent", () => {
+  it("a control character in a contact's name or property is refused, naming the field, and changes nothing", async () => {
+    const t = await createAccount();
+    await call(t, "POST", "/contact-properties", { key: "city", type: "string" });
+    const email = address("ctl");
+    for (const [body, field] of [[{ first_name: "Ada\u0000" }, "first_name"], [{ last_name: "Love\nlace" }, "last_name"], [{ properties: { city: "Par\u0007is" } }, "properties.city"]] as const) {
+      const res = await call(t, "POST", "/contacts", { email, ...body });
+      expect(res.status, JSON.stringify(res.body)).toBe(422);
+      expect(res.body).toMatchObject({ name: "validation_error", message: expect.stringContaining(`\`${field}\` contains a control character`) });
+    }
+    expect((await call(t, "GET", `/contacts/${email}`)).status).toBe(404);
+    const id = (await call(t, "POST", "/contacts", { email, first_name: "Ada\tL", properties: { city: "Paris" } })).body.id; // a tab is fine
+    expect((await call(t, "PATCH", `/contacts/${id}`, { first_name: "A\u0000" })).body.message).toMatch(/`first_name` contains a control character \(U\+0000\)/);
+    expect((await call(t, "PATCH", `/contacts/${id}`, { properties: { city: "\u001b[31m" } })).body.message).toMatch(/`properties.city`/);
+    expect((await call(t, "GET", `/contacts/${id}`)).body).toMatchObject({ first_name: "Ada\tL", properties: { city: "Paris" } });
+  });
+
+  it("a stored NUL in a name and placeholders named like built-ins still give every recipient a delivered email", async () => {
+    const t = await createAccount();
+    const [one, two] = [0, 1].map((i) => `nul${i}+${crypto.randomUUID().slice(0, 8)}@simulator.tern.test`) as [string, string];
+    const { segment, contacts } = await segmentWith(t, [{ email: one, first_name: "Ada" }, two]);
+    // A row written before names were checked.
+    await env.DB.prepare("UPDATE contacts SET first_name = ? WHERE id = ?").bind("Ada\u0000Lovelace", contacts[0]).run();
+    const created = await call(t, "POST", "/broadcasts", {
+      segment_id: segment, from: `News <news@${t.domain}>`, subject: "Hi {{{FIRST_NAME|there}}} {{{toString}}}",
+      html: "<p>{{{constructor}}}{{{toString}}}{{{valueOf}}}{{{__proto__}}} {{{FIRST_NAME|there}}}</p>", text: "{{{constructor}}}{{{valueOf}}}.", send: true,
+    });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const id = created.body.id;
+    const emails = await waitFor("both emails delivered", async () => {
+      const rows = await emailsOf(id);
+      return rows.length === 2 && rows.every((e) => e.state === "done") ? rows : undefined;
+    }, 20_000);
+    expect(emails.map((e) => e.subject).sort()).toEqual(["Hi Ada Lovelace ", "Hi there "]);
+    const events = await env.DB.prepare("SELECT type FROM email_events WHERE email_id IN (?, ?)").bind(emails[0]!.id, emails[1]!.id).all<{ type: string }>();
+    expect(events.results.filter((e) => e.type === "delivered")).toHaveLength(2);
+  });
+});
+
+describe("a broadcast's topic", () => {
+  it("a draft whose topic was deleted is not sent; a queued one stops as failed, saying why", async () => {
+    const t = await createAccount();
+    const topic = (await call(t, "POST", "/topics", { name: "Gone", default_subscription: "opt_out" })).body.id;
+    const { segment } = await segmentWith(t, [`tp-${crypto.randomUUID().slice(0, 6)}@simulator.tern.test`]);
+    const draft = (await call(t, "POST", "/broadcasts", { segment_id: segment, topic_id: topic, from: `news@${t.domain}`, subject: "S", html: "<p/>" })).body.id;
+    const queued = await queuedBroadcast(t, segment, { topic_id: topic });
+    // Rows as a race with the delete (or an older tern) could leave them.
+    await env.DB.prepare("DELETE FROM topics WHERE id = ?").bind(topic).run();
+    const send = await call(t, "POST", `/broadcasts/${draft}/send`);
+    expect(send.status).toBe(422);
+    expect(send.body.message).toMatch(new RegExp(`topic_id.*${topic}`));
+    expect((await call(t, "GET", `/broadcasts/${draft}`)).body.status).toBe("draft");
+    expect(await runFanout(env, queued)).toMatchObject({ recorded: 0, status: "failed", more: false });
+    expect((await call(t, "GET", `/broadcasts/${queued}`)).body).toMatchObject({ status: "failed", status_reason: expect.stringMatching(new RegExp(`topic ${topic} was deleted.*opt-outs`)) });
+    expect(await recipientsOf(queued)).toEqual([]);
+  });
+});
+
 describe("a broadcast's messages", () => {
   let domain: string;
   let t: TestAccount;

@@ -79,4 +79,22 @@ describe("contact imports", () => {
     expect((await call(other, "GET", "/contacts/imports")).body.data).toEqual([]);
     expect((await call(other, "GET", "/contacts/mine@example.com")).status).toBe(404);
   });
+
+  it("refuses a file whose mapped cells hold control characters, naming the row and field; a line break in a name fails its row", async () => {
+    const t = await createAccount();
+    const nul = await upload(t, {}, "email,first_name,notes\nok@example.com,Ada,\nbad@example.com,Bo\u0000b,\n");
+    expect(nul.status, JSON.stringify(nul.body)).toBe(422);
+    expect(nul.body).toMatchObject({ name: "validation_error", message: expect.stringMatching(/`row 3 first_name \(column "first_name"\)` contains a control character \(U\+0000\)/) });
+    const esc = await upload(t, { column_map: JSON.stringify({ email: "email", properties: { note: { column: "notes" } } }) }, "email,notes\nx@example.com,\u001b[2J\n");
+    expect(esc.body.message).toMatch(/`row 2 properties.note \(column "notes"\)`/);
+    expect((await call(t, "GET", "/contacts/imports")).body.data).toEqual([]);
+    // A control character in a column the map does not use is nobody's business.
+    const unused = await upload(t, {}, "email,first_name,notes\nfine@example.com,Fine,a\u0007b\n");
+    expect(unused.status).toBe(201);
+    expect((await finished(t, unused.body.id)).counts).toMatchObject({ created: 1, failed: 0 });
+    // A quoted line break is CSV, not a control character in the file: its row fails.
+    const broken = await upload(t, {}, 'email,first_name\nline@example.com,"Ada\r\nLovelace"\nplain@example.com,Plain\n');
+    expect((await finished(t, broken.body.id)).counts).toMatchObject({ total: 2, created: 1, failed: 1 });
+    expect((await call(t, "GET", "/contacts/line@example.com")).status).toBe(404);
+  });
 });

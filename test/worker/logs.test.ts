@@ -88,11 +88,48 @@ describe("GET /logs", () => {
   });
 });
 
+describe("links in logs", () => {
+  it("keep no link credentials: a share's url, attachments' download_url and a send's attachment path lose their query", async () => {
+    const t = await createAccount();
+    const sent = (await (await api(t.token, "POST", "/emails", {
+      from: `a@${t.domain}`, to: ["delivered@simulator.tern.test"], subject: "Files", text: "hi",
+      attachments: [{ filename: "f.txt", content: btoa("file bytes") }],
+    })).json()) as { id: string };
+    const shareRes = await api(t.token, "POST", `/emails/${sent.id}/share`);
+    expect(shareRes.status).toBe(200);
+    const share = (await shareRes.json()) as { url: string };
+    const listRes = await api(t.token, "GET", `/emails/${sent.id}/attachments`);
+    expect(listRes.status).toBe(200);
+    const download = ((await listRes.json()) as { data: { download_url: string }[] }).data[0]!.download_url;
+    expect(new URL(share.url).search).toMatch(/signature=/);
+    expect(new URL(download).search).toMatch(/signature=/);
+    // A send whose attachment is fetched from a presigned URL (refused: the address is private; the log is kept all the same).
+    const presigned = "https://10.0.0.7/bucket/f.pdf?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIDEXAMPLE&X-Amz-Signature=0123456789abcdef";
+    await api(t.token, "POST", "/emails", { from: `a@${t.domain}`, to: ["delivered@simulator.tern.test"], subject: "Path", text: "x", attachments: [{ filename: "f.pdf", path: presigned }] });
+    const logs = await waitFor("the share, attachments and path logs", async () => {
+      const items = await list(t, "?limit=100");
+      const share = items.find((l) => l.endpoint.endsWith("/share"));
+      const files = items.find((l) => l.endpoint.endsWith("/attachments"));
+      const path = items.find((l) => l.method === "POST" && l.endpoint === "/emails" && l.id !== items.at(-1)!.id);
+      return share && files && path ? [share, files, path] : undefined;
+    });
+    const full = await Promise.all(logs.map(async (l) => (await api(t.token, "GET", `/logs/${l.id}`)).json() as Promise<Log>));
+    const text = JSON.stringify(full);
+    for (const secret of [new URL(share.url).search, new URL(download).search, "X-Amz-Signature", "AKIDEXAMPLE"]) expect(text).not.toContain(secret);
+    expect(full[0]!.response_body.url).toBe(share.url.split("?")[0]);
+    expect(full[1]!.response_body.data[0].download_url).toBe(download.split("?")[0]);
+    expect(full[2]!.request_body.attachments[0]).toEqual({ filename: "f.pdf", path: "https://10.0.0.7/bucket/f.pdf" });
+  });
+});
+
 describe("redaction", () => {
   it("drops secrets anywhere and attachment contents, and summarises huge bodies", () => {
     expect(redact({ a: { token: "t", password: "p", nested: [{ secret: "s" }] }, attachments: [{ filename: "x", content: "AAAA" }, { path: "https://x" }] }))
       .toEqual({ a: { token: "[redacted]", password: "[redacted]", nested: [{ secret: "[redacted]" }] }, attachments: [{ filename: "x", content: "[omitted: 4 characters]" }, { path: "https://x" }] });
     expect(JSON.parse(loggedJson({ html: "x".repeat(100_000) })!)).toEqual({ truncated: true, size: expect.any(Number) });
     expect(loggedJson(undefined)).toBeNull();
+    // A signed link anywhere in a text keeps its address, not its query.
+    expect(redact({ html: '<a href="https://x.example/a?id=1&token=abc#f">x</a> https://s3.example/b?X-Amz-Signature=s y', note: "https://x.example/?page=2" }))
+      .toEqual({ html: '<a href="https://x.example/a">x</a> https://s3.example/b y', note: "https://x.example/?page=2" });
   });
 });

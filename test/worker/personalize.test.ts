@@ -1,7 +1,7 @@
 // Personalisation without HTTP: {{{KEY}}} and {{{KEY|fallback}}} filled from a lookup, escaped
 // in html and raw in text, the unsubscribe placeholder left for the consumer.
 import { describe, expect, it } from "vitest";
-import { contactLookup, escapeHtml, placeholderKeys, render } from "../../worker/templates/render.ts";
+import { asText, contactLookup, escapeHtml, placeholderKeys, render } from "../../worker/templates/render.ts";
 
 const ada = { email: "ada@example.com", firstName: "Ada <Countess>", lastName: null, properties: { company: "Analytical & Co", seats: 3 } };
 const lookup = contactLookup(ada, new Map<string, string | number | null>([["plan", "free"], ["company", "your company"]]));
@@ -29,5 +29,17 @@ describe("render", () => {
     const values: Record<string, unknown> = { n: 0, b: false, l: [1, "a"], o: { k: "<v>" } };
     const out = render("{{{n}}} {{{b}}} {{{l}}} {{{o}}}", (k) => values[k] as never, "html").output;
     expect(out).toBe(`0 false ${escapeHtml('[1,"a"]')} ${escapeHtml('{"k":"<v>"}')}`);
+  });
+
+  it("never finds a value every object inherits (constructor, toString, valueOf, __proto__)", () => {
+    const builtins = "{{{constructor}}}{{{toString}}}{{{valueOf}}}{{{__proto__}}}{{{hasOwnProperty}}}";
+    // No such property: each key is missing (html and text alike), never a function's source or "undefined".
+    expect(render(`<p>${builtins}</p>`, lookup, "html")).toEqual({ output: "<p></p>", missing: ["constructor", "toString", "valueOf", "__proto__", "hasOwnProperty"] });
+    expect(render(`{{{toString|friend}}} ${builtins}`, lookup, "text").output).toBe("friend ");
+    // A contact.* spelling of them too.
+    expect(render("{{{contact.constructor}}}", lookup, "html").output).toBe("");
+    // Whatever a lookup hands back, the text of it is a string.
+    expect(render("[{{{f}}}]", () => (() => 1) as never, "html").output).toBe("[]");
+    expect([asText(undefined), asText(Symbol("s")), asText(() => 1), asText(null), asText(1n), asText(["x"])]).toEqual(["", "", "", "", "1", '["x"]']);
   });
 });

@@ -143,6 +143,37 @@ describe("topics and a contact's subscriptions", () => {
   });
 });
 
+describe("a topic broadcasts use", () => {
+  it("cannot be deleted while a draft, scheduled, queued or sending broadcast uses it, and can once none does", async () => {
+    const t = await createAccount();
+    const topic = (await call(t, "POST", "/topics", { name: "Launches", default_subscription: "opt_in" })).body.id;
+    const segment = (await call(t, "POST", "/segments", { name: "All" })).body.id;
+    const make = async (name: string) => (await call(t, "POST", "/broadcasts", { name, segment_id: segment, topic_id: topic, from: `news@${t.domain}`, subject: "S", html: "<p/>" })).body.id as string;
+    const draft = await make("Spring launch");
+    const later = await make("Autumn launch");
+    const refused = async () => {
+      const res = await call(t, "DELETE", `/topics/${topic}`);
+      expect(res.status).toBe(422);
+      expect(res.body).toMatchObject({ name: "validation_error", message: expect.stringMatching(/Launches.*used by broadcast/) });
+      return res.body.message as string;
+    };
+    const both = await refused();
+    expect(both).toContain(draft);
+    expect(both).toContain(later);
+    await env.DB.prepare("UPDATE broadcasts SET status = 'sent' WHERE id = ?").bind(draft).run();
+    for (const status of ["scheduled", "queued", "sending"]) {
+      await env.DB.prepare("UPDATE broadcasts SET status = ? WHERE id = ?").bind(status, later).run();
+      const message = await refused();
+      expect(message).toContain(`${later} (Autumn launch, ${status})`);
+      expect(message).not.toContain(draft);
+    }
+    await env.DB.prepare("UPDATE broadcasts SET status = 'canceled' WHERE id = ?").bind(later).run();
+    expect((await call(t, "GET", `/topics/${topic}`)).status).toBe(200);
+    // Only sent and canceled broadcasts use it now.
+    expect((await call(t, "DELETE", `/topics/${topic}`)).body).toEqual({ object: "topic", id: topic, deleted: true });
+  });
+});
+
 describe("contact properties and properties on contacts", () => {
   it("defines keys with types and fallbacks; contacts carry checked values", async () => {
     const p = await call(a, "POST", "/contact-properties", { key: "company", type: "string", fallback_value: "your company" });

@@ -120,4 +120,24 @@ describe("sending with a template", () => {
     const second = (await call(a, "GET", `/emails/${ok.body.data[1].id}`)).body;
     expect(second).toMatchObject({ from: `Other <other@${a.domain}>`, subject: "Own subject", text: "Hello Two, plan Pro" });
   });
+
+  it("a placeholder named like a built-in (toString, constructor, __proto__) is a variable like any other", async () => {
+    const created = await call(a, "POST", "/templates", {
+      name: "Built-ins", from: `Team <team@${a.domain}>`, subject: "About {{{valueOf}}}",
+      html: "<p>{{{toString}}} {{{constructor|none}}} {{{__proto__|x}}}</p>", text: "{{{toString}}} {{{constructor|none}}}",
+    });
+    expect(created.status).toBe(201);
+    const id = created.body.id;
+    await call(a, "POST", `/templates/${id}/publish`);
+    const before = await countRows("emails", a.accountId);
+    // Without values they are missing (a 422 naming them), never the built-in function.
+    const missing = await call(a, "POST", "/emails", { to: "delivered@simulator.tern.test", template: { id } });
+    expect(missing.status, JSON.stringify(missing.body)).toBe(422);
+    expect(missing.body.message).toMatch(/Missing template variables `valueOf`, `toString`/);
+    expect(await countRows("emails", a.accountId)).toBe(before);
+    // Given, they are used; the fallbacks fill the others.
+    const sent = await call(a, "POST", "/emails", { to: "delivered@simulator.tern.test", template: { id, variables: { toString: "T<", valueOf: "V" } } });
+    expect(sent.status, JSON.stringify(sent.body)).toBe(200);
+    expect((await call(a, "GET", `/emails/${sent.body.id}`)).body).toMatchObject({ subject: "About V", html: "<p>T&lt; none x</p>", text: "T< none" });
+  });
 });

@@ -13,6 +13,8 @@ import { parseMailbox } from "../mime/address.ts";
 import { finishPage, pageQuery, type Page } from "../pagination.ts";
 import { parseScheduledAt } from "../sending/schedule.ts";
 import { authorizeSender } from "../sending/sender.ts";
+import { healthPauseOn } from "../config.ts";
+import { assertSendingAllowed } from "../metrics/health.ts";
 
 export type BroadcastStatus = "draft" | "scheduled" | "queued" | "sending" | "sent" | "canceled" | "failed";
 
@@ -145,9 +147,10 @@ export async function duplicateBroadcast(db: D1Database, principal: Principal, i
 /**
  * Sends a draft now (queued, and the fan-out is told) or at `scheduledAt` (scheduled; the cron
  * queues it when due). Everything a send needs is checked first: a sender on a verified domain,
- * a body, a segment that still exists.
+ * a body, a segment and topic that still exist, and (with HEALTH_PAUSE on) an account whose
+ * bounce and complaint rates are under the limits, as for any send.
  */
-export async function sendBroadcast(env: Pick<Env, "DB" | "BROADCAST_QUEUE">, principal: Principal, id: string, scheduledAt: string | undefined, now = Date.now()): Promise<BroadcastRow | undefined> {
+export async function sendBroadcast(env: Pick<Env, "DB" | "BROADCAST_QUEUE" | "HEALTH_PAUSE">, principal: Principal, id: string, scheduledAt: string | undefined, now = Date.now()): Promise<BroadcastRow | undefined> {
   const row = await findBroadcast(env.DB, principal.accountId, id);
   if (!row) return undefined;
   if (row.status !== "draft") throw new ApiError("validation_error", `Only a draft broadcast can be sent; this one is ${row.status}.`);
@@ -156,6 +159,9 @@ export async function sendBroadcast(env: Pick<Env, "DB" | "BROADCAST_QUEUE">, pr
   if (!row.html && !row.text) throw new ApiError("missing_required_field", "The broadcast needs `html` or `text` before it can be sent.");
   await authorizeSender(env.DB, principal, parseMailbox(row.fromAddress!)!.email);
   await requireSegment(env.DB, principal.accountId, row.segmentId!);
+  // A topic deleted since the draft was written: sending without it would ignore the opt-outs.
+  if (row.topicId) await requireTopic(env.DB, principal.accountId, row.topicId);
+  if (healthPauseOn(env)) await assertSendingAllowed(env.DB, principal.accountId, now);
   let at: number | null = null;
   if (scheduledAt !== undefined) {
     const parsed = parseScheduledAt(scheduledAt, new Date(now));

@@ -21,6 +21,8 @@ import { parseMailbox } from "../mime/address.ts";
 import type { QueueMessage } from "../sending/accept.ts";
 import { consumeStatements, d1ErrorText, isQuotaViolation, quotaError } from "../sending/quota.ts";
 import { authorizeSender, type SendingDomain } from "../sending/sender.ts";
+import { healthPauseOn } from "../config.ts";
+import { assertSendingAllowed } from "../metrics/health.ts";
 import { propertiesByKey, fallbackOf } from "../contacts/properties.ts";
 import { receivesTopic, type Subscription } from "../contacts/contacts.ts";
 import { contactLookup, render } from "../templates/render.ts";
@@ -54,7 +56,7 @@ export interface FanoutOptions {
   pageSize?: number;
 }
 
-type FanoutEnv = Pick<Env, "DB" | "SEND_QUEUE" | "BROADCAST_QUEUE">;
+type FanoutEnv = Pick<Env, "DB" | "SEND_QUEUE" | "BROADCAST_QUEUE" | "HEALTH_PAUSE">;
 
 async function load(db: D1Database, id: string): Promise<BroadcastRow | undefined> {
   return drizzle(db).select().from(broadcasts).where(eq(broadcasts.id, id)).get();
@@ -75,21 +77,30 @@ export async function runFanout(env: FanoutEnv, broadcastId: string, opts: Fanou
 
   const account = await db.select({ plan: accounts.plan, rateLimit: accounts.rateLimit }).from(accounts).where(eq(accounts.id, b.accountId)).get();
   const principal: Principal = { accountId: b.accountId, keyId: "broadcast", permission: "full_access", domainId: null, plan: account?.plan ?? "free", rateLimit: account?.rateLimit ?? 10 };
+  const fail = async (reason: string): Promise<RunResult> => {
+    await db.update(broadcasts).set({ status: "sending" }).where(and(eq(broadcasts.id, b!.id), eq(broadcasts.status, "queued")));
+    await stop(env.DB, b!.id, "failed", `Stopped before its end: ${reason}`, clock());
+    return { recorded: 0, status: "failed", more: false };
+  };
   let domain: SendingDomain;
   try {
     domain = await authorizeSender(env.DB, principal, parseMailbox(b.fromAddress ?? "")?.email ?? "");
+    // The bounce/complaint pause covers broadcasts as it covers sends; each run checks it, so
+    // an account that goes over the limit mid-broadcast stops at its next run.
+    if (healthPauseOn(env)) await assertSendingAllowed(env.DB, b.accountId, clock());
   } catch (err) {
     if (!(err instanceof ApiError)) throw err;
-    await db.update(broadcasts).set({ status: "sending" }).where(and(eq(broadcasts.id, b.id), eq(broadcasts.status, "queued")));
-    await stop(env.DB, b.id, "failed", `Stopped before its end: ${err.message}`, clock());
-    return { recorded: 0, status: "failed", more: false };
+    return fail(err.message);
   }
+  // Its topic deleted (deleteTopic refuses that, but a race or an old row may slip by): without
+  // the topic nobody's opt-out could be honoured, so nobody more gets it.
+  const topic = b.topicId ? await db.select().from(topics).where(and(eq(topics.id, b.topicId), eq(topics.accountId, b.accountId))).get() : undefined;
+  if (b.topicId && !topic) return fail(`its topic ${b.topicId} was deleted, so its opt-outs cannot be honoured.`);
   if (b.status === "queued") {
     await db.update(broadcasts).set({ status: "sending", domainId: domain.id, region: domain.region, leaseUntil: clock() + FANOUT_LEASE_MS, updatedAt: clock() })
       .where(and(eq(broadcasts.id, b.id), eq(broadcasts.status, "queued")));
   }
 
-  const topic = b.topicId ? await db.select().from(topics).where(eq(topics.id, b.topicId)).get() : undefined;
   const fallbacks = new Map([...(await propertiesByKey(env.DB, b.accountId))].map(([k, p]) => [k, fallbackOf(p)]));
   let recorded = 0;
   for (let page = 0; page < (opts.maxPages ?? PAGES_PER_RUN); page++) {
@@ -129,7 +140,7 @@ export async function runFanout(env: FanoutEnv, broadcastId: string, opts: Fanou
       eventRows.push({ id: uuidv7(now + i), emailId, accountId: b.accountId, type: "queued", dataJson: JSON.stringify({ recipients: [c.email] }), createdAt: now, dedupeKey: null });
       statements.push(insertEmail.bind(env.DB, {
         id: emailId, accountId: b.accountId, fromAddress: b.fromAddress!, toJson: JSON.stringify([c.email]), ccJson: "[]", bccJson: "[]",
-        replyToJson: b.replyToJson, subject: render(b.subject ?? "", lookup, "text").output.replace(/[\r\n]+/g, " ").slice(0, 998),
+        replyToJson: b.replyToJson, subject: render(b.subject ?? "", lookup, "text").output.replace(/[\r\n\0]+/g, " ").slice(0, 998),
         // The body is the broadcast's, stored once; the consumer renders it for this contact.
         html: null, text: null, headersJson: BROADCAST_HEADERS, tagsJson: "[]", attachmentsJson: "[]", contentKey: null,
         domainId: domain.id, region: domain.region, state: "queued", lastEvent: "queued", scheduledAt: null,

@@ -12,7 +12,7 @@ import { uuidv7 } from "../ids.ts";
 import { finishPage, pageQuery, type Page } from "../pagination.ts";
 import { d1ErrorText } from "../sending/quota.ts";
 import type { ContactFacts, ContactEventType } from "../webhooks/payloads.ts";
-import { checkPropertyValues, mergeProperties, type PropertyValues } from "./properties.ts";
+import { checkPropertyValues, mergeProperties, refuseControlCharacters, type PropertyValues } from "./properties.ts";
 
 export type ContactEnv = Pick<Env, "DB" | "WEBHOOK_QUEUE">;
 export type Subscription = "opt_in" | "opt_out";
@@ -64,6 +64,8 @@ export interface NewContact {
 
 /** `alongside`: statements committed in the same batch (an unsubscribe's email event). */
 export async function createContact(env: ContactEnv, accountId: string, input: NewContact, now = Date.now(), alongside: BatchItem<"sqlite">[] = []): Promise<ContactRow> {
+  refuseControlCharacters("first_name", input.firstName);
+  refuseControlCharacters("last_name", input.lastName);
   const properties = input.properties ? await checkPropertyValues(env.DB, accountId, input.properties) : {};
   const segmentIds = [...new Set(input.segments ?? [])];
   await requireSegments(env.DB, accountId, segmentIds, "segments");
@@ -125,6 +127,8 @@ export interface ContactPatch {
 
 /** The contact after the change; undefined when the account has no such contact. No event when nothing changes. */
 export async function updateContact(env: ContactEnv, accountId: string, idOrEmail: string, patch: ContactPatch, now = Date.now(), alongside: BatchItem<"sqlite">[] = []): Promise<ContactRow | undefined> {
+  refuseControlCharacters("first_name", patch.firstName);
+  refuseControlCharacters("last_name", patch.lastName);
   const before = await findContact(env.DB, accountId, idOrEmail);
   if (!before) return undefined;
   const properties = patch.properties ? mergeProperties(contactProperties(before), await checkPropertyValues(env.DB, accountId, patch.properties)) : contactProperties(before);

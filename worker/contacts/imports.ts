@@ -13,7 +13,7 @@ import { uuidv7 } from "../ids.ts";
 import { parseMailbox } from "../mime/address.ts";
 import { finishPage, pageQuery, type Page } from "../pagination.ts";
 import { contactFacts, contactKey, contactProperties, type TopicChoice } from "./contacts.ts";
-import { createProperty, mergeProperties, propertiesByKey, type PropertyValue } from "./properties.ts";
+import { createProperty, hasControlCharacters, mergeProperties, propertiesByKey, refuseControlCharacters, type PropertyValue } from "./properties.ts";
 import { findSegment } from "./segments.ts";
 import { findTopic } from "./topics.ts";
 
@@ -53,6 +53,7 @@ export async function createImport(env: Pick<Env, "DB" | "BLOBS" | "BROADCAST_QU
   need(options.column_map.last_name, "last_name");
   need(options.column_map.unsubscribed, "unsubscribed");
   for (const [key, p] of Object.entries(options.column_map.properties ?? {})) need(p.column, `properties.${key}.column`);
+  refuseControlCells(csv, options.column_map);
   for (const id of options.segments) if (!(await findSegment(env.DB, accountId, id))) throw new ApiError("validation_error", `\`segments\` names segment ${id}, which this account does not have.`);
   for (const t of options.topics) if (!(await findTopic(env.DB, accountId, t.id))) throw new ApiError("validation_error", `\`topics\` names topic ${t.id}, which this account does not have.`);
   // Mapped properties that do not exist yet are created with the map's type (a boolean is kept as a string).
@@ -83,6 +84,26 @@ export async function listImports(db: D1Database, accountId: string, page: Page,
   return finishPage(await drizzle(db).select().from(contactImports).where(q.where).orderBy(q.orderBy).limit(q.limit), page);
 }
 
+/** Control characters other than the CSV's own tab, CR and LF: cheap to look for in the whole file. */
+const CONTROL_IN_FILE = /[\u0000-\u0008\u000B\u000C\u000E-\u001F]/;
+
+/** A mapped cell with a control character is refused up front (422 naming the row and field),
+ * as the API refuses it on a contact; the file is parsed whole only when it holds one. */
+function refuseControlCells(csv: string, map: ColumnMap): void {
+  if (!CONTROL_IN_FILE.test(csv)) return;
+  const fields: [string, string][] = [[map.email, "email"]];
+  if (map.first_name !== undefined) fields.push([map.first_name, "first_name"]);
+  if (map.last_name !== undefined) fields.push([map.last_name, "last_name"]);
+  for (const [key, p] of Object.entries(map.properties ?? {})) fields.push([p.column, `properties.${key}`]);
+  const rows = Papa.parse<Record<string, string>>(csv, { header: true, skipEmptyLines: "greedy", transformHeader: (h) => h.trim() }).data;
+  for (const [i, row] of rows.entries()) {
+    for (const [column, field] of fields) {
+      const cell = row[column];
+      if (typeof cell === "string" && CONTROL_IN_FILE.test(cell)) refuseControlCharacters(`row ${i + 2} ${field} (column "${column}")`, cell);
+    }
+  }
+}
+
 const TRUE = new Set(["true", "1", "yes", "y", "unsubscribed"]);
 
 /** One CSV row as a contact's fields, or why it cannot be one. */
@@ -90,6 +111,9 @@ export function rowToContact(row: Record<string, string>, map: ColumnMap): { ok:
   const email = (row[map.email] ?? "").trim();
   if (email.length > 254 || /[<>]/.test(email) || parseMailbox(email) === null) return { ok: false };
   const cell = (c: string | undefined) => (c === undefined ? undefined : (row[c] ?? "").trim());
+  // A name or value with a control character (a CR or LF in a quoted cell) fails its row.
+  const texts = [map.first_name, map.last_name, ...Object.values(map.properties ?? {}).map((p) => p.column)].map(cell);
+  if (texts.some((t) => t !== undefined && hasControlCharacters(t))) return { ok: false };
   const properties: Record<string, PropertyValue> = {};
   for (const [key, p] of Object.entries(map.properties ?? {})) {
     const v = cell(p.column);

@@ -18,6 +18,25 @@ export type PropertyValues = Record<string, PropertyValue>;
 /** Letters, digits and underscores, at most 50 (Resend's rule). */
 export const PROPERTY_KEY = /^[A-Za-z0-9_]{1,50}$/;
 
+/** C0 control characters but tab: no header can carry them (a NUL or CR in a name would make
+ * every broadcast subject built from it unsendable) and no person's name or value needs them. */
+const CONTROL = /[\u0000-\u0008\u000A-\u001F]/;
+
+/** Refuses a contact text field holding a control character, naming the field (422). */
+export function refuseControlCharacters(field: string, value: unknown): void {
+  if (typeof value !== "string") return;
+  const m = CONTROL.exec(value);
+  if (m) {
+    const code = `U+${m[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, "0")}`;
+    throw new ApiError("validation_error", `\`${field}\` contains a control character (${code}); names and property values may not hold control characters other than tab.`);
+  }
+}
+
+/** Whether a text holds a control character refuseControlCharacters would refuse. */
+export function hasControlCharacters(value: string): boolean {
+  return CONTROL.test(value);
+}
+
 export function fallbackOf(row: ContactPropertyRow): PropertyValue | null {
   return row.fallbackJson === null ? null : (JSON.parse(row.fallbackJson) as PropertyValue);
 }
@@ -25,6 +44,7 @@ export function fallbackOf(row: ContactPropertyRow): PropertyValue | null {
 function checkFallback(type: PropertyType, fallback: unknown): void {
   if (fallback === undefined || fallback === null) return;
   if (typeof fallback !== type) throw new ApiError("validation_error", `\`fallback_value\` must be a ${type}, as the property's type is.`);
+  refuseControlCharacters("fallback_value", fallback);
 }
 
 export async function createProperty(db: D1Database, accountId: string, input: { key: string; type: PropertyType; fallback?: PropertyValue | null }, now = Date.now()): Promise<ContactPropertyRow> {
@@ -100,6 +120,7 @@ export async function checkPropertyValues(db: D1Database, accountId: string, val
     if (value !== null && typeof value !== def.type) throw new ApiError("validation_error", `\`properties.${key}\` must be a ${def.type}.`);
     if (typeof value === "number" && !Number.isFinite(value)) throw new ApiError("validation_error", `\`properties.${key}\` must be a finite number.`);
     if (typeof value === "string" && value.length > 2000) throw new ApiError("validation_error", `\`properties.${key}\` must be at most 2000 characters.`);
+    refuseControlCharacters(`properties.${key}`, value);
     out[key] = value as PropertyValue | null;
   }
   return out;

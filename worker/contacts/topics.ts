@@ -3,7 +3,7 @@
 // changing it would silently subscribe or drop everyone who never chose.
 import { and, eq, inArray } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import { contactTopics, contacts, topics, type TopicRow } from "../db/schema.ts";
+import { broadcasts, contactTopics, contacts, topics, type TopicRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
 import { changeContactsInChunks, type ContactEnv } from "./contacts.ts";
 import { uuidv7 } from "../ids.ts";
@@ -54,11 +54,20 @@ export async function updateTopic(db: D1Database, accountId: string, id: string,
   return after;
 }
 
-/** Deletes every contact's choice for the topic (each reports contact.updated), then the topic. */
+/** Deletes every contact's choice for the topic (each reports contact.updated), then the topic.
+ * A topic a broadcast still going out (or yet to) uses is refused: without it the broadcast
+ * could no longer honour the opt-outs (the fan-out stops such a broadcast as failed). */
 export async function deleteTopic(env: ContactEnv, accountId: string, id: string, now = Date.now()): Promise<TopicRow | undefined> {
   const row = await findTopic(env.DB, accountId, id);
   if (!row) return undefined;
   const db = drizzle(env.DB);
+  const using = await db.select({ id: broadcasts.id, name: broadcasts.name, status: broadcasts.status }).from(broadcasts)
+    .where(and(eq(broadcasts.accountId, accountId), eq(broadcasts.topicId, id), inArray(broadcasts.status, ["draft", "scheduled", "queued", "sending"])))
+    .limit(11);
+  if (using.length > 0) {
+    const named = using.slice(0, 10).map((b) => `${b.id}${b.name ? ` (${b.name}, ${b.status})` : ` (${b.status})`}`).join(", ");
+    throw new ApiError("validation_error", `Topic ${row.name} (${id}) is used by broadcast${using.length > 1 ? "s" : ""} ${named}${using.length > 10 ? " and more" : ""}; change their topic_id, cancel or delete them first.`);
+  }
   const chose = await db.select({ id: contactTopics.contactId }).from(contactTopics).where(eq(contactTopics.topicId, id));
   await changeContactsInChunks(env, accountId, chose.map((c) => c.id), (ids) => [
     db.delete(contactTopics).where(and(eq(contactTopics.topicId, id), inArray(contactTopics.contactId, ids))),

@@ -1,5 +1,6 @@
 // Recording API requests for GET /logs. What is kept: endpoint, method, status, user agent,
-// time, and the request and response bodies with secrets and attachment contents left out.
+// time, and the request and response bodies with secrets, link credentials (the query of a
+// signed URL) and attachment contents left out.
 // A send's row goes into the send's own D1 batch (sendLogHook), so the hot path pays no extra
 // round trip (test/worker/round-trips.test.ts); every other request writes its row after the
 // answer, with waitUntil.
@@ -15,8 +16,22 @@ const SECRET_KEYS = /^(token|signing_secret|secret|password|authorization|api_ke
 /** A body kept in a log is at most this much JSON; a larger one is summarised. */
 export const MAX_LOGGED_BODY = 32 * 1024;
 
-/** A copy of a JSON value without secrets and without attachment contents. */
+/** Fields that hold links whose query (or fragment) is the credential: a share's `url`, an
+ * attachment's `download_url`, a send's attachments[].path (often a presigned URL). */
+const LINK_KEYS = /^(url|download_url|path)$/i;
+/** A URL anywhere in a string whose query carries a signature or token. */
+const SIGNED_URL = /\b([a-z][a-z0-9+.-]*:\/\/[^\s"'<>?#]*)[?#][^\s"'<>]*?(?:signature|token|x-amz-signature)=[^\s"'<>]*/gi;
+
+/** The link without its query and fragment: where it pointed stays readable, what opened it
+ * does not. */
+export function withoutQuery(link: string): string {
+  const cut = link.search(/[?#]/);
+  return cut < 0 ? link : link.slice(0, cut);
+}
+
+/** A copy of a JSON value without secrets, link credentials and attachment contents. */
 export function redact(value: unknown, key = ""): unknown {
+  if (typeof value === "string") return LINK_KEYS.test(key) ? withoutQuery(value) : value.replace(SIGNED_URL, "$1");
   if (Array.isArray(value)) {
     return key === "attachments" ? value.map((a) => redactAttachment(a)) : value.map((v) => redact(v));
   }

@@ -17,11 +17,26 @@ export function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (ch) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[ch]!);
 }
 
-function asText(v: VariableValue): string {
-  if (v === null) return "";
+/** Total: every value becomes a string (never undefined), whatever a lookup hands back. */
+export function asText(v: unknown): string {
+  if (v === null || v === undefined) return "";
   if (typeof v === "string") return v;
-  if (typeof v === "number" || typeof v === "boolean") return String(v);
-  return JSON.stringify(v);
+  if (typeof v === "number" || typeof v === "boolean" || typeof v === "bigint") return String(v);
+  if (typeof v === "object") {
+    try {
+      return JSON.stringify(v) ?? "";
+    } catch {
+      return "";
+    }
+  }
+  // A function or symbol is never a variable's value.
+  return "";
+}
+
+/** `key`'s own value in `values`: never one every object inherits (constructor, toString,
+ * __proto__ ...), which a `key in values` or `values[key]` lookup would hand back. */
+export function ownValue<T>(values: Readonly<Record<string, T>>, key: string): T | undefined {
+  return Object.hasOwn(values, key) ? values[key] : undefined;
 }
 
 export interface Rendered {
@@ -38,8 +53,9 @@ export function render(source: string, lookup: Lookup, mode: RenderMode): Render
   const output = source.replace(PLACEHOLDER, (whole, key: string, fallback: string | undefined) => {
     if (key === UNSUBSCRIBE_KEY) return UNSUBSCRIBE_PLACEHOLDER;
     const value = lookup(key);
+    const given = value !== undefined && value !== null && value !== "";
     let text: string;
-    if (value !== undefined && value !== null && value !== "") text = asText(value);
+    if (given) text = asText(value);
     else if (fallback !== undefined) text = fallback.trim();
     else {
       if (!missing.includes(key)) missing.push(key);
@@ -47,7 +63,7 @@ export function render(source: string, lookup: Lookup, mode: RenderMode): Render
     }
     // A fallback is written by the template's author in the source's own syntax: escaping it
     // again would double-escape an &amp; they wrote.
-    return mode === "html" && (value !== undefined && value !== null && value !== "") ? escapeHtml(text) : text;
+    return mode === "html" && given ? escapeHtml(text) : text;
   });
   return { output, missing };
 }
@@ -83,7 +99,7 @@ export function contactLookup(contact: ContactForPersonalisation, propertyFallba
         return contact.email;
     }
     const k = key.startsWith("contact.") ? key.slice("contact.".length) : key;
-    const own = contact.properties[k];
+    const own = ownValue(contact.properties, k);
     if (own !== undefined) return own;
     const fallback = propertyFallbacks.get(k);
     return fallback === undefined ? undefined : fallback;

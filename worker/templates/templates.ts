@@ -162,7 +162,8 @@ export async function renderTemplateForSend(db: D1Database, accountId: string, r
     const d = declared.get(key);
     if (d && !typeMatches(d.type, value)) throw new ApiError("validation_error", `${at}\`template.variables.${key}\` must be of type ${d.type}.`);
   }
-  const lookup = (key: string): VariableValue | undefined => (key in given ? given[key] : declared.get(key)?.fallback_value);
+  // Own keys only: `{{{toString}}}` must not find Object.prototype's function.
+  const lookup = (key: string): VariableValue | undefined => (Object.hasOwn(given, key) ? given[key] : declared.get(key)?.fallback_value);
   const html = render(published.html, lookup, "html");
   const text = published.text === null ? null : render(published.text, lookup, "text");
   const subject = published.subject === null ? null : render(published.subject, lookup, "text");
