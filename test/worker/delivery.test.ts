@@ -254,8 +254,12 @@ describe("delivery through the relay", () => {
           const session = await inner.open();
           return {
             deliver: (m) => {
-              const chunks = m.raw instanceof Uint8Array ? [m.raw] : [...m.raw.chunks()];
-              handed.push({ chunked: !(m.raw instanceof Uint8Array), largest: Math.max(...chunks.map((c) => c.length)), total: chunks.reduce((n, c) => n + c.length, 0), length: m.raw.length });
+              let largest = 0, total = 0;
+              for (const c of m.raw instanceof Uint8Array ? [m.raw] : m.raw.chunks()) {
+                largest = Math.max(largest, c.length);
+                total += c.length;
+              }
+              handed.push({ chunked: !(m.raw instanceof Uint8Array), largest, total, length: m.raw.length });
               return session.deliver(m);
             },
             close: () => session.close(),

@@ -116,7 +116,8 @@ export function buildMessage(input: MimeMessageInput): Uint8Array {
 }
 
 /** A message body made on demand, in pieces of about 64 KB: each call of chunks() yields the
- * same bytes again, and a 40 MB message never exists as one buffer (issue 20, item 3). */
+ * same bytes again, and a 40 MB message never exists as one buffer (issue 20, item 3). A
+ * piece is only valid until the next one is asked for (its buffer is used again). */
 export interface MessageBody {
   /** Its length in octets. */
   readonly length: number;
@@ -336,7 +337,12 @@ const BASE64_PIECE = 57 * 1024;
 /** Text and headers are gathered into pieces of about this size before they are yielded. */
 const PIECE_BYTES = 64 * 1024;
 
+/** The body's pieces. A base64 piece is written into one buffer used again for the next: a
+ * piece is only valid until the next one is asked for (everything that reads a body, hashing,
+ * dot-stuffing, joining, is done with a piece by then), which keeps a 40 MB message from
+ * leaving 40 MB of garbage behind each time it is read. */
 function* pieces(chunks: (string | { ascii: Uint8Array } | { base64: Uint8Array })[]): Generator<Uint8Array> {
+  let scratch: Uint8Array | undefined;
   let text = "";
   for (const chunk of chunks) {
     if (typeof chunk === "string") {
@@ -360,7 +366,8 @@ function* pieces(chunks: (string | { ascii: Uint8Array } | { base64: Uint8Array 
       const slice = bytes.subarray(i, i + BASE64_PIECE);
       const last = i + BASE64_PIECE >= bytes.length;
       // Lines are separated by CRLF; a piece that is not the last ends with the CRLF before the next.
-      const out = new Uint8Array(base64LinesLength(slice.length) + (last ? 0 : 2));
+      scratch ??= new Uint8Array(base64LinesLength(BASE64_PIECE) + 2);
+      const out = scratch.subarray(0, base64LinesLength(slice.length) + (last ? 0 : 2));
       const end = writeBase64Lines(slice, out, 0);
       if (!last) {
         out[end] = 13;

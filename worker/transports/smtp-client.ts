@@ -135,9 +135,13 @@ export function formatReply(reply: SmtpReply): string {
 export function* dataChunks(raw: Uint8Array | Iterable<Uint8Array>, chunkBytes = BODY_CHUNK_BYTES): Generator<Uint8Array> {
   let lineStart = true;
   let afterCR = false;
-  // Worst case every byte doubles; the tail adds at most CR LF + CR LF . CR LF.
-  const fresh = () => new Uint8Array(chunkBytes * 2 + 8);
-  let out = fresh();
+  // Worst case every byte doubles; the tail adds at most CR LF + CR LF . CR LF. Two buffers
+  // take turns: a chunk stays valid until the one after the next is asked for, which lets the
+  // writer send one while the next is made (a new buffer per chunk was twice the message in
+  // garbage, which the isolate holds until its next collection).
+  const buffers = [new Uint8Array(chunkBytes * 2 + 8), new Uint8Array(chunkBytes * 2 + 8)];
+  let turn = 0;
+  let out = buffers[0]!;
   let n = 0;
   for (const source of raw instanceof Uint8Array ? [raw] : raw) {
     for (let start = 0; start < source.length; start += chunkBytes) {
@@ -166,9 +170,8 @@ export function* dataChunks(raw: Uint8Array | Iterable<Uint8Array>, chunkBytes =
         lineStart = false;
       }
       if (n >= chunkBytes) {
-        // The writer may still hold the chunk it was given: the next one is a new buffer.
         yield out.subarray(0, n);
-        out = fresh();
+        out = buffers[(turn = 1 - turn)]!;
         n = 0;
       }
     }
@@ -537,6 +540,8 @@ export class SmtpClient {
       const chunks = dataChunks(chunksOf(message.raw));
       let pending = chunks.next();
       while (!pending.done) {
+        // The next chunk is made while this one waits to go: dataChunks' two buffers allow that,
+        // and a chunk's write has ended before its buffer is filled again.
         const next = chunks.next();
         // The chunk holding the final "." is about to go: from here a failure may follow a delivery.
         if (next.done) result.dataSent = true;

@@ -15,7 +15,8 @@ export interface OutboundMessage {
 }
 
 /** A message as chunks in order, made on demand: each call of chunks() yields the whole
- * message again, so a transport can read it once per recipient or per attempt. */
+ * message again, so a transport can read it once per recipient or per attempt. A chunk is
+ * only valid until the next one is asked for: its buffer may be used again. */
 export interface MessageChunks {
   /** Its length in octets. */
   readonly length: number;
