@@ -2,6 +2,7 @@
 // and exactly-once under queue redelivery.
 import { createExecutionContext, createMessageBatch, getQueueResult } from "cloudflare:test";
 import { env } from "cloudflare:workers";
+import PostalMime from "postal-mime";
 import { beforeAll, describe, expect, it } from "vitest";
 import { readConfig } from "../../worker/config.ts";
 import { consumeSendBatch } from "../../worker/delivery/consumer.ts";
@@ -235,6 +236,53 @@ describe("delivery through the relay", () => {
     }
     expect(conns.size).toBeLessThanOrEqual(3);
     for (const r of recipients) expect(await captured(r)).toHaveLength(1);
+  });
+
+  it("a large message reaches the relay byte for byte without ever being one buffer", async () => {
+    // Issue 20, item 3: the consumer once held the built message and a signed copy of it at
+    // once; now the transport is handed pieces made as they are written.
+    const attachment = new Uint8Array(3 * 1024 * 1024 + 7).map((_, i) => (i * 7919 + (i >> 11)) % 256);
+    let binary = "";
+    for (let i = 0; i < attachment.length; i += 0x8000) binary += String.fromCharCode(...attachment.subarray(i, i + 0x8000));
+    const recipients = [unique("big"), unique("big")];
+    const id = await recordedEmail(recipients, { html: "<p>big</p>", attachments: [{ filename: "big.bin", content: btoa(binary) }] });
+    const handed: { chunked: boolean; largest: number; total: number; length: number }[] = [];
+    const recording = (): Transport => {
+      const inner = peerTransport("plain")();
+      return {
+        open: async () => {
+          const session = await inner.open();
+          return {
+            deliver: (m) => {
+              let largest = 0, total = 0;
+              for (const c of m.raw instanceof Uint8Array ? [m.raw] : m.raw.chunks()) {
+                largest = Math.max(largest, c.length);
+                total += c.length;
+              }
+              handed.push({ chunked: !(m.raw instanceof Uint8Array), largest, total, length: m.raw.length });
+              return session.deliver(m);
+            },
+            close: () => session.close(),
+          };
+        },
+      };
+    };
+    const batch = createMessageBatch("tern-send", [{ id: "m0", timestamp: new Date(), attempts: 1, body: { emailId: id } }]);
+    await consumeSendBatch(batch as MessageBatch<{ emailId: string }>, env, { transportFor: recording });
+    expect(handed).toHaveLength(2);
+    for (const h of handed) {
+      expect(h.chunked).toBe(true);
+      expect(h.total).toBe(h.length);
+      expect(h.length).toBeGreaterThan(4 * 1024 * 1024);
+      expect(h.largest).toBeLessThanOrEqual(128 * 1024);
+    }
+    const raws = await Promise.all(recipients.map(async (r) => rawText((await captured(r))[0]!)));
+    expect(raws[0]).toBe(raws[1]);
+    expect(raws[0]!.length).toBe(handed[0]!.length);
+    const parsed = await PostalMime.parse(raws[0]!);
+    const got = parsed.attachments[0]!.content as ArrayBuffer;
+    expect(new Uint8Array(got)).toEqual(attachment);
+    expect((await get(id)).last_event).toBe("delivered");
   });
 
   it("a 5xx from the relay bounces the recipient; the others are delivered", async () => {

@@ -4,7 +4,9 @@
 // loopback SMTP peer, and the peer's capture is authenticated as a receiving MTA would.
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
-import { relaxedBody } from "../../worker/dkim/canonical.ts";
+import { RelaxedBodyStream, relaxedBody } from "../../worker/dkim/canonical.ts";
+import { bodyHash, signComposed, signMessage, type SigningKey } from "../../worker/dkim/sign.ts";
+import { buildMessage, composeMessage, type MimeMessageInput } from "../../worker/mime/build.ts";
 import { api, createAccount, type TestAccount } from "./fixtures.ts";
 import { address, capturedFor, rawText, type Captured } from "./peers.ts";
 import { waitFor } from "./wait.ts";
@@ -194,5 +196,50 @@ describe("DKIM, SPF and DMARC at the receiver (mailauth)", () => {
       const latin1 = String.fromCharCode(...bytes);
       expect(String.fromCharCode(...relaxedBody(bytes)), JSON.stringify(latin1)).toBe(reference(latin1));
     }
+  });
+
+  it("the relaxed body of a body given in pieces is the whole body's, wherever it is cut", async () => {
+    const alphabet = [" ", "\t", "\r", "\n", "\r\n", "A", ".", "\r\n\r\n", "  \r\n"];
+    for (let t = 0; t < 2000; t++) {
+      let s = "";
+      for (let i = Math.floor(Math.random() * 30); i > 0; i--) s += alphabet[Math.floor(Math.random() * alphabet.length)];
+      const bytes = new TextEncoder().encode(s);
+      const cuts = [0, ...Array.from({ length: Math.floor(Math.random() * 5) }, () => Math.floor(Math.random() * (bytes.length + 1))).sort((a, b) => a - b), bytes.length];
+      const stream = new RelaxedBodyStream();
+      const out: Uint8Array[] = [];
+      for (let i = 0; i + 1 < cuts.length; i++) out.push(...stream.push(bytes.slice(cuts[i], cuts[i + 1])));
+      out.push(...stream.end());
+      const joined = out.map((c) => String.fromCharCode(...c)).join("");
+      expect(joined, JSON.stringify({ s, cuts })).toBe(String.fromCharCode(...relaxedBody(bytes)));
+    }
+    const whole = new TextEncoder().encode("a  \r\n\r\n \r\nb\r\n\r\n\r\n");
+    const expected = btoa(String.fromCharCode(...new Uint8Array(await crypto.subtle.digest("SHA-256", relaxedBody(whole)))));
+    expect(await bodyHash([whole.subarray(0, 5), whole.subarray(5, 6), whole.subarray(6)])).toBe(expected);
+  });
+
+  it("a composed message signed in pieces is byte for byte the built message signed whole", async () => {
+    const pair = (await crypto.subtle.generateKey({ name: "RSASSA-PKCS1-v1_5", modulusLength: 2048, publicExponent: new Uint8Array([1, 0, 1]), hash: "SHA-256" }, true, ["sign", "verify"])) as CryptoKeyPair;
+    const key: SigningKey = { domain: "example.com", selector: "s1", algorithm: "rsa", privateKey: pair.privateKey };
+    // Attachments several pieces long (not a multiple of a piece), text with trailing blank lines.
+    const big = new Uint8Array(300_001).map((_, i) => (i * 31) % 256);
+    const input: MimeMessageInput = {
+      from: { name: "A", email: "a@example.com" }, to: [{ email: "b@example.com" }], cc: [], replyTo: [],
+      subject: "pieces", text: "text   \n\n\n", html: "<p>html</p>", headers: {},
+      attachments: [{ filename: "a.bin", contentType: "application/octet-stream", content: big }, { filename: "e.bin", contentType: "application/octet-stream", content: new Uint8Array(0) }],
+      messageId: "m@example.com", date: new Date(0), boundarySeed: "seed",
+    };
+    const signed = await signComposed(composeMessage(input), [key], { timestamp: 1 });
+    // Each piece copied as it comes: a piece's buffer is used again for the next.
+    const joined = new Uint8Array(signed.length);
+    let o = 0;
+    let largest = 0;
+    for (const c of signed.chunks()) {
+      joined.set(c, o);
+      o += c.length;
+      largest = Math.max(largest, c.length);
+    }
+    expect(largest).toBeLessThanOrEqual(96 * 1024);
+    expect(o).toBe(signed.length);
+    expect(joined).toEqual(await signMessage(buildMessage(input), [key], { timestamp: 1 }));
   });
 });

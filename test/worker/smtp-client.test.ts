@@ -33,8 +33,11 @@ async function connectError(opts: SmtpClientOptions): Promise<SmtpError> {
   return error as SmtpError;
 }
 
+/** Each chunk decoded as it comes: dataChunks uses its buffers again. */
 function joined(chunks: Iterable<Uint8Array>): string {
-  return [...chunks].map((c) => decoder.decode(c)).join("");
+  let out = "";
+  for (const c of chunks) out += decoder.decode(c);
+  return out;
 }
 
 describe("DATA encoding", () => {

@@ -258,6 +258,34 @@ describe("smtp transport", () => {
   });
 });
 
+describe("a message given in pieces", () => {
+  it("round-trips 3 MB cut where a CRLF or a leading dot straddles two pieces, written in bounded chunks", async () => {
+    const to = address("ok");
+    const whole = outbound([to], Array.from({ length: 40_000 }, (_, i) => (i % 7 === 0 ? `.dot ${i}` : i % 13 === 0 ? "." : `line ${i} ${"x".repeat(60)}`)).join("\r\n") + "\r\n").raw as Uint8Array;
+    // Pieces of odd sizes, each cut falling on a different place in a line.
+    const pieces: Uint8Array[] = [];
+    for (let at = 0, n = 1; at < whole.length; at += n, n = (n * 31 + 17) % 70_000 + 1) pieces.push(whole.subarray(at, Math.min(whole.length, at + n)));
+    const sizes: number[] = [];
+    const realWrite = WritableStreamDefaultWriter.prototype.write;
+    WritableStreamDefaultWriter.prototype.write = function (chunk?: unknown) {
+      if (chunk instanceof Uint8Array) sizes.push(chunk.length);
+      return realWrite.call(this, chunk);
+    };
+    let result: RecipientResult[];
+    try {
+      result = await deliverOnce(relay("plain", "plain"), { envelopeFrom: "bounces@tern.test", recipients: [to], raw: { length: whole.length, chunks: () => pieces } });
+    } finally {
+      WritableStreamDefaultWriter.prototype.write = realWrite;
+    }
+    expect(result[0]?.status).toBe("accepted");
+    const [got] = await capturedFor(to);
+    expect(bytesOf(got!.rawBase64)).toEqual(whole);
+    // Dot-stuffing makes no copy of the whole message: no write is much over 64 KB.
+    expect(Math.max(...sizes)).toBeLessThanOrEqual(2 * 64 * 1024 + 8);
+    expect(sizes.reduce((a, b) => a + b, 0)).toBeGreaterThan(whole.length);
+  });
+});
+
 describe("a domain that enforces TLS", () => {
   it("asks the relay for REQUIRETLS when it offers it, after STARTTLS", async () => {
     const to = address("ok");

@@ -80,6 +80,16 @@ describe("List-Unsubscribe on mail that asks for it", () => {
     expect(tokenOf(a!)).not.toBe(tokenOf(b!));
   });
 
+  it("a link only in the headers: one body for every recipient (hashed once), each signature still passes", async () => {
+    const [x, y] = [address("hdr-only"), address("hdr-only")];
+    const { msgs } = await sendAndCapture([x, y], { html: "<p>No link in the body.</p>", attachments: [{ filename: "a.txt", content: btoa("attached\r\n") }] });
+    const raws = msgs.map(rawText);
+    for (const msg of msgs) expect((await authenticateCaptured(msg)).dkim[0]).toMatchObject({ result: "pass", domain });
+    expect(tokenOf(raws[0]!)).not.toBe(tokenOf(raws[1]!));
+    const bodyOf = (raw: string) => raw.slice(raw.indexOf("\r\n\r\n"));
+    expect(bodyOf(raws[0]!)).toBe(bodyOf(raws[1]!));
+  });
+
   it("mail that does not ask has no List-Unsubscribe-Post and keeps its own headers", async () => {
     const r = address("plain");
     const { msgs } = await sendAndCapture([r], { html: "<p>x</p>", headers: { "List-Unsubscribe": "<https://acme.example/u/1>" } });

@@ -109,6 +109,73 @@ function rewriteRelaxed(body: Uint8Array): Uint8Array {
   return out.subarray(0, o);
 }
 
+/** The relaxed body of a body given in pieces, as pieces: push() each piece in order, then
+ * end(). Complete lines are canonicalized as relaxedBody does (no copy for lines that are
+ * relaxed already); only the empty lines at the end of what was seen are held back, as a
+ * count, until content follows them, and a line cut by a piece boundary waits for its end. */
+export class RelaxedBodyStream {
+  private carry: Uint8Array = new Uint8Array(0);
+  private emptyLines = 0;
+
+  push(piece: Uint8Array): Uint8Array[] {
+    const lastLf = piece.lastIndexOf(LF);
+    if (lastLf === -1) {
+      this.carry = join(this.carry, piece);
+      return [];
+    }
+    const lines = join(this.carry, piece.subarray(0, lastLf + 1));
+    this.carry = piece.slice(lastLf + 1);
+    return this.lines(lines);
+  }
+
+  end(): Uint8Array[] {
+    const rest = this.carry;
+    this.carry = new Uint8Array(0);
+    const out = rest.length > 0 ? this.lines(rest) : [];
+    return out;
+  }
+
+  /** Whole lines (or the final unterminated one): relaxed, with the empty lines owed before
+   * them when they have content, and the empty lines they end with kept back. */
+  private lines(segment: Uint8Array): Uint8Array[] {
+    const canon = relaxedBody(segment);
+    const seen = countLf(segment) + (segment.at(-1) === LF ? 0 : 1);
+    const kept = countLf(canon);
+    if (canon.length === 0) {
+      this.emptyLines += seen;
+      return [];
+    }
+    const out: Uint8Array[] = [];
+    if (this.emptyLines > 0) out.push(crlfs(this.emptyLines));
+    out.push(canon);
+    this.emptyLines = Math.max(0, seen - kept);
+    return out;
+  }
+}
+
+function join(a: Uint8Array, b: Uint8Array): Uint8Array {
+  if (a.length === 0) return b;
+  const out = new Uint8Array(a.length + b.length);
+  out.set(a);
+  out.set(b, a.length);
+  return out;
+}
+
+function countLf(bytes: Uint8Array): number {
+  let n = 0;
+  for (let p = bytes.indexOf(LF); p !== -1; p = bytes.indexOf(LF, p + 1)) n++;
+  return n;
+}
+
+function crlfs(n: number): Uint8Array {
+  const out = new Uint8Array(2 * n);
+  for (let i = 0; i < out.length; i += 2) {
+    out[i] = CR;
+    out[i + 1] = LF;
+  }
+  return out;
+}
+
 /** One header field in relaxed form, "name:value" without the CRLF: the name lower case, the
  * field unfolded, WSP runs made one SP, WSP around the colon and at the end removed. */
 export function relaxedHeader(field: string): string {

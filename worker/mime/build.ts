@@ -103,15 +103,51 @@ interface Multipart {
 
 /** Builds the complete RFC 5322 message, CRLF line endings, NOT dot-stuffed. There is NO Bcc parameter and no Bcc header may ever be written. */
 export function buildMessage(input: MimeMessageInput): Uint8Array {
-  const out = new MessageWriter();
-  for (const field of topHeaders(input)) out.text(field + CRLF);
+  const { fields, body } = composeMessage(input);
+  const head = headerBytes(fields);
+  const out = new Uint8Array(head.length + body.length);
+  out.set(head);
+  let offset = head.length;
+  for (const chunk of body.chunks()) {
+    out.set(chunk, offset);
+    offset += chunk.length;
+  }
+  return out;
+}
+
+/** A message body made on demand, in pieces of about 64 KB: each call of chunks() yields the
+ * same bytes again, and a 40 MB message never exists as one buffer (issue 20, item 3). A
+ * piece is only valid until the next one is asked for (its buffer is used again). */
+export interface MessageBody {
+  /** Its length in octets. */
+  readonly length: number;
+  chunks(): Generator<Uint8Array>;
+}
+
+/** A message as its header fields (folded, without their CRLF) and its body. */
+export interface ComposedMessage {
+  fields: string[];
+  body: MessageBody;
+}
+
+/** The message buildMessage builds, without building it: the same bytes are headerBytes(fields)
+ * followed by the body's chunks. The body keeps references to the attachments' bytes. */
+export function composeMessage(input: MimeMessageInput): ComposedMessage {
+  const top = topHeaders(input);
   const root = structure(input, boundaries(input.boundarySeed));
-  for (const field of nodeHeaders(root)) out.text(field + CRLF);
-  out.text(CRLF);
+  const out = new MessageWriter();
   writeBody(root, out);
   // The message ends with CRLF; a text body that already ends with one keeps its length.
   if (root.kind === "multipart" || !endsWithCrlf(root.body)) out.text(CRLF);
-  return out.finish();
+  return { fields: [...top, ...nodeHeaders(root)], body: out.body() };
+}
+
+/** The header section's octets: each field with its CRLF, then the empty line. */
+export function headerBytes(fields: string[]): Uint8Array {
+  const text = fields.map((f) => f + CRLF).join("") + CRLF;
+  // Every header encoding above yields ASCII; anything else is a bug here.
+  if (!/^[\x00-\x7f]*$/.test(text)) throw new Error("mime: non-ASCII output");
+  return utf8.encode(text);
 }
 
 function topHeaders(input: MimeMessageInput): string[] {
@@ -269,8 +305,8 @@ function stripAngles(id: string): string {
   return id.startsWith("<") && id.endsWith(">") ? id.slice(1, -1) : id;
 }
 
-/** Collects the message as ASCII strings and octets, then writes it once into a buffer of
- * the exact size (base64 goes straight from the attachment into the buffer). */
+/** Collects the body as ASCII strings and octets; body() then writes it out in pieces of about
+ * PIECE_BYTES each time it is read (base64 goes straight from the attachment into the piece). */
 class MessageWriter {
   private chunks: (string | { ascii: Uint8Array } | { base64: Uint8Array })[] = [];
   private size = 0;
@@ -290,23 +326,61 @@ class MessageWriter {
     this.size += base64LinesLength(bytes.length);
   }
 
-  finish(): Uint8Array {
-    const out = new Uint8Array(this.size);
-    let offset = 0;
-    for (const chunk of this.chunks) {
-      if (typeof chunk === "string") {
-        const { read, written } = utf8.encodeInto(chunk, out.subarray(offset));
-        // Every header and body encoding above yields ASCII; anything else is a bug here.
-        if (read !== chunk.length || written !== chunk.length) throw new Error("mime: non-ASCII output");
-        offset += written;
-      } else if ("ascii" in chunk) {
-        out.set(chunk.ascii, offset);
-        offset += chunk.ascii.length;
-      } else {
-        offset = writeBase64Lines(chunk.base64, out, offset);
-      }
+  body(): MessageBody {
+    const chunks = this.chunks;
+    return { length: this.size, chunks: () => pieces(chunks) };
+  }
+}
+
+/** Input octets of one base64 piece: whole 57-octet lines (76 characters), about 80 KB out. */
+const BASE64_PIECE = 57 * 1024;
+/** Text and headers are gathered into pieces of about this size before they are yielded. */
+const PIECE_BYTES = 64 * 1024;
+
+/** The body's pieces. A base64 piece is written into one buffer used again for the next: a
+ * piece is only valid until the next one is asked for (everything that reads a body, hashing,
+ * dot-stuffing, joining, is done with a piece by then), which keeps a 40 MB message from
+ * leaving 40 MB of garbage behind each time it is read. */
+function* pieces(chunks: (string | { ascii: Uint8Array } | { base64: Uint8Array })[]): Generator<Uint8Array> {
+  let scratch: Uint8Array | undefined;
+  let text = "";
+  for (const chunk of chunks) {
+    if (typeof chunk === "string") {
+      text += chunk;
+      if (text.length < PIECE_BYTES) continue;
     }
-    return out;
+    if (text !== "") {
+      const bytes = utf8.encode(text);
+      // Every body encoding above yields ASCII; anything else is a bug here.
+      if (bytes.length !== text.length) throw new Error("mime: non-ASCII output");
+      text = "";
+      yield bytes;
+    }
+    if (typeof chunk === "string") continue;
+    if ("ascii" in chunk) {
+      for (let i = 0; i < chunk.ascii.length; i += PIECE_BYTES) yield chunk.ascii.subarray(i, i + PIECE_BYTES);
+      continue;
+    }
+    const bytes = chunk.base64;
+    for (let i = 0; i < bytes.length || i === 0; i += BASE64_PIECE) {
+      const slice = bytes.subarray(i, i + BASE64_PIECE);
+      const last = i + BASE64_PIECE >= bytes.length;
+      // Lines are separated by CRLF; a piece that is not the last ends with the CRLF before the next.
+      scratch ??= new Uint8Array(base64LinesLength(BASE64_PIECE) + 2);
+      const out = scratch.subarray(0, base64LinesLength(slice.length) + (last ? 0 : 2));
+      const end = writeBase64Lines(slice, out, 0);
+      if (!last) {
+        out[end] = 13;
+        out[end + 1] = 10;
+      }
+      if (out.length > 0) yield out;
+      if (last) break;
+    }
+  }
+  if (text !== "") {
+    const bytes = utf8.encode(text);
+    if (bytes.length !== text.length) throw new Error("mime: non-ASCII output");
+    yield bytes;
   }
 }
 

@@ -13,7 +13,7 @@
 // the hop to Cloudflare (inside its network); onward hops follow Cloudflare's policy, as they
 // follow a relay's own policy past a relay without REQUIRETLS.
 import { EmailMessage } from "cloudflare:email";
-import type { OutboundMessage, RecipientResult, Transport, TransportSession } from "./transport.ts";
+import { joinedBytes, type OutboundMessage, type RecipientResult, type Transport, type TransportSession } from "./transport.ts";
 
 type Outcome = Pick<RecipientResult, "status" | "enhancedCode"> & { why: string };
 
@@ -90,16 +90,20 @@ class CloudflareSession implements TransportSession {
 
   async deliver(message: OutboundMessage): Promise<RecipientResult[]> {
     if (message.recipients.length === 0) return [];
-    const from = fromAddress(message.raw);
+    // EmailMessage takes one string or stream, and a stream is unsafe here (below): this
+    // transport joins tern's chunked message into one buffer, and then a string, the cost of
+    // two copies of the message that the SMTP transport does not pay.
+    const raw = joinedBytes(message.raw);
+    const from = fromAddress(raw);
     if (!from) {
       return message.recipients.map((recipient) => ({ recipient, status: "rejected" as const, enhancedCode: "5.6.0", message: "Cloudflare Email Sending needs a message with exactly one From address" }));
     }
     // As text when it is UTF-8 (tern's messages are): a stream the service refuses before
     // reading it is left open, and the runtime reports the send as hung.
-    const text = utf8(message.raw);
+    const text = utf8(raw);
     return Promise.all(message.recipients.map(async (recipient): Promise<RecipientResult> => {
       try {
-        const sent = await this.binding.send(new EmailMessage(from, recipient, text ?? new Response(message.raw).body!));
+        const sent = await this.binding.send(new EmailMessage(from, recipient, text ?? new Response(raw).body!));
         return { recipient, status: "accepted", code: 250, final: false, message: `Accepted by Cloudflare Email Sending${sent?.messageId ? ` as ${sent.messageId}` : ""}` };
       } catch (err) {
         return outcomeOf(recipient, err);

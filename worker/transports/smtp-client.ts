@@ -4,6 +4,7 @@
 // from worker-mailer, whose protocol core falls back to plain text, hangs on a closed
 // socket and cannot send a pre-built (DKIM-signed) message.
 import { connect } from "cloudflare:sockets";
+import { chunksOf, type MessageChunks } from "./transport.ts";
 
 export type SmtpSecurity = "tls" | "starttls" | "plain";
 
@@ -87,7 +88,8 @@ export class SmtpError extends Error {
 export interface SmtpMessage {
   from: string;
   recipients: string[];
-  raw: Uint8Array;
+  /** One buffer, or chunks made as they are read (never joined here). */
+  raw: Uint8Array | MessageChunks;
   /** The sending domain enforces TLS: this hop must be encrypted, and REQUIRETLS (RFC 8689)
    * asks the relay to keep every onward hop encrypted when it offers that. */
   requireTls?: boolean;
@@ -126,60 +128,71 @@ export function formatReply(reply: SmtpReply): string {
   return [String(reply.code), reply.enhancedCode, reply.text].filter(Boolean).join(" ");
 }
 
-/** The whole DATA payload in chunks: bare CR or LF become CRLF (so no relay can read an early
- * end of data: SMTP smuggling), a line starting with "." gets another, and CRLF.CRLF ends it. */
-export function* dataChunks(raw: Uint8Array, chunkBytes = BODY_CHUNK_BYTES): Generator<Uint8Array> {
+/** The whole DATA payload in chunks of about chunkBytes: bare CR or LF become CRLF (so no relay
+ * can read an early end of data: SMTP smuggling), a line starting with "." gets another, and
+ * CRLF.CRLF ends it. The message may come in chunks of any size; one output chunk at a time is
+ * made, so stuffing never copies the whole message. */
+export function* dataChunks(raw: Uint8Array | Iterable<Uint8Array>, chunkBytes = BODY_CHUNK_BYTES): Generator<Uint8Array> {
   let lineStart = true;
   let afterCR = false;
-  for (let start = 0; start < raw.length || start === 0; start += chunkBytes) {
-    const slice = raw.subarray(start, Math.min(raw.length, start + chunkBytes));
-    const last = start + chunkBytes >= raw.length;
-    // Worst case every byte doubles; the tail adds at most CR LF + CR LF . CR LF.
-    const out = new Uint8Array(slice.length * 2 + 8);
-    let n = 0;
-    for (let i = 0; i < slice.length; i++) {
-      const b = slice[i]!;
-      if (afterCR) {
-        afterCR = false;
-        out[n++] = LF;
-        lineStart = true;
-        if (b === LF) continue;
+  // Worst case every byte doubles; the tail adds at most CR LF + CR LF . CR LF. Two buffers
+  // take turns: a chunk stays valid until the one after the next is asked for, which lets the
+  // writer send one while the next is made (a new buffer per chunk was twice the message in
+  // garbage, which the isolate holds until its next collection).
+  const buffers = [new Uint8Array(chunkBytes * 2 + 8), new Uint8Array(chunkBytes * 2 + 8)];
+  let turn = 0;
+  let out = buffers[0]!;
+  let n = 0;
+  for (const source of raw instanceof Uint8Array ? [raw] : raw) {
+    for (let start = 0; start < source.length; start += chunkBytes) {
+      const slice = source.subarray(start, Math.min(source.length, start + chunkBytes));
+      for (let i = 0; i < slice.length; i++) {
+        const b = slice[i]!;
+        if (afterCR) {
+          afterCR = false;
+          out[n++] = LF;
+          lineStart = true;
+          if (b === LF) continue;
+        }
+        if (b === CR) {
+          out[n++] = CR;
+          afterCR = true;
+          continue;
+        }
+        if (b === LF) {
+          out[n++] = CR;
+          out[n++] = LF;
+          lineStart = true;
+          continue;
+        }
+        if (lineStart && b === DOT) out[n++] = DOT;
+        out[n++] = b;
+        lineStart = false;
       }
-      if (b === CR) {
-        out[n++] = CR;
-        afterCR = true;
-        continue;
+      if (n >= chunkBytes) {
+        yield out.subarray(0, n);
+        out = buffers[(turn = 1 - turn)]!;
+        n = 0;
       }
-      if (b === LF) {
-        out[n++] = CR;
-        out[n++] = LF;
-        lineStart = true;
-        continue;
-      }
-      if (lineStart && b === DOT) out[n++] = DOT;
-      out[n++] = b;
-      lineStart = false;
     }
-    if (last) {
-      if (afterCR) {
-        out[n++] = LF;
-        lineStart = true;
-      }
-      if (!lineStart) {
-        out[n++] = CR;
-        out[n++] = LF;
-      }
-      out[n++] = DOT;
-      out[n++] = CR;
-      out[n++] = LF;
-    }
-    yield out.subarray(0, n);
-    if (last) return;
   }
+  if (afterCR) {
+    out[n++] = LF;
+    lineStart = true;
+  }
+  if (!lineStart) {
+    out[n++] = CR;
+    out[n++] = LF;
+  }
+  out[n++] = DOT;
+  out[n++] = CR;
+  out[n++] = LF;
+  yield out.subarray(0, n);
 }
 
-function hasEightBit(raw: Uint8Array): boolean {
-  for (let i = 0; i < raw.length; i++) if (raw[i]! > 0x7f) return true;
+function hasEightBit(raw: Uint8Array | MessageChunks): boolean {
+  if (!(raw instanceof Uint8Array) && raw.sevenBit) return false;
+  for (const chunk of chunksOf(raw)) for (let i = 0; i < chunk.length; i++) if (chunk[i]! > 0x7f) return true;
   return false;
 }
 
@@ -524,9 +537,11 @@ export class SmtpClient {
         await this.reset();
         return result;
       }
-      const chunks = dataChunks(message.raw);
+      const chunks = dataChunks(chunksOf(message.raw));
       let pending = chunks.next();
       while (!pending.done) {
+        // The next chunk is made while this one waits to go: dataChunks' two buffers allow that,
+        // and a chunk's write has ended before its buffer is filled again.
         const next = chunks.next();
         // The chunk holding the final "." is about to go: from here a failure may follow a delivery.
         if (next.done) result.dataSent = true;

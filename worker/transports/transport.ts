@@ -7,10 +7,41 @@ export interface OutboundMessage {
   envelopeFrom: string;
   /** The envelope recipients (RCPT TO), already de-duplicated. */
   recipients: string[];
-  /** The whole RFC 5322 message with CRLF line endings, not dot-stuffed. */
-  raw: Uint8Array;
+  /** The whole RFC 5322 message with CRLF line endings, not dot-stuffed: one buffer, or
+   * chunks made as they are read (tern's own messages, which are never joined). */
+  raw: Uint8Array | MessageChunks;
   /** The sending domain's `tls: enforced`: never over an unencrypted hop (see smtp-client). */
   requireTls?: boolean;
+}
+
+/** A message as chunks in order, made on demand: each call of chunks() yields the whole
+ * message again, so a transport can read it once per recipient or per attempt. A chunk is
+ * only valid until the next one is asked for: its buffer may be used again. */
+export interface MessageChunks {
+  /** Its length in octets. */
+  readonly length: number;
+  /** Every octet is 7-bit (tern's composed messages are), so nobody needs to scan for 8-bit. */
+  readonly sevenBit?: boolean;
+  chunks(): Iterable<Uint8Array>;
+}
+
+/** The message's chunks, whichever form it has. */
+export function chunksOf(raw: Uint8Array | MessageChunks): Iterable<Uint8Array> {
+  return raw instanceof Uint8Array ? [raw] : raw.chunks();
+}
+
+/** The message as one buffer. Only for a transport that can take nothing else (Cloudflare's
+ * EmailMessage): it costs a copy of the whole message. */
+export function joinedBytes(raw: Uint8Array | MessageChunks): Uint8Array {
+  if (raw instanceof Uint8Array) return raw;
+  const out = new Uint8Array(raw.length);
+  let offset = 0;
+  for (const chunk of raw.chunks()) {
+    out.set(chunk, offset);
+    offset += chunk.length;
+  }
+  if (offset !== raw.length) throw new Error(`message chunks hold ${offset} octets, not the ${raw.length} announced`);
+  return out;
 }
 
 export type RecipientStatus = "accepted" | "rejected" | "deferred";
