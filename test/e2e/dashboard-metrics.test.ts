@@ -109,6 +109,13 @@ describe("the Metrics page and email insights", () => {
     expect(scriptErrors).toEqual([]);
     await shot(page, "31-metrics");
     expect(await axeViolations(page)).toEqual([]);
+    // The charts take the dark theme's colours when drawn under it.
+    await page.emulateMedia({ colorScheme: "dark" });
+    await page.reload();
+    await expect.poll(() => page.locator(".chart canvas").count(), POLL).toBe(2);
+    await shot(page, "34-metrics-dark");
+    expect(await axeViolations(page)).toEqual([]);
+    await page.emulateMedia({ colorScheme: "light" });
 
     // The filter form is a plain GET: hourly periods, the same totals.
     await page.getByLabel("Granularity").selectOption("hourly");

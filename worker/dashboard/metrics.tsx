@@ -118,7 +118,7 @@ function RateLine(props: { name: string; r: RateHealth; digits: number; enough: 
         <span class="health-value">{percent(r.value, props.digits)}</span>
         {props.enough ? <Badge value={r.status} /> : null}
       </div>
-      <div class={`health-bar ${r.status}`} aria-hidden="true">
+      <div class={`health-bar ${props.enough ? r.status : "unjudged"}`} aria-hidden="true">
         <span style={`width:${fill.toFixed(1)}%`}></span>
         <i style={`left:${((r.warning / r.limit) * 100).toFixed(1)}%`} title="warning"></i>
       </div>

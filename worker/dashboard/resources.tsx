@@ -104,6 +104,11 @@ async function emailsPage(c: DashCtx) {
   ));
 }
 
+/** The checks write names and values in `backticks`: shown as code. */
+function withCode(text: string) {
+  return text.split(/`([^`]+)`/).map((part, i) => (i % 2 ? <code>{part}</code> : part));
+}
+
 const INSIGHT_ORDER = { failed: 0, warning: 1, passed: 2 } as const;
 
 /** The email's deliverability checks (GET /emails/{id}/insights): problems first, each with
@@ -114,7 +119,7 @@ function InsightsSection(props: { insights: Insight[] }) {
   const passed = sorted.filter((i) => i.status === "passed");
   const failed = problems.filter((i) => i.status === "failed").length;
   const item = (i: Insight) => (
-    <li data-insight={i.id}><Badge value={i.status} /> <strong>{i.title}</strong><p class="muted">{i.detail}</p></li>
+    <li data-insight={i.id}><Badge value={i.status} /> <strong>{i.title}</strong><p class="muted">{withCode(i.detail)}</p></li>
   );
   return (
     <section class="panel" aria-labelledby="insights">

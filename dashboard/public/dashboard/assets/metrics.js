@@ -18,17 +18,38 @@ function draw(el) {
   const axis = { stroke: cssVar("--muted"), grid: { stroke: cssVar("--border"), width: 1 }, ticks: { stroke: cssVar("--border"), width: 1 } };
   /** @param {number} v */
   const fmt = (v) => (v == null ? "-" : percent ? `${+v.toFixed(3)}%` : v.toLocaleString("en-US"));
+  const granularity = el.dataset.granularity;
+  const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+  /** A period's label: "Nov 18", or "Nov 2026" for months. @param {number} t */
+  const day = (t) => {
+    const d = new Date(t * 1000);
+    return granularity === "monthly" ? `${MONTHS[d.getUTCMonth()]} ${d.getUTCFullYear()}` : `${MONTHS[d.getUTCMonth()]} ${d.getUTCDate()}`;
+  };
+  // Days, weeks and months are ticked at the periods themselves (every k-th one, about 90 px
+  // apart), never at uPlot's half-day steps; hours keep uPlot's own time ticks.
+  const xAxis = hourly ? { ...axis } : {
+    ...axis,
+    splits: (/** @type {any} */ u) => {
+      const k = Math.max(1, Math.ceil(x.length / Math.max(1, Math.floor(u.bbox.width / devicePixelRatio / 90))));
+      return x.filter((_, i) => i % k === 0);
+    },
+    values: (/** @type {any} */ _u, /** @type {number[]} */ ticks) => ticks.map(day),
+  };
+  // The legend shows the latest period whenever the pointer is not on a period.
+  const latest = (/** @type {any} */ u) => { if (u.cursor.idx == null && x.length) u.setLegend({ idx: x.length - 1 }, false); };
   const opts = {
+    hooks: { ready: [latest], setSize: [latest], setCursor: [latest] },
     width: Math.max(280, el.clientWidth),
+    padding: [12, 36, 0, 4],
     height: 240,
     tzDate: (/** @type {number} */ ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"),
     scales: { x: { time: true }, y: { range: (/** @type {any} */ _u, /** @type {number} */ _min, /** @type {number} */ max) => [0, Math.max(percent ? 1 : 4, max * 1.1)] } },
     axes: [
-      { ...axis, values: hourly ? undefined : "{YYYY}-{MM}-{DD}" },
+      xAxis,
       { ...axis, values: (/** @type {any} */ _u, /** @type {number[]} */ ticks) => ticks.map((t) => (percent ? `${+t.toFixed(2)}%` : Number.isInteger(t) ? t.toLocaleString("en-US") : "")) , size: 56 },
     ],
     series: [
-      { label: "Period (UTC)", value: hourly ? "{YYYY}-{MM}-{DD} {HH}:{mm}" : "{YYYY}-{MM}-{DD}" },
+      { label: "Period (UTC)", value: hourly ? "{YYYY}-{MM}-{DD} {HH}:{mm}" : granularity === "monthly" ? "{YYYY}-{MM}" : "{YYYY}-{MM}-{DD}" },
       ...series.map((s) => ({ label: s.label, stroke: s.color, width: 2, points: { size: x.length > 60 ? 0 : 5 }, value: (/** @type {any} */ _u, /** @type {number} */ v) => fmt(v) })),
     ],
   };
