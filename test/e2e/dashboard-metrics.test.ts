@@ -125,7 +125,18 @@ describe("the Metrics page and email insights", () => {
     await page.getByText(/^Periods with email/).click();
     expect(await page.locator("#periods tbody tr").count()).toBeGreaterThanOrEqual(1);
     await shot(page, "32-metrics-hourly");
-    // A range before any mail, and a bad one: each says what to do.
+    // Periods in another timezone (+05:30): the same mail, days counted on Kolkata's clock.
+    // (The form keeps the dates as typed, read on the new clock; without dates, the last 7 days there.)
+    await page.goto(`${tern.url}/dashboard/metrics?timezone=Asia/Kolkata`);
+    const kolkataToday = new Intl.DateTimeFormat("en-CA", { timeZone: "Asia/Kolkata" }).format(new Date());
+    expect(await page.getByLabel("To", { exact: true }).inputValue()).toBe(kolkataToday);
+    expect(await page.getByLabel("Timezone").inputValue()).toBe("Asia/Kolkata");
+    expect(await card(page, "delivered")).toBe(totals.delivered);
+    await page.getByText(/^Periods with email/).click();
+    expect(await page.locator("#periods thead").innerText()).toContain("Asia/Kolkata");
+    // A range before any mail, and bad input: each says what to do.
+    await page.goto(`${tern.url}/dashboard/metrics?timezone=Mars/Olympus`);
+    expect(await page.getByRole("alert").innerText()).toContain("timezone");
     await page.goto(`${tern.url}/dashboard/metrics?start_date=2020-01-01&end_date=2020-01-07`);
     expect(await page.locator("main").innerText()).toContain("No email in this range.");
     await page.goto(`${tern.url}/dashboard/metrics?start_date=2026-13-01`);

@@ -8,6 +8,7 @@ import { listDomains } from "../domains/service.ts";
 import { ApiError } from "../errors.ts";
 import { accountHealth, type AccountHealth, type RateHealth } from "../metrics/health.ts";
 import { GRANULARITIES, parseMetricsQuery, type Metric } from "../metrics/query.ts";
+import { isTimeZone } from "../metrics/periods.ts";
 import { emailMetrics, type MetricsAnswer } from "../metrics/service.ts";
 import { Badge, Empty } from "./layout.tsx";
 import { page, type DashCtx, type DashEnv } from "./routes.tsx";
@@ -45,7 +46,13 @@ const RATE_SERIES: { metric: Metric; label: string; color: string }[] = [
 ];
 
 const DAY = 86_400_000;
-const isoDay = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+/** Suggestions for the timezone field; any IANA name works. */
+const TIMEZONES = ["UTC", "America/Los_Angeles", "America/Denver", "America/Chicago", "America/New_York", "America/Sao_Paulo", "Europe/London", "Europe/Paris", "Europe/Berlin", "Africa/Lagos", "Asia/Dubai", "Asia/Kolkata", "Asia/Kathmandu", "Asia/Singapore", "Asia/Shanghai", "Asia/Tokyo", "Australia/Sydney", "Pacific/Auckland"];
+/** The calendar date of an instant in a timezone (UTC when the name is not one). */
+function isoDay(ms: number, tz: string): string {
+  const zone = isTimeZone(tz) ? tz : "UTC";
+  return new Intl.DateTimeFormat("en-CA", { timeZone: zone, year: "numeric", month: "2-digit", day: "2-digit" }).format(ms);
+}
 const count = (n: number | undefined) => (n ?? 0).toLocaleString("en-US");
 
 export function percent(fraction: number | undefined, digits = 2): string {
@@ -57,30 +64,39 @@ interface Filters {
   end_date: string;
   granularity: string;
   domain_id: string;
+  timezone: string;
 }
 
-/** The form's values, defaulting to the last 7 whole UTC days, daily. */
+/** The form's values, defaulting to the last 7 whole days in UTC, daily. */
 function filtersOf(query: (name: string) => string | undefined, now: number): Filters {
   const q = (name: string) => query(name)?.trim() || "";
+  const timezone = q("timezone") || "UTC";
   return {
-    start_date: q("start_date") || isoDay(now - 6 * DAY),
-    end_date: q("end_date") || isoDay(now),
+    timezone,
+    start_date: q("start_date") || isoDay(now - 6 * DAY, timezone),
+    end_date: q("end_date") || isoDay(now, timezone),
     granularity: q("granularity") || "daily",
     domain_id: q("domain_id"),
   };
 }
 
 function metricsParams(f: Filters): URLSearchParams {
-  const p = new URLSearchParams({ start_date: f.start_date, end_date: f.end_date, granularity: f.granularity, dimensions: "period", timezone: "UTC", metrics: METRICS.join(",") });
+  const p = new URLSearchParams({ start_date: f.start_date, end_date: f.end_date, granularity: f.granularity, dimensions: "period", timezone: f.timezone, metrics: METRICS.join(",") });
   if (f.domain_id) p.set("domain_id", f.domain_id);
   return p;
 }
 
-function periodLabel(iso: string, granularity: string): string {
-  return granularity === "hourly" ? `${iso.slice(0, 10)} ${iso.slice(11, 16)}` : granularity === "monthly" ? iso.slice(0, 7) : iso.slice(0, 10);
+/** A period's start on the timezone's wall clock: a date, an hour or a month. */
+function periodLabel(iso: string, granularity: string, tz: string): string {
+  const parts = Object.fromEntries(
+    new Intl.DateTimeFormat("en-CA", { timeZone: tz, year: "numeric", month: "2-digit", day: "2-digit", hour: "2-digit", minute: "2-digit", hourCycle: "h23" })
+      .formatToParts(Date.parse(iso)).map((p) => [p.type, p.value]),
+  );
+  const date = `${parts.year}-${parts.month}-${parts.day}`;
+  return granularity === "hourly" ? `${date} ${parts.hour}:${parts.minute}` : granularity === "monthly" ? date.slice(0, 7) : date;
 }
 
-function Chart(props: { id: string; title: string; unit: "count" | "percent"; answer: MetricsAnswer; series: typeof COUNT_SERIES }) {
+function Chart(props: { id: string; title: string; unit: "count" | "percent"; answer: MetricsAnswer; timezone: string; series: typeof COUNT_SERIES }) {
   const rows = props.answer.data ?? [];
   const x = rows.map((r) => Date.parse(r.period!) / 1000);
   const series = props.series.map((s) => ({
@@ -99,6 +115,7 @@ function Chart(props: { id: string; title: string; unit: "count" | "percent"; an
         aria-describedby="periods"
         data-chart={props.unit}
         data-granularity={props.answer.granularity}
+        data-timezone={props.timezone}
         data-x={JSON.stringify(x)}
         data-series={JSON.stringify(series)}
       >
@@ -198,7 +215,8 @@ async function metricsPage(c: DashCtx) {
           </select>
         </label>
         <button type="submit">Show</button>
-        <span class="muted">Dates and periods in UTC.</span>
+        <label>Timezone<input name="timezone" value={f.timezone} size={16} list="timezones" placeholder="UTC or Europe/Paris" /></label>
+        <datalist id="timezones">{TIMEZONES.map((z) => <option value={z} />)}</datalist>
       </form>
       {error ? <p class="error" role="alert">{error}</p> : null}
       <section aria-labelledby="totals">
@@ -227,17 +245,17 @@ async function metricsPage(c: DashCtx) {
         <section class="panel" aria-labelledby="over-time">
           <h2 id="over-time">Over time</h2>
           <link rel="stylesheet" href="/dashboard/assets/vendor/uplot.min.css" />
-          <Chart id="chart-counts" title="Emails" unit="count" answer={answer} series={COUNT_SERIES} />
-          <Chart id="chart-rates" title="Rates (%)" unit="percent" answer={answer} series={RATE_SERIES} />
+          <Chart id="chart-counts" title="Emails" unit="count" answer={answer} timezone={f.timezone} series={COUNT_SERIES} />
+          <Chart id="chart-rates" title="Rates (%)" unit="percent" answer={answer} timezone={f.timezone} series={RATE_SERIES} />
           <script src="/dashboard/assets/vendor/uplot.min.js" defer></script>
           <script src="/dashboard/assets/metrics.js" defer></script>
           <details>
             <summary>Periods with email ({active.length} of {rows.length})</summary>
             <table id="periods">
-              <thead><tr><th scope="col">Period</th>{COUNT_SERIES.map((s) => <th scope="col">{s.label}</th>)}<th scope="col">Bounce rate</th></tr></thead>
+              <thead><tr><th scope="col">Period ({f.timezone})</th>{COUNT_SERIES.map((s) => <th scope="col">{s.label}</th>)}<th scope="col">Bounce rate</th></tr></thead>
               <tbody>
                 {active.slice(0, 500).map((r) => (
-                  <tr><td>{periodLabel(r.period!, answer.granularity)}</td>{COUNT_SERIES.map((s) => <td>{count(r[s.metric])}</td>)}<td>{percent(r.bounce_rate)}</td></tr>
+                  <tr><td>{periodLabel(r.period!, answer.granularity, f.timezone)}</td>{COUNT_SERIES.map((s) => <td>{count(r[s.metric])}</td>)}<td>{percent(r.bounce_rate)}</td></tr>
                 ))}
               </tbody>
             </table>

@@ -19,12 +19,11 @@ function draw(el) {
   /** @param {number} v */
   const fmt = (v) => (v == null ? "-" : percent ? `${+v.toFixed(3)}%` : v.toLocaleString("en-US"));
   const granularity = el.dataset.granularity;
-  const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+  const timeZone = el.dataset.timezone || "UTC";
+  // Periods start at midnight (or the hour) in the chosen timezone: label them there.
+  const label = new Intl.DateTimeFormat("en-US", granularity === "monthly" ? { timeZone, month: "short", year: "numeric" } : { timeZone, month: "short", day: "numeric" });
   /** A period's label: "Nov 18", or "Nov 2026" for months. @param {number} t */
-  const day = (t) => {
-    const d = new Date(t * 1000);
-    return granularity === "monthly" ? `${MONTHS[d.getUTCMonth()]} ${d.getUTCFullYear()}` : `${MONTHS[d.getUTCMonth()]} ${d.getUTCDate()}`;
-  };
+  const day = (t) => label.format(t * 1000);
   // Days, weeks and months are ticked at the periods themselves (every k-th one, about 90 px
   // apart), never at uPlot's half-day steps; hours keep uPlot's own time ticks.
   const xAxis = hourly ? { ...axis } : {
@@ -42,14 +41,14 @@ function draw(el) {
     width: Math.max(280, el.clientWidth),
     padding: [12, 36, 0, 4],
     height: 240,
-    tzDate: (/** @type {number} */ ts) => uPlot.tzDate(new Date(ts * 1000), "Etc/UTC"),
+    tzDate: (/** @type {number} */ ts) => uPlot.tzDate(new Date(ts * 1000), timeZone),
     scales: { x: { time: true }, y: { range: (/** @type {any} */ _u, /** @type {number} */ _min, /** @type {number} */ max) => [0, Math.max(percent ? 1 : 4, max * 1.1)] } },
     axes: [
       xAxis,
       { ...axis, values: (/** @type {any} */ _u, /** @type {number[]} */ ticks) => ticks.map((t) => (percent ? `${+t.toFixed(2)}%` : Number.isInteger(t) ? t.toLocaleString("en-US") : "")) , size: 56 },
     ],
     series: [
-      { label: "Period (UTC)", value: hourly ? "{YYYY}-{MM}-{DD} {HH}:{mm}" : granularity === "monthly" ? "{YYYY}-{MM}" : "{YYYY}-{MM}-{DD}" },
+      { label: `Period (${timeZone})`, value: hourly ? "{YYYY}-{MM}-{DD} {HH}:{mm}" : granularity === "monthly" ? "{YYYY}-{MM}" : "{YYYY}-{MM}-{DD}" },
       ...series.map((s) => ({ label: s.label, stroke: s.color, width: 2, points: { size: x.length > 60 ? 0 : 5 }, value: (/** @type {any} */ _u, /** @type {number} */ v) => fmt(v) })),
     ],
   };
