@@ -214,9 +214,9 @@ async function metricsPage(c: DashCtx) {
             {domains.data.map((d) => <option value={d.id} selected={f.domain_id === d.id}>{d.name}</option>)}
           </select>
         </label>
-        <button type="submit">Show</button>
         <label>Timezone<input name="timezone" value={f.timezone} size={16} list="timezones" placeholder="UTC or Europe/Paris" /></label>
         <datalist id="timezones">{TIMEZONES.map((z) => <option value={z} />)}</datalist>
+        <button type="submit">Show</button>
       </form>
       {error ? <p class="error" role="alert">{error}</p> : null}
       <section aria-labelledby="totals">

@@ -26,7 +26,12 @@ function draw(el) {
   const day = (t) => label.format(t * 1000);
   // Days, weeks and months are ticked at the periods themselves (every k-th one, about 90 px
   // apart), never at uPlot's half-day steps; hours keep uPlot's own time ticks.
-  const xAxis = hourly ? { ...axis } : {
+  const clock = new Intl.DateTimeFormat("en-GB", { timeZone, hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
+  const xAxis = hourly ? {
+    ...axis,
+    // 24-hour times; midnight shows the date instead.
+    values: (/** @type {any} */ _u, /** @type {number[]} */ ticks) => ticks.map((t) => { const hm = clock.format(t * 1000); return hm === "00:00" ? day(t) : hm; }),
+  } : {
     ...axis,
     splits: (/** @type {any} */ u) => {
       const k = Math.max(1, Math.ceil(x.length / Math.max(1, Math.floor(u.bbox.width / devicePixelRatio / 90))));
