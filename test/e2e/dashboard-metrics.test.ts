@@ -11,7 +11,8 @@ let tern: TernProcess;
 let browser: Browser;
 
 beforeAll(async () => {
-  [tern, browser] = await Promise.all([startTern(), launchBrowser()]);
+  // A paid plan: the health check below sends 100 more emails than the free daily cap allows.
+  [tern, browser] = await Promise.all([startTern({ env: { TERN_DEV_PLAN: "pro_50k" } }), launchBrowser()]);
 }, 120_000);
 
 afterAll(async () => {
@@ -158,5 +159,17 @@ describe("the Metrics page and email insights", () => {
     expect(await section.locator("li[data-insight]").count()).toBe(insights.length);
     await shot(page, "33-email-insights");
     expect(await axeViolations(page)).toEqual([]);
+
+    // Past the bounce limit with enough volume (100 recipients): the health block says so and
+    // what to do; this tern does not pause (HEALTH_PAUSE is off), and says that too.
+    const batch = Array.from({ length: 100 }, (_, i) => ({ from: `Tern <hello@${tern.domain}>`, to: `bounced+${i}@${sim}`, subject: "bounce", text: "bounce" }));
+    expect((await api("/emails/batch", { method: "POST", body: JSON.stringify(batch) })).status).toBe(200);
+    await expect.poll(async () => ((await (await api("/account/health")).json()) as { status: string }).status, POLL).toBe("over_limit");
+    await page.goto(`${tern.url}/dashboard/metrics`);
+    const over = page.locator("section[aria-labelledby=health]");
+    expect(await over.locator("h2 .badge").innerText()).toBe("over limit");
+    expect(await over.innerText()).toContain("The bounce rate is over its limit.");
+    expect(await over.innerText()).toContain("does not pause sending");
+    await shot(page, "35-metrics-over-limit");
   }, 90_000);
 });

@@ -144,6 +144,12 @@ function RateLine(props: { name: string; r: RateHealth; digits: number; enough: 
   );
 }
 
+/** Which rates are over or near their limits, in a sentence. */
+function summary(h: AccountHealth): string {
+  const say = (name: string, r: RateHealth) => (r.status === "over_limit" ? `The ${name} is over its limit.` : r.status === "warning" ? `The ${name} is close to its limit.` : "");
+  return [say("bounce rate", h.bounce_rate), say("complaint rate", h.complaint_rate)].filter(Boolean).join(" ");
+}
+
 function Health(props: { h: AccountHealth }) {
   const h = props.h;
   return (
@@ -162,7 +168,7 @@ function Health(props: { h: AccountHealth }) {
       ) : null}
       {h.status !== "healthy" ? (
         <p role="status">
-          {h.status === "over_limit" ? "Over a limit." : "Close to a limit."} Remove addresses that bounce or complain (they are on <a href="/dashboard/suppressions">Suppressions</a>), send only to people who asked for your mail, and make unsubscribing easy.
+          {summary(h)} Remove addresses that bounce or complain (they are on <a href="/dashboard/suppressions">Suppressions</a>), send only to people who asked for your mail, and make unsubscribing easy.
         </p>
       ) : null}
       {h.sending_paused ? (
