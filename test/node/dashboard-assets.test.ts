@@ -18,3 +18,15 @@ describe("the dashboard's static assets", () => {
     expect(total).toBeLessThan(4 * 1024); // today: one small script
   });
 });
+
+describe("the Metrics page's chart scripts", () => {
+  it("load uPlot and the page's script on that page only, within the same budget", () => {
+    const metrics = readFileSync(join(root, "worker/dashboard/metrics.tsx"), "utf8");
+    const scripts = [...metrics.matchAll(/<script[^>]*src="([^"]+)"/g)].map((m) => m[1]!);
+    expect(scripts).toEqual(["/dashboard/assets/vendor/uplot.min.js", "/dashboard/assets/metrics.js"]);
+    // uplot.min.js is copied from node_modules by `npm install` (dev/build-dashboard-assets.ts).
+    const total = ["/dashboard/assets/app.js", ...scripts].reduce((n, src) => n + gzipSync(readFileSync(join(root, "dashboard/public", src))).length, 0);
+    expect(total).toBeLessThan(200 * 1024);
+    expect(total).toBeLessThan(32 * 1024); // uPlot is about 22 KB gzipped
+  });
+});

@@ -16,6 +16,8 @@ import { WEBHOOK_EVENT_TYPES } from "../webhooks/payloads.ts";
 import { createWebhook, deleteWebhook, findWebhook, listWebhookAttempts, listWebhookDeliveries, listWebhooks, replayWebhookDelivery, rotateWebhookSecret, updateWebhook, webhookView } from "../webhooks/service.ts";
 import { EMAIL_STATUSES, searchEmails, type EmailFilters } from "./email-search.ts";
 import { getReceived, listReceived } from "../inbound/service.ts";
+import { emailInsights } from "../insights/service.ts";
+import type { Insight } from "../insights/checks.ts";
 import { addSuppression, listSuppressions, removeSuppressionById } from "../suppressions/service.ts";
 import { CreateSuppressionRequest } from "../routes/suppressions.ts";
 import { Badge, Copy, Empty, Time } from "./layout.tsx";
@@ -102,6 +104,42 @@ async function emailsPage(c: DashCtx) {
   ));
 }
 
+/** The checks write names and values in `backticks`: shown as code. */
+function withCode(text: string) {
+  return text.split(/`([^`]+)`/).map((part, i) => (i % 2 ? <code>{part}</code> : part));
+}
+
+const INSIGHT_ORDER = { failed: 0, warning: 1, passed: 2 } as const;
+
+/** The email's deliverability checks (GET /emails/{id}/insights): problems first, each with
+ * how to fix it; the passed ones folded away. */
+function InsightsSection(props: { insights: Insight[] }) {
+  const sorted = [...props.insights].sort((a, b) => INSIGHT_ORDER[a.status] - INSIGHT_ORDER[b.status]);
+  const problems = sorted.filter((i) => i.status !== "passed");
+  const passed = sorted.filter((i) => i.status === "passed");
+  const failed = problems.filter((i) => i.status === "failed").length;
+  const item = (i: Insight) => (
+    <li data-insight={i.id}><Badge value={i.status} /> <strong>{i.title}</strong><p class="muted">{withCode(i.detail)}</p></li>
+  );
+  return (
+    <section class="panel" aria-labelledby="insights">
+      <h2 id="insights">Insights</h2>
+      <p>
+        {problems.length === 0
+          ? `All ${passed.length} deliverability checks passed.`
+          : `${failed} failed, ${problems.length - failed} ${problems.length - failed === 1 ? "warning" : "warnings"}, ${passed.length} passed. Fix these before the next send to keep this mail out of spam folders:`}
+      </p>
+      {problems.length ? <ul class="insights">{problems.map(item)}</ul> : null}
+      {passed.length ? (
+        <details>
+          <summary>{passed.length} passed checks</summary>
+          <ul class="insights">{passed.map(item)}</ul>
+        </details>
+      ) : null}
+    </section>
+  );
+}
+
 function headerBlock(raw: string): string {
   const end = raw.search(/\r?\n\r?\n/);
   return (end < 0 ? raw : raw.slice(0, end)).replace(/\r\n/g, "\n");
@@ -111,7 +149,11 @@ async function emailPage(c: DashCtx) {
   const v = c.get("viewer");
   const id = c.req.param("id")!;
   const email = await getEmail(c.env, v.account.id, id);
-  const [events, row] = await Promise.all([listEmailEvents(c.env.DB, v.account.id, id), findEmail(c.env.DB, v.account.id, id)]);
+  const [events, row, insights] = await Promise.all([
+    listEmailEvents(c.env.DB, v.account.id, id),
+    findEmail(c.env.DB, v.account.id, id),
+    emailInsights(c.env, readConfig(c.env), v.account.id, id),
+  ]);
   let raw: string | null = null;
   try {
     raw = new TextDecoder().decode(await renderMessage(c.env, row));
@@ -121,6 +163,9 @@ async function emailPage(c: DashCtx) {
   return page(c, email.subject || "(no subject)", (
     <>
       <p><a href="/dashboard/emails">← All emails</a></p>
+      <nav class="tabs" aria-label="Sections of this email">
+        <a href="#fields">Details</a><a href="#insights">Insights</a><a href="#timeline">Timeline</a><a href="#preview">Preview</a><a href="#raw">Headers and raw</a>
+      </nav>
       <section class="panel" aria-labelledby="fields">
         <h2 id="fields">Details</h2>
         <dl class="fields">
@@ -141,6 +186,7 @@ async function emailPage(c: DashCtx) {
           </form>
         ) : null}
       </section>
+      <InsightsSection insights={insights ?? []} />
       <section class="panel" aria-labelledby="timeline">
         <h2 id="timeline">Timeline</h2>
         <ol class="timeline">

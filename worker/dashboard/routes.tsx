@@ -21,6 +21,7 @@ import { DashboardMailError, linkMail, sendDashboardMail } from "./mail.ts";
 import { clearAddress, countAttempt } from "./throttle.ts";
 import { ACCOUNT_COOKIE, audit, auditUser, clientIp, loadViewer, type Viewer } from "./viewer.ts";
 import { registerResourcePages } from "./resources.tsx";
+import { registerMetricsPages } from "./metrics.tsx";
 import { exportAccount } from "./export.ts";
 
 export type DashEnv = { Bindings: Env; Variables: { viewer: Viewer } };
@@ -387,6 +388,7 @@ export function dashboardApp(): Hono<DashEnv> {
   app.get("/audit-log", async (c) => auditPage(c));
 
   registerResourcePages(app);
+  registerMetricsPages(app);
 
   app.all("*", (c) => {
     if (new URL(c.req.url).pathname.startsWith("/dashboard/api/")) return json({ message: "No such dashboard endpoint." }, 404);
