@@ -7,7 +7,7 @@ import { env, exports } from "cloudflare:workers";
 import PostalMime from "postal-mime";
 import { beforeAll, describe, expect, it } from "vitest";
 import { runFanout } from "../../worker/broadcasts/fanout.ts";
-import { api, createAccount, type TestAccount } from "./fixtures.ts";
+import { api, call, createAccount, type TestAccount } from "./fixtures.ts";
 import { address, bytesOf, capturedFor, rawText } from "./peers.ts";
 import { waitFor } from "./wait.ts";
 import { authenticateCaptured, publish, publishRecords, type DomainRecord } from "./zone.ts";
@@ -19,10 +19,6 @@ beforeAll(async () => {
   other = await createAccount();
 });
 
-async function call(t: TestAccount, method: string, path: string, body?: unknown) {
-  const res = await api(t.token, method, path, body);
-  return { status: res.status, body: (await res.json()) as any };
-}
 async function segmentWith(t: TestAccount, emails: (string | Record<string, unknown>)[]): Promise<{ segment: string; contacts: string[] }> {
   const segment = (await call(t, "POST", "/segments", { name: "Readers" })).body.id;
   const contacts: string[] = [];

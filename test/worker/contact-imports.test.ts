@@ -3,7 +3,7 @@
 // topics given, and each change emits its contact.* event; the counts say what happened.
 import { env, exports } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
-import { api, createAccount, type TestAccount } from "./fixtures.ts";
+import { call, createAccount, type TestAccount } from "./fixtures.ts";
 import { waitFor } from "./wait.ts";
 
 let a: TestAccount;
@@ -13,10 +13,6 @@ beforeAll(async () => {
   other = await createAccount();
 });
 
-async function call(t: TestAccount, method: string, path: string, body?: unknown) {
-  const res = await api(t.token, method, path, body);
-  return { status: res.status, body: (await res.json()) as any };
-}
 async function upload(t: TestAccount, fields: Record<string, string>, csv?: string) {
   const form = new FormData();
   if (csv !== undefined) form.append("file", new Blob([csv], { type: "text/csv" }), "contacts.csv");

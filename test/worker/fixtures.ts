@@ -67,6 +67,12 @@ export function api(token: string | null, method: string, path: string, body?: u
   return exports.default.fetch(new Request(`http://tern.test${path}`, { method, headers: h, body: payload }));
 }
 
+/** An API call as the account's key, with the answer's status and parsed JSON body. */
+export async function call(t: TestAccount, method: string, path: string, body?: unknown) {
+  const res = await api(t.token, method, path, body);
+  return { status: res.status, body: (await res.json()) as any };
+}
+
 export async function countRows(table: string, accountId: string): Promise<number> {
   const r = await env.DB.prepare(`SELECT COUNT(*) AS n FROM ${table} WHERE account_id = ?`).bind(accountId).first<{ n: number }>();
   return r!.n;

@@ -3,7 +3,7 @@
 // and changing nothing. Every change to a contact emits its contact.* event.
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
-import { api, createAccount, type TestAccount } from "./fixtures.ts";
+import { call, createAccount, type TestAccount } from "./fixtures.ts";
 
 let a: TestAccount;
 let other: TestAccount;
@@ -12,10 +12,6 @@ beforeAll(async () => {
   other = await createAccount();
 });
 
-async function call(t: TestAccount, method: string, path: string, body?: unknown) {
-  const res = await api(t.token, method, path, body);
-  return { status: res.status, body: (await res.json()) as any };
-}
 async function contactEvents(t: TestAccount) {
   const rows = await env.DB.prepare("SELECT type, payload_json FROM webhook_events WHERE account_id = ? AND type LIKE 'contact.%' ORDER BY id").bind(t.accountId).all<{ type: string; payload_json: string }>();
   return rows.results.map((r) => ({ type: r.type, data: JSON.parse(r.payload_json).data }));

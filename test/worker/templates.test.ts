@@ -2,7 +2,7 @@
 // sending with `template: {id, variables}` from POST /emails and /emails/batch (only published
 // versions; a missing variable without a fallback is a 422 that names it and sends nothing).
 import { beforeAll, describe, expect, it } from "vitest";
-import { api, countRows, createAccount, type TestAccount } from "./fixtures.ts";
+import { call, countRows, createAccount, type TestAccount } from "./fixtures.ts";
 
 let a: TestAccount;
 let other: TestAccount;
@@ -10,11 +10,6 @@ beforeAll(async () => {
   a = await createAccount();
   other = await createAccount();
 });
-
-async function call(t: TestAccount, method: string, path: string, body?: unknown) {
-  const res = await api(t.token, method, path, body);
-  return { status: res.status, body: (await res.json()) as any };
-}
 
 const welcome = () => ({
   name: "Welcome",
