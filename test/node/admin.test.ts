@@ -1,6 +1,6 @@
 // The operator commands act on a real local D1 state, through wrangler.
 import { execFileSync, spawnSync } from "node:child_process";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -66,4 +66,71 @@ describe("npm run admin", () => {
     expect(again.status).toBe(2);
     expect(again.stderr).toMatch(/exists already/);
   }, 60_000);
+});
+
+describe("npm run admin: an account's data", () => {
+  function put(key: string, text: string) {
+    const file = join(persist, "blob.txt");
+    writeFileSync(file, text);
+    execFileSync(process.execPath, [wrangler, "r2", "object", "put", `tern-blobs/${key}`, "--file", file, "--local", "--persist-to", persist], { cwd: root, env, stdio: "pipe" });
+  }
+  function blobExists(key: string): boolean {
+    return spawnSync(process.execPath, [wrangler, "r2", "object", "get", `tern-blobs/${key}`, "--pipe", "--local", "--persist-to", persist], { cwd: root, env, encoding: "utf8" }).stdout === `object ${key}`;
+  }
+
+  it("exports an account without its secrets, then deletes it with its R2 objects and its user, leaving another account whole", async () => {
+    const a = JSON.parse(admin("create-account", "Doomed").stdout) as { account_id: string; api_key: string };
+    const b = JSON.parse(admin("create-account", "Kept").stdout) as { account_id: string };
+    const user = JSON.parse(admin("create-user", a.account_id, "gone@example.com").stdout) as { user_id: string; password: string };
+    const now = Date.now();
+    const rows = (acct: string) => [
+      `INSERT INTO domains (id, account_id, name, created_at) VALUES ('dom-${acct}', '${acct}', 'd-${acct}.example', ${now})`,
+      `INSERT INTO dkim_keys (id, domain_id, account_id, selector, algorithm, public_key, private_key_sealed, state, created_at) VALUES ('dk-${acct}', 'dom-${acct}', '${acct}', 's1', 'rsa', 'PUBLIC-${acct}', 'SEALED-PRIVATE-${acct}', 'active', ${now})`,
+      `INSERT INTO emails (id, account_id, from_address, to_json, subject, content_key, attachments_json, state, last_event, pending_json, message_id, created_at) VALUES ('em-${acct}', '${acct}', 'a@d.example', '["r@x.example"]', 'Hello ${acct}', 'emails/em-${acct}/body.json', '[{"key":"emails/em-${acct}/attachments/0"}]', 'done', 'delivered', '[]', 'm@d', ${now})`,
+      `INSERT INTO email_events (id, email_id, account_id, type, created_at) VALUES ('ev-${acct}', 'em-${acct}', '${acct}', 'delivered', ${now})`,
+      `INSERT INTO webhooks (id, account_id, endpoint, events_json, secret_sealed, created_at, updated_at) VALUES ('wh-${acct}', '${acct}', 'https://h.example/', '["email.sent"]', 'SEALED-WHSEC-${acct}', ${now}, ${now})`,
+      `INSERT INTO suppressions (id, account_id, email, reason, created_at) VALUES ('sp-${acct}', '${acct}', 'no@x.example', 'manual', ${now})`,
+      `INSERT INTO inbound_emails (id, account_id, from_address, to_json, subject, raw_key, size, content_key, created_at) VALUES ('in-${acct}', '${acct}', 'f@x.example', '["me@d.example"]', 'In', 'inbound/${acct}/in/raw.eml', 3, 'inbound/${acct}/in/content.json', ${now})`,
+    ];
+    query([...rows(a.account_id), ...rows(b.account_id)].join("; "));
+    const keys = (acct: string) => [`emails/em-${acct}/body.json`, `emails/em-${acct}/attachments/0`, `inbound/${acct}/in/raw.eml`, `inbound/${acct}/in/content.json`];
+    for (const k of [...keys(a.account_id), ...keys(b.account_id), `inbound/${a.account_id}/orphan/raw.eml`]) put(k, `object ${k}`);
+
+    const file = join(persist, "export.json");
+    const exported = admin("export-account", a.account_id, "--out", file);
+    expect(exported.status, exported.stderr).toBe(0);
+    const bytes = readFileSync(file, "utf8");
+    const doc = JSON.parse(bytes) as { account: { name: string }; members: { email: string }[]; tables: Record<string, Record<string, unknown>[]> };
+    expect(doc.account.name).toBe("Doomed");
+    expect(doc.members.map((m) => m.email)).toEqual(["gone@example.com"]);
+    expect(doc.tables.emails!.map((e) => e.subject)).toEqual([`Hello ${a.account_id}`]);
+    expect(doc.tables.email_events).toHaveLength(1);
+    expect(doc.tables.dkim_keys![0]!.public_key).toBe(`PUBLIC-${a.account_id}`);
+    const token_hash = String(query(`SELECT token_hash FROM api_keys WHERE account_id = '${a.account_id}'`)[0]!.token_hash);
+    const hash = String(query(`SELECT password FROM auth_accounts WHERE user_id = '${user.user_id}'`)[0]!.password);
+    for (const secret of [`SEALED-PRIVATE-${a.account_id}`, `SEALED-WHSEC-${a.account_id}`, token_hash, hash, a.api_key, user.password, b.account_id]) expect(bytes.includes(secret), secret).toBe(false);
+
+    const deleted = admin("delete-account", a.account_id);
+    expect(deleted.status, deleted.stderr).toBe(0);
+    expect(JSON.parse(deleted.stdout)).toMatchObject({ deleted: a.account_id, users: 1 });
+    const { accountTables } = await import("../../worker/accounts/data.ts");
+    for (const t of accountTables()) {
+      const where = t === "accounts" ? "id" : ["email_links", "webhook_attempts"].includes(t) ? null : "account_id";
+      if (!where) continue;
+      expect(query(`SELECT COUNT(*) AS n FROM ${t} WHERE ${where} = '${a.account_id}'`), t).toEqual([{ n: 0 }]);
+    }
+    expect(query(`SELECT COUNT(*) AS n FROM auth_users WHERE id = '${user.user_id}'`)).toEqual([{ n: 0 }]);
+    expect(query(`SELECT COUNT(*) AS n FROM auth_accounts WHERE user_id = '${user.user_id}'`)).toEqual([{ n: 0 }]);
+    for (const k of [...keys(a.account_id), `inbound/${a.account_id}/orphan/raw.eml`]) expect(blobExists(k), k).toBe(false);
+    for (const k of keys(b.account_id)) expect(blobExists(k), k).toBe(true);
+    expect(query(`SELECT COUNT(*) AS n FROM emails WHERE account_id = '${b.account_id}'`)).toEqual([{ n: 1 }]);
+    expect(query(`SELECT COUNT(*) AS n FROM api_keys WHERE account_id = '${b.account_id}'`)).toEqual([{ n: 1 }]);
+  }, 180_000);
+
+  it("writes values into statements for wrangler as SQL literals", async () => {
+    const { inlineParams } = await import("../../ops/d1.ts");
+    expect(inlineParams("SELECT ?, ?2, ?1, ?", ["it's", 2])).toBe("SELECT 'it''s', 2, 'it''s', 2");
+    expect(inlineParams("DELETE FROM t WHERE a = ? AND b IS ?", ["x", null])).toBe("DELETE FROM t WHERE a = 'x' AND b IS NULL");
+    expect(() => inlineParams("SELECT ?", [])).toThrow(/parameter 1/);
+  });
 });

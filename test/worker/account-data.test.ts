@@ -7,11 +7,12 @@ import { env } from "cloudflare:workers";
 import { is } from "drizzle-orm";
 import { SQLiteTable, getTableConfig } from "drizzle-orm/sqlite-core";
 import { describe, expect, it } from "vitest";
-import { ACCOUNT_DATA, SECRET_COLUMNS, USER_TABLES, accountTables, d1Runner, deleteAccountData, exportStream, r2Store, type TableNode } from "../../worker/accounts/data.ts";
+import { ACCOUNT_DATA, SECRET_COLUMNS, USER_TABLES, accountTables, deleteAccountData, exportStream, type TableNode } from "../../worker/accounts/data.ts";
+import { d1Runner, r2Store } from "../../worker/accounts/bindings.ts";
 import * as schema from "../../worker/db/schema.ts";
 import { uuidv7 } from "../../worker/ids.ts";
 
-const tables = Object.values(schema).filter((v): v is SQLiteTable => is(v, SQLiteTable)).map((t) => getTableConfig(t));
+const tables = Object.values(schema as Record<string, unknown>).filter((v): v is SQLiteTable => is(v, SQLiteTable)).map((t) => getTableConfig(t));
 const config = (name: string) => tables.find((t) => t.name === name)!;
 
 /** Which table a column names a row of, by tern's naming. */

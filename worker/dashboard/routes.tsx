@@ -21,7 +21,8 @@ import { DashboardMailError, linkMail, sendDashboardMail } from "./mail.ts";
 import { clearAddress, countAttempt } from "./throttle.ts";
 import { ACCOUNT_COOKIE, audit, auditUser, clientIp, loadViewer, type Viewer } from "./viewer.ts";
 import { registerResourcePages } from "./resources.tsx";
-import { d1Runner, deleteAccountData, exportStream, r2Store } from "../accounts/data.ts";
+import { deleteAccountData, exportStream } from "../accounts/data.ts";
+import { d1Runner, r2Store } from "../accounts/bindings.ts";
 
 export type DashEnv = { Bindings: Env; Variables: { viewer: Viewer } };
 export type DashCtx = Context<DashEnv>;
