@@ -415,6 +415,40 @@ describe("the dashboard in a browser", () => {
     await ctx.close();
   });
 
+  it("deletes an account when its owner types its name, signs the owner out, and their sign-in is gone", async () => {
+    const ctx = await browser.newContext();
+    const page = await ctx.newPage();
+    await page.goto(`${tern.url}/dashboard/sign-up`);
+    await page.getByLabel("Name").fill("Dora");
+    await page.getByLabel("Email").fill("dora@example.com");
+    await page.getByLabel(/^Password/).fill(STRONG);
+    await page.getByRole("button", { name: "Create account" }).click();
+    await page.waitForURL("**/dashboard/sign-in?notice=check-email");
+    await page.goto(await mailedLink("dora@example.com", "verify-email"));
+    await signIn(page, "dora@example.com", STRONG);
+    await page.waitForURL("**/dashboard/emails");
+    await page.goto(`${tern.url}/dashboard/settings`);
+    await page.waitForLoadState("load");
+    const cookie = (await ctx.cookies()).map((c) => `${c.name}=${c.value}`).join("; ");
+    const name = (await page.locator("#delete-account + p + form strong").innerText()).trim();
+    const confirmBox = page.getByLabel(/Type the account's name/);
+    page.on("dialog", (d) => void d.accept());
+    await confirmBox.fill(`${name} (not quite)`);
+    await page.getByRole("button", { name: "Delete account" }).click();
+    await expect.poll(() => page.getByRole("alert").first().innerText(), POLL).toContain("exactly to confirm");
+    await shot(page, "18-delete-account-refused");
+    await confirmBox.fill(name);
+    await page.getByRole("button", { name: "Delete account" }).click();
+    await page.waitForURL("**/dashboard/sign-in?notice=account-deleted");
+    expect(await page.getByRole("status").innerText()).toContain("deleted");
+    await shot(page, "19-account-deleted");
+    // The old cookie opens nothing, and the user (of no other account) is gone with the account.
+    expect((await fetch(`${tern.url}/dashboard/settings`, { redirect: "manual", headers: { cookie } })).status).toBe(303);
+    await signIn(page, "dora@example.com", STRONG);
+    await expect.poll(() => page.getByRole("alert").first().innerText(), POLL).toMatch(/invalid|incorrect|wrong/i);
+    await ctx.close();
+  });
+
   it("throttles repeated wrong passwords for an address", async () => {
     const attempt = (password: string) =>
       fetch(`${tern.url}/dashboard/api/auth/sign-in/email`, { method: "POST", headers: { "content-type": "application/json", origin: tern.url, "cf-connecting-ip": "198.51.100.7" }, body: JSON.stringify({ email: "victim@example.com", password }) });

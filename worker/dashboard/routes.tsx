@@ -469,12 +469,12 @@ async function settingsPage(c: DashCtx): Promise<Response> {
       {v.role === "owner" ? (
         <section class="panel" aria-labelledby="data">
           <h2 id="data">Your data</h2>
-          <p>Download everything this account holds (emails' metadata and events, contacts, suppressions, domains without private keys, webhooks, the audit log) as one JSON file.</p>
+          <p>Download everything this account holds as one JSON file: emails with their events, contacts, segments and topics, suppressions, templates and broadcasts, domains (public keys only), API keys (names, never the keys), webhooks and their deliveries (no secrets), received mail, API logs, usage and the audit log.</p>
           <a class="button secondary" href="/dashboard/api/export" download>Export account data</a>
           <h2 id="delete-account">Delete this account</h2>
           <p>Deletes the account and everything it holds, at once and for good: emails and their content, events, contacts, domains, keys, webhooks, the audit log. Members who belong to no other account lose their sign-in. Export first if you want a copy.</p>
           <form method="post" class="row" data-api="/dashboard/api/account/delete" data-then="/dashboard/sign-in?notice=account-deleted" data-confirm={`Delete ${v.account.name} and all its data? This cannot be undone.`} aria-labelledby="delete-account">
-            <label>Type the account's name, <strong>{v.account.name}</strong>, to confirm<input name="name" autocomplete="off" required /></label>
+            <label><span>Type the account's name, <strong>{v.account.name}</strong>, to confirm</span><input name="name" autocomplete="off" required /></label>
             <button type="submit" class="danger">Delete account</button>
           </form>
         </section>
