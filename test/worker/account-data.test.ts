@@ -174,6 +174,25 @@ describe("deleting an account", () => {
     for (const [t, c] of Object.entries(await counts(a))) expect(c, t).toBe(0);
     for (const k of keys) expect(await env.BLOBS.head(k), k).toBeNull();
   });
+
+  it("takes a row a late request adds behind the sweep, before the account row goes", async () => {
+    const a = `h${uuidv7()}`;
+    await insert("accounts", a, null);
+    const d1 = d1Runner(env.DB);
+    let late = true;
+    const racing = {
+      all: async (sql: string, params?: (string | number | null)[]) => {
+        if (late && sql.startsWith("DELETE FROM accounts")) {
+          late = false;
+          await env.DB.prepare("INSERT INTO suppressions (id, account_id, email, reason, created_at) VALUES (?, ?, 'late@example.test', 'manual', 1)").bind(`late-${a}`, a).run();
+        }
+        return d1.all(sql, params);
+      },
+    };
+    const report = await deleteAccountData(racing, r2Store(env.BLOBS), a);
+    expect(report.rows.accounts).toBe(1);
+    expect(await n("SELECT COUNT(*) AS n FROM suppressions WHERE account_id = ?", a)).toBe(0);
+  });
 });
 
 describe("exporting an account", () => {
