@@ -342,13 +342,18 @@ describe("the dashboard in a browser", () => {
     expect((await fetch(`${tern.url}/dashboard/api/export`, { headers: { cookie: memberCookie } })).status).toBe(403);
     await page.goto(`${tern.url}/dashboard/settings`);
     const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("link", { name: "Export account data" }).click()]);
-    const exported = JSON.parse(await import("node:fs").then(async (fs) => fs.readFileSync((await download.path())!, "utf8"))) as Record<string, any>;
-    const mine = (exported.emails as { id: string; events: { type: string }[] }[]).find((e) => e.id === sent.id);
-    expect(mine?.events.map((e) => e.type)).toContain("delivered");
-    expect((exported.domains as { name: string; dkim_keys: { publicKey: string }[] }[]).find((d) => d.name === "news.example.org")?.dkim_keys.length).toBe(2);
-    expect(JSON.stringify(exported)).not.toMatch(/private|token_hash|secret_sealed|BEGIN PRIVATE/i);
-    expect((exported.suppressions as { email: string }[]).map((x) => x.email)).toContain("blocked@example.com");
-    expect((exported.audit_log as { action: string }[]).map((x) => x.action)).toContain("api_key.revoked");
+    const exported = JSON.parse(await import("node:fs").then(async (fs) => fs.readFileSync((await download.path())!, "utf8"))) as { tables: Record<string, any[]> };
+    const t = exported.tables;
+    expect(t.emails!.map((e: { id: string }) => e.id)).toContain(sent.id);
+    expect(t.email_events!.filter((e: { email_id: string }) => e.email_id === sent.id).map((e: { type: string }) => e.type)).toContain("delivered");
+    const dom = t.domains!.find((d: { name: string }) => d.name === "news.example.org");
+    expect(t.dkim_keys!.filter((k: { domain_id: string }) => k.domain_id === dom.id)).toHaveLength(2);
+    expect(JSON.stringify(exported)).not.toMatch(/private_key|token_hash|secret_sealed|BEGIN PRIVATE/i);
+    expect(t.suppressions!.map((x: { email: string }) => x.email)).toContain("blocked@example.com");
+    expect(t.audit_log!.map((x: { action: string }) => x.action)).toContain("api_key.revoked");
+    // Nor does anyone but an owner delete it.
+    const del = await fetch(`${tern.url}/dashboard/api/account/delete`, { method: "POST", headers: { "content-type": "application/json", origin: tern.url, cookie: memberCookie, "x-csrf-token": memberCsrf }, body: JSON.stringify({ name: "Dev account" }) });
+    expect(del.status).toBe(403);
 
     // The member sees the dev account's mail.
     await member.goto(`${tern.url}/dashboard/emails/${sent.id}`);
