@@ -139,4 +139,15 @@ describe("npm run admin: an account's data", () => {
     expect(inlineParams("DELETE FROM t WHERE a = ? AND b IS ?", ["x", null])).toBe("DELETE FROM t WHERE a = 'x' AND b IS NULL");
     expect(() => inlineParams("SELECT ?", [])).toThrow(/parameter 1/);
   });
+
+  it("runs statements and deletes objects through wrangler, the seams --remote uses", async () => {
+    const { wranglerRunner, wranglerBlobs } = await import("../../ops/admin.ts");
+    const target = ["--local", "--persist-to", persist];
+    expect(await wranglerRunner(target).all("SELECT ? AS v, ?2 AS n", ["it's", 7])).toEqual([{ v: "it's", n: 7 }]);
+    await withBucket(async (bucket) => {
+      await bucket.put("seam/one", "x");
+    });
+    await wranglerBlobs(target).delete(["seam/one"]);
+    await withBucket(async (bucket) => expect(await bucket.head("seam/one")).toBeNull());
+  }, 120_000);
 });
