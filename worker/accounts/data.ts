@@ -141,15 +141,33 @@ export interface DeleteReport {
   users: number;
 }
 
+/** The statements deletion and export run on a node's rows among `scopes` bound values (the
+ * account id, or a page of parent ids); test/worker/account-data.test.ts checks their plans. */
+export function nodeSql(node: TableNode, scopes: number) {
+  const where = `${node.scope} IN (${marks(scopes)})`;
+  const order = [node.scope, ...node.key.filter((k) => k !== node.scope)];
+  const exportPage = (after: boolean) =>
+    `SELECT * FROM ${node.table} WHERE ${where}${after ? ` AND (${order.join(", ")}) > (${marks(order.length)})` : ""} ORDER BY ${order.join(", ")} LIMIT ${PAGE}`;
+  return {
+    /** A page of parents (with the objects they name), whose dependents go first. */
+    parents: `SELECT id${(node.blobs ?? []).map((c) => `, ${c}`).join("")} FROM ${node.table} WHERE ${where} LIMIT ${PAGE}`,
+    /** A bounded batch of leaf rows. */
+    deleteBatch: `DELETE FROM ${node.table} WHERE ${cols(node.key)} IN (SELECT ${node.key.join(", ")} FROM ${node.table} WHERE ${where} LIMIT ${DELETE_BATCH}) RETURNING 1 AS x`,
+    exportFirst: exportPage(false),
+    exportNext: exportPage(true),
+    order,
+  };
+}
+
 /** Deletes a node's rows in `scopeValues` (one account id, or a page of parent ids), children
  * and R2 objects first. */
 async function deleteNode(db: SqlRunner, blobs: BlobStore, node: TableNode, scopeValues: string[], report: DeleteReport): Promise<void> {
-  const where = `${node.scope} IN (${marks(scopeValues.length)})`;
+  const q = nodeSql(node, scopeValues.length);
   const bump = (n: number) => (report.rows[node.table] = (report.rows[node.table] ?? 0) + n);
   if (node.children?.length || node.blobs?.length) {
     // Parents with children or objects have an `id`: a page of them, their dependents, then them.
     for (;;) {
-      const rows = await db.all(`SELECT id${(node.blobs ?? []).map((c) => `, ${c}`).join("")} FROM ${node.table} WHERE ${where} LIMIT ${PAGE}`, scopeValues);
+      const rows = await db.all(q.parents, scopeValues);
       if (rows.length === 0) return;
       const ids = rows.map((r) => String(r.id));
       for (const c of node.children ?? []) await deleteNode(db, blobs, c, ids, report);
@@ -162,10 +180,7 @@ async function deleteNode(db: SqlRunner, blobs: BlobStore, node: TableNode, scop
     }
   }
   for (;;) {
-    const gone = await db.all(
-      `DELETE FROM ${node.table} WHERE ${cols(node.key)} IN (SELECT ${node.key.join(", ")} FROM ${node.table} WHERE ${where} LIMIT ${DELETE_BATCH}) RETURNING 1 AS x`,
-      scopeValues,
-    );
+    const gone = await db.all(q.deleteBatch, scopeValues);
     bump(gone.length);
     if (gone.length < DELETE_BATCH) return;
   }
@@ -247,17 +262,11 @@ export function exportRow(table: string, row: Row): Row {
 
 /** Pages of a node's rows within scopeValues, in key order (keyset paging). */
 async function* rowPages(db: SqlRunner, node: TableNode, scopeValues: string[]): AsyncGenerator<Row[]> {
-  const order = [node.scope, ...node.key.filter((k) => k !== node.scope)];
+  const q = nodeSql(node, scopeValues.length);
+  const order = q.order;
   let after: Param[] | null = null;
   for (;;) {
-    const params: Param[] = [...scopeValues];
-    let sql = `SELECT * FROM ${node.table} WHERE ${node.scope} IN (${marks(scopeValues.length)})`;
-    if (after) {
-      sql += ` AND (${order.join(", ")}) > (${marks(order.length)})`;
-      params.push(...after);
-    }
-    sql += ` ORDER BY ${order.join(", ")} LIMIT ${PAGE}`;
-    const rows = await db.all(sql, params);
+    const rows = await db.all(after ? q.exportNext : q.exportFirst, after ? [...scopeValues, ...after] : scopeValues);
     if (rows.length === 0) return;
     yield rows;
     if (rows.length < PAGE) return;
