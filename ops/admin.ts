@@ -7,12 +7,24 @@
 // another). create-account prints a full-access API key once; only its hash is stored.
 // create-user makes a dashboard sign-in (address already verified) for an account and prints
 // its password once (a generated one unless --password is given); only a scrypt hash is stored.
+//   npm run admin -- export-account <account-id> [--out FILE] [--remote]
+//   npm run admin -- delete-account <account-id> [--remote]
+// export-account writes the account's data (secrets left out) as one JSON file; delete-account
+// deletes the account with every row it holds, the R2 objects its rows name and its users who
+// belong to no other account. Both run the Worker's own worker/accounts/data.ts: locally over
+// real D1 and R2 bindings of the local state (wrangler's getPlatformProxy); with --remote
+// statement by statement through `wrangler d1 execute` and `wrangler r2 object delete` (about
+// a second each; and wrangler cannot list a bucket, so objects no row names are left: see
+// wranglerBlobs). Deletion can be run again if it stops half-way.
 import { randomUUID } from "node:crypto";
 import { hashPassword } from "better-auth/crypto";
 import { passwordProblem } from "../worker/dashboard/passwords.ts";
 import { join, resolve } from "node:path";
 import { PLANS, isPlan } from "../worker/plans.ts";
-import { apiKeyInsert, d1Execute, d1Target, generateToken, sqlString as sql } from "./d1.ts";
+import { createWriteStream } from "node:fs";
+import { once } from "node:events";
+import { apiKeyInsert, blobsBucket, d1Execute, d1Target, generateToken, inlineParams, runWrangler, sqlString as sql } from "./d1.ts";
+import { deleteAccountData, exportAccountData, type BlobStore, type SqlRunner } from "../worker/accounts/data.ts";
 
 const root = resolve(import.meta.dirname, "..");
 
@@ -37,6 +49,30 @@ function changes(result: unknown): number {
 
 export type Role = "owner" | "admin" | "member";
 
+/** worker/accounts/data.ts's database seam over `wrangler d1 execute` (no bound parameters
+ * there: values are written into the statement as SQL literals). */
+export function wranglerRunner(target: string[]): SqlRunner {
+  return {
+    all: async (statement, params = []) => {
+      const out = d1Execute(target, [inlineParams(statement, params) + ";"], true) as { results?: Record<string, unknown>[] }[];
+      return out[0]?.results ?? [];
+    },
+  };
+}
+
+/** Its R2 seam over `wrangler r2 object delete`, one object a call. Wrangler cannot list a
+ * bucket's objects, so objects no row names (under inbound/<account>/, from a receive that
+ * failed half-way) are not found remotely; the dashboard's deletion and the local one (real
+ * bindings) list and delete those too. */
+export function wranglerBlobs(target: string[]): BlobStore {
+  const bucket = blobsBucket();
+  return {
+    delete: async (keys) => {
+      for (const key of keys) runWrangler(["r2", "object", "delete", `${bucket}/${key}`, ...target]);
+    },
+  };
+}
+
 /** A readable random password: 4 groups of 5 base32 letters (100 bits). */
 export function generatePassword(): string {
   const alphabet = "abcdefghijkmnpqrstuvwxyz23456789";
@@ -58,6 +94,36 @@ export async function userInserts(u: { id: string; accountId: string; email: str
   ];
 }
 
+/** The local state's D1 and R2 through real bindings (the shapes the Worker's seams use). */
+async function localSeams(persistTo: string): Promise<{ db: SqlRunner; blobs: BlobStore; dispose: () => Promise<void> }> {
+  // Wrangler's notices ("Using secrets defined in .dev.vars") would mix into the JSON printed.
+  process.env.WRANGLER_LOG ??= "error";
+  const { getPlatformProxy } = await import("wrangler");
+  type Bucket = { delete(keys: string[]): Promise<void>; list(o: { prefix: string; cursor?: string; limit: number }): Promise<{ objects: { key: string }[]; truncated: boolean; cursor?: string }> };
+  type Database = { prepare(sql: string): { bind(...p: unknown[]): { all(): Promise<{ results: Record<string, unknown>[] }> } } };
+  const proxy = await getPlatformProxy<{ DB: Database; BLOBS: Bucket }>({ configPath: join(root, "wrangler.toml"), persist: { path: join(persistTo, "v3") } });
+  const { DB, BLOBS } = proxy.env;
+  return {
+    db: { all: async (statement, params = []) => (await DB.prepare(statement).bind(...params).all()).results },
+    blobs: {
+      delete: async (keys) => {
+        if (keys.length) await BLOBS.delete(keys);
+      },
+      list: async (prefix) => {
+        const keys: string[] = [];
+        let cursor: string | undefined;
+        for (;;) {
+          const page = await BLOBS.list({ prefix, cursor, limit: 1000 });
+          keys.push(...page.objects.map((o) => o.key));
+          if (!page.truncated) return keys;
+          cursor = page.cursor;
+        }
+      },
+    },
+    dispose: () => proxy.dispose(),
+  };
+}
+
 export async function main(argv: string[]): Promise<void> {
   const args = [...argv];
   const flag = (name: string) => {
@@ -72,6 +138,7 @@ export async function main(argv: string[]): Promise<void> {
   const name = flag("--name");
   const role = flag("--role");
   const password = flag("--password");
+  const out = flag("--out");
   const target = d1Target(remote, persistTo);
   const [command, ...rest] = args;
   const plans = Object.keys(PLANS).join(", ");
@@ -128,8 +195,42 @@ export async function main(argv: string[]): Promise<void> {
       console.log(JSON.stringify({ user_id: userId, account_id: accountId, email: email.toLowerCase(), role: r, password: pw }, null, 2));
       return;
     }
+    case "export-account": {
+      const [accountId] = rest;
+      if (!accountId) fail("usage: export-account <account-id> [--out FILE]");
+      const seams = remote ? { db: wranglerRunner(target), dispose: async () => {} } : await localSeams(persistTo);
+      try {
+        const found = await seams.db.all("SELECT name FROM accounts WHERE id = ?", [accountId]);
+        if (found.length !== 1) fail(`no account ${accountId}`);
+        const file = out ?? `tern-export-${accountId}-${new Date().toISOString().slice(0, 10)}.json`;
+        const stream = createWriteStream(file);
+        for await (const part of exportAccountData(seams.db, accountId)) {
+          if (!stream.write(part)) await once(stream, "drain");
+        }
+        stream.end();
+        await once(stream, "finish");
+        console.log(`account ${accountId} (${String(found[0]!.name)}) exported to ${file}`);
+      } finally {
+        await seams.dispose();
+      }
+      return;
+    }
+    case "delete-account": {
+      const [accountId] = rest;
+      if (!accountId) fail("usage: delete-account <account-id>");
+      const seams = remote ? { db: wranglerRunner(target), blobs: wranglerBlobs(target), dispose: async () => {} } : await localSeams(persistTo);
+      try {
+        const found = await seams.db.all("SELECT name FROM accounts WHERE id = ?", [accountId]);
+        if (found.length !== 1) console.error(`no account ${accountId}: deleting whatever rows of it remain (a deletion that stopped half-way)`);
+        const report = await deleteAccountData(seams.db, seams.blobs, accountId);
+        console.log(JSON.stringify({ deleted: accountId, rows: report.rows, blobs: report.blobs, users: report.users }, null, 2));
+      } finally {
+        await seams.dispose();
+      }
+      return;
+    }
     default:
-      fail(`usage: npm run admin -- <create-account|set-plan|set-rate-limit|create-user> ... [--remote | --persist-to DIR]\nplans: ${plans}`);
+      fail(`usage: npm run admin -- <create-account|set-plan|set-rate-limit|create-user|export-account|delete-account> ... [--remote | --persist-to DIR]\nplans: ${plans}`);
   }
 }
 

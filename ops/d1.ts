@@ -2,6 +2,7 @@
 // uses) or --remote. Shared by `npm start` and the operator commands; API keys are made by the
 // Worker's own auth code, so there is one definition of a key and of how it is stored.
 import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { generateToken, hashToken, isTokenShape, tokenPrefix } from "../worker/api-key-token.ts";
 
@@ -37,4 +38,33 @@ export { generateToken, isTokenShape };
 /** The INSERT of a full-access key, storing only the token's hash and its visible prefix. */
 export async function apiKeyInsert(k: { id: string; accountId: string; name: string; token: string }, now = Date.now()): Promise<string> {
   return `INSERT OR IGNORE INTO api_keys (id, account_id, name, permission, domain_id, token_hash, token_prefix, created_at) VALUES (${sqlString(k.id)}, ${sqlString(k.accountId)}, ${sqlString(k.name)}, 'full_access', NULL, ${sqlString(await hashToken(k.token))}, ${sqlString(tokenPrefix(k.token))}, ${now});`;
+}
+
+/** A SQL value written into a statement: wrangler's --command takes no bound parameters. */
+export function sqlLiteral(v: string | number | null): string {
+  if (v === null) return "NULL";
+  if (typeof v === "number") {
+    if (!Number.isFinite(v)) throw new Error(`not a SQL number: ${v}`);
+    return String(v);
+  }
+  return sqlString(v);
+}
+
+/** `sql` with its `?` and `?N` placeholders replaced by the literals of `params`. The
+ * statements given here are tern's own, with no `?` inside their string literals. */
+export function inlineParams(sql: string, params: (string | number | null)[]): string {
+  let next = 0;
+  return sql.replace(/\?(\d+)?/g, (_, n: string | undefined) => {
+    const i = n ? Number(n) - 1 : next++;
+    if (i >= params.length) throw new Error(`statement needs parameter ${i + 1}: ${sql.slice(0, 80)}`);
+    return sqlLiteral(params[i]!);
+  });
+}
+
+/** The R2 bucket bound as BLOBS in wrangler.toml. */
+export function blobsBucket(): string {
+  const toml = readFileSync(join(root, "wrangler.toml"), "utf8");
+  const m = toml.match(/\[\[r2_buckets\]\][^[]*?binding\s*=\s*"BLOBS"[^[]*?bucket_name\s*=\s*"([^"]+)"/) ?? toml.match(/\[\[r2_buckets\]\][^[]*?bucket_name\s*=\s*"([^"]+)"[^[]*?binding\s*=\s*"BLOBS"/);
+  if (!m) throw new Error("wrangler.toml binds no R2 bucket as BLOBS");
+  return m[1]!;
 }

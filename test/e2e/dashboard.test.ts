@@ -342,13 +342,18 @@ describe("the dashboard in a browser", () => {
     expect((await fetch(`${tern.url}/dashboard/api/export`, { headers: { cookie: memberCookie } })).status).toBe(403);
     await page.goto(`${tern.url}/dashboard/settings`);
     const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("link", { name: "Export account data" }).click()]);
-    const exported = JSON.parse(await import("node:fs").then(async (fs) => fs.readFileSync((await download.path())!, "utf8"))) as Record<string, any>;
-    const mine = (exported.emails as { id: string; events: { type: string }[] }[]).find((e) => e.id === sent.id);
-    expect(mine?.events.map((e) => e.type)).toContain("delivered");
-    expect((exported.domains as { name: string; dkim_keys: { publicKey: string }[] }[]).find((d) => d.name === "news.example.org")?.dkim_keys.length).toBe(2);
-    expect(JSON.stringify(exported)).not.toMatch(/private|token_hash|secret_sealed|BEGIN PRIVATE/i);
-    expect((exported.suppressions as { email: string }[]).map((x) => x.email)).toContain("blocked@example.com");
-    expect((exported.audit_log as { action: string }[]).map((x) => x.action)).toContain("api_key.revoked");
+    const exported = JSON.parse(await import("node:fs").then(async (fs) => fs.readFileSync((await download.path())!, "utf8"))) as { tables: Record<string, any[]> };
+    const t = exported.tables;
+    expect(t.emails!.map((e: { id: string }) => e.id)).toContain(sent.id);
+    expect(t.email_events!.filter((e: { email_id: string }) => e.email_id === sent.id).map((e: { type: string }) => e.type)).toContain("delivered");
+    const dom = t.domains!.find((d: { name: string }) => d.name === "news.example.org");
+    expect(t.dkim_keys!.filter((k: { domain_id: string }) => k.domain_id === dom.id)).toHaveLength(2);
+    expect(JSON.stringify(exported)).not.toMatch(/private_key|token_hash|secret_sealed|BEGIN PRIVATE/i);
+    expect(t.suppressions!.map((x: { email: string }) => x.email)).toContain("blocked@example.com");
+    expect(t.audit_log!.map((x: { action: string }) => x.action)).toContain("api_key.revoked");
+    // Nor does anyone but an owner delete it.
+    const del = await fetch(`${tern.url}/dashboard/api/account/delete`, { method: "POST", headers: { "content-type": "application/json", origin: tern.url, cookie: memberCookie, "x-csrf-token": memberCsrf }, body: JSON.stringify({ name: "Dev account" }) });
+    expect(del.status).toBe(403);
 
     // The member sees the dev account's mail.
     await member.goto(`${tern.url}/dashboard/emails/${sent.id}`);
@@ -412,6 +417,40 @@ describe("the dashboard in a browser", () => {
     const stale = await fetch(`${tern.url}/dashboard/settings`, { redirect: "manual", headers: { cookie: oldCookie } });
     expect(stale.status).toBe(303);
     await other.context().close();
+    await ctx.close();
+  });
+
+  it("deletes an account when its owner types its name, signs the owner out, and their sign-in is gone", async () => {
+    const ctx = await browser.newContext();
+    const page = await ctx.newPage();
+    await page.goto(`${tern.url}/dashboard/sign-up`);
+    await page.getByLabel("Name").fill("Dora");
+    await page.getByLabel("Email").fill("dora@example.com");
+    await page.getByLabel(/^Password/).fill(STRONG);
+    await page.getByRole("button", { name: "Create account" }).click();
+    await page.waitForURL("**/dashboard/sign-in?notice=check-email");
+    await page.goto(await mailedLink("dora@example.com", "verify-email"));
+    await signIn(page, "dora@example.com", STRONG);
+    await page.waitForURL("**/dashboard/emails");
+    await page.goto(`${tern.url}/dashboard/settings`);
+    await page.waitForLoadState("load");
+    const cookie = (await ctx.cookies()).map((c) => `${c.name}=${c.value}`).join("; ");
+    const name = (await page.locator("#delete-account + p + form strong").innerText()).trim();
+    const confirmBox = page.getByLabel(/Type the account's name/);
+    page.on("dialog", (d) => void d.accept());
+    await confirmBox.fill(`${name} (not quite)`);
+    await page.getByRole("button", { name: "Delete account" }).click();
+    await expect.poll(() => page.getByRole("alert").first().innerText(), POLL).toContain("exactly to confirm");
+    await shot(page, "18-delete-account-refused");
+    await confirmBox.fill(name);
+    await page.getByRole("button", { name: "Delete account" }).click();
+    await page.waitForURL("**/dashboard/sign-in?notice=account-deleted");
+    expect(await page.getByRole("status").innerText()).toContain("deleted");
+    await shot(page, "19-account-deleted");
+    // The old cookie opens nothing, and the user (of no other account) is gone with the account.
+    expect((await fetch(`${tern.url}/dashboard/settings`, { redirect: "manual", headers: { cookie } })).status).toBe(303);
+    await signIn(page, "dora@example.com", STRONG);
+    await expect.poll(() => page.getByRole("alert").first().innerText(), POLL).toMatch(/invalid|incorrect|wrong/i);
     await ctx.close();
   });
 

@@ -35,6 +35,7 @@ const NOTICES: Record<string, string> = {
   "check-email": "We sent you a link to confirm your address. Open it, then sign in.",
   reset: "Your password was changed. Sign in with the new one.",
   "signed-out": "You are signed out.",
+  "account-deleted": "The account and all its data are deleted, and you are signed out.",
   oauth: "The sign-in with that provider did not complete. Try again, or use your email and password.",
 };
 

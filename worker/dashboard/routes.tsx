@@ -22,7 +22,8 @@ import { clearAddress, countAttempt } from "./throttle.ts";
 import { ACCOUNT_COOKIE, audit, auditUser, clientIp, loadViewer, type Viewer } from "./viewer.ts";
 import { registerResourcePages } from "./resources.tsx";
 import { registerMetricsPages } from "./metrics.tsx";
-import { exportAccount } from "./export.ts";
+import { deleteAccountData, exportStream } from "../accounts/data.ts";
+import { d1Runner, r2Store } from "../accounts/bindings.ts";
 
 export type DashEnv = { Bindings: Env; Variables: { viewer: Viewer } };
 export type DashCtx = Context<DashEnv>;
@@ -378,9 +379,33 @@ export function dashboardApp(): Hono<DashEnv> {
     if (v.role !== "owner") throw new DashError(403, "Only an owner exports the account's data.");
     await audit(c.env, v, { action: "account.exported" });
     const day = new Date().toISOString().slice(0, 10);
-    return new Response(exportAccount(c.env.DB, v.account.id), {
+    return new Response(exportStream(d1Runner(c.env.DB), v.account.id), {
       headers: { "content-type": "application/json; charset=utf-8", "content-disposition": `attachment; filename="tern-export-${day}.json"` },
     });
+  });
+
+  // Erasure: the owner types the account's name; the request is recorded first (in the log
+  // that goes last, so a crash half-way leaves it), then everything goes, then the owner is
+  // signed out (a user of no other account is deleted with it, sessions included).
+  app.post("/api/account/delete", async (c) => {
+    const v = c.get("viewer");
+    if (v.role !== "owner") throw new DashError(403, "Only an owner deletes the account. Ask one of its owners.");
+    const typed = (await body<{ name?: unknown }>(c)).name;
+    if (typeof typed !== "string" || typed.trim() !== v.account.name) {
+      throw new DashError(422, `Type the account's name, ${v.account.name}, exactly to confirm the deletion.`);
+    }
+    await audit(c.env, v, { action: "account.deletion_started", target: v.account.id, detail: { name: v.account.name } });
+    const report = await deleteAccountData(d1Runner(c.env.DB), r2Store(c.env.BLOBS), v.account.id);
+    console.log(JSON.stringify({ event: "account.deleted", account_id: v.account.id, by: v.user.id, rows: report.rows, blobs: report.blobs, users: report.users }));
+    const auth = await authFor(c.env, dashboardOrigin(c.env, c.req.url));
+    const headers = new Headers({ cookie: c.req.header("cookie") ?? "", origin: c.req.header("origin") ?? "" });
+    const res = await auth.api.signOut({ headers, asResponse: true }).catch(() => null);
+    // The session goes even when better-auth could not end it (its user may be gone already).
+    await drizzle(c.env.DB).delete(authSessions).where(eq(authSessions.id, v.session.id)).run();
+    const out = json({ ok: true });
+    for (const cookie of res?.headers.getSetCookie() ?? []) out.headers.append("set-cookie", cookie);
+    out.headers.append("set-cookie", accountCookie(c.env, "", 0));
+    return out;
   });
 
   // ---- settings and audit log pages ------------------------------------------------------
@@ -446,8 +471,14 @@ async function settingsPage(c: DashCtx): Promise<Response> {
       {v.role === "owner" ? (
         <section class="panel" aria-labelledby="data">
           <h2 id="data">Your data</h2>
-          <p>Download everything this account holds (emails' metadata and events, contacts, suppressions, domains without private keys, webhooks, the audit log) as one JSON file.</p>
+          <p>Download everything this account holds as one JSON file: emails with their events, contacts, segments and topics, suppressions, templates and broadcasts, domains (public keys only), API keys (names, never the keys), webhooks and their deliveries (no secrets), received mail, API logs, usage and the audit log.</p>
           <a class="button secondary" href="/dashboard/api/export" download>Export account data</a>
+          <h2 id="delete-account">Delete this account</h2>
+          <p>Deletes the account and everything it holds, at once and for good: emails and their content, events, contacts, domains, keys, webhooks, the audit log. Members who belong to no other account lose their sign-in. Export first if you want a copy.</p>
+          <form method="post" class="row" data-api="/dashboard/api/account/delete" data-then="/dashboard/sign-in?notice=account-deleted" data-confirm={`Delete ${v.account.name} and all its data? This cannot be undone.`} aria-labelledby="delete-account">
+            <label><span>Type the account's name, <strong>{v.account.name}</strong>, to confirm</span><input name="name" autocomplete="off" required /></label>
+            <button type="submit" class="danger">Delete account</button>
+          </form>
         </section>
       ) : null}
 
