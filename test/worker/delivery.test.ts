@@ -285,6 +285,20 @@ describe("delivery through the relay", () => {
     expect((await get(id)).last_event).toBe("delivered");
   });
 
+  it("an email whose stored fields cannot make a message fails at once with the reason, never retried", async () => {
+    const to = unique("unbuildable");
+    const id = await recordedEmail([to]);
+    // A subject no send could store today (the API refuses it), as an older row or a bug could leave.
+    await env.DB.prepare("UPDATE emails SET subject = ? WHERE id = ?").bind("Hi \u0000 there", id).run();
+    const result = await consume([id]);
+    expect(result.explicitAcks).toContain("m0");
+    const evs = await events(id);
+    const failed = evs.find((e) => e.type === "failed");
+    expect(failed?.data).toMatchObject({ failed: { reason: expect.stringContaining("could not build this message") } });
+    expect((await get(id)).last_event).toBe("failed");
+    expect(await captured(to)).toHaveLength(0);
+  });
+
   it("a 5xx from the relay bounces the recipient; the others are delivered", async () => {
     const ok = unique("fine"), bad = unique("reject");
     const id = await recordedEmail([ok, bad]);

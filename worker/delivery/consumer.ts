@@ -12,7 +12,7 @@ import { unindexed } from "../db/plan.ts";
 import { emailEvents, emails, type EmailRow } from "../db/schema.ts";
 import { uuidv7 } from "../ids.ts";
 import { parseMailbox, toAsciiEmail, type Address } from "../mime/address.ts";
-import { buildMessage, composeMessage, type ComposedMessage, type MimeMessageInput } from "../mime/build.ts";
+import { buildMessage, composeMessage, UnbuildableMessageError, type ComposedMessage, type MimeMessageInput } from "../mime/build.ts";
 import type { QueueMessage } from "../sending/accept.ts";
 import { ContentMissingError, loadContent, type EmailContent } from "../sending/content.ts";
 import { bodyHash, signComposed } from "../dkim/sign.ts";
@@ -275,10 +275,13 @@ async function deliverEmail(
   try {
     await attemptDelivery(env, config, email, plan.toAttempt, attempt, sessions, log, handoff.first.marked);
   } catch (err) {
-    if (!(err instanceof ContentMissingError) && !(err instanceof NoSigningKeyError)) throw err;
-    // Its stored content or its domain is gone: no retry can ever send this message.
+    if (!(err instanceof ContentMissingError) && !(err instanceof NoSigningKeyError) && !(err instanceof UnbuildableMessageError)) throw err;
+    // Its stored content or its domain is gone, or its fields cannot make a message: no retry
+    // can ever send it, so it fails now (a retry loop would cost the consumer for ever).
     console.error("cannot build message", email.id, err.message);
-    const message = err instanceof NoSigningKeyError ? err.message : "The stored content of this email is missing.";
+    const message = err instanceof NoSigningKeyError ? err.message
+      : err instanceof UnbuildableMessageError ? `tern could not build this message: ${err.message}.`
+      : "The stored content of this email is missing.";
     const unanswered = plan.toAttempt.filter((r) => !log.results.some((x) => canonicalRecipient(x.recipient) === canonicalRecipient(r)));
     log.results.push(...unanswered.map((recipient) => ({ recipient, status: "deferred" as const, final: false, message })));
     retrySchedule = [];

@@ -150,25 +150,30 @@ export function headerBytes(fields: string[]): Uint8Array {
   return utf8.encode(text);
 }
 
+/** An email's stored fields that no message can be built from (a subject or header with a line
+ * break or NUL, an invalid Message-ID, content id or date). Retrying cannot fix it, so delivery
+ * fails the email with this reason instead of trying again. */
+export class UnbuildableMessageError extends TypeError {}
+
 function topHeaders(input: MimeMessageInput): string[] {
   const fields: string[] = [listField("From", [formatMailboxTokens(input.from)])];
   if (input.to.length > 0) fields.push(listField("To", input.to.map(formatMailboxTokens)));
   if (input.cc.length > 0) fields.push(listField("Cc", input.cc.map(formatMailboxTokens)));
   if (input.replyTo.length > 0) fields.push(listField("Reply-To", input.replyTo.map(formatMailboxTokens)));
-  if (/[\r\n\0]/.test(input.subject)) throw new TypeError("subject contains CR, LF or NUL");
+  if (/[\r\n\0]/.test(input.subject)) throw new UnbuildableMessageError("subject contains CR, LF or NUL");
   fields.push(unstructuredField("Subject", input.subject, "text"));
   fields.push(`Date: ${formatDate(input.date)}`);
-  if (!MESSAGE_ID.test(input.messageId)) throw new TypeError("invalid Message-ID");
+  if (!MESSAGE_ID.test(input.messageId)) throw new UnbuildableMessageError("invalid Message-ID");
   fields.push(`Message-ID: <${input.messageId}>`);
   fields.push("MIME-Version: 1.0");
   for (const [name, value] of Object.entries(input.headers)) {
-    if (!isValidHeaderName(name)) throw new TypeError(`invalid header name: ${JSON.stringify(name)}`);
+    if (!isValidHeaderName(name)) throw new UnbuildableMessageError(`invalid header name: ${JSON.stringify(name)}`);
     // Trace headers are refused by the API; an email accepted before that rule still never
     // carries them.
     if (isOwnedHeaderName(name) || isTraceHeaderName(name)) continue;
     // Reply-To may appear once: the structured replyTo wins over a custom one.
     if (name.toLowerCase() === "reply-to" && input.replyTo.length > 0) continue;
-    if (typeof value !== "string" || /[\r\n\0]/.test(value)) throw new TypeError(`header ${name} contains CR, LF or NUL`);
+    if (typeof value !== "string" || /[\r\n\0]/.test(value)) throw new UnbuildableMessageError(`header ${name} contains CR, LF or NUL`);
     fields.push(unstructuredField(name, value, "verbatim"));
   }
   return fields;
@@ -226,7 +231,7 @@ function attachmentLeaf(a: MimeAttachment): Leaf {
     parameterField("Content-Disposition", inline ? "inline" : "attachment", fileName ? fileNameParams("filename", fileName) : []),
   ];
   if (inline) {
-    if (!isValidContentId(a.contentId!)) throw new TypeError("invalid content id");
+    if (!isValidContentId(a.contentId!)) throw new UnbuildableMessageError("invalid content id");
     headers.push(`Content-ID: <${stripAngles(a.contentId!)}>`);
   }
   return { kind: "leaf", headers, body: { base64: a.content } };
@@ -287,7 +292,7 @@ const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "
 
 /** RFC 5322 section 3.3 date-time in UTC: "Thu, 01 Jan 2026 09:05:00 +0000". */
 function formatDate(d: Date): string {
-  if (!(d instanceof Date) || Number.isNaN(d.getTime())) throw new TypeError("invalid date");
+  if (!(d instanceof Date) || Number.isNaN(d.getTime())) throw new UnbuildableMessageError("invalid date");
   const two = (n: number) => String(n).padStart(2, "0");
   return (
     `${DAYS[d.getUTCDay()]}, ${two(d.getUTCDate())} ${MONTHS[d.getUTCMonth()]} ${d.getUTCFullYear()} ` +
