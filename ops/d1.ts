@@ -10,7 +10,10 @@ const root = resolve(import.meta.dirname, "..");
 export const WRANGLER = join(root, "node_modules", "wrangler", "bin", "wrangler.js");
 
 export function wranglerEnv(): NodeJS.ProcessEnv {
-  return { ...process.env, WRANGLER_SEND_METRICS: "false", X_LOCAL_OBSERVABILITY: "false", CI: "true" };
+  // WRANGLER_LOG at "log" whatever this process uses: wrangler prints `--json` results through
+  // its logger, so an inherited "error" (ops/admin.ts quiets its own local proxy that way)
+  // made `d1 execute --json` print nothing at all.
+  return { ...process.env, WRANGLER_SEND_METRICS: "false", X_LOCAL_OBSERVABILITY: "false", CI: "true", WRANGLER_LOG: "log" };
 }
 
 /** Runs wrangler with the project's Node; throws with its output when it fails. */
