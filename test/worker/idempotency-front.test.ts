@@ -10,7 +10,9 @@ import { FRONT_SHARDS, frontName } from "../../worker/sending/idempotency.ts";
 import { periodsAt } from "../../worker/sending/quota.ts";
 import { countRows, createAccount, type TestAccount } from "./fixtures.ts";
 
-interface Counts { d1Batches: number; d1Queries: number }
+/** `logWrites`: the request log's rows (GET /logs), written after each answer, replays
+ * included; they are the log's own cost, counted apart from the send's D1 work. */
+interface Counts { d1Batches: number; d1Queries: number; logWrites: number }
 
 /** The real bindings, with every D1 call counted (as test/worker/round-trips.test.ts does). The
  * send runs in the caller's isolate, through this env, also when the key's object coordinates. */
@@ -33,9 +35,21 @@ function countingEnv(counts: Counts, overrides: Partial<Env> = {}): Env {
     real.set(proxy, stmt);
     return proxy;
   };
+  const logged = (stmt: D1PreparedStatement): D1PreparedStatement => new Proxy(stmt, {
+    get(target, prop) {
+      if (prop === "bind") return (...args: unknown[]) => logged(target.bind(...args));
+      if (prop === "run" || prop === "all" || prop === "first" || prop === "raw") {
+        return (...args: unknown[]) => (counts.logWrites++, (target[prop] as (...a: unknown[]) => unknown).apply(target, args));
+      }
+      const v = Reflect.get(target, prop, target);
+      return typeof v === "function" ? v.bind(target) : v;
+    },
+  });
   const DB = new Proxy(env.DB, {
     get(target, prop) {
-      if (prop === "prepare") return (sql: string) => wrapStatement(target.prepare(sql));
+      if (prop === "prepare") {
+        return (sql: string) => (/^insert into "api_logs"/i.test(sql) ? logged(target.prepare(sql)) : wrapStatement(target.prepare(sql)));
+      }
       if (prop === "batch") {
         return (stmts: D1PreparedStatement[]) => {
           counts.d1Batches++;
@@ -64,7 +78,7 @@ async function storm(a: TestAccount, key: string, n: number, overrides: Partial<
   const body = { from: `k@${a.domain}`, to: "delivered@simulator.tern.test", subject: "storm", text: "once" };
   // Warm the isolate's key and domain caches, so that only the sends themselves reach D1.
   expect((await post(env, a, body)).status).toBe(200);
-  const counts: Counts = { d1Batches: 0, d1Queries: 0 };
+  const counts: Counts = { d1Batches: 0, d1Queries: 0, logWrites: 0 };
   const e = countingEnv(counts, overrides);
   const answers = await Promise.all(Array.from({ length: n }, () => post(e, a, body, key)));
   const results = await Promise.all(answers.map(async (r) => ({ status: r.status, replayed: r.headers.get("idempotent-replayed"), body: (await r.json()) as { id?: string; name?: string } })));
@@ -84,7 +98,9 @@ describe("the Idempotency-Key's object", () => {
     expect(results.filter((r) => r.replayed === null)).toHaveLength(1);
     expect(results.filter((r) => r.replayed === "true")).toHaveLength(199);
     expect(new Set(results.map((r) => r.body.id)).size).toBe(1);
-    expect(counts).toEqual({ d1Batches: 1, d1Queries: 0 });
+    // The send's D1 work: one batch. Each of the 200 requests leaves its log row after
+    // answering (with the key's object in front, the first one's row is not in its batch).
+    expect(counts).toEqual({ d1Batches: 1, d1Queries: 0, logWrites: 200 });
     expect(await countRows("emails", acct.accountId)).toBe(before + 2); // the warm-up and the storm's one
   });
 
