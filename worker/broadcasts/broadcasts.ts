@@ -49,6 +49,15 @@ async function checkReferences(db: D1Database, accountId: string, f: BroadcastFi
   if (f.topicId) await requireTopic(db, accountId, f.topicId);
 }
 
+/** What a new draft holds beside its content: nothing scheduled, sent or fanned out yet. A
+ * created broadcast and a duplicate both start here. */
+function draftState(now: number) {
+  return {
+    status: "draft" as const, statusReason: null, scheduledAt: null, sentAt: null, checkpoint: null, recipientCount: 0,
+    domainId: null, region: null, leaseUntil: null, createdAt: now, updatedAt: now,
+  };
+}
+
 export async function createBroadcast(db: D1Database, principal: Principal, f: BroadcastFields & { segmentId: string; from: string; subject: string }, now = Date.now()): Promise<BroadcastRow> {
   await checkReferences(db, principal.accountId, f);
   const row: BroadcastRow = {
@@ -63,17 +72,7 @@ export async function createBroadcast(db: D1Database, principal: Principal, f: B
     previewText: f.previewText ?? null,
     html: f.html ?? null,
     text: f.text ?? null,
-    status: "draft",
-    statusReason: null,
-    scheduledAt: null,
-    sentAt: null,
-    checkpoint: null,
-    recipientCount: 0,
-    domainId: null,
-    region: null,
-    leaseUntil: null,
-    createdAt: now,
-    updatedAt: now,
+    ...draftState(now),
   };
   await drizzle(db).insert(broadcasts).values(row);
   return row;
@@ -128,17 +127,7 @@ export async function duplicateBroadcast(db: D1Database, principal: Principal, i
     ...row,
     id: uuidv7(now),
     name: row.name === null ? null : `${row.name} (Copy)`.slice(0, 256),
-    status: "draft",
-    statusReason: null,
-    scheduledAt: null,
-    sentAt: null,
-    checkpoint: null,
-    recipientCount: 0,
-    domainId: null,
-    region: null,
-    leaseUntil: null,
-    createdAt: now,
-    updatedAt: now,
+    ...draftState(now),
   };
   await drizzle(db).insert(broadcasts).values(copy);
   return copy;
