@@ -8,6 +8,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { app } from "../../worker/index.ts";
 import { FRONT_SHARDS, frontName } from "../../worker/sending/idempotency.ts";
 import { periodsAt } from "../../worker/sending/quota.ts";
+import { countingD1 } from "./counting.ts";
 import { countRows, createAccount, type TestAccount } from "./fixtures.ts";
 
 /** `logWrites`: the request log's rows (GET /logs), written after each answer, replays
@@ -17,51 +18,7 @@ interface Counts { d1Batches: number; d1Queries: number; logWrites: number }
 /** The real bindings, with every D1 call counted (as test/worker/round-trips.test.ts does). The
  * send runs in the caller's isolate, through this env, also when the key's object coordinates. */
 function countingEnv(counts: Counts, overrides: Partial<Env> = {}): Env {
-  const real = new WeakMap<object, D1PreparedStatement>();
-  const wrapStatement = (stmt: D1PreparedStatement): D1PreparedStatement => {
-    const proxy = new Proxy(stmt, {
-      get(target, prop) {
-        if (prop === "bind") return (...args: unknown[]) => wrapStatement(target.bind(...args));
-        if (prop === "run" || prop === "all" || prop === "first" || prop === "raw") {
-          return (...args: unknown[]) => {
-            counts.d1Queries++;
-            return (target[prop] as (...a: unknown[]) => unknown).apply(target, args);
-          };
-        }
-        const v = Reflect.get(target, prop, target);
-        return typeof v === "function" ? v.bind(target) : v;
-      },
-    });
-    real.set(proxy, stmt);
-    return proxy;
-  };
-  const logged = (stmt: D1PreparedStatement): D1PreparedStatement => new Proxy(stmt, {
-    get(target, prop) {
-      if (prop === "bind") return (...args: unknown[]) => logged(target.bind(...args));
-      if (prop === "run" || prop === "all" || prop === "first" || prop === "raw") {
-        return (...args: unknown[]) => (counts.logWrites++, (target[prop] as (...a: unknown[]) => unknown).apply(target, args));
-      }
-      const v = Reflect.get(target, prop, target);
-      return typeof v === "function" ? v.bind(target) : v;
-    },
-  });
-  const DB = new Proxy(env.DB, {
-    get(target, prop) {
-      if (prop === "prepare") {
-        return (sql: string) => (/^insert into "api_logs"/i.test(sql) ? logged(target.prepare(sql)) : wrapStatement(target.prepare(sql)));
-      }
-      if (prop === "batch") {
-        return (stmts: D1PreparedStatement[]) => {
-          counts.d1Batches++;
-          return target.batch(stmts.map((s) => real.get(s) ?? s));
-        };
-      }
-      if (prop === "exec") return (sql: string) => (counts.d1Queries++, target.exec(sql));
-      const v = Reflect.get(target, prop, target);
-      return typeof v === "function" ? v.bind(target) : v;
-    },
-  });
-  return { ...env, DB, ...overrides };
+  return { ...env, DB: countingD1(env.DB, counts), ...overrides };
 }
 
 async function post(e: Env, a: TestAccount, body: unknown, key?: string): Promise<Response> {

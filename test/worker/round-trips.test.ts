@@ -4,6 +4,7 @@ import { createExecutionContext, waitOnExecutionContext } from "cloudflare:test"
 import { env } from "cloudflare:workers";
 import { beforeAll, expect, it } from "vitest";
 import { app } from "../../worker/index.ts";
+import { countingD1 } from "./counting.ts";
 import { createAccount, type TestAccount } from "./fixtures.ts";
 
 let acct: TestAccount;
@@ -15,38 +16,7 @@ interface Counts { d1Batches: number; d1Queries: number; queueSends: number; r2C
 
 /** The real bindings, with every call that leaves the isolate counted. */
 function countingEnv(counts: Counts): Env {
-  const real = new WeakMap<object, D1PreparedStatement>();
-  const wrapStatement = (stmt: D1PreparedStatement): D1PreparedStatement => {
-    const proxy = new Proxy(stmt, {
-      get(target, prop) {
-        if (prop === "bind") return (...args: unknown[]) => wrapStatement(target.bind(...args));
-        if (prop === "run" || prop === "all" || prop === "first" || prop === "raw") {
-          return (...args: unknown[]) => {
-            counts.d1Queries++;
-            return (target[prop] as (...a: unknown[]) => unknown).apply(target, args);
-          };
-        }
-        const v = Reflect.get(target, prop, target);
-        return typeof v === "function" ? v.bind(target) : v;
-      },
-    });
-    real.set(proxy, stmt);
-    return proxy;
-  };
-  const DB = new Proxy(env.DB, {
-    get(target, prop) {
-      if (prop === "prepare") return (sql: string) => wrapStatement(target.prepare(sql));
-      if (prop === "batch") {
-        return (stmts: D1PreparedStatement[]) => {
-          counts.d1Batches++;
-          return target.batch(stmts.map((s) => real.get(s) ?? s));
-        };
-      }
-      if (prop === "exec") return (sql: string) => (counts.d1Queries++, target.exec(sql));
-      const v = Reflect.get(target, prop, target);
-      return typeof v === "function" ? v.bind(target) : v;
-    },
-  });
+  const DB = countingD1(env.DB, counts);
   const SEND_QUEUE = {
     send: (body: unknown, o?: QueueSendOptions) => (counts.queueSends++, env.SEND_QUEUE.send(body, o)),
     sendBatch: (m: Iterable<MessageSendRequest>, o?: QueueSendBatchOptions) => (counts.queueSends++, env.SEND_QUEUE.sendBatch(m, o)),
