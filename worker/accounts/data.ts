@@ -225,11 +225,14 @@ export async function deleteAccountData(db: SqlRunner, blobs: BlobStore, account
       if (node.table === "memberships") await deleteUsersOnlyIn(db, accountId, report);
       await deleteNode(db, blobs, node, [accountId], report);
     }
-    // Objects no row names any more (a receive that failed half-way) live under the account's prefix.
+    // Objects no row names any more (a receive that failed half-way) and the editor's images
+    // (named only inside email html) live under the account's prefixes.
     if (blobs.list) {
-      const orphans = await blobs.list(`inbound/${accountId}/`);
-      for (let i = 0; i < orphans.length; i += 1000) await blobs.delete(orphans.slice(i, i + 1000));
-      report.blobs += orphans.length;
+      for (const prefix of [`inbound/${accountId}/`, `media/${accountId}/`]) {
+        const orphans = await blobs.list(prefix);
+        for (let i = 0; i < orphans.length; i += 1000) await blobs.delete(orphans.slice(i, i + 1000));
+        report.blobs += orphans.length;
+      }
     }
     try {
       const gone = await db.all(`DELETE FROM accounts WHERE id = ? RETURNING 1 AS x`, [accountId]);

@@ -28,6 +28,9 @@ export interface BroadcastFields {
   previewText?: string | null;
   html?: string | null;
   text?: string | null;
+  /** The dashboard editor's document that html and text were rendered from. A change of html
+   * or text without one drops the stored document: it would no longer match the body. */
+  document?: string | null;
 }
 
 export interface BroadcastMessage {
@@ -72,6 +75,7 @@ export async function createBroadcast(db: D1Database, principal: Principal, f: B
     previewText: f.previewText ?? null,
     html: f.html ?? null,
     text: f.text ?? null,
+    documentJson: f.document ?? null,
     ...draftState(now),
   };
   await drizzle(db).insert(broadcasts).values(row);
@@ -106,6 +110,8 @@ export async function updateBroadcast(db: D1Database, accountId: string, id: str
   if (f.previewText !== undefined) set.previewText = f.previewText;
   if (f.html !== undefined) set.html = f.html;
   if (f.text !== undefined) set.text = f.text;
+  if (f.document !== undefined) set.documentJson = f.document;
+  else if (f.html !== undefined || f.text !== undefined) set.documentJson = null;
   const changed = await drizzle(db).update(broadcasts).set(set).where(and(eq(broadcasts.id, row.id), eq(broadcasts.status, "draft"))).returning();
   if (changed.length === 0) throw notDraft((await findBroadcast(db, accountId, id))!, "changed");
   return changed[0];
@@ -143,14 +149,8 @@ export async function sendBroadcast(env: Pick<Env, "DB" | "BROADCAST_QUEUE" | "H
   const row = await findBroadcast(env.DB, principal.accountId, id);
   if (!row) return undefined;
   if (row.status !== "draft") throw new ApiError("validation_error", `Only a draft broadcast can be sent; this one is ${row.status}.`);
-  const missing = [!row.fromAddress && "`from`", !row.subject && "`subject`", !row.segmentId && "`segment_id`"].filter(Boolean);
-  if (missing.length > 0) throw new ApiError("missing_required_field", `The broadcast needs ${missing.join(", ")} before it can be sent.`);
-  if (!row.html && !row.text) throw new ApiError("missing_required_field", "The broadcast needs `html` or `text` before it can be sent.");
-  await authorizeSender(env.DB, principal, parseMailbox(row.fromAddress!)!.email);
-  await requireSegment(env.DB, principal.accountId, row.segmentId!);
-  // A topic deleted since the draft was written: sending without it would ignore the opt-outs.
-  if (row.topicId) await requireTopic(env.DB, principal.accountId, row.topicId);
-  if (healthPauseOn(env)) await assertSendingAllowed(env.DB, principal.accountId, now);
+  const problems = await sendProblems(env, principal, row, now);
+  if (problems.length > 0) throw problems[0];
   let at: number | null = null;
   if (scheduledAt !== undefined) {
     const parsed = parseScheduledAt(scheduledAt, new Date(now));
@@ -163,6 +163,27 @@ export async function sendBroadcast(env: Pick<Env, "DB" | "BROADCAST_QUEUE" | "H
   if (changed.length === 0) throw new ApiError("validation_error", "Only a draft broadcast can be sent; this one was sent meanwhile.");
   if (status === "queued") await hint(env, row.id);
   return changed[0];
+}
+
+/** Everything that keeps a draft from being sent, in the order a send reports them (it throws
+ * the first): missing fields, no body, a sender whose domain is not verified, a segment or topic
+ * that is gone, an account over its health limits. The dashboard's pre-send review lists them all. */
+export async function sendProblems(env: Pick<Env, "DB" | "HEALTH_PAUSE">, principal: Principal, row: BroadcastRow, now = Date.now()): Promise<ApiError[]> {
+  const problems: ApiError[] = [];
+  const collect = (err: unknown) => {
+    if (!(err instanceof ApiError)) throw err;
+    problems.push(err);
+  };
+  const missing = [!row.fromAddress && "`from`", !row.subject && "`subject`", !row.segmentId && "`segment_id`"].filter(Boolean);
+  if (missing.length > 0) problems.push(new ApiError("missing_required_field", `The broadcast needs ${missing.join(", ")} before it can be sent.`));
+  if (!row.html && !row.text) problems.push(new ApiError("missing_required_field", "The broadcast needs `html` or `text` before it can be sent."));
+  const from = row.fromAddress ? parseMailbox(row.fromAddress) : null;
+  if (from) await authorizeSender(env.DB, principal, from.email).catch(collect);
+  if (row.segmentId) await requireSegment(env.DB, principal.accountId, row.segmentId).catch(collect);
+  // A topic deleted since the draft was written: sending without it would ignore the opt-outs.
+  if (row.topicId) await requireTopic(env.DB, principal.accountId, row.topicId).catch(collect);
+  if (healthPauseOn(env)) await assertSendingAllowed(env.DB, principal.accountId, now).catch(collect);
+  return problems;
 }
 
 /** Tells the fan-out about a broadcast; best effort, the cron finds any it missed. */

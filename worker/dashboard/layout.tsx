@@ -15,6 +15,8 @@ export interface NavItem {
 export const NAV: NavItem[] = [
   { href: "/dashboard/emails", label: "Emails" },
   { href: "/dashboard/metrics", label: "Metrics" },
+  { href: "/dashboard/broadcasts", label: "Broadcasts" },
+  { href: "/dashboard/templates", label: "Templates" },
   { href: "/dashboard/domains", label: "Domains" },
   { href: "/dashboard/api-keys", label: "API keys" },
   { href: "/dashboard/webhooks", label: "Webhooks" },

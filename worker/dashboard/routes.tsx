@@ -22,6 +22,8 @@ import { clearAddress, countAttempt } from "./throttle.ts";
 import { ACCOUNT_COOKIE, audit, auditUser, clientIp, loadViewer, type Viewer } from "./viewer.ts";
 import { registerResourcePages } from "./resources.tsx";
 import { registerMetricsPages } from "./metrics.tsx";
+import { registerBroadcastPages } from "./broadcasts.tsx";
+import { registerTemplatePages } from "./templates.tsx";
 import { deleteAccountData, exportStream } from "../accounts/data.ts";
 import { d1Runner, r2Store } from "../accounts/bindings.ts";
 
@@ -414,6 +416,8 @@ export function dashboardApp(): Hono<DashEnv> {
 
   registerResourcePages(app);
   registerMetricsPages(app);
+  registerBroadcastPages(app);
+  registerTemplatePages(app);
 
   app.all("*", (c) => {
     if (new URL(c.req.url).pathname.startsWith("/dashboard/api/")) return json({ message: "No such dashboard endpoint." }, 404);

@@ -545,6 +545,9 @@ export const templates = sqliteTable(
     publishedAt: integer("published_at"),
     /** Changes a version id: every save of the draft. */
     currentVersionId: text("current_version_id").notNull(),
+    /** The dashboard editor's document (TipTap JSON) the draft's html and text were rendered
+     * from; null when the draft was written as html (the API), which the editor cannot edit. */
+    documentJson: text("document_json"),
     createdAt: integer("created_at").notNull(),
     updatedAt: integer("updated_at").notNull(),
   },
@@ -567,6 +570,9 @@ export const broadcasts = sqliteTable(
     previewText: text("preview_text"),
     html: text("html"),
     text: text("text"),
+    /** The dashboard editor's document (TipTap JSON) html and text were rendered from; null when
+     * they were written directly (the API), which the editor cannot edit. */
+    documentJson: text("document_json"),
     /** draft | scheduled | queued | sending | sent | canceled | failed */
     status: text("status").notNull(),
     /** Why a broadcast stopped before its end (the quota ran out, the domain went away). */

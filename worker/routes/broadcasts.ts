@@ -37,7 +37,7 @@ export const CreateBroadcastRequest = z.object({
   if (!b.segment_id && !b.audience_id) ctx.addIssue({ code: "custom", path: [], message: "Missing `segment_id` field.", params: { missing: true } });
   if (b.scheduled_at !== undefined && b.send !== true) ctx.addIssue({ code: "custom", path: ["scheduled_at"], message: "can only be given with `send: true`." });
 }).openapi("CreateBroadcastRequest");
-const UpdateBroadcastRequest = z.object(fields).openapi("UpdateBroadcastRequest");
+export const UpdateBroadcastRequest = z.object(fields).openapi("UpdateBroadcastRequest");
 const SendBroadcastRequest = z.object({ scheduled_at: z.string({ error: "`scheduled_at` must be a string." }).optional() }).openapi("SendBroadcastRequest");
 
 const Broadcast = z.object({
@@ -71,7 +71,7 @@ function view(r: BroadcastRow) {
   };
 }
 
-function fieldsOf(b: z.infer<typeof UpdateBroadcastRequest>): BroadcastFields {
+export function fieldsOf(b: z.infer<typeof UpdateBroadcastRequest>): BroadcastFields {
   return {
     name: b.name, segmentId: b.segment_id ?? b.audience_id, topicId: b.topic_id, from: b.from, subject: b.subject,
     replyTo: b.reply_to === undefined ? undefined : b.reply_to === null ? [] : Array.isArray(b.reply_to) ? b.reply_to : [b.reply_to],

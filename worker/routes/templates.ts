@@ -32,7 +32,7 @@ const fields = {
   variables: z.array(Variable).max(50, "`variables` may declare at most 50.").optional(),
 };
 export const CreateTemplateRequest = z.object(fields).openapi("CreateTemplateRequest");
-const UpdateTemplateRequest = z.object({ ...fields, name: fields.name.optional(), html: fields.html.optional() }).openapi("UpdateTemplateRequest");
+export const UpdateTemplateRequest = z.object({ ...fields, name: fields.name.optional(), html: fields.html.optional() }).openapi("UpdateTemplateRequest");
 
 const TemplateRef = z.object({ object: z.literal("template"), id: z.string() });
 const Template = z.object({
@@ -60,7 +60,7 @@ function view(r: TemplateRow) {
 const listItem = (r: TemplateRow) => ({ id: r.id, name: r.name, alias: r.alias, status: status(r), published_at: iso(r.publishedAt), created_at: iso(r.createdAt)!, updated_at: iso(r.updatedAt)! });
 
 type Body = z.infer<typeof UpdateTemplateRequest>;
-function contentOf(b: Body): Partial<TemplateContent> {
+export function contentOf(b: Body): Partial<TemplateContent> {
   return {
     from: b.from, subject: b.subject, html: b.html, text: b.text,
     reply_to: b.reply_to === undefined ? undefined : b.reply_to === null ? null : Array.isArray(b.reply_to) ? b.reply_to : [b.reply_to],

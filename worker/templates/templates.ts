@@ -61,7 +61,7 @@ function checkVariables(vars: TemplateVariable[]): void {
 
 const aliasTaken = (alias: string) => new ApiError("validation_error", `A template with the alias ${alias} already exists.`);
 
-export async function createTemplate(db: D1Database, accountId: string, input: { name: string; alias?: string | null; content: TemplateContent }, now = Date.now()): Promise<TemplateRow> {
+export async function createTemplate(db: D1Database, accountId: string, input: { name: string; alias?: string | null; content: TemplateContent; document?: string | null }, now = Date.now()): Promise<TemplateRow> {
   checkVariables(input.content.variables);
   const row: TemplateRow = {
     id: uuidv7(now),
@@ -72,6 +72,7 @@ export async function createTemplate(db: D1Database, accountId: string, input: {
     publishedJson: null,
     publishedAt: null,
     currentVersionId: uuidv7(now),
+    documentJson: input.document ?? null,
     createdAt: now,
     updatedAt: now,
   };
@@ -95,8 +96,10 @@ export async function listTemplates(db: D1Database, accountId: string, page: Pag
   return finishPage(await drizzle(db).select().from(templates).where(q.where).orderBy(q.orderBy).limit(q.limit), page);
 }
 
-/** Changes the draft (a new current version); the published version stays until the next publish. */
-export async function updateTemplate(db: D1Database, accountId: string, idOrAlias: string, patch: { name?: string; alias?: string | null; content: Partial<TemplateContent> }, now = Date.now()): Promise<TemplateRow | undefined> {
+/** Changes the draft (a new current version); the published version stays until the next publish.
+ * `document` is the dashboard editor's source of html and text; a change of either without one
+ * drops it (it would no longer match). */
+export async function updateTemplate(db: D1Database, accountId: string, idOrAlias: string, patch: { name?: string; alias?: string | null; content: Partial<TemplateContent>; document?: string | null }, now = Date.now()): Promise<TemplateRow | undefined> {
   const row = await findTemplate(db, accountId, idOrAlias);
   if (!row) return undefined;
   const draft: TemplateContent = { ...viewOf(row).draft };
@@ -108,10 +111,11 @@ export async function updateTemplate(db: D1Database, accountId: string, idOrAlia
     alias: patch.alias !== undefined ? patch.alias : row.alias,
     draftJson: JSON.stringify(draft),
     currentVersionId: uuidv7(now),
+    documentJson: patch.document !== undefined ? patch.document : patch.content.html !== undefined || patch.content.text !== undefined ? null : row.documentJson,
     updatedAt: now,
   };
   try {
-    await drizzle(db).update(templates).set({ name: after.name, alias: after.alias, draftJson: after.draftJson, currentVersionId: after.currentVersionId, updatedAt: now }).where(eq(templates.id, row.id));
+    await drizzle(db).update(templates).set({ name: after.name, alias: after.alias, draftJson: after.draftJson, currentVersionId: after.currentVersionId, documentJson: after.documentJson, updatedAt: now }).where(eq(templates.id, row.id));
   } catch (err) {
     if (after.alias && /UNIQUE constraint failed/i.test(d1ErrorText(err))) throw aliasTaken(after.alias);
     throw err;
@@ -130,7 +134,7 @@ export async function publishTemplate(db: D1Database, accountId: string, idOrAli
 export async function duplicateTemplate(db: D1Database, accountId: string, idOrAlias: string, now = Date.now()): Promise<TemplateRow | undefined> {
   const row = await findTemplate(db, accountId, idOrAlias);
   if (!row) return undefined;
-  return createTemplate(db, accountId, { name: `${row.name} (Copy)`.slice(0, 256), alias: null, content: viewOf(row).draft }, now);
+  return createTemplate(db, accountId, { name: `${row.name} (Copy)`.slice(0, 256), alias: null, content: viewOf(row).draft, document: row.documentJson }, now);
 }
 
 export async function deleteTemplate(db: D1Database, accountId: string, idOrAlias: string): Promise<TemplateRow | undefined> {

@@ -1,0 +1,580 @@
+// The dashboard's block editor for broadcasts and templates, on TipTap (ProseMirror) without a
+// UI framework: headings, formatted text and links, lists, buttons, images (uploaded to tern or
+// by URL), dividers, two-column sections and variables. The page's markup (toolbar, dialogs,
+// actions) is server-rendered with labels; this wires it. The document is saved as TipTap's
+// JSON; the Worker renders the email's html and text from it (worker/broadcasts/document.ts),
+// so previews, tests and sends all show what the server made.
+// Bundled by dev/build-editor.ts into assets/editor/, loaded only on the editor's pages.
+import { Editor, Extension, Node, mergeAttributes, type JSONContent } from "@tiptap/core";
+import Image from "@tiptap/extension-image";
+import StarterKit from "@tiptap/starter-kit";
+import { NodeSelection } from "@tiptap/pm/state";
+
+interface Variable { key: string; label: string; fallback: string }
+interface PageData { kind: "broadcast" | "template"; id: string; document: JSONContent; variables: Variable[] }
+
+const data = JSON.parse(document.getElementById("editor-data")!.textContent!) as PageData;
+const csrf = document.querySelector('meta[name="csrf-token"]')?.getAttribute("content") ?? "";
+const base = `/dashboard/api/${data.kind}s/${data.id}`;
+const $ = <T extends Element = HTMLElement>(sel: string, root: ParentNode = document) => root.querySelector(sel) as T;
+const UNSUBSCRIBE = "{{{RESEND_UNSUBSCRIBE_URL}}}";
+const PLACEHOLDER = /^\{\{\{\s*[A-Za-z_][A-Za-z0-9_.]*\s*(\|[^}]*)?\}\}\}$/;
+const labels = new Map(data.variables.map((v) => [v.key, v.label]));
+
+// ---- nodes the email has beyond the starter kit ---------------------------------------------
+
+/** Alignment of paragraphs and headings (one attribute, no extra package). */
+const TextAlign = Extension.create({
+  name: "textAlign",
+  addGlobalAttributes() {
+    return [{
+      types: ["paragraph", "heading"],
+      attributes: {
+        textAlign: {
+          default: null,
+          parseHTML: (el) => (el as HTMLElement).style.textAlign || null,
+          renderHTML: (a) => (a.textAlign ? { style: `text-align:${a.textAlign}` } : {}),
+        },
+      },
+    }];
+  },
+});
+
+/** A call-to-action button: its label, link and colour, edited in a dialog. */
+const EmailButton = Node.create({
+  name: "button",
+  group: "block",
+  atom: true,
+  selectable: true,
+  draggable: true,
+  addAttributes() {
+    const plain = (d: string) => ({ default: d, renderHTML: () => ({}) });
+    return { href: plain(""), label: plain("Button"), color: plain("#2563eb") };
+  },
+  parseHTML: () => [{ tag: "div[data-email-button]" }],
+  renderHTML({ node }) {
+    const color = /^#[0-9a-f]{6}$/i.test(node.attrs.color) ? node.attrs.color : "#2563eb";
+    return ["div", { "data-email-button": "", class: "email-button-block", title: node.attrs.href || "No link yet" },
+      ["span", { class: "email-button", style: `background:${color}` }, node.attrs.label || "Button"]];
+  },
+});
+
+const Columns = Node.create({
+  name: "columns",
+  group: "block",
+  content: "column column",
+  isolating: true,
+  parseHTML: () => [{ tag: "div[data-columns]" }],
+  renderHTML: ({ HTMLAttributes }) => ["div", mergeAttributes(HTMLAttributes, { "data-columns": "", class: "email-columns" }), 0],
+});
+
+const Column = Node.create({
+  name: "column",
+  content: "block+",
+  isolating: true,
+  parseHTML: () => [{ tag: "div[data-column]" }],
+  renderHTML: ({ HTMLAttributes }) => ["div", mergeAttributes(HTMLAttributes, { "data-column": "", class: "email-column" }), 0],
+});
+
+/** {{{KEY|fallback}}}, shown as a chip with the variable's name. */
+const VariableNode = Node.create({
+  name: "variable",
+  group: "inline",
+  inline: true,
+  atom: true,
+  selectable: true,
+  addAttributes() {
+    return { key: { default: "FIRST_NAME", renderHTML: () => ({}) }, fallback: { default: "", renderHTML: () => ({}) } };
+  },
+  parseHTML: () => [{ tag: "span[data-variable]" }],
+  renderHTML({ node }) {
+    const name = labels.get(node.attrs.key) ?? node.attrs.key;
+    return ["span", { "data-variable": node.attrs.key, class: "variable-chip", title: `{{{${node.attrs.key}${node.attrs.fallback ? `|${node.attrs.fallback}` : ""}}}}` },
+      node.attrs.fallback ? `${name} (or “${node.attrs.fallback}”)` : name];
+  },
+  renderText: ({ node }) => `{{{${node.attrs.key}${node.attrs.fallback ? `|${node.attrs.fallback}` : ""}}}}`,
+});
+
+const EmailImage = Image.extend({
+  addAttributes() {
+    return { ...this.parent?.(), href: { default: null, renderHTML: () => ({}) } };
+  },
+});
+
+// ---- the editor ------------------------------------------------------------------------------
+
+const content = $("#editor-content");
+const editor = new Editor({
+  element: content,
+  extensions: [
+    StarterKit.configure({
+      heading: { levels: [1, 2, 3] },
+      codeBlock: false,
+      code: false,
+      link: {
+        openOnClick: false,
+        autolink: true,
+        defaultProtocol: "https",
+        protocols: ["http", "https", "mailto", "tel"],
+        // A placeholder ({{{RESEND_UNSUBSCRIBE_URL}}}, a property holding a URL) is a link too.
+        isAllowedUri: (url, ctx) => PLACEHOLDER.test(url) || ctx.defaultValidate(url),
+      },
+    }),
+    TextAlign,
+    EmailButton,
+    Columns,
+    Column,
+    VariableNode,
+    EmailImage.configure({ inline: false, allowBase64: false }),
+  ],
+  content: data.document,
+  editorProps: {
+    attributes: { class: "email-canvas", role: "textbox", "aria-multiline": "true", "aria-label": "Email content", spellcheck: "true" },
+    handleKeyDown(view, event) {
+      const sel = view.state.selection;
+      if (event.key === "Enter" && sel instanceof NodeSelection && ["button", "image"].includes(sel.node.type.name)) {
+        event.preventDefault();
+        void (sel.node.type.name === "button" ? editButton() : editImage());
+        return true;
+      }
+      if ((event.ctrlKey || event.metaKey) && event.key.toLowerCase() === "k") {
+        event.preventDefault();
+        void editLink();
+        return true;
+      }
+      return false;
+    },
+    handleDoubleClickOn(_view, _pos, node) {
+      if (node.type.name !== "button" && node.type.name !== "image") return false;
+      void (node.type.name === "button" ? editButton() : editImage());
+      return true;
+    },
+    // "{{" opens the variable menu, as people who know Resend's syntax expect.
+    handleTextInput(view, from, _to, text) {
+      if (text === "{" && from > 0 && view.state.doc.textBetween(from - 1, from) === "{") {
+        view.dispatch(view.state.tr.delete(from - 1, from));
+        void insertVariable();
+        return true;
+      }
+      return false;
+    },
+  },
+});
+
+// ---- dialogs ---------------------------------------------------------------------------------
+
+type Values = Record<string, string>;
+
+function showDialogError(dialog: HTMLDialogElement, message: string | null) {
+  const box = $("[data-dialog-error]", dialog);
+  box.textContent = message ?? "";
+  box.hidden = !message;
+}
+
+/** Opens a dialog with `initial` values; resolves with the button pressed and the values, or
+ * null when cancelled. `check` may refuse the values with a message shown in the dialog. */
+function ask(id: string, initial: Values, check?: (v: Values, action: string) => string | null | Promise<string | null>): Promise<{ action: string; values: Values } | null> {
+  const dialog = document.getElementById(id) as HTMLDialogElement;
+  const form = $<HTMLFormElement>("form", dialog);
+  form.reset();
+  for (const [k, v] of Object.entries(initial)) {
+    const el = form.elements.namedItem(k);
+    if (el instanceof HTMLInputElement || el instanceof HTMLSelectElement) el.value = v;
+  }
+  showDialogError(dialog, null);
+  dialog.dispatchEvent(new Event("dialog-open"));
+  return new Promise((resolve) => {
+    const onSubmit = async (e: SubmitEvent) => {
+      const action = (e.submitter as HTMLButtonElement | null)?.value ?? "ok";
+      if (action === "cancel") return;
+      e.preventDefault();
+      const values: Values = {};
+      for (const el of Array.from(form.elements) as HTMLInputElement[]) if (el.name && el.type !== "file") values[el.name] = el.value.trim();
+      const problem = check ? await check(values, action) : null;
+      if (problem) return showDialogError(dialog, problem);
+      finish({ action, values });
+      dialog.close();
+    };
+    const onClose = () => finish(null);
+    let done = false;
+    const finish = (r: { action: string; values: Values } | null) => {
+      if (done) return;
+      done = true;
+      form.removeEventListener("submit", onSubmit);
+      dialog.removeEventListener("close", onClose);
+      resolve(r);
+      editor.commands.focus();
+    };
+    form.addEventListener("submit", onSubmit);
+    dialog.addEventListener("close", onClose);
+    dialog.showModal();
+  });
+}
+
+function normalUrl(s: string): string {
+  if (!s || PLACEHOLDER.test(s) || /^(https?:|mailto:|tel:)/i.test(s)) return s;
+  return s.includes("@") && !s.includes("/") ? `mailto:${s}` : `https://${s}`;
+}
+function badUrl(s: string, required: boolean): string | null {
+  if (!s) return required ? "Enter the address it should open, like https://example.com/page." : null;
+  if (PLACEHOLDER.test(s)) return null;
+  try {
+    const u = new URL(normalUrl(s));
+    return ["http:", "https:", "mailto:", "tel:"].includes(u.protocol) ? null : "Use a web address (https://…), an email address or a phone number.";
+  } catch {
+    return "That is not a web address. Write it like https://example.com/page.";
+  }
+}
+
+async function editLink() {
+  const current = editor.getAttributes("link").href as string | undefined;
+  if (editor.state.selection.empty && !current) {
+    showError("Select the words to link first, then choose Link.");
+    return;
+  }
+  const r = await ask("dlg-link", { href: current ?? "" }, (v, action) => (action === "remove" ? null : badUrl(v.href!, true)));
+  if (!r) return;
+  const chain = editor.chain().focus().extendMarkRange("link");
+  if (r.action === "remove") chain.unsetLink().run();
+  else chain.setLink({ href: normalUrl(r.values.href!) }).run();
+}
+
+async function editButton() {
+  const sel = editor.state.selection;
+  const existing = sel instanceof NodeSelection && sel.node.type.name === "button" ? sel.node : null;
+  const r = await ask("dlg-button", { label: existing?.attrs.label ?? "", href: existing?.attrs.href ?? "", color: existing?.attrs.color ?? "#2563eb" },
+    (v) => (!v.label ? "Give the button a text, like “Read more”." : badUrl(v.href!, true)));
+  if (!r) return;
+  const attrs = { label: r.values.label, href: normalUrl(r.values.href!), color: r.values.color };
+  if (existing) editor.chain().focus().updateAttributes("button", attrs).run();
+  else editor.chain().focus().insertContent([{ type: "button", attrs }, { type: "paragraph" }]).run();
+}
+
+let uploading: Promise<string | null> | null = null;
+const imageDialog = document.getElementById("dlg-image") as HTMLDialogElement;
+const uploadState = $("[data-upload-state]", imageDialog);
+imageDialog.addEventListener("dialog-open", () => {
+  uploadState.textContent = "";
+  uploading = null;
+});
+$<HTMLInputElement>("input[name=file]", imageDialog).addEventListener("change", (e) => {
+  const file = (e.target as HTMLInputElement).files?.[0];
+  if (!file) return;
+  showDialogError(imageDialog, null);
+  uploadState.textContent = `Uploading ${file.name}…`;
+  uploading = (async () => {
+    try {
+      const res = await fetch("/dashboard/api/media", { method: "POST", headers: { "x-csrf-token": csrf, "content-type": file.type || "application/octet-stream" }, body: file, credentials: "same-origin" });
+      const body = (await res.json().catch(() => ({}))) as { url?: string; message?: string };
+      if (!res.ok || !body.url) throw new Error(body.message ?? `The upload failed (${res.status}).`);
+      $<HTMLInputElement>("input[name=src]", imageDialog).value = body.url;
+      uploadState.textContent = `Uploaded ${file.name}.`;
+      return body.url;
+    } catch (err) {
+      uploadState.textContent = "";
+      showDialogError(imageDialog, err instanceof Error ? err.message : String(err));
+      return null;
+    }
+  })();
+});
+
+async function editImage() {
+  const sel = editor.state.selection;
+  const existing = sel instanceof NodeSelection && sel.node.type.name === "image" ? sel.node : null;
+  const r = await ask("dlg-image", { src: existing?.attrs.src ?? "", alt: existing?.attrs.alt ?? "", href: existing?.attrs.href ?? "" }, async (v) => {
+    if (uploading) {
+      const url = await uploading;
+      if (!url) return "The upload failed; choose the file again or give its web address.";
+      v.src = url;
+    }
+    if (!v.src) return "Upload an image or give its web address.";
+    if (!/^https?:\/\//i.test(v.src)) return "An image's address starts with https://.";
+    return badUrl(v.href!, false);
+  });
+  if (!r) return;
+  const attrs = { src: r.values.src, alt: r.values.alt, href: r.values.href ? normalUrl(r.values.href) : null };
+  if (existing) editor.chain().focus().updateAttributes("image", attrs).run();
+  else editor.chain().focus().insertContent([{ type: "image", attrs }, { type: "paragraph" }]).run();
+}
+
+const variableDialog = document.getElementById("dlg-variable") as HTMLDialogElement;
+const variableKey = $<HTMLSelectElement>("select[name=key]", variableDialog);
+function syncVariableDialog() {
+  const option = variableKey.selectedOptions[0];
+  ($("[data-other]", variableDialog) as HTMLElement).hidden = variableKey.value !== "";
+  ($("[data-fallback-field]", variableDialog) as HTMLElement).hidden = variableKey.value === "RESEND_UNSUBSCRIBE_URL";
+  $<HTMLInputElement>("input[name=fallback]", variableDialog).value = option?.dataset.fallback ?? "";
+}
+variableKey.addEventListener("change", syncVariableDialog);
+variableDialog.addEventListener("dialog-open", () => queueMicrotask(syncVariableDialog));
+
+async function insertVariable() {
+  const r = await ask("dlg-variable", {}, (v) => (v.key === "" && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(v.other ?? "") ? "A key is letters, digits and underscores, like ORDER_ID." : null));
+  if (!r) return;
+  const key = r.values.key || r.values.other!;
+  if (key === "RESEND_UNSUBSCRIBE_URL") {
+    editor.chain().focus().insertContent([{ type: "text", text: "Unsubscribe", marks: [{ type: "link", attrs: { href: UNSUBSCRIBE } }] }, { type: "text", text: " " }]).unsetMark("link").run();
+    return;
+  }
+  if (!labels.has(key)) labels.set(key, key);
+  editor.chain().focus().insertContent([{ type: "variable", attrs: { key, fallback: (r.values.fallback ?? "").replace(/[{}|]/g, "") } }, { type: "text", text: " " }]).run();
+}
+
+// ---- toolbar ---------------------------------------------------------------------------------
+
+const commands: Record<string, () => unknown> = {
+  bold: () => editor.chain().focus().toggleBold().run(),
+  italic: () => editor.chain().focus().toggleItalic().run(),
+  underline: () => editor.chain().focus().toggleUnderline().run(),
+  strike: () => editor.chain().focus().toggleStrike().run(),
+  link: editLink,
+  bulletList: () => editor.chain().focus().toggleBulletList().run(),
+  orderedList: () => editor.chain().focus().toggleOrderedList().run(),
+  alignLeft: () => editor.chain().focus().updateAttributes("paragraph", { textAlign: null }).updateAttributes("heading", { textAlign: null }).run(),
+  alignCenter: () => editor.chain().focus().updateAttributes("paragraph", { textAlign: "center" }).updateAttributes("heading", { textAlign: "center" }).run(),
+  button: editButton,
+  image: editImage,
+  divider: () => editor.chain().focus().setHorizontalRule().run(),
+  columns: () => editor.chain().focus().insertContent([
+    { type: "columns", content: [{ type: "column", content: [{ type: "paragraph" }] }, { type: "column", content: [{ type: "paragraph" }] }] },
+    { type: "paragraph" },
+  ]).run(),
+  variable: insertVariable,
+  undo: () => editor.chain().focus().undo().run(),
+  redo: () => editor.chain().focus().redo().run(),
+};
+
+// Buttons in the toolbar keep the editor's selection: a mousedown would move focus first.
+document.querySelectorAll<HTMLButtonElement>(".toolbar button[data-cmd]").forEach((b) => {
+  b.addEventListener("mousedown", (e) => e.preventDefault());
+  b.addEventListener("click", () => void commands[b.dataset.cmd!]?.());
+});
+
+const blockSelect = $<HTMLSelectElement>("#block-type");
+blockSelect.addEventListener("change", () => {
+  const v = blockSelect.value;
+  if (v === "paragraph") editor.chain().focus().setParagraph().run();
+  else editor.chain().focus().setHeading({ level: Number(v.slice(1)) as 1 | 2 | 3 }).run();
+});
+
+function refreshToolbar() {
+  for (const name of ["bold", "italic", "underline", "strike", "link", "bulletList", "orderedList"]) {
+    document.querySelector(`.toolbar [data-cmd=${name}]`)?.setAttribute("aria-pressed", String(editor.isActive(name)));
+  }
+  const center = editor.isActive({ textAlign: "center" });
+  document.querySelector(".toolbar [data-cmd=alignCenter]")?.setAttribute("aria-pressed", String(center));
+  document.querySelector(".toolbar [data-cmd=alignLeft]")?.setAttribute("aria-pressed", String(!center));
+  const level = [1, 2, 3].find((l) => editor.isActive("heading", { level: l }));
+  blockSelect.value = level ? `h${level}` : "paragraph";
+}
+editor.on("transaction", refreshToolbar);
+refreshToolbar();
+
+// ---- saving, preview, test, review, send ----------------------------------------------------
+
+const saveState = $("#save-state");
+const errorBox = $("#editor-error");
+const settings = $<HTMLFormElement>("#editor-settings");
+let dirty = false;
+let saving: Promise<boolean> | null = null;
+let timer: ReturnType<typeof setTimeout> | undefined;
+
+function showError(message: string | null) {
+  errorBox.textContent = message ?? "";
+  errorBox.hidden = !message;
+}
+
+async function call(path: string, payload: unknown = {}): Promise<Record<string, unknown>> {
+  const res = await fetch(path, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-csrf-token": csrf, accept: "application/json" },
+    body: JSON.stringify(payload),
+    credentials: "same-origin",
+  });
+  const body = (await res.json().catch(() => ({}))) as Record<string, unknown>;
+  if (!res.ok) throw new Error(String(body.message ?? `The request failed (${res.status}). Reload the page and try again.`));
+  return body;
+}
+
+function settingsValues(): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const el of Array.from(settings.elements) as HTMLInputElement[]) if (el.name) out[el.name] = el.value.trim();
+  return out;
+}
+
+function markDirty() {
+  dirty = true;
+  saveState.textContent = "Unsaved changes";
+  clearTimeout(timer);
+  timer = setTimeout(() => void save(), 2000);
+}
+editor.on("update", markDirty);
+settings.addEventListener("input", markDirty);
+settings.addEventListener("submit", (e) => e.preventDefault());
+
+/** Saves now (waiting for a save under way first); false when the server refused it. */
+async function save(): Promise<boolean> {
+  clearTimeout(timer);
+  if (saving) await saving;
+  if (!dirty) return true;
+  dirty = false;
+  saveState.textContent = "Saving…";
+  saving = (async () => {
+    try {
+      await call(base, { ...settingsValues(), document: editor.getJSON() });
+      saveState.textContent = `Saved at ${new Date().toLocaleTimeString()}`;
+      showError(null);
+      return true;
+    } catch (err) {
+      dirty = true;
+      saveState.textContent = "Not saved";
+      showError(err instanceof Error ? err.message : String(err));
+      return false;
+    } finally {
+      saving = null;
+    }
+  })();
+  return saving;
+}
+// The first save of a page opened on an API-written draft replaces its html: only on a change.
+window.addEventListener("beforeunload", (e) => {
+  if (dirty) e.preventDefault();
+});
+
+async function busy(button: HTMLButtonElement, work: () => Promise<void>) {
+  button.disabled = true;
+  try {
+    await work();
+  } catch (err) {
+    showError(err instanceof Error ? err.message : String(err));
+  } finally {
+    button.disabled = false;
+  }
+}
+
+const previewPanel = $("#preview-panel");
+const frame = $<HTMLIFrameElement>("#preview-frame");
+async function preview() {
+  if (!(await save())) return;
+  const r = await call(`${base}/preview`);
+  frame.srcdoc = String(r.html ?? `<pre>${String(r.text ?? "").replace(/[&<]/g, (c) => (c === "&" ? "&amp;" : "&lt;"))}</pre>`);
+  $("#preview-text").textContent = String(r.text ?? "");
+  $("#preview-who").textContent = data.kind === "broadcast" ? `As ${String(r.who)} will see it.` : String(r.who);
+  previewPanel.hidden = false;
+  showError(null);
+  previewPanel.scrollIntoView({ behavior: "smooth", block: "start" });
+}
+previewPanel.querySelectorAll<HTMLButtonElement>("[data-width]").forEach((b) => b.addEventListener("click", () => {
+  $(".preview-stage").classList.toggle("mobile", b.dataset.width === "mobile");
+  previewPanel.querySelectorAll("[data-width]").forEach((x) => x.setAttribute("aria-pressed", String(x === b)));
+}));
+
+function listItem(status: string, title: string, detail: string): HTMLLIElement {
+  const li = document.createElement("li");
+  const badge = document.createElement("span");
+  badge.className = `badge ${status}`;
+  badge.textContent = status;
+  const strong = document.createElement("strong");
+  strong.textContent = ` ${title}`;
+  const p = document.createElement("p");
+  p.className = "muted";
+  p.textContent = detail.replace(/`/g, "");
+  li.append(badge, strong, p);
+  return li;
+}
+
+interface Insight { id: string; status: "passed" | "warning" | "failed"; title: string; detail: string }
+const reviewPanel = document.getElementById("review-panel");
+async function review() {
+  if (!reviewPanel || !(await save())) return;
+  const r = (await call(`${base}/review`)) as unknown as { blocking: string[]; insights: Insight[] };
+  const blocking = $("#review-blocking");
+  blocking.replaceChildren();
+  if (r.blocking.length) {
+    const h = document.createElement("h3");
+    h.textContent = "Fix these before sending";
+    const ul = document.createElement("ul");
+    ul.className = "insights blocking";
+    ul.setAttribute("role", "alert");
+    for (const b of r.blocking) ul.append(listItem("failed", "", b));
+    blocking.append(h, ul);
+  } else {
+    const p = document.createElement("p");
+    p.className = "ok";
+    p.textContent = "Nothing stops this broadcast from being sent.";
+    blocking.append(p);
+  }
+  const order = { failed: 0, warning: 1, passed: 2 };
+  const problems = r.insights.filter((i) => i.status !== "passed").sort((a, b) => order[a.status] - order[b.status]);
+  const passed = r.insights.filter((i) => i.status === "passed");
+  const box = $("#review-insights");
+  box.replaceChildren();
+  const h = document.createElement("h3");
+  h.textContent = `Deliverability: ${problems.length ? `${problems.length} to look at` : "all checks passed"}`;
+  box.append(h);
+  if (problems.length) {
+    const ul = document.createElement("ul");
+    ul.className = "insights";
+    for (const i of problems) ul.append(listItem(i.status, i.title, i.detail));
+    box.append(ul);
+  }
+  if (passed.length) {
+    const d = document.createElement("details");
+    const s = document.createElement("summary");
+    s.textContent = `${passed.length} passed checks`;
+    const ul = document.createElement("ul");
+    ul.className = "insights";
+    for (const i of passed) ul.append(listItem(i.status, i.title, i.detail));
+    d.append(s, ul);
+    box.append(d);
+  }
+  $<HTMLButtonElement>("#send-button").disabled = r.blocking.length > 0;
+  reviewPanel.hidden = false;
+  showError(null);
+  reviewPanel.scrollIntoView({ behavior: "smooth", block: "start" });
+}
+
+const sendForm = document.getElementById("send-form") as HTMLFormElement | null;
+if (sendForm) {
+  const when = $<HTMLSelectElement>("select[name=when]", sendForm);
+  const sendButton = $<HTMLButtonElement>("#send-button");
+  when.addEventListener("change", () => {
+    ($("[data-when-later]", sendForm) as HTMLElement).hidden = when.value !== "later";
+    sendButton.textContent = when.value === "later" ? "Schedule" : "Send now";
+  });
+  sendForm.addEventListener("submit", (e) => {
+    e.preventDefault();
+    void busy(sendButton, async () => {
+      const later = when.value === "later";
+      const at = $<HTMLInputElement>("input[name=scheduled_at]", sendForm).value.trim();
+      if (later && !at) throw new Error("Say when to send it, like “tomorrow at 9am”.");
+      const segment = $<HTMLSelectElement>("select[name=segment_id]", settings).selectedOptions[0]?.textContent ?? "the segment";
+      if (!confirm(later ? `Schedule this broadcast to ${segment} for ${at}?` : `Send this broadcast to everyone in ${segment} now?`)) return;
+      if (!(await save())) return;
+      await call(`${base}/send`, later ? { scheduled_at: at } : {});
+      location.href = `/dashboard/broadcasts/${data.id}`;
+    });
+  });
+}
+
+const actions: Record<string, () => Promise<void>> = {
+  save: async () => {
+    dirty = true;
+    await save();
+  },
+  preview,
+  review,
+  test: async () => {
+    if (!(await save())) return;
+    const r = await call(`${base}/test`);
+    saveState.textContent = `Test sent to ${String(r.to)}.`;
+  },
+  publish: async () => {
+    if (!(await save())) return;
+    await call(`${base}/publish`);
+    location.reload();
+  },
+};
+document.querySelectorAll<HTMLButtonElement>("[data-action]").forEach((b) => b.addEventListener("click", () => void busy(b, actions[b.dataset.action!]!)));
+
+(window as unknown as { ternEditor: Editor }).ternEditor = editor;

@@ -1,0 +1,74 @@
+// Images the editor uploads for emails, stored in R2 per account (media/{account}/{id}) and
+// served by tern at /media/{account}/{id}/{signature}.{ext}. The URLs are public, because every
+// recipient's mail client fetches them without a session, and permanent, because mail is read
+// years later; they are signed (an HMAC of the account and id under the master key) so a URL
+// cannot be made up or walked, and a request with a bad signature never reaches R2. The type
+// is read from the bytes, never from the browser, and only PNG, JPEG, GIF and WebP are kept
+// (SVG can carry script); they are served with that type, nosniff and a sandboxing CSP.
+import { constantTimeEqual, toBase64Url } from "../bytes.ts";
+import { macKey } from "../crypto/master-key.ts";
+
+/** Email images beyond a few hundred KB slow every reader's download; 5 MB is a hard limit. */
+export const MAX_IMAGE_BYTES = 5 * 1024 * 1024;
+
+export const IMAGE_TYPES = { png: "image/png", jpg: "image/jpeg", gif: "image/gif", webp: "image/webp" } as const;
+export type ImageExt = keyof typeof IMAGE_TYPES;
+
+export class ImageError extends Error {}
+
+/** The image format the bytes start with (their magic numbers), or null. */
+export function sniffImage(b: Uint8Array): ImageExt | null {
+  const at = (i: number, ...xs: number[]) => xs.every((x, j) => b[i + j] === x);
+  if (at(0, 0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a)) return "png";
+  if (at(0, 0xff, 0xd8, 0xff)) return "jpg";
+  if (at(0, 0x47, 0x49, 0x46, 0x38) && (b[4] === 0x37 || b[4] === 0x39) && b[5] === 0x61) return "gif";
+  if (at(0, 0x52, 0x49, 0x46, 0x46) && at(8, 0x57, 0x45, 0x42, 0x50)) return "webp";
+  return null;
+}
+
+const ID = /^[0-9a-f]{32}$/;
+const ACCOUNT = /^[A-Za-z0-9_-]{1,64}$/;
+
+async function signature(masterKey: string | undefined, accountId: string, id: string): Promise<string> {
+  const key = await macKey(masterKey, "link-token");
+  const mac = new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(`media:${accountId}/${id}`)));
+  return toBase64Url(mac.slice(0, 16));
+}
+
+export function objectKey(accountId: string, id: string): string {
+  return `media/${accountId}/${id}`;
+}
+
+/** Checks and stores an uploaded image; answers its public URL under `origin`. */
+export async function storeImage(env: Pick<Env, "BLOBS" | "MASTER_KEY">, accountId: string, bytes: Uint8Array, origin: string): Promise<{ url: string; bytes: number; type: string }> {
+  if (bytes.length === 0) throw new ImageError("The file is empty. Choose an image file.");
+  if (bytes.length > MAX_IMAGE_BYTES) throw new ImageError(`The image is ${(bytes.length / 1048576).toFixed(1)} MB; at most 5 MB is accepted. Make it smaller (email images are best under 500 KB).`);
+  const ext = sniffImage(bytes);
+  if (!ext) throw new ImageError("That file is not a PNG, JPEG, GIF or WebP image. Save it in one of those formats and upload it again.");
+  const id = [...crypto.getRandomValues(new Uint8Array(16))].map((x) => x.toString(16).padStart(2, "0")).join("");
+  await env.BLOBS.put(objectKey(accountId, id), bytes, { httpMetadata: { contentType: IMAGE_TYPES[ext] }, customMetadata: { account: accountId, ext } });
+  return { url: `${origin}/media/${accountId}/${id}/${await signature(env.MASTER_KEY, accountId, id)}.${ext}`, bytes: bytes.length, type: IMAGE_TYPES[ext] };
+}
+
+/** The response for GET /media/{account}/{id}/{sig}.{ext}: the image, or a 404 that says nothing. */
+export async function serveImage(env: Pick<Env, "BLOBS" | "MASTER_KEY">, accountId: string, id: string, file: string): Promise<Response> {
+  const notFound = () => new Response("Not found", { status: 404, headers: { "content-type": "text/plain; charset=utf-8", "x-content-type-options": "nosniff" } });
+  const m = /^([A-Za-z0-9_-]{22})\.(png|jpg|gif|webp)$/.exec(file);
+  if (!m || !ID.test(id) || !ACCOUNT.test(accountId)) return notFound();
+  const enc = new TextEncoder();
+  if (!constantTimeEqual(enc.encode(m[1]!), enc.encode(await signature(env.MASTER_KEY, accountId, id)))) return notFound();
+  const obj = await env.BLOBS.get(objectKey(accountId, id));
+  if (!obj) return notFound();
+  const ext = (obj.customMetadata?.ext ?? m[2]) as ImageExt;
+  return new Response(obj.body, {
+    headers: {
+      // The type found at upload, never the one the URL names.
+      "content-type": IMAGE_TYPES[ext] ?? "application/octet-stream",
+      "x-content-type-options": "nosniff",
+      "content-security-policy": "default-src 'none'; sandbox",
+      "content-disposition": "inline",
+      "cache-control": "public, max-age=31536000, immutable",
+      "cross-origin-resource-policy": "cross-origin",
+    },
+  });
+}
