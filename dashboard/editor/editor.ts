@@ -8,6 +8,7 @@
 import { Editor, Extension, Node, mergeAttributes, type JSONContent } from "@tiptap/core";
 import Image from "@tiptap/extension-image";
 import StarterKit from "@tiptap/starter-kit";
+import { Placeholder } from "@tiptap/extensions";
 import { NodeSelection } from "@tiptap/pm/state";
 
 interface Variable { key: string; label: string; fallback: string }
@@ -119,6 +120,11 @@ const editor = new Editor({
         // A placeholder ({{{RESEND_UNSUBSCRIBE_URL}}}, a property holding a URL) is a link too.
         isAllowedUri: (url, ctx) => PLACEHOLDER.test(url) || ctx.defaultValidate(url),
       },
+    }),
+    // What to type where, in empty blocks: a non-programmer sees where the heading goes.
+    Placeholder.configure({
+      includeChildren: true,
+      placeholder: ({ node }) => (node.type.name === "heading" ? "Heading" : "Write your message, or add a button, image or columns from the toolbar…"),
     }),
     TextAlign,
     EmailButton,
@@ -317,7 +323,7 @@ async function insertVariable() {
     return;
   }
   if (!labels.has(key)) labels.set(key, key);
-  editor.chain().focus().insertContent([{ type: "variable", attrs: { key, fallback: (r.values.fallback ?? "").replace(/[{}|]/g, "") } }, { type: "text", text: " " }]).run();
+  editor.chain().focus().insertContent({ type: "variable", attrs: { key, fallback: (r.values.fallback ?? "").replace(/[{}|]/g, "") } }).run();
 }
 
 // ---- toolbar ---------------------------------------------------------------------------------
@@ -459,7 +465,7 @@ async function preview() {
   const r = await call(`${base}/preview`);
   frame.srcdoc = String(r.html ?? `<pre>${String(r.text ?? "").replace(/[&<]/g, (c) => (c === "&" ? "&amp;" : "&lt;"))}</pre>`);
   $("#preview-text").textContent = String(r.text ?? "");
-  $("#preview-who").textContent = data.kind === "broadcast" ? `As ${String(r.who)} will see it.` : String(r.who);
+  $("#preview-who").textContent = data.kind === "broadcast" ? `Subject: ${String(r.subject)} · as ${String(r.who)} will see it.` : String(r.who);
   previewPanel.hidden = false;
   showError(null);
   previewPanel.scrollIntoView({ behavior: "smooth", block: "start" });

@@ -154,8 +154,10 @@ function blockHtml(n: DocNode): string {
     case "image": {
       const src = safeSrc(n.attrs?.src);
       if (!src) return "";
-      const w = Math.min(Math.max(Math.round(Number(n.attrs?.width) || 600), 16), 600);
-      const img = `<img src="${escapeHtml(src)}" alt="${escapeHtml(str(n.attrs?.alt, 300))}" width="${w}" style="display:block;max-width:100%;height:auto;border:0;margin:${ta === "center" ? "0 auto" : ta === "right" ? "0 0 0 auto" : "0"}">`;
+      // A width only when the author set one: a small image is not stretched to the column.
+      const w = Number(n.attrs?.width);
+      const width = Number.isFinite(w) && w > 0 ? ` width="${Math.min(Math.max(Math.round(w), 16), 536)}"` : "";
+      const img = `<img src="${escapeHtml(src)}" alt="${escapeHtml(str(n.attrs?.alt, 300))}"${width} style="display:block;max-width:100%;height:auto;border:0;margin:${ta === "center" ? "0 auto" : ta === "right" ? "0 0 0 auto" : "0"}">`;
       const href = safeHref(n.attrs?.href);
       return `<div style="margin:0 0 16px">${href ? `<a href="${escapeHtml(href)}">${img}</a>` : img}</div>`;
     }
@@ -187,15 +189,23 @@ function blocksHtml(nodes: DocNode[] | undefined): string {
   return (nodes ?? []).map(blockHtml).join("\n");
 }
 
+/** The editor keeps an empty paragraph at the end to type in; the email has no use for it. */
+function withoutTrailingEmpty(nodes: DocNode[] | undefined): DocNode[] {
+  const out = [...(nodes ?? [])];
+  while (out.length > 0 && out[out.length - 1]!.type === "paragraph" && !(out[out.length - 1]!.content ?? []).length) out.pop();
+  return out;
+}
+
 /** The email's html: a complete document, 600 pixels wide at most, stacking columns on phones. */
 export function documentToHtml(doc: DocNode, opts: { title?: string } = {}): string {
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><meta name="x-apple-disable-message-reformatting"><title>${escapeHtml(opts.title ?? "")}</title>
-<style>@media only screen and (max-width:620px){.tern-col{display:block!important;width:100%!important;padding:0!important}.tern-body{padding:20px!important}}</style></head>
+<style>body>p{max-width:600px;margin:0 auto 24px!important;padding:0 16px;text-align:center;font-family:${FONT}}
+@media only screen and (max-width:620px){.tern-col{display:block!important;width:100%!important;padding:0!important}.tern-body{padding:20px!important}}</style></head>
 <body style="margin:0;padding:0;background:#f4f4f5">
 <table role="presentation" width="100%" cellpadding="0" cellspacing="0" border="0" style="background:#f4f4f5"><tr><td align="center" style="padding:24px 8px">
 <table role="presentation" width="600" cellpadding="0" cellspacing="0" border="0" style="width:100%;max-width:600px;background:#ffffff;border-radius:8px"><tr><td class="tern-body" style="padding:32px;font-family:${FONT};font-size:16px;line-height:1.6;color:${TEXT_COLOR}">
-${blocksHtml(doc.content)}
+${blocksHtml(withoutTrailingEmpty(doc.content))}
 </td></tr></table>
 </td></tr></table>
 </body></html>`;

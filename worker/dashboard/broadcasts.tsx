@@ -25,7 +25,7 @@ import { BUCKET_MS } from "../metrics/rollup.ts";
 import { emailMetrics } from "../metrics/service.ts";
 import { CreateBroadcastRequest, fieldsOf, UpdateBroadcastRequest } from "../routes/broadcasts.ts";
 import { performSend } from "../sending/send.ts";
-import { contactLookup, type Lookup } from "../templates/render.ts";
+import { contactLookup, render, type Lookup } from "../templates/render.ts";
 import { UNSUBSCRIBE_PLACEHOLDER } from "../contacts/list-unsubscribe.ts";
 import { Badge, Empty, Time } from "./layout.tsx";
 import { body, DashError, json, page, type DashCtx, type DashEnv } from "./routes.tsx";
@@ -166,6 +166,11 @@ async function sampleLookup(env: Env, v: Viewer, row: BroadcastRow): Promise<{ l
   return { lookup: contactLookup({ email: v.user.email, firstName: first || null, lastName: rest.join(" ") || null, properties: {} }, fallbacks), who: v.user.email };
 }
 
+/** The subject as the contact gets it (the fan-out's rule: variables filled, one line). */
+function subjectFor(row: BroadcastRow, lookup: Lookup): string {
+  return render(row.subject ?? "", lookup, "text").output.replace(/[\r\n\0]+/g, " ").slice(0, 998);
+}
+
 /** The editor's toolbar, dialogs, preview and (for broadcasts) review: server-rendered markup
  * with labels, which editor.js wires to the editor. */
 export function EditorWorkspace(props: { kind: "broadcast" | "template"; id: string; document: unknown; variables: { key: string; label: string; fallback: string }[]; fromHtml: boolean; actions: Child; settings: Child }) {
@@ -181,28 +186,33 @@ export function EditorWorkspace(props: { kind: "broadcast" | "template"; id: str
       ) : null}
       <div class="editor-frame">
         <div class="toolbar" role="toolbar" aria-label="Formatting" aria-controls="editor-content">
-          <div class="group">
-            <label class="sr-only" for="block-type">Text style</label>
-            <select id="block-type" data-cmd="block">
-              <option value="paragraph">Paragraph</option>
-              <option value="h1">Heading 1</option>
-              <option value="h2">Heading 2</option>
-              <option value="h3">Heading 3</option>
-            </select>
+          <div class="toolbar-row">
+            <div class="group">
+              <label class="sr-only" for="block-type">Text style</label>
+              <select id="block-type" data-cmd="block">
+                <option value="paragraph">Paragraph</option>
+                <option value="h1">Heading 1</option>
+                <option value="h2">Heading 2</option>
+                <option value="h3">Heading 3</option>
+              </select>
+            </div>
+            <div class="group">
+              {t("bold", "Bold", "B", "Ctrl+B")}{t("italic", "Italic", "I", "Ctrl+I")}{t("underline", "Underline", "U", "Ctrl+U")}{t("strike", "Strikethrough", "S")}
+              {t("link", "Link", "Link", "Ctrl+K")}
+            </div>
+            <div class="group">
+              {t("bulletList", "Bulleted list", "• List")}{t("orderedList", "Numbered list", "1. List")}
+              {t("alignLeft", "Align left", "Left")}{t("alignCenter", "Align center", "Center")}
+            </div>
+            <div class="group end">{t("undo", "Undo", "Undo", "Ctrl+Z")}{t("redo", "Redo", "Redo", "Ctrl+Shift+Z")}</div>
           </div>
-          <div class="group">
-            {t("bold", "Bold", "B", "Ctrl+B")}{t("italic", "Italic", "I", "Ctrl+I")}{t("underline", "Underline", "U", "Ctrl+U")}{t("strike", "Strikethrough", "S")}
-            {t("link", "Link", "Link", "Ctrl+K")}
+          <div class="toolbar-row">
+            <span class="muted toolbar-label" aria-hidden="true">Insert</span>
+            <div class="group">
+              {t("button", "Insert button", "Button")}{t("image", "Insert image", "Image")}{t("divider", "Insert divider", "Divider")}{t("columns", "Insert two columns", "Two columns")}
+              {t("variable", "Insert variable", "{ } Variable")}
+            </div>
           </div>
-          <div class="group">
-            {t("bulletList", "Bulleted list", "• List")}{t("orderedList", "Numbered list", "1. List")}
-            {t("alignLeft", "Align left", "Left")}{t("alignCenter", "Align center", "Center")}
-          </div>
-          <div class="group">
-            {t("button", "Insert button", "+ Button")}{t("image", "Insert image", "+ Image")}{t("divider", "Insert divider", "+ Divider")}{t("columns", "Insert two columns", "+ Columns")}
-            {t("variable", "Insert variable", "{ } Variable")}
-          </div>
-          <div class="group">{t("undo", "Undo", "Undo", "Ctrl+Z")}{t("redo", "Redo", "Redo", "Ctrl+Shift+Z")}</div>
         </div>
         <div id="editor-content" class="editor-content" aria-label="Email content"></div>
         <p class="muted editor-hint">Select a button or image and press Enter to edit it. Type <kbd>{"{{"}</kbd> or use Variable to personalise.</p>
@@ -312,10 +322,11 @@ async function broadcastPage(c: DashCtx) {
           <select name="segment_id">{segs.data.map((s) => <option value={s.id} selected={s.id === row.segmentId}>{s.name}</option>)}</select>
         </label>
         <label>Topic
-          <select name="topic_id" data-keep-empty>
-            <option value="">None: everyone in the segment who is subscribed</option>
+          <select aria-describedby="topic-hint" name="topic_id" data-keep-empty>
+            <option value="">None</option>
             {tops.data.map((t) => <option value={t.id} selected={t.id === row.topicId}>{t.name}</option>)}
           </select>
+          <span class="hint" id="topic-hint">With a topic, contacts who left it are skipped.</span>
         </label>
         <Field label="Reply-To" name="reply_to" value={replyTo} placeholder="optional" />
       </div>
@@ -428,7 +439,7 @@ export function registerBroadcastPages(app: Hono<DashEnv>): void {
     const { lookup, who } = await sampleLookup(c.env, v, row);
     const out = renderBroadcastBody(row, lookup);
     // Links in the preview go nowhere (sandboxed); the unsubscribe link shows where it would be.
-    return c.json({ html: out.html?.replaceAll(UNSUBSCRIBE_PLACEHOLDER, "#unsubscribe") ?? null, text: out.text, who });
+    return c.json({ html: out.html?.replaceAll(UNSUBSCRIBE_PLACEHOLDER, "#unsubscribe") ?? null, text: out.text, who, subject: subjectFor(row, lookup) });
   });
 
   // A test: the message as the first contact of the segment would get it, to the signed-in
@@ -444,7 +455,7 @@ export function registerBroadcastPages(app: Hono<DashEnv>): void {
       kind: "single",
       batchMode: "strict",
       body: {
-        from: row.fromAddress, to: [v.user.email], subject: `[Test] ${row.subject}`,
+        from: row.fromAddress, to: [v.user.email], subject: `[Test] ${subjectFor(row, lookup)}`,
         ...(out.html ? { html: out.html } : {}), ...(out.text ? { text: out.text } : {}),
         // The same one-click unsubscribe a recipient gets, for the tester's own address.
         headers: { "List-Unsubscribe": `<${UNSUBSCRIBE_PLACEHOLDER}>` },

@@ -1,0 +1,287 @@
+// The Broadcasts and Templates pages in a real headless Chromium against `npm start`: a person,
+// with the mouse and keyboard only, writes a broadcast in the block editor (a heading, a
+// paragraph with a variable, a button and an uploaded image), previews it at desktop and phone
+// widths, sends a test to themselves, reviews it and sends it to a segment of dev-relay
+// addresses; each recipient's message shows their own name, the button's link, the image tern
+// serves and a working one-click unsubscribe. Then a template is written and published.
+// Screenshots: test-results/dashboard/5x-*.png.
+import { readFileSync } from "node:fs";
+import { crc32, deflateSync } from "node:zlib";
+import { simpleParser } from "mailparser";
+import type { Browser, Page } from "playwright-core";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { axeViolations, launchBrowser, shot } from "../support/browser.ts";
+import { startTern, type TernProcess } from "../support/processes.ts";
+
+let tern: TernProcess;
+let browser: Browser;
+
+beforeAll(async () => {
+  [tern, browser] = await Promise.all([startTern(), launchBrowser()]);
+}, 120_000);
+
+afterAll(async () => {
+  await browser?.close();
+  await tern?.stop();
+});
+
+afterEach((ctx) => {
+  if (ctx.task.result?.state === "fail") console.log(tern.output().slice(-6000));
+});
+
+const api = async (path: string, init: RequestInit = {}) => {
+  const res = await fetch(`${tern.url}${path}`, { ...init, headers: { authorization: `Bearer ${tern.apiKey}`, "content-type": "application/json", ...(init.headers ?? {}) } });
+  const body = (await res.json()) as Record<string, unknown>;
+  if (!res.ok) throw new Error(`${init.method ?? "GET"} ${path}: ${res.status} ${JSON.stringify(body)}`);
+  return body;
+};
+
+/** A real PNG (a two-colour banner), made here so the test needs no fixture file. */
+function png(w: number, h: number): Buffer {
+  const raw = Buffer.alloc((w * 3 + 1) * h);
+  for (let y = 0; y < h; y++) {
+    for (let x = 0; x < w; x++) {
+      const o = y * (w * 3 + 1) + 1 + x * 3;
+      const band = x < w / 3;
+      raw[o] = band ? 0x25 : 0xe0; raw[o + 1] = band ? 0x63 : 0xe7; raw[o + 2] = band ? 0xeb : 0xff;
+    }
+  }
+  const chunk = (type: string, data: Buffer) => {
+    const len = Buffer.alloc(4);
+    len.writeUInt32BE(data.length);
+    const td = Buffer.concat([Buffer.from(type, "latin1"), data]);
+    const crc = Buffer.alloc(4);
+    crc.writeUInt32BE(crc32(td));
+    return Buffer.concat([len, td, crc]);
+  };
+  const ihdr = Buffer.alloc(13);
+  ihdr.writeUInt32BE(w, 0);
+  ihdr.writeUInt32BE(h, 4);
+  ihdr.set([8, 2, 0, 0, 0], 8);
+  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk("IHDR", ihdr), chunk("IDAT", deflateSync(raw)), chunk("IEND", Buffer.alloc(0))]);
+}
+
+interface RelayMessage { id: string; subject?: string }
+async function relayMessage(to: string): Promise<{ id: string; raw: Buffer }> {
+  const list = (await (await fetch(`${tern.relayHttp}/api/messages?to=${encodeURIComponent(to)}&wait=30000`)).json()) as { data: RelayMessage[] };
+  expect(list.data.length, `a message for ${to}`).toBeGreaterThan(0);
+  const id = list.data[0]!.id;
+  return { id, raw: Buffer.from(await (await fetch(`${tern.relayHttp}/api/messages/${id}/raw`)).arrayBuffer()) };
+}
+
+async function signIn(page: Page): Promise<string> {
+  const dev = JSON.parse(readFileSync(`${tern.stateDir}/tern/dev-user.json`, "utf8")) as { email: string; password: string };
+  await page.goto(`${tern.url}/dashboard/sign-in`);
+  await page.getByLabel("Email").fill(dev.email);
+  await page.getByLabel("Password").fill(dev.password);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.waitForURL("**/dashboard/emails");
+  return dev.email;
+}
+
+describe("the Broadcasts page and the block editor", () => {
+  it("writes, previews, tests, reviews and sends a broadcast; each recipient gets their own", async () => {
+    // The audience, set up through the API as a developer would.
+    const tag = crypto.randomUUID().slice(0, 6);
+    const segmentId = (await api("/segments", { method: "POST", body: JSON.stringify({ name: `Readers ${tag}` }) })).id as string;
+    const readers = [{ name: "Ada", email: `ada-${tag}@example.com` }, { name: "Bob", email: `bob-${tag}@example.com` }];
+    const contactIds: string[] = [];
+    for (const r of readers) {
+      const c = await api("/contacts", { method: "POST", body: JSON.stringify({ email: r.email, first_name: r.name, segments: [{ id: segmentId }] }) });
+      contactIds.push(c.id as string);
+    }
+
+    const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: "en-US" })).newPage();
+    const scriptErrors: string[] = [];
+    page.on("pageerror", (err) => scriptErrors.push(err.message));
+    page.on("console", (m) => { if (m.type() === "error") scriptErrors.push(m.text()); });
+    const me = await signIn(page);
+
+    // The list: empty, saying what to do; the first page loads no editor script.
+    await page.getByRole("link", { name: "Broadcasts" }).click();
+    await page.waitForURL("**/dashboard/broadcasts");
+    expect(await page.locator("main").innerText()).toContain("No broadcasts yet.");
+    expect(await page.locator("script[src*=editor]").count()).toBe(0);
+    await shot(page, "50-broadcasts-empty");
+    expect(await axeViolations(page)).toEqual([]);
+
+    await page.getByLabel("Name").fill("November news");
+    await page.getByLabel("From").fill(`News <news@${tern.domain}>`);
+    await page.getByLabel("Subject").fill("What's new, {{{FIRST_NAME|friend}}}");
+    await page.getByLabel("Send to segment").selectOption({ label: `Readers ${tag}` });
+    await page.getByRole("button", { name: "Create and edit" }).click();
+    await page.waitForURL(/\/dashboard\/broadcasts\/[0-9a-f-]{36}$/);
+    const broadcastId = page.url().split("/").pop()!;
+
+    // A heading, then a paragraph with the first name from the Variable menu.
+    const canvas = page.getByRole("textbox", { name: "Email content" });
+    await canvas.locator("h1").click();
+    await page.keyboard.type("Our November news");
+    await page.keyboard.press("Enter");
+    await page.keyboard.type("Hi ");
+    await page.getByRole("button", { name: "Insert variable" }).click();
+    const varDialog = page.getByRole("dialog", { name: "Insert a variable" });
+    await varDialog.getByLabel("Variable").selectOption({ label: "First name" });
+    expect(await varDialog.getByLabel(/Fallback/).inputValue()).toBe("there");
+    await varDialog.getByRole("button", { name: "Insert" }).click();
+    await page.keyboard.type(", the editor has landed. ");
+    await page.keyboard.press("Control+b");
+    await page.keyboard.type("Bold news");
+    await page.keyboard.press("Control+b");
+    await page.keyboard.type(" for everyone.");
+
+    // A button: a link is required, and the dialog says so.
+    await page.getByRole("button", { name: "Insert button" }).click();
+    const btnDialog = page.getByRole("dialog", { name: "Button" });
+    await btnDialog.getByLabel("Button text").fill("Read the changelog");
+    await btnDialog.getByRole("button", { name: "Apply" }).click();
+    expect(await btnDialog.locator("[data-dialog-error]").innerText()).toContain("Enter the address");
+    await btnDialog.getByLabel("Link").fill("https://tern.test/changelog");
+    await btnDialog.getByRole("button", { name: "Apply" }).click();
+    await expect.poll(() => btnDialog.isVisible()).toBe(false);
+
+    // An image, uploaded from a file the person picks.
+    const image = png(480, 120);
+    await page.getByRole("button", { name: "Insert image" }).click();
+    const imgDialog = page.getByRole("dialog", { name: "Image" });
+    const [chooser] = await Promise.all([page.waitForEvent("filechooser"), imgDialog.getByLabel(/Upload an image/).click()]);
+    await chooser.setFiles({ name: "banner.png", mimeType: "image/png", buffer: image });
+    await expect.poll(() => imgDialog.locator("[data-upload-state]").innerText()).toContain("Uploaded banner.png");
+    const src = await imgDialog.getByLabel(/web address/).inputValue();
+    expect(src).toMatch(new RegExp(`^${tern.url}/media/`));
+    await imgDialog.getByLabel(/alt text/).fill("The tern banner");
+    await imgDialog.getByRole("button", { name: "Apply" }).click();
+    await expect.poll(() => imgDialog.isVisible()).toBe(false);
+    await page.keyboard.type("See you next month.");
+    await shot(page, "51-broadcast-editor");
+    expect(await axeViolations(page)).toEqual([]);
+
+    // Preview at both widths: the first contact's name, the button and the image.
+    await page.getByRole("button", { name: "Preview" }).click();
+    const frame = page.locator("#preview-frame");
+    await expect.poll(() => frame.getAttribute("srcdoc"), { timeout: 15_000 }).toContain("Hi Ada, the editor has landed.");
+    const srcdoc = (await frame.getAttribute("srcdoc"))!;
+    expect(srcdoc).toContain('href="https://tern.test/changelog"');
+    expect(srcdoc).toContain(`src="${src}"`);
+    expect(await page.locator("#preview-who").innerText()).toContain(readers[0]!.email);
+    await page.frameLocator("#preview-frame").getByRole("link", { name: "Read the changelog" }).waitFor();
+    await page.evaluate("window.scrollTo(0, 0)");
+    await shot(page, "52-broadcast-preview-desktop");
+    await page.getByRole("button", { name: "Mobile" }).click();
+    await page.waitForTimeout(300); // the frame's width eases over 200 ms
+    await page.evaluate("window.scrollTo(0, 0)"); // the sticky toolbar stays at the top of the shot
+    await shot(page, "53-broadcast-preview-mobile");
+
+    // A test to the signed-in person's own address.
+    await page.getByRole("button", { name: `Send a test to ${me}` }).click();
+    await expect.poll(() => page.locator("#save-state").innerText()).toContain(`Test sent to ${me}`);
+    const test = await simpleParser((await relayMessage(me)).raw);
+    expect(test.subject).toBe("[Test] What's new, Ada");
+
+    // The review: nothing blocks; the deliverability checks are listed. Then send now.
+    await page.getByRole("button", { name: "Review and send…" }).click();
+    const reviewPanel = page.locator("#review-panel");
+    await expect.poll(() => reviewPanel.isVisible()).toBe(true);
+    expect(await reviewPanel.innerText()).toContain("Nothing stops this broadcast from being sent.");
+    expect(await reviewPanel.locator("li").count()).toBeGreaterThan(5);
+    await page.evaluate("window.scrollTo(0, 0)");
+    await shot(page, "54-broadcast-review");
+    expect(await axeViolations(page)).toEqual([]);
+    page.once("dialog", (d) => void d.accept());
+    await page.getByRole("button", { name: "Send now" }).click();
+    await page.waitForURL(`**/dashboard/broadcasts/${broadcastId}`);
+    await expect.poll(async () => {
+      await page.reload();
+      return page.locator("main .badge").first().innerText();
+    }, { timeout: 60_000, interval: 1000 }).toBe("sent");
+
+    // Each recipient's own message at the dev relay.
+    const stored = await api(`/broadcasts/${broadcastId}`);
+    expect(stored.html).toContain("{{{FIRST_NAME|there}}}");
+    for (const [i, r] of readers.entries()) {
+      const { id, raw } = await relayMessage(r.email);
+      const mail = await simpleParser(raw);
+      expect(mail.subject).toBe(`What's new, ${r.name}`);
+      const html = String(mail.html);
+      expect(html).toContain(`Hi ${r.name}, the editor has landed.`);
+      expect(mail.text).toContain(`Hi ${r.name}, the editor has landed.`);
+      // The button's link (through click tracking, if the domain has it on).
+      const href = /<a href="([^"]+)"[^>]*>Read the changelog<\/a>/.exec(html)![1]!.replace(/&amp;/g, "&");
+      if (href !== "https://tern.test/changelog") {
+        const hop = await fetch(href, { redirect: "manual" });
+        expect(hop.headers.get("location")).toBe("https://tern.test/changelog");
+      }
+      // The image tern serves, with the type it found at upload.
+      const img = await fetch(/<img src="([^"]+)"/.exec(html)![1]!.replace(/&amp;/g, "&"));
+      expect(img.status).toBe(200);
+      expect(img.headers.get("content-type")).toBe("image/png");
+      expect(Buffer.from(await img.arrayBuffer()).equals(image)).toBe(true);
+      // One-click unsubscribe (RFC 8058) from the header; the visible link is the same.
+      const headers = raw.toString("latin1").replace(/\r\n[ \t]+/g, " ");
+      const link = headers.match(/^List-Unsubscribe: <(http[^>]+)>\r$/m)![1]!;
+      expect(html).toContain(`href="${link}"`);
+      if (i === 0) {
+        // The dev mailbox's own page (its CSP keeps remote images out, by design).
+        const mailbox = await page.context().newPage();
+        await mailbox.goto(`${tern.relayHttp}/messages/${id}`);
+        await shot(mailbox, "55-relay-message");
+        await mailbox.close();
+        const res = await fetch(link, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "List-Unsubscribe=One-Click" });
+        expect(res.status).toBe(200);
+        expect((await api(`/contacts/${contactIds[0]}`)).unsubscribed).toBe(true);
+      }
+    }
+    expect((await api(`/contacts/${contactIds[1]}`)).unsubscribed).toBe(false);
+
+    // The list: sent, with its recipients and counts.
+    await page.goto(`${tern.url}/dashboard/broadcasts`);
+    const row = page.locator("tbody tr", { hasText: "November news" });
+    expect(await row.locator(".badge").innerText()).toBe("sent");
+    await expect.poll(async () => {
+      await page.reload();
+      return page.locator("tbody tr", { hasText: "November news" }).locator("td[data-stat=delivered]").innerText();
+    }, { timeout: 30_000, interval: 1000 }).toBe("2");
+    expect(await page.locator("tbody tr", { hasText: "November news" }).locator("td[data-stat=unsubscribed]").innerText()).toBe("1");
+    await shot(page, "56-broadcasts-list");
+    expect(scriptErrors).toEqual([]);
+  }, 180_000);
+
+  it("writes and publishes a template in the same editor", async () => {
+    const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: "en-US" })).newPage();
+    await signIn(page);
+    await page.goto(`${tern.url}/dashboard/templates`);
+    expect(await page.locator("main").innerText()).toContain("No templates yet.");
+    await page.getByLabel("Name").fill("Order shipped");
+    await page.getByLabel("Alias (optional)").fill("order-shipped");
+    await page.getByRole("button", { name: "Create and edit" }).click();
+    await page.waitForURL(/\/dashboard\/templates\/[0-9a-f-]{36}$/);
+    await page.getByLabel("Subject").fill("Your order {{{ORDER}}} is on its way");
+    await page.getByRole("textbox", { name: "Email content" }).locator("h1").click();
+    await page.keyboard.type("On its way");
+    await page.keyboard.press("Enter");
+    await page.keyboard.type("Order ");
+    await page.getByRole("button", { name: "Insert variable" }).click();
+    const dialog = page.getByRole("dialog", { name: "Insert a variable" });
+    await dialog.getByLabel("Variable").selectOption({ label: "Another key…" });
+    await dialog.getByLabel("Key", { exact: true }).fill("ORDER");
+    await dialog.getByLabel(/Fallback/).fill("soon");
+    await dialog.getByRole("button", { name: "Insert" }).click();
+    await page.keyboard.type(" has shipped.");
+    await page.getByRole("button", { name: "Publish" }).click();
+    await page.waitForLoadState("load");
+    await expect.poll(() => page.locator("main p .badge").first().innerText()).toBe("published");
+    await shot(page, "57-template-editor");
+    expect(await axeViolations(page)).toEqual([]);
+    const t = await api("/templates/order-shipped");
+    expect(t).toMatchObject({ status: "published", subject: "Your order {{{ORDER}}} is on its way" });
+    expect(t.html).toContain("Order {{{ORDER|soon}}} has shipped.");
+    // A send with it fills the variable, as any API send.
+    const to = `order-${crypto.randomUUID().slice(0, 6)}@example.com`;
+    await api("/emails", { method: "POST", body: JSON.stringify({ from: `Shop <shop@${tern.domain}>`, to, template: { id: "order-shipped", variables: { ORDER: "#42" } } }) });
+    const mail = await simpleParser((await relayMessage(to)).raw);
+    expect(mail.subject).toBe("Your order #42 is on its way");
+    expect(String(mail.html)).toContain("Order #42 has shipped.");
+    await page.goto(`${tern.url}/dashboard/templates`);
+    await shot(page, "58-templates-list");
+  }, 90_000);
+});

@@ -1,0 +1,154 @@
+// The dashboard editor's server side: its document rendered to email html and text (escaped,
+// unsafe links dropped, variables kept as placeholders), uploaded images checked, stored per
+// account and served only at their signed URL, a stored document dropped when the API rewrites
+// the html, and the pre-send review listing every problem a send would refuse.
+import { env, exports } from "cloudflare:workers";
+import { beforeAll, describe, expect, it } from "vitest";
+import { sendProblems, updateBroadcast, findBroadcast } from "../../worker/broadcasts/broadcasts.ts";
+import { documentToHtml, documentToText, DocumentError, hasUnsubscribeLink, parseDocument, type DocNode } from "../../worker/broadcasts/document.ts";
+import { reviewBroadcast } from "../../worker/broadcasts/review.ts";
+import { ImageError, MAX_IMAGE_BYTES, sniffImage, storeImage } from "../../worker/media/images.ts";
+import { call, createAccount, type TestAccount } from "./fixtures.ts";
+
+const text = (t: string, marks?: DocNode["marks"]): DocNode => ({ type: "text", text: t, ...(marks ? { marks } : {}) });
+const DOC: DocNode = {
+  type: "doc",
+  content: [
+    { type: "heading", attrs: { level: 1 }, content: [text("News <script>alert(1)</script>")] },
+    { type: "paragraph", content: [text("Hi "), { type: "variable", attrs: { key: "FIRST_NAME", fallback: "there" } }, text(", "), text("bold", [{ type: "bold" }]), text(" and "), text("a link", [{ type: "link", attrs: { href: "https://example.com/a?b=1&c=2" } }]), text(" and "), text("evil", [{ type: "link", attrs: { href: "javascript:alert(1)" } }])] },
+    { type: "button", attrs: { label: "Read more", href: "https://example.com/more", color: "#ff0000" } },
+    { type: "image", attrs: { src: "https://example.com/a.png", alt: 'A "quoted" picture' } },
+    { type: "image", attrs: { src: "data:image/png;base64,AAAA", alt: "dropped" } },
+    { type: "horizontalRule" },
+    { type: "columns", content: [{ type: "column", content: [{ type: "paragraph", content: [text("Left")] }] }, { type: "column", content: [{ type: "paragraph", content: [text("Right")] }] }] },
+    { type: "paragraph", content: [text("Leave", [{ type: "link", attrs: { href: "{{{RESEND_UNSUBSCRIBE_URL}}}" } }])] },
+    { type: "unknownThing", content: [text("ignored")] },
+    { type: "paragraph" },
+  ],
+};
+
+describe("the editor's document", () => {
+  it("renders email-safe html: escaped text, table layout, unsafe links and images dropped, placeholders kept", () => {
+    const html = documentToHtml(DOC, { title: "Subject & more" });
+    expect(html).toMatch(/^<!doctype html>/);
+    expect(html).toContain("<title>Subject &amp; more</title>");
+    expect(html).toContain("News &lt;script&gt;alert(1)&lt;/script&gt;</h1>");
+    expect(html).toContain("Hi {{{FIRST_NAME|there}}}, <strong>bold</strong> and <a href=\"https://example.com/a?b=1&amp;c=2\"");
+    expect(html).toContain("and evil</p>");
+    expect(html).not.toContain("javascript:");
+    expect(html).toMatch(/<td bgcolor="#ff0000"[^>]*><a href="https:\/\/example.com\/more"[^>]*>Read more<\/a>/);
+    expect(html).toContain('alt="A &quot;quoted&quot; picture"');
+    expect(html).not.toContain("data:image");
+    expect(html).toMatch(/class="tern-col" width="50%"[\s\S]*Left[\s\S]*class="tern-col" width="50%"[\s\S]*Right/);
+    expect(html).toContain('<a href="{{{RESEND_UNSUBSCRIBE_URL}}}"');
+    expect(html).not.toContain("ignored");
+    // The editor's trailing empty paragraph is not in the email.
+    expect(html).not.toMatch(/&nbsp;<\/p>\s*<\/td>/);
+    expect(hasUnsubscribeLink(DOC)).toBe(true);
+  });
+
+  it("renders a text part that says the same, links written out", () => {
+    const t = documentToText(DOC);
+    expect(t).toContain("News <script>alert(1)</script>");
+    expect(t).toContain("Hi {{{FIRST_NAME|there}}}, bold and a link (https://example.com/a?b=1&c=2) and evil");
+    expect(t).toContain("Read more: https://example.com/more");
+    expect(t).toContain("[A \"quoted\" picture]");
+    expect(t).toContain("Left\n\nRight");
+    expect(t).toContain("Leave ({{{RESEND_UNSUBSCRIBE_URL}}})");
+  });
+
+  it("refuses what is not an editor document, and documents past the limits", () => {
+    expect(() => parseDocument("not json")).toThrow(DocumentError);
+    expect(() => parseDocument({ type: "paragraph" })).toThrow(/type doc/);
+    expect(() => parseDocument({ type: "doc", content: "x" })).toThrow(/must be a list/);
+    let deep: DocNode = { type: "paragraph" };
+    for (let i = 0; i < 30; i++) deep = { type: "blockquote", content: [deep] };
+    expect(() => parseDocument({ type: "doc", content: [deep] })).toThrow(/nests too deeply/);
+    expect(parseDocument(JSON.stringify(DOC)).content?.length).toBe(DOC.content!.length);
+  });
+});
+
+const PNG = Uint8Array.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52, 1, 2, 3]);
+
+describe("editor images", () => {
+  it("knows images by their bytes, never by a name or a declared type", () => {
+    expect(sniffImage(PNG)).toBe("png");
+    expect(sniffImage(Uint8Array.from([0xff, 0xd8, 0xff, 0xe0]))).toBe("jpg");
+    expect(sniffImage(new TextEncoder().encode("GIF89a..."))).toBe("gif");
+    expect(sniffImage(new TextEncoder().encode("RIFF....WEBPVP8 "))).toBe("webp");
+    expect(sniffImage(new TextEncoder().encode('<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>'))).toBeNull();
+  });
+
+  it("stores an upload under its account and serves it only at its signed URL, with a safe type", async () => {
+    const account = "00000000-0000-4000-8000-0000000ed170";
+    const stored = await storeImage(env, account, PNG, "https://tern.example");
+    const path = new URL(stored.url).pathname;
+    expect(path).toMatch(new RegExp(`^/media/${account}/[0-9a-f]{32}/[A-Za-z0-9_-]{22}\\.png$`));
+    const id = path.split("/")[3]!;
+    expect(await env.BLOBS.head(`media/${account}/${id}`)).not.toBeNull();
+
+    const res = await exports.default.fetch(`https://tern.example${path}`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("image/png");
+    expect(res.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(res.headers.get("content-security-policy")).toContain("sandbox");
+    expect(new Uint8Array(await res.arrayBuffer())).toEqual(PNG);
+
+    // Another signature, another account with the same id, another extension: nothing.
+    const sig = path.split("/")[4]!;
+    const forged = path.replace(sig, `${sig[0] === "A" ? "B" : "A"}${sig.slice(1)}`);
+    const otherAccount = path.replace(account, "00000000-0000-4000-8000-0000000ed171");
+    for (const p of [forged, otherAccount, path.replace(/\.png$/, ".svg"), `/media/${account}/${id}/x.png`]) {
+      expect((await exports.default.fetch(`https://tern.example${p}`)).status, p).toBe(404);
+    }
+  });
+
+  it("refuses empty, oversized and non-image uploads with a message that says what to do", async () => {
+    await expect(storeImage(env, "acct", new Uint8Array(0), "https://t")).rejects.toThrow(/empty/);
+    await expect(storeImage(env, "acct", new TextEncoder().encode("<svg></svg>"), "https://t")).rejects.toThrow(/not a PNG, JPEG, GIF or WebP/);
+    const big = new Uint8Array(MAX_IMAGE_BYTES + 1);
+    big.set(PNG);
+    await expect(storeImage(env, "acct", big, "https://t")).rejects.toThrow(ImageError);
+  });
+});
+
+describe("a broadcast's stored document and its review", () => {
+  let a: TestAccount;
+  beforeAll(async () => {
+    a = await createAccount();
+  });
+
+  it("keeps the editor's document beside the html until the API rewrites the html", async () => {
+    const segment = (await call(a, "POST", "/segments", { name: "Editor readers" })).body.id;
+    const id = (await call(a, "POST", "/broadcasts", { segment_id: segment, from: `News <news@${a.domain}>`, subject: "Hi", html: "<p>Hi</p>" })).body.id;
+    await updateBroadcast(env.DB, a.accountId, id, { html: documentToHtml(DOC), text: documentToText(DOC), document: JSON.stringify(DOC) });
+    expect((await findBroadcast(env.DB, a.accountId, id))!.documentJson).toBe(JSON.stringify(DOC));
+    // A change of the subject keeps it; the other account cannot touch it.
+    expect((await call(a, "PATCH", `/broadcasts/${id}`, { subject: "Hello" })).status).toBe(200);
+    expect((await findBroadcast(env.DB, a.accountId, id))!.documentJson).not.toBeNull();
+    expect(await findBroadcast(env.DB, "00000000-0000-4000-8000-00000000dead", id)).toBeUndefined();
+    // html written through the API no longer matches the document: it is dropped.
+    expect((await call(a, "PATCH", `/broadcasts/${id}`, { html: "<p>By hand</p>" })).status).toBe(200);
+    expect((await findBroadcast(env.DB, a.accountId, id))!.documentJson).toBeNull();
+  });
+
+  it("lists every problem a send would refuse, and runs the deliverability checks on the draft", async () => {
+    const segment = (await call(a, "POST", "/segments", { name: "Review readers" })).body.id;
+    const id = (await call(a, "POST", "/broadcasts", { segment_id: segment, from: "News <news@unverified.example>", subject: "FREE!!! NOW", html: documentToHtml(DOC) })).body.id;
+    const principal = { accountId: a.accountId, keyId: "test", permission: "full_access" as const, domainId: null, plan: "free", rateLimit: 0 };
+    const row = (await findBroadcast(env.DB, a.accountId, id))!;
+    const problems = await sendProblems(env, principal, { ...row, segmentId: null });
+    expect(problems.map((p) => p.message)).toEqual([
+      "The broadcast needs `segment_id` before it can be sent.",
+      "The unverified.example domain is not verified. Add and verify it on the domains API first.",
+    ]);
+    const review = await reviewBroadcast(env, principal, row, () => "Ada");
+    expect(review.blocking).toEqual(["The unverified.example domain is not verified. Add and verify it on the domains API first."]);
+    const byId = new Map(review.insights.map((i) => [i.id, i.status]));
+    expect(byId.get("subject_punctuation")).toBe("warning");
+    expect(byId.get("domain_authentication")).toBe("failed");
+    expect(byId.get("list_unsubscribe")).toBe("passed");
+    // The send itself refuses with the first of them, as before.
+    expect((await call(a, "POST", `/broadcasts/${id}/send`)).body.message).toContain("unverified.example domain is not verified");
+  });
+});
