@@ -6,11 +6,12 @@
 // serves and a working one-click unsubscribe. Then a template is written and published.
 // Screenshots: test-results/dashboard/5x-*.png.
 import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { crc32, deflateSync } from "node:zlib";
 import { simpleParser } from "mailparser";
 import type { Browser, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { axeViolations, launchBrowser, shot } from "../support/browser.ts";
+import { axeViolations, launchBrowser, SCREENSHOTS, shot } from "../support/browser.ts";
 import { startTern, type TernProcess } from "../support/processes.ts";
 
 let tern: TernProcess;
@@ -165,12 +166,13 @@ describe("the Broadcasts page and the block editor", () => {
     expect(srcdoc).toContain(`src="${src}"`);
     expect(await page.locator("#preview-who").innerText()).toContain(readers[0]!.email);
     await page.frameLocator("#preview-frame").getByRole("link", { name: "Read the changelog" }).waitFor();
-    await page.evaluate("window.scrollTo(0, 0)");
-    await shot(page, "52-broadcast-preview-desktop");
+    // The panels alone: a full-page shot taken scrolled down paints the sticky toolbar mid-page,
+    // and one scrolled to the top leaves the off-screen preview frame unpainted.
+    const previewPanel = page.locator("#preview-panel");
+    await previewPanel.screenshot({ path: join(SCREENSHOTS, "52-broadcast-preview-desktop.png") });
     await page.getByRole("button", { name: "Mobile" }).click();
     await page.waitForTimeout(300); // the frame's width eases over 200 ms
-    await page.evaluate("window.scrollTo(0, 0)"); // the sticky toolbar stays at the top of the shot
-    await shot(page, "53-broadcast-preview-mobile");
+    await previewPanel.screenshot({ path: join(SCREENSHOTS, "53-broadcast-preview-mobile.png") });
 
     // A test to the signed-in person's own address.
     await page.getByRole("button", { name: `Send a test to ${me}` }).click();
@@ -184,8 +186,7 @@ describe("the Broadcasts page and the block editor", () => {
     await expect.poll(() => reviewPanel.isVisible()).toBe(true);
     expect(await reviewPanel.innerText()).toContain("Nothing stops this broadcast from being sent.");
     expect(await reviewPanel.locator("li").count()).toBeGreaterThan(5);
-    await page.evaluate("window.scrollTo(0, 0)");
-    await shot(page, "54-broadcast-review");
+    await reviewPanel.screenshot({ path: join(SCREENSHOTS, "54-broadcast-review.png") });
     expect(await axeViolations(page)).toEqual([]);
     page.once("dialog", (d) => void d.accept());
     await page.getByRole("button", { name: "Send now" }).click();
