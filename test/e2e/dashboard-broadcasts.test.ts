@@ -195,6 +195,8 @@ describe("the Broadcasts page and the block editor", () => {
       await page.reload();
       return page.locator("main .badge").first().innerText();
     }, { timeout: 60_000, interval: 1000 }).toBe("sent");
+    await shot(page, "55-broadcast-sent");
+    expect(await axeViolations(page)).toEqual([]);
 
     // Each recipient's own message at the dev relay.
     const stored = await api(`/broadcasts/${broadcastId}`);
@@ -225,7 +227,7 @@ describe("the Broadcasts page and the block editor", () => {
         // The dev mailbox's own page (its CSP keeps remote images out, by design).
         const mailbox = await page.context().newPage();
         await mailbox.goto(`${tern.relayHttp}/messages/${id}`);
-        await shot(mailbox, "55-relay-message");
+        await shot(mailbox, "56-relay-message");
         await mailbox.close();
         const res = await fetch(link, { method: "POST", headers: { "content-type": "application/x-www-form-urlencoded" }, body: "List-Unsubscribe=One-Click" });
         expect(res.status).toBe(200);
@@ -243,8 +245,11 @@ describe("the Broadcasts page and the block editor", () => {
       return page.locator("tbody tr", { hasText: "November news" }).locator("td[data-stat=delivered]").innerText();
     }, { timeout: 30_000, interval: 1000 }).toBe("2");
     expect(await page.locator("tbody tr", { hasText: "November news" }).locator("td[data-stat=unsubscribed]").innerText()).toBe("1");
-    await shot(page, "56-broadcasts-list");
+    await shot(page, "57-broadcasts-list");
     expect(scriptErrors).toEqual([]);
+    // The dashboard's endpoints refuse a request without the page's CSRF token.
+    const forged = await page.evaluate(`fetch("/dashboard/api/broadcasts/${broadcastId}/duplicate", { method: "POST", headers: { "content-type": "application/json" }, body: "{}" }).then((r) => r.status)`);
+    expect(forged).toBe(403);
   }, 180_000);
 
   it("writes and publishes a template in the same editor", async () => {
@@ -271,7 +276,7 @@ describe("the Broadcasts page and the block editor", () => {
     await page.getByRole("button", { name: "Publish" }).click();
     await page.waitForLoadState("load");
     await expect.poll(() => page.locator("main p .badge").first().innerText()).toBe("published");
-    await shot(page, "57-template-editor");
+    await shot(page, "58-template-editor");
     expect(await axeViolations(page)).toEqual([]);
     const t = await api("/templates/order-shipped");
     expect(t).toMatchObject({ status: "published", subject: "Your order {{{ORDER}}} is on its way" });
@@ -283,6 +288,6 @@ describe("the Broadcasts page and the block editor", () => {
     expect(mail.subject).toBe("Your order #42 is on its way");
     expect(String(mail.html)).toContain("Order #42 has shipped.");
     await page.goto(`${tern.url}/dashboard/templates`);
-    await shot(page, "58-templates-list");
+    await shot(page, "59-templates-list");
   }, 90_000);
 });

@@ -17,6 +17,7 @@ import { documentToHtml, documentToText, DocumentError, EMPTY_DOCUMENT, parseDoc
 import { reviewBroadcast } from "../broadcasts/review.ts";
 import { fallbackOf, propertiesByKey } from "../contacts/properties.ts";
 import { listSegments } from "../contacts/segments.ts";
+import { listDomains } from "../domains/service.ts";
 import { listTopics } from "../contacts/topics.ts";
 import { contacts, contactSegments, type BroadcastRow } from "../db/schema.ts";
 import { validate } from "../http.ts";
@@ -95,10 +96,13 @@ function StatCells(props: { stats: Record<Stat, number> | undefined; recipients:
 
 async function broadcastsPage(c: DashCtx) {
   const v = c.get("viewer");
-  const [list, segs] = await Promise.all([
+  const [list, segs, doms] = await Promise.all([
     listBroadcasts(c.env.DB, v.account.id, { limit: 100, after: c.req.query("after") || undefined }),
     listSegments(c.env.DB, v.account.id, { limit: 100 }),
+    listDomains(c.env.DB, v.account.id, { limit: 100 }),
   ]);
+  // The example sender is at a domain the account can send from, when it has one.
+  const sendable = doms.data.find((d) => d.status === "verified")?.name ?? "your-domain";
   const stats = await broadcastStats(c.env, v.account.id, list.data);
   return page(c, "Broadcasts", (
     <>
@@ -107,15 +111,18 @@ async function broadcastsPage(c: DashCtx) {
         {segs.data.length === 0 ? (
           <p>A broadcast goes to a segment of your contacts. <a href="/dashboard/contacts">Add contacts and a segment</a> first (or with the API: <code>POST /segments</code>, <code>POST /contacts</code>).</p>
         ) : (
+          <>
+          {sendable === "your-domain" ? <p class="muted">Broadcasts are sent from a verified domain: <a href="/dashboard/domains">add and verify yours</a> before sending (you can write the broadcast now).</p> : null}
           <form method="post" class="row" data-api="/dashboard/api/broadcasts">
             <label>Name<input name="name" placeholder="November newsletter" maxlength={256} required /></label>
-            <label>From<input name="from" placeholder={`News <news@your-domain>`} required size={28} /></label>
+            <label>From<input name="from" placeholder={`News <news@${sendable}>`} required size={28} /></label>
             <label>Subject<input name="subject" placeholder="What's new in November" maxlength={998} required size={28} /></label>
             <label>Send to segment
               <select name="segment_id" required>{segs.data.map((s) => <option value={s.id}>{s.name}</option>)}</select>
             </label>
             <button type="submit">Create and edit</button>
           </form>
+          </>
         )}
       </section>
       {list.data.length === 0 ? (
