@@ -153,7 +153,19 @@ describe("the Broadcasts page and the block editor", () => {
     await imgDialog.getByLabel(/alt text/).fill("The tern banner");
     await imgDialog.getByRole("button", { name: "Apply" }).click();
     await expect.poll(() => imgDialog.isVisible()).toBe(false);
-    await page.keyboard.type("See you next month.");
+    await page.keyboard.type("See you next month on our blog.");
+    // A link with the keyboard: select two words (Ctrl+Shift+Left), Ctrl+K, the address, Enter.
+    await page.keyboard.press("ArrowLeft");
+    await page.keyboard.press("Control+Shift+ArrowLeft");
+    await page.keyboard.press("Control+Shift+ArrowLeft");
+    await expect.poll(() => page.evaluate("String(getSelection())")).toBe("our blog");
+    await page.keyboard.press("Control+k");
+    const linkDialog = page.getByRole("dialog", { name: "Link" });
+    await linkDialog.getByLabel("Web address").fill("tern.test/blog");
+    await page.keyboard.press("Enter");
+    await expect.poll(() => linkDialog.isVisible()).toBe(false);
+    await page.keyboard.press("End");
+    await page.getByRole("button", { name: "Insert divider" }).click();
     await shot(page, "51-broadcast-editor");
     expect(await axeViolations(page)).toEqual([]);
 
@@ -164,6 +176,8 @@ describe("the Broadcasts page and the block editor", () => {
     const srcdoc = (await frame.getAttribute("srcdoc"))!;
     expect(srcdoc).toContain('href="https://tern.test/changelog"');
     expect(srcdoc).toContain(`src="${src}"`);
+    expect(srcdoc).toMatch(/on <a href="https:\/\/tern.test\/blog"[^>]*>our blog<\/a>\./);
+    expect(srcdoc).toContain("<hr");
     expect(await page.locator("#preview-who").innerText()).toContain(readers[0]!.email);
     await page.frameLocator("#preview-frame").getByRole("link", { name: "Read the changelog" }).waitFor();
     // The panels alone: a full-page shot taken scrolled down paints the sticky toolbar mid-page,
