@@ -9,7 +9,7 @@ import { EMPTY_DOCUMENT } from "../broadcasts/document.ts";
 import { validate } from "../http.ts";
 import { contentOf, CreateTemplateRequest, UpdateTemplateRequest } from "../routes/templates.ts";
 import { Badge, Empty, Time } from "./layout.tsx";
-import { body, DashError, page, type DashCtx, type DashEnv } from "./routes.tsx";
+import { body, DashError, page, requireManager, type DashCtx, type DashEnv } from "./routes.tsx";
 import { EditorWorkspace, renderDocument } from "./broadcasts.tsx";
 import { audit } from "./viewer.ts";
 
@@ -76,7 +76,9 @@ async function templatePage(c: DashCtx) {
       <EditorWorkspace kind="template" id={row.id} document={row.documentJson ? JSON.parse(row.documentJson) : EMPTY_DOCUMENT} variables={variables} fromHtml={!row.documentJson} settings={settings} actions={actions} />
       <div class="row danger-zone">
         <form method="post" class="inline" data-api={`/dashboard/api/templates/${row.id}/duplicate`}><button type="submit" class="secondary">Duplicate</button></form>
-        <form method="post" class="inline" data-api={`/dashboard/api/templates/${row.id}/delete`} data-then="/dashboard/templates" data-confirm="Delete this template? Sends that name it will fail."><button type="submit" class="danger">Delete template</button></form>
+        {v.canManage ? (
+          <form method="post" class="inline" data-api={`/dashboard/api/templates/${row.id}/delete`} data-then="/dashboard/templates" data-confirm="Delete this template? Sends that name it will fail."><button type="submit" class="danger">Delete template</button></form>
+        ) : null}
       </div>
     </>
   ));
@@ -141,8 +143,10 @@ export function registerTemplatePages(app: Hono<DashEnv>): void {
     if (!copy) throw new DashError(404, "This template is gone.");
     return c.json({ id: copy.id, url: `/dashboard/templates/${copy.id}`, redirect: true });
   });
+  // Deleting breaks every API send that names the template: owners and admins only.
   app.post("/api/templates/:id/delete", async (c) => {
     const v = c.get("viewer");
+    requireManager(v);
     if (!(await deleteTemplate(c.env.DB, v.account.id, c.req.param("id")))) throw new DashError(404, "This template is gone.");
     await audit(c.env, v, { action: "template.deleted", target: c.req.param("id") });
     return c.json({ ok: true });
