@@ -292,6 +292,13 @@ describe("the Broadcasts page and the block editor", () => {
     await expect.poll(() => page.locator("main p .badge").first().innerText()).toBe("published");
     await shot(page, "58-template-editor");
     expect(await axeViolations(page)).toEqual([]);
+    // Under the dark theme the page turns dark; the email canvas stays as mail clients show it.
+    await page.emulateMedia({ colorScheme: "dark" });
+    await page.reload();
+    await page.getByRole("textbox", { name: "Email content" }).waitFor();
+    await shot(page, "58-template-editor-dark");
+    expect(await axeViolations(page)).toEqual([]);
+    await page.emulateMedia({ colorScheme: "light" });
     const t = await api("/templates/order-shipped");
     expect(t).toMatchObject({ status: "published", subject: "Your order {{{ORDER}}} is on its way" });
     expect(t.html).toContain("Order {{{ORDER|soon}}} has shipped.");
