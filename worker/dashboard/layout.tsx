@@ -15,6 +15,7 @@ export interface NavItem {
 export const NAV: NavItem[] = [
   { href: "/dashboard/emails", label: "Emails" },
   { href: "/dashboard/metrics", label: "Metrics" },
+  { href: "/dashboard/contacts", label: "Contacts" },
   { href: "/dashboard/domains", label: "Domains" },
   { href: "/dashboard/api-keys", label: "API keys" },
   { href: "/dashboard/webhooks", label: "Webhooks" },

@@ -22,6 +22,7 @@ import { clearAddress, countAttempt } from "./throttle.ts";
 import { ACCOUNT_COOKIE, audit, auditUser, clientIp, loadViewer, type Viewer } from "./viewer.ts";
 import { registerResourcePages } from "./resources.tsx";
 import { registerMetricsPages } from "./metrics.tsx";
+import { registerContactPages } from "./contacts.tsx";
 import { deleteAccountData, exportStream } from "../accounts/data.ts";
 import { d1Runner, r2Store } from "../accounts/bindings.ts";
 
@@ -414,6 +415,7 @@ export function dashboardApp(): Hono<DashEnv> {
 
   registerResourcePages(app);
   registerMetricsPages(app);
+  registerContactPages(app);
 
   app.all("*", (c) => {
     if (new URL(c.req.url).pathname.startsWith("/dashboard/api/")) return json({ message: "No such dashboard endpoint." }, 404);
