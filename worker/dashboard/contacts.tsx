@@ -37,6 +37,8 @@ import { body, DashError, page, type DashCtx, type DashEnv } from "./routes.tsx"
 import { audit } from "./viewer.ts";
 
 const PAGE_SIZE = 25;
+/** A path id: anything else (such as "imports") is another route. */
+const ID = "{[0-9a-fA-F-]{36}}";
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 const TABS = [
@@ -469,7 +471,7 @@ export function registerContactPages(app: Hono<DashEnv>): void {
   app.get("/contacts/topics", topicsPage);
   app.get("/contacts/properties", propertiesPage);
   app.get("/contacts/imports", importsPage);
-  app.get("/contacts/:id{[0-9a-fA-F-]{36}}", contactPage);
+  app.get(`/contacts/:id${ID}`, contactPage);
 
   const missing = () => new DashError(404, "This contact does not exist (any more). Reload the list.");
 
@@ -482,7 +484,7 @@ export function registerContactPages(app: Hono<DashEnv>): void {
     return c.json({ id: row.id }, 201);
   });
 
-  app.post("/api/contacts/:id", async (c) => {
+  app.post(`/api/contacts/:id${ID}`, async (c) => {
     const v = c.get("viewer");
     const b = await body(c);
     const defined = await propertiesByKey(c.env.DB, v.account.id);
@@ -506,7 +508,7 @@ export function registerContactPages(app: Hono<DashEnv>): void {
 
   // The contact's segments as the form lists them: joins and leaves through the same calls as
   // POST and DELETE /contacts/{id}/segments/{segment_id}, each reporting contact.updated.
-  app.post("/api/contacts/:id/segments", async (c) => {
+  app.post(`/api/contacts/:id${ID}/segments`, async (c) => {
     const v = c.get("viewer");
     const wanted = new Set(validate(z.object({ segments: SegmentIds.default([]) }), await body(c)).segments.map((s) => s.toLowerCase()));
     const contact = await findContact(c.env.DB, v.account.id, c.req.param("id"));
@@ -523,7 +525,7 @@ export function registerContactPages(app: Hono<DashEnv>): void {
     return c.json({ id: contact.id, added: add.length, removed: remove.length });
   });
 
-  app.post("/api/contacts/:id/topics", async (c) => {
+  app.post(`/api/contacts/:id${ID}/topics`, async (c) => {
     const v = c.get("viewer");
     const choices = validate(z.array(TopicChoice).max(500), Object.entries(prefixed(await body(c), "topics.")).map(([id, subscription]) => ({ id, subscription })), "topics");
     const r = await updateContactTopics(c.env, v.account.id, c.req.param("id"), choices);
@@ -532,7 +534,7 @@ export function registerContactPages(app: Hono<DashEnv>): void {
     return c.json({ id: r.contact.id });
   });
 
-  app.post("/api/contacts/:id/delete", async (c) => {
+  app.post(`/api/contacts/:id${ID}/delete`, async (c) => {
     const v = c.get("viewer");
     const row = await deleteContact(c.env, v.account.id, c.req.param("id"));
     if (!row) throw missing();
