@@ -251,6 +251,13 @@ describe("the Contacts pages' endpoints", () => {
     const { runImport } = await import("../../worker/contacts/imports.ts");
     while (await runImport(env, id));
     expect(await count("SELECT count(*) AS n FROM contacts WHERE account_id = ? AND first_name IN ('X', 'Y')", p.account)).toBe(2);
+    // An imported contact in a segment is removed with its membership.
+    const seg = await (await p.post("/segments", { name: "After" })).json<{ id: string }>();
+    const x = (await env.DB.prepare("SELECT id FROM contacts WHERE account_id = ? AND email = 'x@example.com'").bind(p.account).first<{ id: string }>())!.id;
+    expect((await p.post(`/contacts/${x}/segments`, { segments: [seg.id] })).status).toBe(200);
+    const removed = await p.post(`/contacts/${x}/delete`, {});
+    expect(removed.status, await removed.clone().text()).toBe(200);
+    expect(await count("SELECT count(*) AS n FROM contact_segments WHERE contact_id = ?", x)).toBe(0);
     const html = await (await p.get("/dashboard/contacts/imports")).text();
     expect(html).toContain(`data-import-id="${id}"`);
     expect(html).toMatch(/badge completed/);

@@ -51,8 +51,8 @@ const TABS = [
 
 function Tabs(props: { current: string }) {
   return (
-    <nav class="tabs" aria-label="Contacts sections">
-      {TABS.map(([href, label]) => <a href={href} class="button secondary" aria-current={props.current === href ? "page" : undefined}>{label}</a>)}
+    <nav class="subnav" aria-label="Contacts sections">
+      {TABS.map(([href, label]) => <a href={href} aria-current={props.current === href ? "page" : undefined}>{label}</a>)}
     </nav>
   );
 }
@@ -82,7 +82,7 @@ const accountSegments = (c: DashCtx) => all<SegmentRow>((p) => listSegments(c.en
 const accountTopics = (c: DashCtx) => all<TopicRow>((p) => listTopics(c.env.DB, c.get("viewer").account.id, p));
 const accountProperties = (c: DashCtx) => all<ContactPropertyRow>((p) => listProperties(c.env.DB, c.get("viewer").account.id, p));
 
-const SUBSCRIPTION_WORDS = { opt_in: "subscribed unless they opt out", opt_out: "only those who opt in" } as const;
+const SUBSCRIPTION_WORDS = { opt_in: "everyone, unless they opt out", opt_out: "only those who opt in" } as const;
 
 // ---- pages -------------------------------------------------------------------------------
 
@@ -182,7 +182,8 @@ async function contactPage(c: DashCtx) {
           <dt>Added</dt><dd><Time at={contact.createdAt} /></dd>
           <dt>Last changed</dt><dd><Time at={contact.updatedAt} /></dd>
         </dl>
-        <form method="post" data-api={`/dashboard/api/contacts/${contact.id}`} aria-label="Edit the contact" class="stack">
+        <h2 id="edit">Name, subscription and properties</h2>
+        <form method="post" data-api={`/dashboard/api/contacts/${contact.id}`} aria-labelledby="edit" class="stack">
           <div class="row">
             <label>First name<input name="first_name" value={contact.firstName ?? ""} maxlength={256} data-keep-empty /></label>
             <label>Last name<input name="last_name" value={contact.lastName ?? ""} maxlength={256} data-keep-empty /></label>
@@ -192,7 +193,7 @@ async function contactPage(c: DashCtx) {
             <fieldset class="choices">
               <legend>Properties (empty uses the fallback)</legend>
               {properties.map((p) => (
-                <label>{p.key} <span class="muted">({p.type}{fallbackOf(p) !== null ? `, fallback ${fallbackOf(p)}` : ""})</span>
+                <label><span>{p.key} <span class="muted">({p.type === "number" ? "number" : "text"}{fallbackOf(p) !== null ? `, fallback ${fallbackOf(p)}` : ", no fallback"})</span></span>
                   <input name={`properties.${p.key}`} value={values[p.key] === undefined ? "" : String(values[p.key])} inputmode={p.type === "number" ? "decimal" : undefined} data-keep-empty />
                 </label>
               ))}
@@ -286,8 +287,8 @@ async function topicsPage(c: DashCtx) {
         <label>Description<input name="description" maxlength={200} placeholder="optional" size={24} /></label>
         <label>Who gets it
           <select name="default_subscription">
-            <option value="opt_in">everyone, unless they opt out</option>
-            <option value="opt_out">only those who opt in</option>
+            <option value="opt_in">{SUBSCRIPTION_WORDS.opt_in}</option>
+            <option value="opt_out">{SUBSCRIPTION_WORDS.opt_out}</option>
           </select>
         </label>
         <label>On the preference page
@@ -299,29 +300,34 @@ async function topicsPage(c: DashCtx) {
         <Empty title="No topics yet."><p>A topic is what a broadcast is about (product news, offers); contacts can opt out of one without leaving everything. Create one above. Who gets it cannot change later.</p></Empty>
       ) : (
         <table>
-          <thead><tr><th scope="col">Topic</th><th scope="col">Who gets it</th><th scope="col">Created</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
-          <tbody>{topics.map((t) => (
-            <tr>
-              <td>
-                <form method="post" class="inline row" data-api={`/dashboard/api/topics/${t.id}`} aria-label={`Edit the topic ${t.name}`}>
-                  <label>Name<input name="name" value={t.name} maxlength={50} required size={16} /></label>
-                  <label>Description<input name="description" value={t.description ?? ""} maxlength={200} data-keep-empty size={22} /></label>
-                  <label>Preference page
-                    <select name="visibility"><option value="public" selected={t.visibility === "public"}>shown</option><option value="private" selected={t.visibility === "private"}>hidden</option></select>
-                  </label>
-                  <button type="submit" class="secondary" aria-label={`Save the topic ${t.name}`}>Save</button>
-                </form>
-                <div class="muted mono">{t.id}</div>
-              </td>
-              <td>{SUBSCRIPTION_WORDS[t.defaultSubscription]}</td>
-              <td><Time at={t.createdAt} /></td>
-              <td>
-                <form method="post" class="inline" data-api={`/dashboard/api/topics/${t.id}/delete`} data-confirm={`Delete the topic ${t.name}? Contacts' choices for it go with it.`}>
-                  <button type="submit" class="danger" aria-label={`Delete the topic ${t.name}`}>Delete</button>
-                </form>
-              </td>
-            </tr>
-          ))}</tbody>
+          <thead><tr><th scope="col">Name</th><th scope="col">Description</th><th scope="col">Preference page</th><th scope="col">Who gets it</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
+          <tbody>{topics.map((t) => {
+            // One form per row, its fields in the row's cells (the form attribute ties them).
+            const form = `topic-${t.id}`;
+            return (
+              <tr>
+                <td>
+                  <input form={form} name="name" value={t.name} maxlength={50} required size={16} aria-label={`Name of the topic ${t.name}`} />
+                  <div class="muted mono small">{t.id}</div>
+                </td>
+                <td><input form={form} name="description" value={t.description ?? ""} maxlength={200} data-keep-empty size={22} placeholder="none" aria-label={`Description of ${t.name}`} /></td>
+                <td>
+                  <select form={form} name="visibility" aria-label={`Is ${t.name} shown on the preference page?`}>
+                    <option value="public" selected={t.visibility === "public"}>shown</option><option value="private" selected={t.visibility === "private"}>hidden</option>
+                  </select>
+                </td>
+                <td>{SUBSCRIPTION_WORDS[t.defaultSubscription]}</td>
+                <td class="actions">
+                  <form id={form} method="post" class="inline" data-api={`/dashboard/api/topics/${t.id}`}>
+                    <button type="submit" class="secondary" aria-label={`Save the topic ${t.name}`}>Save</button>
+                  </form>{" "}
+                  <form method="post" class="inline" data-api={`/dashboard/api/topics/${t.id}/delete`} data-confirm={`Delete the topic ${t.name}? Contacts' choices for it go with it.`}>
+                    <button type="submit" class="danger" aria-label={`Delete the topic ${t.name}`}>Delete</button>
+                  </form>
+                </td>
+              </tr>
+            );
+          })}</tbody>
         </table>
       )}
     </>
@@ -349,7 +355,7 @@ async function propertiesPage(c: DashCtx) {
               <td class="mono">{p.key}</td>
               <td>{p.type === "string" ? "text" : "number"}</td>
               <td>
-                <form method="post" class="inline row" data-api={`/dashboard/api/contact-properties/${p.id}`}>
+                <form method="post" class="row nowrap" data-api={`/dashboard/api/contact-properties/${p.id}`}>
                   <input name="fallback_value" value={fallbackOf(p) === null ? "" : String(fallbackOf(p))} data-keep-empty aria-label={`Fallback of ${p.key}`} placeholder="none" size={18} />
                   <button type="submit" class="secondary" aria-label={`Save the fallback of ${p.key}`}>Save</button>
                 </form>
@@ -380,8 +386,28 @@ async function importsPage(c: DashCtx) {
   return page(c, "Import contacts", (
     <>
       <Tabs current="/dashboard/contacts/imports" />
+      {imports.data.length === 0 ? null : (
+        <section aria-labelledby="recent">
+          <h2 id="recent">Recent imports</h2>
+          {running ? <p class="notice" role="status">An import is running. <a href={`/dashboard/contacts/imports`}>Refresh</a> to see its progress.</p> : null}
+          <table>
+            <thead><tr><th scope="col">Started</th><th scope="col">Status</th><th scope="col">Rows</th><th scope="col">Created</th><th scope="col">Updated</th><th scope="col">Skipped</th><th scope="col">Failed</th><th scope="col">Finished</th></tr></thead>
+            <tbody>{imports.data.map((i) => (
+              <tr data-import-id={i.id}>
+                <td><Time at={i.createdAt} /></td>
+                <td><Badge value={i.status} />{i.error ? <div class="error">{i.error}</div> : null}</td>
+                <td>{i.total}</td><td>{i.created}</td><td>{i.updated}</td><td>{i.skipped}</td>
+                <td>{i.failed ? <span title="Rows without a valid address, or with an unreadable value">{i.failed}</span> : 0}</td>
+                <td>{i.completedAt ? <Time at={i.completedAt} /> : <span class="muted">not yet</span>}</td>
+              </tr>
+            ))}</tbody>
+          </table>
+          <p class="muted">Failed rows have no valid address, or a value that does not fit (a number property that is not a number, a control character). Skipped rows are addresses already kept, with "skip".</p>
+        </section>
+      )}
+      {imports.data.length ? <h2>New import</h2> : null}
       <form class="panel stack" data-import="/dashboard/api/contacts/imports" aria-label="Import contacts from a CSV file" method="post">
-        <p>A CSV file with a header row and a row per contact (at most 50 MB). Pick it, then say which column holds what.</p>
+        <p style="margin:0">A CSV file with a header row and a row per contact (at most 50 MB). Pick it, then say which column holds what.</p>
         <label>CSV file<input type="file" name="file" accept=".csv,text/csv" required /></label>
         <fieldset class="choices">
           <legend>Columns</legend>
@@ -415,26 +441,6 @@ async function importsPage(c: DashCtx) {
         ) : null}
         <div><button type="submit">Import</button></div>
       </form>
-      <h2>Recent imports</h2>
-      {imports.data.length === 0 ? (
-        <Empty title="No imports yet."><p>Imports you start here or with the API (<code>POST /contacts/imports</code>) appear here with their progress.</p></Empty>
-      ) : (
-        <>
-          {running ? <p class="notice" role="status">An import is running. <a href={`/dashboard/contacts/imports`}>Refresh</a> to see its progress.</p> : null}
-          <table>
-            <thead><tr><th scope="col">Started</th><th scope="col">Status</th><th scope="col">Rows</th><th scope="col">Created</th><th scope="col">Updated</th><th scope="col">Skipped</th><th scope="col">Failed</th><th scope="col">Finished</th></tr></thead>
-            <tbody>{imports.data.map((i) => (
-              <tr data-import-id={i.id}>
-                <td><Time at={i.createdAt} /></td>
-                <td><Badge value={i.status} />{i.error ? <div class="error">{i.error}</div> : null}</td>
-                <td>{i.total}</td><td>{i.created}</td><td>{i.updated}</td><td>{i.skipped}</td>
-                <td>{i.failed ? <span title="Rows without a valid address, or with an unreadable value">{i.failed}</span> : 0}</td>
-                <td>{i.completedAt ? <Time at={i.completedAt} /> : <span class="muted">not yet</span>}</td>
-              </tr>
-            ))}</tbody>
-          </table>
-        </>
-      )}
       <script type="module" src="/dashboard/assets/contacts-import.js"></script>
     </>
   ));
@@ -594,7 +600,7 @@ export function registerContactPages(app: Hono<DashEnv>): void {
     const v = c.get("viewer");
     const b = await body(c);
     const type = b.type === "number" ? "number" : "string";
-    const fallback = b.fallback_value === undefined ? undefined : typedValue("The fallback", type, b.fallback_value);
+    const fallback = b.fallback_value === undefined ? undefined : typedValue(typeof b.key === "string" ? b.key : "The property", type, b.fallback_value);
     const req = validate(CreateContactPropertyRequest, { ...b, ...(fallback !== undefined ? { fallback_value: fallback } : {}) });
     const row = await createProperty(c.env.DB, v.account.id, { key: req.key, type: req.type, fallback: req.fallback_value });
     await audit(c.env, v, { action: "contact_property.created", target: row.key, detail: { id: row.id, type: row.type } });
@@ -605,7 +611,7 @@ export function registerContactPages(app: Hono<DashEnv>): void {
     const current = await findProperty(c.env.DB, v.account.id, c.req.param("id"));
     if (!current) throw new DashError(404, "This property does not exist (any more). Reload the page.");
     const b = await body(c);
-    const req = validate(UpdateContactPropertyRequest, { fallback_value: typedValue("The fallback", current.type, b.fallback_value) });
+    const req = validate(UpdateContactPropertyRequest, { fallback_value: typedValue(current.key, current.type, b.fallback_value) });
     const row = (await updateProperty(c.env.DB, v.account.id, current.id, req.fallback_value))!;
     await audit(c.env, v, { action: "contact_property.updated", target: row.key, detail: { id: row.id } });
     return c.json({ id: row.id });

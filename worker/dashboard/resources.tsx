@@ -516,7 +516,7 @@ async function suppressionsPage(c: DashCtx) {
               <td>{x.email}</td>
               <td>{x.reason}{x.email_id ? <> · <a href={`/dashboard/emails/${x.email_id}`}>the email</a></> : null}</td>
               <td>{v.canManage ? (
-                <form method="post" class="inline row" data-api={`/dashboard/api/suppressions/${x.id}/note`}>
+                <form method="post" class="row nowrap" data-api={`/dashboard/api/suppressions/${x.id}/note`}>
                   <input name="detail" value={x.detail ?? ""} maxlength={1000} data-keep-empty aria-label={`Note on ${x.email}`} placeholder="no note" size={24} />
                   <button type="submit" class="secondary" aria-label={`Save the note on ${x.email}`}>Save</button>
                 </form>
