@@ -507,7 +507,7 @@ async function suppressionsPage(c: DashCtx) {
       </form>
       {list.data.length === 0 ? (
         q ? <Empty title={`No suppressed address holds "${q}".`}><p>Check the spelling or <a href="/dashboard/suppressions">show every address</a>.</p></Empty>
-          : <Empty title="No suppressed addresses."><p>Addresses that bounce hard or complain appear here; suppress one by hand above to stop mail to it.</p></Empty>
+          : <Empty title="No suppressed addresses."><p>Addresses that bounce hard or complain appear here{v.canManage ? "; suppress one by hand above to stop mail to it" : ""}.</p></Empty>
       ) : (
         <table>
           <thead><tr><th scope="col">Address</th><th scope="col">Reason</th><th scope="col">Note</th><th scope="col">Since</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
