@@ -32,6 +32,8 @@ afterEach((ctx) => {
 const POLL = { timeout: 15_000 };
 
 const STRONG = "correct-horse-battery-staple-42";
+/** The dev user's password once the reset test has set it. */
+const RESET_PASSWORD = "a-brand-new-passphrase-77";
 
 /** The link of the newest dashboard mail to an address, read from the dev relay's mailbox. */
 async function mailedLink(to: string, pathPart: string, after = 0): Promise<string> {
@@ -408,7 +410,7 @@ describe("the dashboard in a browser", () => {
     await other.goto(await mailedLink(dev.email, "reset-password", before));
     await other.waitForURL("**/dashboard/reset-password?token=*");
     await shot(other, "17-reset-password-dark");
-    const fresh = "a-brand-new-passphrase-77";
+    const fresh = RESET_PASSWORD;
     await other.getByLabel(/New password/).fill(fresh);
     await other.getByRole("button", { name: "Set password" }).click();
     await other.waitForURL("**/dashboard/sign-in?notice=reset");
@@ -463,5 +465,105 @@ describe("the dashboard in a browser", () => {
     expect(statuses.slice(5)).toEqual([429, 429]);
     const refused = await attempt("wrong-password-x");
     expect(refused.headers.get("retry-after")).toMatch(/^\d+$/);
+  });
+  it("manages contacts: segments, topics, properties, add, edit, CSV import, search, remove; downloads a received attachment", async () => {
+    const ctx = await browser.newContext();
+    const page = await ctx.newPage();
+    const dev = JSON.parse(await import("node:fs").then((fs) => fs.readFileSync(`${tern.stateDir}/tern/dev-user.json`, "utf8"))) as { email: string; password: string };
+    // The reset test before this one changed the dev user's password.
+    await signIn(page, dev.email, RESET_PASSWORD);
+    await page.waitForURL("**/dashboard/emails");
+    const main = () => page.locator("main").innerText();
+
+    await page.goto(`${tern.url}/dashboard/contacts`);
+    expect(await main()).toContain("No contacts yet.");
+    await shot(page, "20-contacts-empty");
+    await page.getByRole("link", { name: "Segments" }).click();
+    await page.getByLabel("Name").fill("Readers");
+    await page.getByRole("button", { name: "Create segment" }).click();
+    await expect.poll(() => page.locator("table").innerText(), POLL).toMatch(/Readers\s+0/);
+    await page.goto(`${tern.url}/dashboard/contacts/topics`);
+    await page.getByLabel("Name").fill("Product news");
+    await page.getByRole("button", { name: "Create topic" }).click();
+    await expect.poll(() => page.locator("table").innerText(), POLL).toContain("everyone, unless they opt out");
+    await shot(page, "21-topics");
+    await page.goto(`${tern.url}/dashboard/contacts/properties`);
+    await page.getByLabel("Key").fill("plan");
+    await page.getByLabel("Fallback").fill("free");
+    await page.getByRole("button", { name: "Create property" }).click();
+    await expect.poll(() => page.getByLabel("Fallback of plan", { exact: true }).inputValue(), POLL).toBe("free");
+
+    // Add one by hand into the segment, then edit its name, a property and a topic choice.
+    await page.goto(`${tern.url}/dashboard/contacts`);
+    await page.getByLabel("Email").fill("grace@example.com");
+    await page.getByLabel("First name").fill("Grace");
+    await page.getByRole("checkbox", { name: "Readers" }).check();
+    await page.getByRole("button", { name: "Add contact" }).click();
+    await page.getByRole("link", { name: "grace@example.com" }).click();
+    await page.waitForURL("**/dashboard/contacts/*");
+    await page.getByLabel("Last name").fill("Hopper");
+    await page.getByLabel(/^plan/).fill("team");
+    await page.getByRole("button", { name: "Save changes" }).click();
+    await expect.poll(async () => { await page.reload(); return page.getByLabel("Last name").inputValue(); }, POLL).toBe("Hopper");
+    await page.getByLabel("Product news").selectOption("opt_out");
+    await page.getByRole("button", { name: "Save topics" }).click();
+    await expect.poll(async () => { await page.reload(); return page.getByLabel("Product news").inputValue(); }, POLL).toBe("opt_out");
+    expect(await page.getByLabel(/^plan/).inputValue()).toBe("team");
+    await shot(page, "22-contact");
+    expect(await axeViolations(page)).toEqual([]);
+
+    // A CSV file: its columns are offered (and guessed), a bad row is counted as failed.
+    await page.goto(`${tern.url}/dashboard/contacts/imports`);
+    await page.getByLabel("CSV file", { exact: true }).setInputFiles({ name: "people.csv", mimeType: "text/csv", buffer: Buffer.from("Email,First name,Plan\nalan@example.com,Alan,pro\nbarbara@example.com,Barbara,free\nnot-an-address,X,free\n") });
+    await expect.poll(() => page.locator('select[data-column="email"]').inputValue(), POLL).toBe("Email");
+    expect(await page.locator('select[data-column="first_name"]').inputValue()).toBe("First name");
+    expect(await page.locator('select[data-property="plan"]').inputValue()).toBe("Plan");
+    await page.getByRole("checkbox", { name: "Readers" }).check();
+    await page.getByRole("button", { name: "Import" }).click();
+    await expect.poll(async () => { await page.reload(); return page.locator("tr[data-import-id]").first().innerText(); }, { timeout: 30_000 }).toMatch(/completed\s+3\s+2\s+0\s+0\s+1/);
+    await shot(page, "23-import-done");
+    expect(await axeViolations(page)).toEqual([]);
+
+    // Search by part of a name; filter by the segment; remove one.
+    await page.goto(`${tern.url}/dashboard/contacts`);
+    await page.getByRole("searchbox", { name: "Search" }).fill("barb");
+    await page.getByRole("button", { name: "Search" }).click();
+    await page.waitForURL((u) => u.pathname === "/dashboard/contacts" && u.searchParams.get("q") === "barb");
+    expect(await page.locator("table").innerText()).toContain("barbara@example.com");
+    expect(await page.locator("table").innerText()).not.toContain("alan@example.com");
+    await shot(page, "24-contacts-search");
+    await page.goto(`${tern.url}/dashboard/contacts/segments`);
+    expect(await main()).toMatch(/Readers\s+3/);
+    await shot(page, "24b-segments");
+    await page.goto(`${tern.url}/dashboard/contacts`);
+    await page.getByRole("link", { name: "alan@example.com" }).click();
+    await page.waitForURL("**/dashboard/contacts/*"); // loaded: app.js handles the form
+    page.once("dialog", (d) => void d.accept());
+    await page.getByRole("button", { name: "Remove contact" }).click();
+    await page.waitForURL("**/dashboard/contacts");
+    expect(await page.locator("table").innerText()).not.toContain("alan@example.com");
+    await shot(page, "25-contacts");
+    expect(await axeViolations(page)).toEqual([]);
+
+    // Received mail's attachment, downloaded through the session (not an API key's link).
+    const api = (method: string, path: string, body?: unknown) => fetch(`${tern.url}${path}`, { method, headers: { authorization: `Bearer ${tern.apiKey}`, "content-type": "application/json" }, body: body === undefined ? undefined : JSON.stringify(body) });
+    const domains = ((await (await api("GET", "/domains")).json()) as { data: { id: string; name: string }[] }).data;
+    expect((await api("PATCH", `/domains/${domains.find((d) => d.name === tern.domain)!.id}`, { receiving: true })).status).toBe(200);
+    const raw = [
+      "From: Alice <alice@sender.example>", `To: files@${tern.domain}`, "Subject: Notes attached", "Message-ID: <notes-e2e@sender.example>", "MIME-Version: 1.0",
+      'Content-Type: multipart/mixed; boundary="b1"', "", "--b1", "Content-Type: text/plain", "", "See the notes.", "--b1",
+      'Content-Type: text/plain; name="notes.txt"', 'Content-Disposition: attachment; filename="notes.txt"', "Content-Transfer-Encoding: base64", "",
+      Buffer.from("attached words\n").toString("base64"), "--b1--", "",
+    ].join("\r\n");
+    const received = await fetch(`${tern.url}/cdn-cgi/local/email?from=alice@sender.example&to=files@${tern.domain}`, { method: "POST", body: raw });
+    expect(received.status, await received.text()).toBeLessThan(300);
+    await page.goto(`${tern.url}/dashboard/received`);
+    await page.getByRole("link", { name: "Notes attached" }).click();
+    const [download] = await Promise.all([page.waitForEvent("download"), page.getByRole("link", { name: "notes.txt" }).click()]);
+    expect(download.suggestedFilename()).toBe("notes.txt");
+    expect(await import("node:fs").then(async (fs) => fs.readFileSync((await download.path())!, "utf8"))).toBe("attached words\n");
+    await shot(page, "26-received-attachment");
+    expect(await axeViolations(page)).toEqual([]);
+    await ctx.close();
   });
 });

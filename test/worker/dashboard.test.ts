@@ -109,3 +109,234 @@ describe("the dashboard's own mail", () => {
     expect(sent?.n).toBe(0);
   });
 });
+
+// ---- Contacts, suppressions and received mail through the dashboard's endpoints ------------
+
+const DASH = "https://t.tern.test";
+
+/** A signed-in person: the rows better-auth keeps and its signed session cookie, made the way
+ * better-call signs it (HMAC-SHA256 of the token with the dashboard's secret). */
+async function person(role: "owner" | "admin" | "member", accountId?: string) {
+  const { dashboardSecret } = await import("../../worker/dashboard/auth.ts");
+  const { csrfToken } = await import("../../worker/dashboard/viewer.ts");
+  const account = accountId ?? crypto.randomUUID();
+  const user = crypto.randomUUID();
+  const session = crypto.randomUUID();
+  const token = crypto.randomUUID().replace(/-/g, "");
+  const now = Date.now();
+  await env.DB.batch([
+    ...(accountId ? [] : [env.DB.prepare("INSERT INTO accounts (id, name, created_at) VALUES (?, 'Dash', 0)").bind(account)]),
+    env.DB.prepare("INSERT INTO auth_users (id, name, email, email_verified, created_at, updated_at) VALUES (?, 'P', ?, 1, ?, ?)").bind(user, `${user}@people.test`, now, now),
+    env.DB.prepare("INSERT INTO memberships (account_id, user_id, role, created_at) VALUES (?, ?, ?, 0)").bind(account, user, role),
+    env.DB.prepare("INSERT INTO auth_sessions (id, expires_at, token, created_at, updated_at, user_id) VALUES (?, ?, ?, ?, ?, ?)").bind(session, now + 3600_000, token, now, now, user),
+  ]);
+  const key = await crypto.subtle.importKey("raw", new TextEncoder().encode(await dashboardSecret(env)), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const sig = btoa(String.fromCharCode(...new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(token)))));
+  const cookie = `__Secure-tern.session_token=${encodeURIComponent(`${token}.${sig}`)}`;
+  const csrf = await csrfToken(env, session);
+  const get = (path: string) => exports.default.fetch(`${DASH}${path}`, { headers: { cookie } });
+  const post = (path: string, body: unknown, opts: { csrf?: string | null; type?: string } = {}) =>
+    exports.default.fetch(`${DASH}/dashboard/api${path}`, {
+      method: "POST",
+      headers: { cookie, origin: DASH, ...(opts.csrf === null ? {} : { "x-csrf-token": opts.csrf ?? csrf }), ...(body instanceof FormData ? {} : { "content-type": "application/json" }) },
+      body: body instanceof FormData ? body : JSON.stringify(body),
+    });
+  return { account, user, get, post };
+}
+
+const count = async (sql: string, ...args: unknown[]) => (await env.DB.prepare(sql).bind(...args).first<{ n: number }>())!.n;
+const eventsOf = async (account: string) =>
+  (await env.DB.prepare("SELECT type FROM webhook_events WHERE account_id = ? ORDER BY id").bind(account).all<{ type: string }>()).results.map((r) => r.type);
+
+describe("the Contacts pages' endpoints", () => {
+  it("let a member add, edit, file and remove a contact through the services, with the API's events", async () => {
+    const owner = await person("owner");
+    const member = await person("member", owner.account);
+    expect((await owner.post("/segments", { name: "Readers" })).status).toBe(201);
+    const segment = (await env.DB.prepare("SELECT id FROM segments WHERE account_id = ?").bind(owner.account).first<{ id: string }>())!.id;
+    expect((await owner.post("/topics", { name: "News", default_subscription: "opt_in", visibility: "public" })).status).toBe(201);
+    const topic = (await env.DB.prepare("SELECT id FROM topics WHERE account_id = ?").bind(owner.account).first<{ id: string }>())!.id;
+    expect((await owner.post("/contact-properties", { key: "plan", type: "number", fallback_value: "1" })).status).toBe(201);
+
+    const created = await member.post("/contacts", { email: "Ada@Example.com", first_name: "Ada", segments: [segment] });
+    expect(created.status).toBe(201);
+    const { id } = await created.json<{ id: string }>();
+    const edited = await member.post(`/contacts/${id}`, { first_name: "Ada", last_name: "Lovelace", unsubscribed: true, "properties.plan": "3" });
+    expect(edited.status).toBe(200);
+    const row = (await env.DB.prepare("SELECT * FROM contacts WHERE id = ?").bind(id).first<Record<string, unknown>>())!;
+    expect(row).toMatchObject({ email: "ada@example.com", last_name: "Lovelace", unsubscribed: 1, properties_json: '{"plan":3}' });
+    expect((await member.post(`/contacts/${id}/segments`, { segments: [] })).status).toBe(200);
+    expect(await count("SELECT count(*) AS n FROM contact_segments WHERE contact_id = ?", id)).toBe(0);
+    expect((await member.post(`/contacts/${id}/topics`, { [`topics.${topic}`]: "opt_out" })).status).toBe(200);
+    expect(await count("SELECT count(*) AS n FROM contact_topics WHERE contact_id = ? AND subscription = 'opt_out'", id)).toBe(1);
+
+    // Found by part of its name, and within its segment filter only while it is in it.
+    expect(await (await owner.get("/dashboard/contacts?q=lovel")).text()).toContain("ada@example.com");
+    expect(await (await owner.get(`/dashboard/contacts?segment=${segment}`)).text()).toContain("No contact matches.");
+    expect(await (await owner.get(`/dashboard/contacts/${id}`)).text()).toContain("Lovelace");
+
+    expect((await member.post(`/contacts/${id}/delete`, {})).status).toBe(200);
+    expect(await count("SELECT count(*) AS n FROM contacts WHERE id = ?", id)).toBe(0);
+    expect(await eventsOf(owner.account)).toEqual(["contact.created", "contact.updated", "contact.updated", "contact.updated", "contact.deleted"]);
+    const audit = (await env.DB.prepare("SELECT action FROM audit_log WHERE account_id = ? AND user_id = ? ORDER BY id").bind(owner.account, member.user).all<{ action: string }>()).results.map((r) => r.action);
+    expect(audit).toEqual(["contact.created", "contact.updated", "contact.segments_changed", "contact.topics_changed", "contact.deleted"]);
+  });
+
+  it("refuses a missing or forged CSRF token and another account's contact, changing nothing", async () => {
+    const a = await person("owner");
+    const b = await person("owner");
+    const { id } = await (await a.post("/contacts", { email: "mine@example.com" })).json<{ id: string }>();
+    expect((await a.post("/contacts", { email: "x@example.com" }, { csrf: null })).status).toBe(403);
+    expect((await a.post("/contacts", { email: "x@example.com" }, { csrf: "forged" })).status).toBe(403);
+    for (const path of [`/contacts/${id}`, `/contacts/${id}/topics`, `/contacts/${id}/segments`, `/contacts/${id}/delete`]) {
+      const res = await b.post(path, { first_name: "Eve", segments: [] });
+      expect(res.status, path).toBe(404);
+    }
+    expect((await b.get(`/dashboard/contacts/${id}`)).status).toBe(404);
+    expect(await (await b.get("/dashboard/contacts?q=mine")).text()).not.toContain("mine@example.com");
+    expect(await count("SELECT count(*) AS n FROM contacts WHERE account_id = ?", a.account)).toBe(1);
+    expect((await env.DB.prepare("SELECT first_name FROM contacts WHERE id = ?").bind(id).first<{ first_name: string | null }>())!.first_name).toBeNull();
+    expect(await eventsOf(a.account)).toEqual(["contact.created"]);
+  });
+
+  it("answers bad input with a message that says how to fix it, and changes nothing", async () => {
+    const p = await person("member");
+    const bad: [string, unknown, RegExp][] = [
+      ["/contacts", { email: "not-an-address" }, /email address like/],
+      ["/contacts", { email: "a@example.com", segments: ["00000000-0000-4000-8000-000000000000"] }, /segment .* which this account does not have/],
+      ["/contacts", { email: "a@example.com", "first_name": "A\u0000" }, /control character/],
+      ["/segments", { name: "  " }, /must not be empty/],
+      ["/topics", { name: "T", default_subscription: "sometimes" }, /opt_in/],
+      ["/contact-properties", { key: "bad key", type: "string" }, /letters, digits or underscores/],
+      ["/contact-properties", { key: "n", type: "number", fallback_value: "many" }, /write a number/],
+    ];
+    for (const [path, body, message] of bad) {
+      const res = await p.post(path, body);
+      expect(res.status, path).toBe(422);
+      expect((await res.json<{ message: string }>()).message, path).toMatch(message);
+    }
+    const { id } = await (await p.post("/contacts", { email: "b@example.com" })).json<{ id: string }>();
+    await p.post("/contact-properties", { key: "seats", type: "number" });
+    const res = await p.post(`/contacts/${id}`, { "properties.seats": "lots" });
+    expect(res.status).toBe(422);
+    expect((await res.json<{ message: string }>()).message).toMatch(/seats is a number property/);
+    const unknown = await p.post(`/contacts/${id}`, { "properties.nope": "x" });
+    expect((await unknown.json<{ message: string }>()).message).toMatch(/not a contact property of this account/);
+    const topic = await (await p.post("/topics", { name: "T", default_subscription: "opt_out" })).json<{ id: string }>();
+    const fixed = await p.post(`/topics/${topic.id}`, { name: "T2", default_subscription: "opt_in" });
+    expect(fixed.status).toBe(422);
+    expect((await fixed.json<{ message: string }>()).message).toMatch(/fixed when a topic is created/);
+    expect(await count("SELECT count(*) AS n FROM contacts WHERE account_id = ?", p.account)).toBe(1);
+    expect(await count("SELECT count(*) AS n FROM segments WHERE account_id = ?", p.account)).toBe(0);
+    expect(await count("SELECT count(*) AS n FROM topics WHERE account_id = ? AND name = 'T'", p.account)).toBe(1);
+    expect(await eventsOf(p.account)).toEqual(["contact.created"]);
+  });
+
+  it("imports a CSV file through the imports service, and refuses a map naming a missing column", async () => {
+    const p = await person("member");
+    const form = (map: unknown) => {
+      const f = new FormData();
+      f.set("file", new File(["E-mail,Given\nx@example.com,X\ny@example.com,Y\n"], "people.csv", { type: "text/csv" }));
+      f.set("column_map", JSON.stringify(map));
+      f.set("on_conflict", "upsert");
+      return f;
+    };
+    const wrong = await p.post("/contacts/imports", form({ email: "email" }));
+    expect(wrong.status).toBe(422);
+    expect((await wrong.json<{ message: string }>()).message).toMatch(/column "email", which the file's header row does not have/);
+    expect(await count("SELECT count(*) AS n FROM contact_imports WHERE account_id = ?", p.account)).toBe(0);
+    const ok = await p.post("/contacts/imports", form({ email: "E-mail", first_name: "Given" }));
+    expect(ok.status).toBe(201);
+    const { id } = await ok.json<{ id: string }>();
+    const { runImport } = await import("../../worker/contacts/imports.ts");
+    while (await runImport(env, id));
+    expect(await count("SELECT count(*) AS n FROM contacts WHERE account_id = ? AND first_name IN ('X', 'Y')", p.account)).toBe(2);
+    // An imported contact in a segment is removed with its membership.
+    const seg = await (await p.post("/segments", { name: "After" })).json<{ id: string }>();
+    const x = (await env.DB.prepare("SELECT id FROM contacts WHERE account_id = ? AND email = 'x@example.com'").bind(p.account).first<{ id: string }>())!.id;
+    expect((await p.post(`/contacts/${x}/segments`, { segments: [seg.id] })).status).toBe(200);
+    const removed = await p.post(`/contacts/${x}/delete`, {});
+    expect(removed.status, await removed.clone().text()).toBe(200);
+    expect(await count("SELECT count(*) AS n FROM contact_segments WHERE contact_id = ?", x)).toBe(0);
+    const html = await (await p.get("/dashboard/contacts/imports")).text();
+    expect(html).toContain(`data-import-id="${id}"`);
+    expect(html).toMatch(/badge completed/);
+  });
+
+  it("lists any number of contacts a page at a time, newest first", async () => {
+    const p = await person("member");
+    const { createContact } = await import("../../worker/contacts/contacts.ts");
+    for (let i = 0; i < 30; i++) await createContact(env, p.account, { email: `c${String(i).padStart(2, "0")}@example.com` }, Date.now() + i);
+    const first = await (await p.get("/dashboard/contacts")).text();
+    expect(first).toContain("c29@example.com");
+    expect(first).not.toContain("c04@example.com");
+    const older = first.match(/href="(\/dashboard\/contacts\?after=[^"]+)"/)![1]!;
+    const second = await (await p.get(older.replace(/&amp;/g, "&"))).text();
+    expect(second).toContain("c04@example.com");
+    expect(second).not.toContain("c29@example.com");
+  });
+
+  it("walks an index for a search, with or without a segment", async () => {
+    const { contactsQuery } = await import("../../worker/contacts/contacts.ts");
+    const p = await person("member");
+    const seg = await (await p.post("/segments", { name: "S" })).json<{ id: string }>();
+    for (const segment of [undefined, seg.id]) {
+      const { query } = (await contactsQuery(env.DB, p.account, { limit: 25, after: "01a20f86-1a38-7307-9dc6-c29aa74bf40f" }, segment, "ada"))!;
+      const { sql, params } = query.toSQL();
+      const plan = (await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`).bind(...params).all<{ detail: string }>()).results.map((r) => r.detail).join("\n");
+      expect(plan).toMatch(/SEARCH (contacts|contact_segments) USING (COVERING )?(INDEX contacts_account|INDEX sqlite_autoindex_contact_segments_1)/);
+      expect(plan).not.toMatch(/SCAN contacts|SCAN contact_segments|TEMP B-TREE/);
+    }
+  });
+});
+
+describe("the Suppressions page's endpoints", () => {
+  it("searches, adds, edits the note and removes for owners and admins; members may not", async () => {
+    const owner = await person("owner");
+    const member = await person("member", owner.account);
+    expect((await member.post("/suppressions", { email: "no@example.com" })).status).toBe(403);
+    const added = await owner.post("/suppressions", { email: "gone@example.com", detail: "asked" });
+    expect(added.status).toBe(201);
+    const { id } = await added.json<{ id: string }>();
+    await owner.post("/suppressions", { email: "other@example.com" });
+    const found = await (await owner.get("/dashboard/suppressions?q=gone")).text();
+    expect(found).toContain("gone@example.com");
+    expect(found).not.toContain("other@example.com");
+    expect((await member.post(`/suppressions/${id}/note`, { detail: "x" })).status).toBe(403);
+    expect((await owner.post(`/suppressions/${id}/note`, { detail: 5 })).status).toBe(422);
+    expect((await owner.post(`/suppressions/${id}/note`, { detail: "asked by phone" })).status).toBe(200);
+    expect((await env.DB.prepare("SELECT detail FROM suppressions WHERE id = ?").bind(id).first<{ detail: string }>())!.detail).toBe("asked by phone");
+    const stranger = await person("owner");
+    expect((await stranger.post(`/suppressions/${id}/note`, { detail: "mine now" })).status).toBe(404);
+    expect((await stranger.post(`/suppressions/${id}/remove`, {})).status).toBe(404);
+    expect((await owner.post(`/suppressions/${id}/remove`, {})).status).toBe(200);
+    expect(await count("SELECT count(*) AS n FROM suppressions WHERE account_id = ?", owner.account)).toBe(1);
+  });
+});
+
+describe("received mail's attachments in the dashboard", () => {
+  it("streams an attachment to a signed-in member of its account as a download, and to nobody else", async () => {
+    const p = await person("member");
+    const id = crypto.randomUUID();
+    const att = crypto.randomUUID();
+    const key = `inbound/${id}/${att}`;
+    await env.BLOBS.put(key, "<script>alert(1)</script>");
+    await env.BLOBS.put(`inbound/${id}/content.json`, JSON.stringify({ html: null, text: "hi", headers: [] }));
+    await env.DB.prepare("INSERT INTO inbound_emails (id, account_id, from_address, to_json, subject, raw_key, size, content_key, attachments_json, created_at) VALUES (?, ?, 'a@example.org', '[\"in@example.test\"]', 'Files', ?, 10, ?, ?, ?)")
+      .bind(id, p.account, `inbound/${id}/raw`, `inbound/${id}/content.json`, JSON.stringify([{ id: att, filename: 'report "final".html', content_type: "text/html", content_disposition: "attachment", content_id: null, size: 25, key }]), Date.now()).run();
+    const pageHtml = await (await p.get(`/dashboard/received/${id}`)).text();
+    expect(pageHtml).toContain(`/dashboard/api/received/${id}/attachments/${att}`);
+    const res = await p.get(`/dashboard/api/received/${id}/attachments/${att}`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("application/octet-stream");
+    expect(res.headers.get("content-disposition")).toBe(`attachment; filename*=UTF-8''${encodeURIComponent('report "final".html')}`);
+    expect(res.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(await res.text()).toBe("<script>alert(1)</script>");
+    const other = await person("owner");
+    const refused = await other.get(`/dashboard/api/received/${id}/attachments/${att}`);
+    expect(refused.status).toBe(404);
+    expect(await refused.text()).not.toContain("alert");
+    expect((await exports.default.fetch(`${DASH}/dashboard/api/received/${id}/attachments/${att}`)).status).toBe(401);
+    expect((await p.get(`/dashboard/api/received/${id}/attachments/${crypto.randomUUID()}`)).status).toBe(404);
+  });
+});

@@ -2,7 +2,7 @@
 // the segments it belongs to and its topic choices. Every change writes its contact.* event to
 // the webhook outbox in the same D1 batch. Routes and dashboard pages are thin callers of this
 // module: the queries live here.
-import { and, eq, inArray } from "drizzle-orm";
+import { and, eq, inArray, or, sql, type SQL } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
 import { contactSegments, contactTopics, contacts, segments, topics, type ContactRow } from "../db/schema.ts";
@@ -102,19 +102,43 @@ export async function findContact(db: D1Database, accountId: string, idOrEmail: 
   return drizzle(db).select().from(contacts).where(and(eq(contacts.accountId, accountId), key)).get();
 }
 
+const escapeLike = (s: string) => s.replace(/[\\%_]/g, (ch) => `\\${ch}`);
+
+/** Contacts whose address, first name, last name or full name holds `q` (any case). */
+function matching(q: string): SQL | undefined {
+  const like = `%${escapeLike(q.trim().slice(0, 200))}%`;
+  return or(
+    sql`${contacts.email} LIKE ${like} ESCAPE '\\'`,
+    sql`${contacts.firstName} LIKE ${like} ESCAPE '\\'`,
+    sql`${contacts.lastName} LIKE ${like} ESCAPE '\\'`,
+    sql`(coalesce(${contacts.firstName}, '') || ' ' || coalesce(${contacts.lastName}, '')) LIKE ${like} ESCAPE '\\'`,
+  );
+}
+
 /** A page of the account's contacts, newest first; with `segmentId`, only that segment's
- * (undefined when the account has no such segment). */
-export async function listContacts(db: D1Database, accountId: string, page: Page, segmentId?: string) {
+ * (undefined when the account has no such segment); with `q`, only those whose address or
+ * name holds it. The walk is always an index in id order (the account's contacts, or the
+ * segment's members), the search checked on the rows it meets, so any page costs a page. */
+export async function listContacts(db: D1Database, accountId: string, page: Page, segmentId?: string, q?: string) {
+  const found = await contactsQuery(db, accountId, page, segmentId, q);
+  return found && finishPage(await found.rows(), page);
+}
+
+/** The query listContacts runs (undefined when the segment is not the account's); `query` is
+ * there for query-plan tests. */
+export async function contactsQuery(db: D1Database, accountId: string, page: Page, segmentId?: string, q?: string) {
   const d = drizzle(db);
+  const search = q?.trim() ? matching(q) : undefined;
   if (segmentId === undefined) {
-    const q = pageQuery(contacts.id, page, eq(contacts.accountId, accountId));
-    return finishPage(await d.select().from(contacts).where(q.where).orderBy(q.orderBy).limit(q.limit), page);
+    const p = pageQuery(contacts.id, page, and(eq(contacts.accountId, accountId), search));
+    const query = d.select().from(contacts).where(p.where).orderBy(p.orderBy).limit(p.limit);
+    return { query, rows: async (): Promise<ContactRow[]> => await query };
   }
   if (!(await findSegmentRow(db, accountId, segmentId))) return undefined;
-  const q = pageQuery(contactSegments.contactId, page, eq(contactSegments.segmentId, segmentId));
-  const rows = await d.select({ c: contacts }).from(contactSegments).innerJoin(contacts, eq(contacts.id, contactSegments.contactId))
-    .where(q.where).orderBy(q.orderBy).limit(q.limit);
-  return finishPage(rows.map((r) => r.c), page);
+  const p = pageQuery(contactSegments.contactId, page, and(eq(contactSegments.segmentId, segmentId), search));
+  const query = d.select({ c: contacts }).from(contactSegments).innerJoin(contacts, eq(contacts.id, contactSegments.contactId))
+    .where(p.where).orderBy(p.orderBy).limit(p.limit);
+  return { query, rows: async (): Promise<ContactRow[]> => (await query).map((r) => r.c) };
 }
 
 export interface ContactPatch {

@@ -41,8 +41,32 @@ export interface ImportMessage {
   importId: string;
 }
 
+/** The options with their defaults: without a column map, the columns named email,
+ * first_name, last_name and unsubscribed (any case); an existing address is skipped. */
+export function importOptions(csv: string, given: Partial<ImportOptions>): ImportOptions {
+  return {
+    column_map: given.column_map ?? defaultColumns(csv),
+    on_conflict: given.on_conflict ?? "skip",
+    segments: given.segments ?? [],
+    topics: given.topics ?? [],
+  };
+}
+
+function defaultColumns(csv: string): ColumnMap {
+  const header = (Papa.parse<string[]>(csv, { preview: 1, skipEmptyLines: true }).data[0] ?? []).map((h) => h.trim());
+  const find = (name: string) => header.find((h) => h.toLowerCase() === name);
+  const map: ColumnMap = { email: find("email") ?? "email" };
+  for (const k of ["first_name", "last_name", "unsubscribed"] as const) {
+    const column = find(k);
+    if (column !== undefined) map[k] = column;
+  }
+  return map;
+}
+
 /** Checks the options against the file's header and the account, stores the file and queues the import. */
 export async function createImport(env: Pick<Env, "DB" | "BLOBS" | "BROADCAST_QUEUE">, accountId: string, csv: string, options: ImportOptions, now = Date.now()): Promise<ContactImportRow> {
+  if (csv.length > MAX_IMPORT_BYTES) throw new ApiError("validation_error", "The file must be at most 50 MB.", 413);
+  if (csv.trim() === "") throw new ApiError("validation_error", "The file is empty; it needs a header row (with an email column) and a row per contact.");
   const header = Papa.parse<string[]>(csv, { preview: 1, skipEmptyLines: true }).data[0] ?? [];
   const columns = new Set(header.map((h) => h.trim()));
   const need = (column: string | undefined, field: string) => {

@@ -1,7 +1,7 @@
 // Segments (Resend's /segments, and the older /audiences for the same rows): named groups of
 // contacts. Deleting one removes its memberships (each member reports contact.updated), never
 // the contacts.
-import { and, eq, inArray } from "drizzle-orm";
+import { and, eq, inArray, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { contactSegments, segments, type SegmentRow } from "../db/schema.ts";
 import { changeContactsInChunks, type ContactEnv } from "./contacts.ts";
@@ -21,6 +21,13 @@ export async function findSegment(db: D1Database, accountId: string, id: string)
 export async function listSegments(db: D1Database, accountId: string, page: Page) {
   const q = pageQuery(segments.id, page, eq(segments.accountId, accountId));
   return finishPage(await drizzle(db).select().from(segments).where(q.where).orderBy(q.orderBy).limit(q.limit), page);
+}
+
+/** How many contacts each segment has: one count per segment over its key (segment_id, contact_id). */
+export async function segmentCounts(db: D1Database, ids: string[]): Promise<Map<string, number>> {
+  const d = drizzle(db);
+  const counts = await Promise.all(ids.map((id) => d.select({ n: sql<number>`count(*)` }).from(contactSegments).where(eq(contactSegments.segmentId, id)).get()));
+  return new Map(ids.map((id, i) => [id, counts[i]?.n ?? 0]));
 }
 
 export async function renameSegment(db: D1Database, accountId: string, id: string, name: string): Promise<SegmentRow | undefined> {

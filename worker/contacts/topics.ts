@@ -40,7 +40,12 @@ export async function listTopics(db: D1Database, accountId: string, page: Page) 
   return finishPage(await drizzle(db).select().from(topics).where(q.where).orderBy(q.orderBy).limit(q.limit), page);
 }
 
-export async function updateTopic(db: D1Database, accountId: string, id: string, patch: { name?: string; description?: string | null; visibility?: "public" | "private" }, now = Date.now()): Promise<TopicRow | undefined> {
+/** Name, description and visibility. A request that names `default_subscription` is refused
+ * (rather than ignored), so a caller learns it is fixed at creation. */
+export async function updateTopic(db: D1Database, accountId: string, id: string, patch: { name?: string; description?: string | null; visibility?: "public" | "private"; defaultSubscription?: unknown }, now = Date.now()): Promise<TopicRow | undefined> {
+  if (patch.defaultSubscription !== undefined) {
+    throw new ApiError("validation_error", "`default_subscription` is fixed when a topic is created; create a new topic to change it.");
+  }
   const row = await findTopic(db, accountId, id);
   if (!row) return undefined;
   const after: TopicRow = {

@@ -4,7 +4,7 @@
 import type { Hono } from "hono";
 import { createApiKey, listApiKeys, revokeApiKey } from "../api-keys/service.ts";
 import { readConfig } from "../config.ts";
-import { checkDomain, createDomain, deleteDomain, domainView, findDomain, listDomains, patchDomain, rotateDkim } from "../domains/service.ts";
+import { checkDomain, createDomain, deleteDomain, domainView, findDomain, listDomains, patchDomain, rotateDkim, rotationAlgorithm } from "../domains/service.ts";
 import { cancelEmail, findEmail, getEmail, listEmailEvents } from "../emails/service.ts";
 import { renderMessage } from "../delivery/consumer.ts";
 import { validate } from "../http.ts";
@@ -15,13 +15,14 @@ import { CreateWebhookRequest } from "../routes/webhooks.ts";
 import { WEBHOOK_EVENT_TYPES } from "../webhooks/payloads.ts";
 import { createWebhook, deleteWebhook, findWebhook, listWebhookAttempts, listWebhookDeliveries, listWebhooks, replayWebhookDelivery, rotateWebhookSecret, updateWebhook, webhookView } from "../webhooks/service.ts";
 import { EMAIL_STATUSES, searchEmails, type EmailFilters } from "./email-search.ts";
-import { getReceived, listReceived } from "../inbound/service.ts";
+import { getReceived, listReceived, openReceivedAttachment } from "../inbound/service.ts";
+import { attachmentDownload } from "../routes/attachments.ts";
 import { emailInsights } from "../insights/service.ts";
 import type { Insight } from "../insights/checks.ts";
-import { addSuppression, listSuppressions, removeSuppressionById } from "../suppressions/service.ts";
+import { addSuppression, listSuppressions, removeSuppressionById, updateSuppressionNote } from "../suppressions/service.ts";
 import { CreateSuppressionRequest } from "../routes/suppressions.ts";
 import { Badge, Copy, Empty, Time } from "./layout.tsx";
-import { body, page, requireManager, type DashCtx, type DashEnv } from "./routes.tsx";
+import { body, DashError, page, requireManager, type DashCtx, type DashEnv } from "./routes.tsx";
 import { audit } from "./viewer.ts";
 
 const PAGE_SIZE = 25;
@@ -486,7 +487,8 @@ async function deliveryPage(c: DashCtx) {
 async function suppressionsPage(c: DashCtx) {
   const v = c.get("viewer");
   const after = c.req.query("after") || undefined;
-  const list = await listSuppressions(c.env.DB, v.account.id, { limit: 50, after });
+  const q = c.req.query("q")?.trim() || undefined;
+  const list = await listSuppressions(c.env.DB, v.account.id, { limit: 50, ...(after ? { after } : {}) }, undefined, q);
   const last = list.data[list.data.length - 1];
   return page(c, "Suppressions", (
     <>
@@ -497,14 +499,28 @@ async function suppressionsPage(c: DashCtx) {
           <label>Note<input name="detail" maxlength={1000} placeholder="why (optional)" /></label>
           <button type="submit">Suppress</button>
         </form>
-      ) : null}
-      {list.data.length === 0 ? <Empty title="No suppressed addresses."><p>Addresses that bounce hard or complain appear here.</p></Empty> : (
+      ) : <p class="muted">Only owners and admins add or remove suppressions.</p>}
+      <form class="row" method="get" action="/dashboard/suppressions" role="search" aria-label="Search suppressions" style="margin-bottom:12px">
+        <label>Search<input type="search" name="q" value={q ?? ""} placeholder="address or part of one" size={28} /></label>
+        <button type="submit" class="secondary">Search</button>
+        {q ? <a class="button secondary" href="/dashboard/suppressions">Clear</a> : null}
+      </form>
+      {list.data.length === 0 ? (
+        q ? <Empty title={`No suppressed address holds "${q}".`}><p>Check the spelling or <a href="/dashboard/suppressions">show every address</a>.</p></Empty>
+          : <Empty title="No suppressed addresses."><p>Addresses that bounce hard or complain appear here{v.canManage ? "; suppress one by hand above to stop mail to it" : ""}.</p></Empty>
+      ) : (
         <table>
-          <thead><tr><th scope="col">Address</th><th scope="col">Reason</th><th scope="col">Since</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
+          <thead><tr><th scope="col">Address</th><th scope="col">Reason</th><th scope="col">Note</th><th scope="col">Since</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
           <tbody>{list.data.map((x) => (
             <tr>
               <td>{x.email}</td>
-              <td>{x.reason}{x.email_id ? <> · <a href={`/dashboard/emails/${x.email_id}`}>the email</a></> : null}{x.detail ? <div class="muted">{x.detail}</div> : null}</td>
+              <td>{x.reason}{x.email_id ? <> · <a href={`/dashboard/emails/${x.email_id}`}>the email</a></> : null}</td>
+              <td>{v.canManage ? (
+                <form method="post" class="row nowrap" data-api={`/dashboard/api/suppressions/${x.id}/note`}>
+                  <input name="detail" value={x.detail ?? ""} maxlength={1000} data-keep-empty aria-label={`Note on ${x.email}`} placeholder="no note" size={24} />
+                  <button type="submit" class="secondary" aria-label={`Save the note on ${x.email}`}>Save</button>
+                </form>
+              ) : x.detail ? <span class="muted">{x.detail}</span> : null}</td>
               <td><Time at={x.created_at} /></td>
               <td>{v.canManage ? (
                 <form method="post" class="inline" data-api={`/dashboard/api/suppressions/${x.id}/remove`} data-confirm={`Send to ${x.email} again?`}>
@@ -515,7 +531,12 @@ async function suppressionsPage(c: DashCtx) {
           ))}</tbody>
         </table>
       )}
-      {list.has_more && last ? <nav class="pager" aria-label="Pages"><a class="button secondary" href={`/dashboard/suppressions?after=${last.id}`}>Older</a></nav> : null}
+      {after || (list.has_more && last) ? (
+        <nav class="pager" aria-label="Pages">
+          {after ? <a class="button secondary" href={`/dashboard/suppressions${qs({ q })}`}>Newest</a> : null}
+          {list.has_more && last ? <a class="button secondary" href={`/dashboard/suppressions${qs({ q, after: last.id })}`}>Older</a> : null}
+        </nav>
+      ) : null}
     </>
   ));
 }
@@ -542,8 +563,8 @@ async function receivedPage(c: DashCtx) {
 
 async function receivedOne(c: DashCtx) {
   const v = c.get("viewer");
-  // Download links are signed for an API key (they die with it), so the dashboard, which has
-  // none, shows the content and names the attachments without links.
+  // The API's download links are signed for an API key; the dashboard links to its own
+  // endpoint instead, which the session and the account authorise.
   const m = await getReceived(c.env, readConfig(c.env), v.account.id, "dashboard", c.req.param("id")!, new URL(c.req.url).origin);
   return page(c, m.subject || "(no subject)", (
     <>
@@ -553,7 +574,9 @@ async function receivedOne(c: DashCtx) {
           <dt>From</dt><dd>{m.from}</dd><dt>To</dt><dd>{m.to.join(", ")}</dd>
           <dt>Received</dt><dd><Time at={m.created_at} /></dd>
           <dt>Authentication</dt><dd>SPF {String(m.authentication.spf ?? "none")}, DKIM {String(m.authentication.dkim ?? "none")}, DMARC {String(m.authentication.dmarc ?? "none")}</dd>
-          {m.attachments.length ? (<><dt>Attachments</dt><dd>{m.attachments.map((a) => <div>{a.filename ?? a.id} <span class="muted">{a.size} bytes</span></div>)}</dd></>) : null}
+          {m.attachments.length ? (<><dt>Attachments</dt><dd>{m.attachments.map((a) => (
+            <div><a href={`/dashboard/api/received/${m.id}/attachments/${a.id}`} download={a.filename ?? "attachment"}>{a.filename ?? "attachment"}</a> <span class="muted">{a.content_type}, {a.size} bytes</span></div>
+          ))}</dd></>) : null}
         </dl>
       </section>
       <section class="panel">
@@ -577,6 +600,24 @@ export function registerResourcePages(app: Hono<DashEnv>): void {
     const r = await addSuppression(c.env.DB, v.account.id, b.email, b.detail ?? null);
     await audit(c.env, v, { action: "suppression.added", target: r.suppression.email });
     return c.json(r.suppression, r.created ? 201 : 200);
+  });
+  app.post("/api/suppressions/:id/note", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const raw = (await body<{ detail?: unknown }>(c)).detail;
+    if (raw !== undefined && typeof raw !== "string") throw new DashError(422, "The note must be text.");
+    const detail = typeof raw === "string" && raw.trim() ? raw.trim() : null;
+    if (detail && detail.length > 1000) throw new DashError(422, "The note is too long (at most 1000 characters).");
+    const r = await updateSuppressionNote(c.env.DB, v.account.id, c.req.param("id"), detail);
+    await audit(c.env, v, { action: "suppression.note_changed", target: r.email });
+    return c.json(r);
+  });
+  // A received email's attachment, streamed from R2 to a signed-in member of its account. It is
+  // the sender's content: always a download (octet-stream, attachment), never rendered here.
+  app.get("/api/received/:id/attachments/:attachment", async (c) => {
+    const v = c.get("viewer");
+    const { attachment, body: obj } = await openReceivedAttachment(c.env, v.account.id, c.req.param("id"), c.req.param("attachment"));
+    return attachmentDownload(obj.body, attachment.filename);
   });
   app.post("/api/suppressions/:id/remove", async (c) => {
     const v = c.get("viewer");
@@ -634,7 +675,7 @@ export function registerResourcePages(app: Hono<DashEnv>): void {
     const b = validate(RotateDkimRequest, await body(c));
     const config = readConfig(c.env);
     const current = await findDomain(c.env.DB, v.account.id, c.req.param("id"));
-    const algorithm = b.algorithm ?? current.keys.find((k) => k.state === "active")?.algorithm ?? "rsa";
+    const algorithm = rotationAlgorithm(current, b.algorithm);
     const rotated = await rotateDkim(c.env, config, current, algorithm, Date.now());
     await audit(c.env, v, { action: "domain.dkim_rotated", target: rotated.row.name, detail: { algorithm } });
     return c.json({ ok: true });

@@ -24,6 +24,7 @@ import { registerResourcePages } from "./resources.tsx";
 import { registerMetricsPages } from "./metrics.tsx";
 import { registerBroadcastPages } from "./broadcasts.tsx";
 import { registerTemplatePages } from "./templates.tsx";
+import { registerContactPages } from "./contacts.tsx";
 import { deleteAccountData, exportStream } from "../accounts/data.ts";
 import { d1Runner, r2Store } from "../accounts/bindings.ts";
 
@@ -418,6 +419,7 @@ export function dashboardApp(): Hono<DashEnv> {
   registerMetricsPages(app);
   registerBroadcastPages(app);
   registerTemplatePages(app);
+  registerContactPages(app);
 
   app.all("*", (c) => {
     if (new URL(c.req.url).pathname.startsWith("/dashboard/api/")) return json({ message: "No such dashboard endpoint." }, 404);

@@ -306,10 +306,17 @@ export async function deleteDomain(env: Events, config: TernConfig, current: Dom
   forgetSendingIdentities(current.row.accountId);
 }
 
+/** The algorithm a rotation makes a key of: the one asked for, else the active key's (the
+ * first, for a domain signing with both), else RSA. */
+export function rotationAlgorithm(current: DomainWithKeys, requested?: DkimAlgorithm): DkimAlgorithm {
+  return requested ?? current.keys.find((k) => k.state === "active")?.algorithm ?? "rsa";
+}
+
 /** Starts a rotation: a new key of `algorithm` is published and checked while the current
  * one keeps signing; once its record is verified it takes over and the old key retires. A
  * rotation already waiting for its record is replaced. */
-export async function rotateDkim(env: Events, config: TernConfig, current: DomainWithKeys, algorithm: DkimAlgorithm, now: number): Promise<DomainWithKeys> {
+export async function rotateDkim(env: Events, config: TernConfig, current: DomainWithKeys, requested: DkimAlgorithm | undefined, now: number): Promise<DomainWithKeys> {
+  const algorithm = rotationAlgorithm(current, requested);
   const db = drizzle(env.DB);
   const outbox: OutboxEvent[] = [];
   const key = await newKeyRow(config, current.row.accountId, current.row.id, algorithm, "pending", now);

@@ -109,3 +109,13 @@ export async function getReceivedAttachment(d1: D1Database, config: TernConfig, 
   if (!a) throw new ApiError("not_found", "Attachment not found.");
   return receivedAttachmentView(a, await attachmentLink(config, origin, keyId, row.id, a, now));
 }
+
+/** An attachment of the account's received email, for a caller who is already authorised for
+ * the account (the dashboard's session): no link, the account is the check. */
+export async function openReceivedAttachment(env: Pick<Env, "DB" | "BLOBS">, accountId: string, id: string, attachmentId: string): Promise<{ attachment: StoredAttachment; body: R2ObjectBody }> {
+  const row = await findReceived(env.DB, accountId, id);
+  const attachment = storedAttachments(row).find((a) => a.id === attachmentId.toLowerCase());
+  const body = attachment ? await env.BLOBS.get(attachment.key) : null;
+  if (!attachment || !body) throw new ApiError("not_found", "Attachment not found (or no longer kept).");
+  return { attachment, body };
+}

@@ -2,7 +2,7 @@
 // or skip, segments and topics to join; processed in the background, with status and counts.
 import { createRoute, z } from "@hono/zod-openapi";
 import { defineRoute, type App, type Ctx } from "../app.ts";
-import { createImport, findImport, listImports, MAX_IMPORT_BYTES, type ImportOptions } from "../contacts/imports.ts";
+import { createImport, findImport, importOptions, listImports, MAX_IMPORT_BYTES, type ImportOptions } from "../contacts/imports.ts";
 import type { ContactImportRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
 import { validate } from "../http.ts";
@@ -66,25 +66,7 @@ export function registerContactImportRoutes(app: App): void {
     request: { body: { required: true, content: { "multipart/form-data": { schema: CreateImportForm } } } },
     responses: { 201: json(z.object({ object: z.literal("contact_import"), id: z.string() }), "The import, queued"), ...errorResponses(400, 401, 403, 413, 422) },
   }), async (c) => {
-    const length = Number(c.req.header("content-length") ?? 0);
-    if (length > MAX_IMPORT_BYTES + 1024 * 1024) throw new ApiError("validation_error", "The file must be at most 50 MB.", 413);
-    let form: FormData;
-    try {
-      form = await c.req.raw.formData();
-    } catch {
-      throw new ApiError("validation_error", "The request body must be multipart/form-data with a `file` field.", 400);
-    }
-    const file = form.get("file");
-    if (file === null) throw new ApiError("missing_required_field", "Missing `file` field.");
-    const csv = typeof file === "string" ? file : await file.text();
-    if (csv.length > MAX_IMPORT_BYTES) throw new ApiError("validation_error", "The file must be at most 50 MB.", 413);
-    const opts = validate(Form, { column_map: jsonField(form, "column_map"), on_conflict: jsonField(form, "on_conflict"), segments: jsonField(form, "segments"), topics: jsonField(form, "topics") });
-    const options: ImportOptions = {
-      column_map: opts.column_map ?? defaultColumns(csv),
-      on_conflict: opts.on_conflict ?? "skip",
-      segments: (opts.segments ?? []).map((s) => (typeof s === "string" ? s : s.id)),
-      topics: opts.topics ?? [],
-    };
+    const { csv, options } = await readImportForm(c.req.raw);
     const row = await createImport(c.env, account(c), csv, options);
     return c.json({ object: "contact_import" as const, id: row.id }, 201);
   });
@@ -110,9 +92,20 @@ export function registerContactImportRoutes(app: App): void {
   });
 }
 
-/** Without a column map: the columns named email, first_name, last_name and unsubscribed. */
-function defaultColumns(csv: string): ImportOptions["column_map"] {
-  const header = (csv.split(/\r?\n/, 1)[0] ?? "").split(",").map((h) => h.trim().replace(/^"|"$/g, ""));
-  const find = (name: string) => header.find((h) => h.toLowerCase() === name);
-  return { email: find("email") ?? "email", first_name: find("first_name"), last_name: find("last_name"), unsubscribed: find("unsubscribed") };
+/** The multipart upload (the file and its options) as createImport takes it; the dashboard's
+ * upload is the same form, read here too. */
+export async function readImportForm(req: Request): Promise<{ csv: string; options: ImportOptions }> {
+  const length = Number(req.headers.get("content-length") ?? 0);
+  if (length > MAX_IMPORT_BYTES + 1024 * 1024) throw new ApiError("validation_error", "The file must be at most 50 MB.", 413);
+  let form: FormData;
+  try {
+    form = await req.formData();
+  } catch {
+    throw new ApiError("validation_error", "The request body must be multipart/form-data with a `file` field.", 400);
+  }
+  const file = form.get("file");
+  if (file === null) throw new ApiError("missing_required_field", "Missing `file` field.");
+  const csv = typeof file === "string" ? file : await file.text();
+  const opts = validate(Form, { column_map: jsonField(form, "column_map"), on_conflict: jsonField(form, "on_conflict"), segments: jsonField(form, "segments"), topics: jsonField(form, "topics") });
+  return { csv, options: importOptions(csv, { ...opts, segments: opts.segments?.map((s) => (typeof s === "string" ? s : s.id)) }) };
 }

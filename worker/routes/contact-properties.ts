@@ -15,7 +15,7 @@ export const CreateContactPropertyRequest = z.object({
   type: z.enum(["string", "number"], { error: "`type` must be `string` or `number`." }),
   fallback_value: Fallback.optional(),
 }).openapi("CreateContactPropertyRequest");
-const UpdateContactPropertyRequest = z.object({ fallback_value: Fallback.optional() }).openapi("UpdateContactPropertyRequest");
+export const UpdateContactPropertyRequest = z.object({ fallback_value: Fallback.optional() }).openapi("UpdateContactPropertyRequest");
 
 const ContactProperty = z.object({
   object: z.literal("contact_property"), id: z.string(), key: z.string(), type: z.enum(["string", "number"]),

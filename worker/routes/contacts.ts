@@ -128,7 +128,7 @@ function membershipAnswer(r: MembershipResult, deleted: boolean) {
   return { object: "contact_segment" as const, contact_id: r.contact.id, segment_id: r.segmentId, ...(deleted ? { deleted: true } : {}) };
 }
 
-function createFrom(body: z.infer<typeof CreateContactRequest>, segments: string[] = []) {
+export function createFrom(body: z.infer<typeof CreateContactRequest>, segments: string[] = []) {
   return {
     email: body.email,
     firstName: body.first_name,
@@ -140,7 +140,7 @@ function createFrom(body: z.infer<typeof CreateContactRequest>, segments: string
   };
 }
 
-function patchFrom(body: z.infer<typeof UpdateContactRequest>) {
+export function patchFrom(body: z.infer<typeof UpdateContactRequest>) {
   return { firstName: body.first_name, lastName: body.last_name, unsubscribed: body.unsubscribed, properties: body.properties };
 }
 

@@ -274,8 +274,7 @@ export function registerDomainRoutes(app: App): void {
       const body = hasBody ? validate(RotateDkimRequest, await readJson(c.req.raw)) : {};
       const config = readConfig(c.env);
       const current = await domainOr404(c);
-      const algorithm = body.algorithm ?? current.keys.find((k) => k.state === "active")?.algorithm ?? "rsa";
-      const rotated = await rotateDkim(c.env, config, current, algorithm, Date.now());
+      const rotated = await rotateDkim(c.env, config, current, body.algorithm, Date.now());
       return c.json(domainView(rotated, config));
     },
   );

@@ -20,7 +20,7 @@ export const CreateTopicRequest = z.object({
   visibility: Visibility.optional(),
 }).openapi("CreateTopicRequest");
 
-const UpdateTopicRequest = z.object({
+export const UpdateTopicRequest = z.object({
   name: TopicName.optional(),
   description: Description.optional(),
   visibility: Visibility.optional(),
@@ -93,12 +93,10 @@ export function registerTopicRoutes(app: App): void {
     }),
     async (c) => {
       const raw = await readJson(c.req.raw);
-      // Strict about the one field that may not change, so a client learns it instead of being ignored.
-      if (raw !== null && typeof raw === "object" && "default_subscription" in raw) {
-        throw new ApiError("validation_error", "`default_subscription` is fixed when a topic is created; create a new topic to change it.");
-      }
       const body = validate(UpdateTopicRequest, raw);
-      const row = await updateTopic(c.env.DB, account(c), c.req.param("id")!, { name: body.name, description: body.description, visibility: body.visibility });
+      // The schema drops unknown fields; the one that may not change is passed on to be refused.
+      const defaultSubscription = (raw as Record<string, unknown>).default_subscription;
+      const row = await updateTopic(c.env.DB, account(c), c.req.param("id")!, { name: body.name, description: body.description, visibility: body.visibility, defaultSubscription });
       if (!row) throw notFound();
       return c.json({ object: "topic" as const, id: row.id });
     },

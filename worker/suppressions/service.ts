@@ -1,7 +1,7 @@
 // The suppression list as an account manages it: list, add by hand, remove. The REST routes
 // and the dashboard are both thin callers of these; bounces and complaints add themselves
 // through suppress.ts inside their own batches.
-import { and, eq, inArray } from "drizzle-orm";
+import { and, eq, inArray, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { suppressions, type SuppressionRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
@@ -84,8 +84,15 @@ export function suppressionView(r: SuppressionRow) {
 
 export type SuppressionView = ReturnType<typeof suppressionView>;
 
-export async function listSuppressions(d1: D1Database, accountId: string, page: Page, origin?: SuppressionReason) {
-  const q = pageQuery(suppressions.id, page, and(eq(suppressions.accountId, accountId), origin ? eq(suppressions.reason, origin) : undefined));
+/** A page of the list, newest first; with `search`, only addresses holding it (any case). The
+ * walk is the (account_id, id) index, the search checked on the rows it meets. */
+export async function listSuppressions(d1: D1Database, accountId: string, page: Page, origin?: SuppressionReason, search?: string) {
+  const like = search?.trim() ? `%${search.trim().toLowerCase().slice(0, 254).replace(/[\\%_]/g, (ch) => `\\${ch}`)}%` : undefined;
+  const q = pageQuery(suppressions.id, page, and(
+    eq(suppressions.accountId, accountId),
+    origin ? eq(suppressions.reason, origin) : undefined,
+    like ? sql`${suppressions.email} LIKE ${like} ESCAPE '\\'` : undefined,
+  ));
   const rows = await drizzle(d1).select().from(suppressions).where(q.where).orderBy(q.orderBy).limit(q.limit);
   return finishPage(rows.map(suppressionView), page);
 }
@@ -100,6 +107,14 @@ export async function addSuppression(d1: D1Database, accountId: string, address:
   if (before) return { created: false, suppression: suppressionView(before) };
   await db.batch([suppressStatement(db, { accountId, email, reason: "manual", detail, now })]);
   return { created: true, suppression: suppressionView((await find())!) };
+}
+
+/** Changes the note kept with a suppression (null clears it); its reason and address stay. */
+export async function updateSuppressionNote(d1: D1Database, accountId: string, id: string, detail: string | null): Promise<SuppressionView> {
+  const rows = await drizzle(d1).update(suppressions).set({ detail })
+    .where(and(eq(suppressions.id, id), eq(suppressions.accountId, accountId))).returning();
+  if (rows.length === 0) throw new ApiError("not_found", "Suppression not found.");
+  return suppressionView(rows[0]!);
 }
 
 export async function removeSuppressionById(d1: D1Database, accountId: string, id: string): Promise<{ object: "suppression"; id: string; deleted: true }> {
