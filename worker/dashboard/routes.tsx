@@ -497,7 +497,7 @@ async function settingsPage(c: DashCtx): Promise<Response> {
               <tr>
                 <td>{m.name}</td><td>{m.email}</td>
                 <td>{v.role === "owner" && m.userId !== v.user.id ? (
-                  <form method="post" class="inline row" data-api={`/dashboard/api/members/${m.userId}/role`}>
+                  <form method="post" class="row nowrap" data-api={`/dashboard/api/members/${m.userId}/role`}>
                     <select name="role" aria-label={`Role of ${m.email}`}>
                       {(["owner", "admin", "member"] as const).map((r) => <option value={r} selected={m.role === r}>{r}</option>)}
                     </select>
