@@ -586,12 +586,17 @@ async function settingsPage(c: DashCtx): Promise<Response> {
 
 const AUDIT_PAGE = 50;
 
+/** A page of the audit log newest first, older than `before` (test/worker/query-plans.test.ts). */
+export function auditQuery(d1: D1Database, accountId: string, before: string | undefined) {
+  return drizzle(d1).select().from(auditLog)
+    .where(and(eq(auditLog.accountId, accountId), before ? lt(auditLog.id, before) : undefined))
+    .orderBy(desc(auditLog.id)).limit(AUDIT_PAGE + 1);
+}
+
 async function auditPage(c: DashCtx): Promise<Response> {
   const v = c.get("viewer");
   const before = c.req.query("before");
-  const rows = await drizzle(c.env.DB).select().from(auditLog)
-    .where(and(eq(auditLog.accountId, v.account.id), before ? lt(auditLog.id, before) : undefined))
-    .orderBy(desc(auditLog.id)).limit(AUDIT_PAGE + 1).all();
+  const rows = await auditQuery(c.env.DB, v.account.id, before).all();
   const more = rows.length > AUDIT_PAGE;
   const shown = rows.slice(0, AUDIT_PAGE);
   return page(c, "Audit log", shown.length === 0 ? (
