@@ -19,6 +19,7 @@ import { ForgotPasswordPage, InvitationPage, ResetPasswordPage, SignInPage, Sign
 import { Badge, Empty, Layout, Time } from "./layout.tsx";
 import { DashboardMailError, linkMail, sendDashboardMail } from "./mail.ts";
 import { clearAddress, countAttempt } from "./throttle.ts";
+import { storedSessionToken } from "./session-tokens.ts";
 import { ACCOUNT_COOKIE, audit, auditUser, clientIp, loadViewer, type Viewer } from "./viewer.ts";
 import { registerResourcePages } from "./resources.tsx";
 import { registerMetricsPages } from "./metrics.tsx";
@@ -149,7 +150,7 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
   // A session made while one was open (better-auth renews it when TOTP is turned on) is not a sign-in.
   if (newToken && res.status < 400 && !viewer) {
     const row = await drizzle(env.DB).select({ id: authUsers.id, email: authUsers.email }).from(authSessions)
-      .innerJoin(authUsers, eq(authUsers.id, authSessions.userId)).where(eq(authSessions.token, newToken)).get();
+      .innerJoin(authUsers, eq(authUsers.id, authSessions.userId)).where(eq(authSessions.token, await storedSessionToken(newToken))).get();
     if (row) {
       if (email) await clearAddress(env.DB, email);
       const method = path.startsWith("/callback/") ? `oauth:${path.slice("/callback/".length)}` : path.startsWith("/two-factor/") ? `password+${path.slice(12)}` : "password";
