@@ -18,6 +18,9 @@ import { auditQuery } from "../../worker/dashboard/routes.tsx";
 import { listReceived } from "../../worker/inbound/service.ts";
 import { listSuppressions } from "../../worker/suppressions/service.ts";
 import { listContacts } from "../../worker/contacts/contacts.ts";
+import { listDomains } from "../../worker/domains/service.ts";
+import { listApiKeys } from "../../worker/api-keys/service.ts";
+import { listWebhookAttempts, listWebhookDeliveries, listWebhooks } from "../../worker/webhooks/service.ts";
 
 async function plan(q: { toSQL(): { sql: string; params: unknown[] } }): Promise<string> {
   const { sql, params } = q.toSQL();
@@ -153,9 +156,40 @@ describe("query plans of the dashboard's lists", () => {
     ["the audit log, a later page", (db) => auditQuery(db, ACCOUNT, AN_ID).all(), /SEARCH audit_log USING INDEX audit_log_account \(account_id=\? AND id<\?\)/],
     ["contacts", (db) => listContacts(db, ACCOUNT, { limit: 50 }), /SEARCH contacts USING INDEX contacts_account \(account_id=\?\)/],
     ["contacts, a later page", (db) => listContacts(db, ACCOUNT, { limit: 50, after: AN_ID }), /SEARCH contacts USING INDEX contacts_account \(account_id=\? AND id<\?\)/],
+    ["API keys", (db) => listApiKeys(db, ACCOUNT, { limit: 100 }), /SEARCH api_keys USING INDEX \w+ \(account_id=\?\)/],
+    ["webhooks", (db) => listWebhooks(db, ACCOUNT, { limit: 100 }), /SEARCH webhooks USING INDEX webhooks_account \(account_id=\?\)/],
+    ["a webhook's deliveries, a later page", (db) => listWebhookDeliveries(db, ACCOUNT, HOOK, { limit: 50, after: AN_ID }), /SEARCH webhook_deliveries USING INDEX webhook_deliveries_webhook \(webhook_id=\? AND id<\?\)/],
   ])("%s", async (_name, run, expected) => {
+    await seedHook();
     const plans = await plansOf(run);
     expect(plans.join("\n")).toMatch(expected);
     for (const detail of plans) expect(detail).not.toMatch(/SCAN|TEMP B-TREE/);
   });
+
+  it("domains", async () => {
+    const plans = await plansOf((db) => listDomains(db, ACCOUNT, { limit: 100 }));
+    expect(plans.join("\n")).toMatch(/SEARCH domains USING INDEX domains_account_name \(account_id=\?\)/);
+    // Sorted by id: the account's domains only (a handful), not worth an index of their own.
+    for (const detail of plans) expect(detail).not.toMatch(/SCAN/);
+  });
+
+  it("a delivery's attempts", async () => {
+    await seedHook();
+    const plans = await plansOf((db) => listWebhookAttempts(db, ACCOUNT, HOOK, DELIVERY, { limit: 100 }));
+    const all = plans.join("\n");
+    expect(all).toMatch(/SEARCH webhook_attempts USING INDEX webhook_attempts_delivery \(delivery_id=\?\)/);
+    // The sort by id is of one delivery's attempts (at most the retry schedule's length).
+    for (const detail of plans) expect(detail).not.toMatch(/SCAN/);
+  });
 });
+
+const HOOK = "0193a8a0-1c2d-7000-8000-00000000ac02";
+const DELIVERY = "0193a8a0-1c2d-7000-8000-00000000ac03";
+
+async function seedHook(): Promise<void> {
+  await env.DB.batch([
+    env.DB.prepare("INSERT OR IGNORE INTO accounts (id, name, created_at) VALUES (?, 'Plans', 0)").bind(ACCOUNT),
+    env.DB.prepare("INSERT OR IGNORE INTO webhooks (id, account_id, endpoint, events_json, secret_sealed, created_at, updated_at) VALUES (?, ?, 'https://h.example/', '[]', 'x', 0, 0)").bind(HOOK, ACCOUNT),
+    env.DB.prepare("INSERT OR IGNORE INTO webhook_deliveries (id, webhook_id, account_id, event_id, event_type, status, created_at) VALUES (?, ?, ?, 'e', 'email.sent', 'delivered', 0)").bind(DELIVERY, HOOK, ACCOUNT),
+  ]);
+}
