@@ -36,6 +36,8 @@ type Stat = { p50: number; p99: number; cpuMs: number | null };
 export interface DashboardBenchResult {
   seeded: { account: number; total: number; seconds: number };
   queries: Record<string, Stat & { rows: number }>;
+  /** Microseconds of D1 per email inserted, with and without the recipients trigger. */
+  insert: { withUs: number; withoutUs: number; n: number };
   signIn: { wallP50: number; cpuMs: number | null; bareCpuMs: number | null; wrongCpuMs: number | null; n: number };
 }
 
@@ -134,6 +136,19 @@ export async function runDashboardBench(opts: { quick: boolean; log: (line: stri
     }
     const queries = Object.fromEntries(Object.entries(samples).map(([k, xs]) => [k, { p50: quantile(xs, 0.5), p99: quantile(xs, 0.99), cpuMs: cpu[k]!.length ? median(cpu[k]!) : null, rows: rows[k] ?? 1 }]));
 
+    // What the recipients trigger adds to inserting an email: the same statement with it and
+    // without it, interleaved (one row of one recipient each, as a single send writes).
+    const insertN = opts.quick ? 5_000 : 20_000;
+    const insertMs: Record<"with" | "without", number[]> = { with: [], without: [] };
+    for (let round = 0; round <= rounds; round++) {
+      for (const k of ["with", "without"] as const) {
+        const { body } = await timed(`${url}/insert-cost?n=${insertN}&trigger=${k === "with" ? 1 : 0}&now=${now}`, { method: "POST" });
+        if (round > 0) insertMs[k].push((Number(body.ms) * 1000) / insertN);
+      }
+    }
+    const insert = { withUs: median(insertMs.with), withoutUs: median(insertMs.without), n: insertN };
+    opts.log(`dashboard: inserting an email: ${insert.withUs.toFixed(1)} us with the recipients trigger, ${insert.withoutUs.toFixed(1)} us without`);
+
     // A password sign-in's CPU, next to a bare request's and a wrong password's.
     await timed(`${url}/user`, { method: "POST" });
     const first = await timed(`${url}/sign-in`, { method: "POST" });
@@ -162,6 +177,7 @@ export async function runDashboardBench(opts: { quick: boolean; log: (line: stri
     return {
       seeded,
       queries,
+      insert,
       signIn: { wallP50: quantile(signWall, 0.5), cpuMs: med(signCpu.signIn), bareCpuMs: med(signCpu.bare), wrongCpuMs: med(signCpu.wrong), n: n * rounds },
     };
   } catch (err) {
@@ -196,6 +212,8 @@ export function renderDashboard(r: DashboardBenchResult, when: string, machine: 
       const q = r.queries[k]!;
       return `| ${c.label} | ${q.rows} | ${f(q.p50)} | ${f(q.p99)} | ${(q.p50 / pk.p50).toFixed(2)}x | ${(q.p99 / pk.p99).toFixed(2)}x | ${f(q.cpuMs)} | ${verdict(q.p50)} |`;
     }),
+    "",
+    `What the index of recipients costs a send: inserting an email (one recipient) takes ${r.insert.withUs.toFixed(1)} us of D1 with the trigger that fills \`email_recipients\`, ${r.insert.withoutUs.toFixed(1)} us without it (+${(r.insert.withUs - r.insert.withoutUs).toFixed(1)} us, ${(r.insert.withUs / r.insert.withoutUs).toFixed(2)}x; ${r.insert.n.toLocaleString("en-US")} rows a statement, medians of interleaved rounds, the statement's time inside the Worker).`,
     "",
     `A password sign-in (better-auth's \`/sign-in/email\` as worker/dashboard/auth.ts configures it: scrypt N=16384, r=16, p=1 through node:crypto; a verified user; session row written; ${s.n} sign-ins): **${f(own, 1)} ms CPU** in the Worker's workerd beyond a bare request (${f(s.cpuMs, 1)} ms per sign-in, ${f(s.bareCpuMs, 1)} ms per bare request), target under ${SIGN_IN_CPU_TARGET_MS} ms; a wrong password ${f(s.wrongCpuMs, 1)} ms; wall p50 ${f(s.wallP50, 1)} ms per sign-in.`,
   ].join("\n");

@@ -5,6 +5,8 @@
 //                          ~2 s over 30 days, statuses and 50,000 recipients spread as below;
 //   GET /list?case         the Emails page's query (worker/dashboard/email-search.ts's
 //                          searchEmails, the function the page calls) for one case;
+//   POST /insert-cost?n&trigger  n emails inserted (and deleted) with the recipients trigger or
+//                          without it, in a scratch account: the trigger's cost per insert;
 //   GET /pk                one email by primary key and account, as GET /emails/{id} reads it;
 //   POST /user             a verified user with a password (better-auth's own scrypt hash);
 //   POST /sign-in          better-auth's email/password sign-in endpoint, configured as tern's
@@ -20,15 +22,41 @@ import { AUTH_BASE, authFor } from "../../worker/dashboard/auth.ts";
 import { CASES, TOTAL } from "./cases.ts";
 
 const ACCOUNT = "0193a8a0-1c2d-7000-8000-00000000da01";
+const SCRATCH = "0193a8a0-1c2d-7000-8000-00000000da20";
 const OTHERS = Array.from({ length: 4 }, (_, i) => `0193a8a0-1c2d-7000-8000-00000000da1${i}`);
 const SPAN_MS = 30 * 86_400_000;
 const ORIGIN = "http://bench.tern.test";
 const USER = { email: "bench-signin@tern.test", password: "correct-horse-battery-staple-42" };
 
+/** Inserts n emails with the recipients trigger on or off (dropped and put back from its own
+ * SQL), into a scratch account, and deletes them again: what the trigger adds per insert. */
+async function insertCost(env: { DB: D1Database }, n: number, trigger: boolean, now: number): Promise<Response> {
+  const name = "email_recipients_on_insert";
+  const row = await env.DB.prepare("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?").bind(name).first<{ sql: string }>();
+  const saved = (globalThis as { savedTrigger?: string }).savedTrigger ??= row?.sql;
+  if (!saved) return new Response("no trigger", { status: 500 });
+  if (!trigger && row) await env.DB.prepare(`DROP TRIGGER ${name}`).run();
+  if (trigger && !row) await env.DB.prepare(saved).run();
+  const base = 10_000_000 + Math.floor(Math.random() * 1_000_000) * 1000;
+  // Date.now() moves across I/O in workerd: around the one statement, it is the insert's time.
+  const t0 = Date.now();
+  await seedRows(env, base, n, TOTAL, now, SCRATCH);
+  const ms = Date.now() - t0;
+  await env.DB.prepare("DELETE FROM emails WHERE account_id = ?").bind(SCRATCH).run();
+  if (!trigger) await env.DB.prepare(saved).run();
+  return Response.json({ n, ms });
+}
+
 async function seed(env: { DB: D1Database }, from: number, n: number, total: number, now: number): Promise<Response> {
   if (from === 0) {
-    await drizzle(env.DB).insert(accounts).values([ACCOUNT, ...OTHERS].map((id) => ({ id, name: "bench", createdAt: now }))).onConflictDoNothing();
+    await drizzle(env.DB).insert(accounts).values([ACCOUNT, SCRATCH, ...OTHERS].map((id) => ({ id, name: "bench", createdAt: now }))).onConflictDoNothing();
   }
+  await seedRows(env, from, n, total, now, null);
+  const row = await env.DB.prepare("SELECT count(*) AS n FROM emails WHERE account_id = ?").bind(ACCOUNT).first<{ n: number }>();
+  return Response.json({ account: row?.n ?? 0 });
+}
+
+async function seedRows(env: { DB: D1Database }, from: number, n: number, total: number, now: number, only: string | null): Promise<void> {
   const start = now - SPAN_MS;
   // D1 binds numbers as REAL: cast, or ids and account ids would read "1.0".
   // Statuses by a multiplicative hash of g: 0.5% bounced, 0.05% complained, 0.2% failed, 4%
@@ -38,7 +66,7 @@ async function seed(env: { DB: D1Database }, from: number, n: number, total: num
      r AS (SELECT g, CAST(?3 AS INTEGER) + g * CAST(?4 AS INTEGER) / CAST(?5 AS INTEGER) AS t, (g * 2654435761) % 10000 AS h FROM s)
      INSERT OR IGNORE INTO emails (id, account_id, from_address, to_json, subject, state, last_event, pending_json, message_id, created_at, domain_id)
      SELECT printf('%08x-%04x-7000-8000-%012x', t / 65536, t % 65536, g),
-       CASE WHEN g % 6 = 5 THEN ?6 || ((g / 6) % 4) ELSE ?7 END,
+       CASE WHEN ?6 = ?7 THEN ?7 WHEN g % 6 = 5 THEN ?6 || ((g / 6) % 4) ELSE ?7 END,
        'Shop <orders@shop.bench.example>',
        json_array('user' || ((g * 7919) % 50000) || '@example.com'),
        'Your order #' || g,
@@ -47,9 +75,7 @@ async function seed(env: { DB: D1Database }, from: number, n: number, total: num
             WHEN h < 575 THEN 'clicked' WHEN h < 585 THEN 'suppressed' ELSE 'delivered' END,
        '[]', 'm' || g || '@shop.bench.example', t, 'bench-domain'
      FROM r`,
-  ).bind(from, n, start, SPAN_MS, total, "0193a8a0-1c2d-7000-8000-00000000da1", ACCOUNT).run();
-  const row = await env.DB.prepare("SELECT count(*) AS n FROM emails WHERE account_id = ?").bind(ACCOUNT).first<{ n: number }>();
-  return Response.json({ account: row?.n ?? 0 });
+  ).bind(from, n, start, SPAN_MS, total, only ?? "0193a8a0-1c2d-7000-8000-00000000da1", only ?? ACCOUNT).run();
 }
 
 async function list(env: { DB: D1Database }, which: string, now: number): Promise<Response> {
@@ -78,6 +104,8 @@ export default {
         return Response.json({ ok: true });
       case "/seed":
         return seed(env, Number(url.searchParams.get("from")), Number(url.searchParams.get("n")), Number(url.searchParams.get("total")) || TOTAL, Number(url.searchParams.get("now")) || now);
+      case "/insert-cost":
+        return insertCost(env, Number(url.searchParams.get("n")), url.searchParams.get("trigger") === "1", now);
       case "/list":
         return list(env, url.searchParams.get("case") ?? "", Number(url.searchParams.get("now")) || now);
       case "/pk": {
