@@ -20,6 +20,8 @@
 //  10. broadcasts: a broadcast to 100,000 contacts next to the same emails by /emails/batch
 //      (bench/broadcasts.ts, its own tern; about half an hour). BENCH_ONLY=broadcasts runs it;
 //      the full run leaves it out for its length.
+//  11. dashboard: the Emails page's list over 1,000,000 emails next to a primary-key read, and a
+//      password sign-in's CPU (bench/dashboard.ts). BENCH_ONLY=dashboard.
 // Prints the results and writes them into docs/benchmarks.md. Stops everything it started,
 // also on failure, Ctrl-C or its own time limit. BENCH_QUICK=1 is a short smoke run that
 // does not touch the doc.
@@ -35,6 +37,7 @@ import { renderDkim, runDkimBench, writeDkimDoc } from "./dkim.ts";
 import { renderWebhooks, runWebhookBench, writeWebhooksDoc } from "./webhooks.ts";
 import { renderMetrics, runMetricsBench, writeMetricsDoc } from "./metrics.ts";
 import { renderBroadcasts, runBroadcastBench, writeBroadcastsDoc } from "./broadcasts.ts";
+import { renderDashboard, runDashboardBench, writeDashboardDoc } from "./dashboard.ts";
 import { phaseFour } from "./exactly-once.ts";
 import { renderIdempotency, runIdempotencyBench, writeIdempotencyDoc } from "./idempotency.ts";
 import { clearRelay, directToRelay, htmlOfSize, throughTern, type DeliveryResult, type Target } from "./delivery.ts";
@@ -47,7 +50,7 @@ const root = resolve(import.meta.dirname, "..");
 const DOC = join(root, "docs", "benchmarks.md");
 const QUICK = process.env.BENCH_QUICK === "1";
 const ONLY = process.env.BENCH_ONLY ?? "";
-if (!["", "core", "bridge", "dkim", "webhooks", "idempotency", "metrics", "broadcasts"].includes(ONLY)) throw new Error(`BENCH_ONLY may only be "core", "bridge", "dkim", "webhooks", "idempotency", "metrics" or "broadcasts", not ${JSON.stringify(ONLY)}`);
+if (!["", "core", "bridge", "dkim", "webhooks", "idempotency", "metrics", "broadcasts", "dashboard"].includes(ONLY)) throw new Error(`BENCH_ONLY may only be "core", "bridge", "dkim", "webhooks", "idempotency", "metrics", "broadcasts" or "dashboard", not ${JSON.stringify(ONLY)}`);
 /** Parts 1-4 (BENCH_ONLY=core runs only these). */
 const CORE = ONLY === "" || ONLY === "core";
 const TIME_LIMIT_MS = (CORE ? 720_000 : ONLY === "broadcasts" ? 2_400_000 : 60_000) + 900_000;
@@ -303,6 +306,10 @@ async function main(): Promise<number> {
     await metricsPart(f);
     return 0;
   }
+  if (ONLY === "dashboard") {
+    await dashboardPart(f);
+    return 0;
+  }
   if (ONLY === "broadcasts") {
     log("phase 10: a broadcast next to /emails/batch (bench/broadcasts.ts)");
     const block = renderBroadcasts(await runBroadcastBench({ quick: QUICK, log }), f.date, `${f.nproc} cores (${f.cpu}), commit ${f.commit}`);
@@ -356,6 +363,7 @@ async function main(): Promise<number> {
     await webhooksPart(f);
     await idempotencyPart(f);
     await metricsPart(f);
+    await dashboardPart(f);
   }
   if (roundTrips?.status === "failed") {
     log("FAILED: test/worker/round-trips.test.ts fails, so its figure is not what the code does");
@@ -397,6 +405,18 @@ async function metricsPart(f: Facts): Promise<void> {
   if (!QUICK) {
     writeMetricsDoc(block);
     log(`wrote the metrics section of ${DOC}`);
+  }
+}
+
+/** Part 11: the dashboard, in a workerd of its own (bench/dashboard.ts starts and stops it). */
+async function dashboardPart(f: Facts): Promise<void> {
+  log("phase 11: the Emails page's list over 1,000,000 emails, a password sign-in's CPU (bench/dashboard.ts)");
+  const result = await runDashboardBench({ quick: QUICK, log });
+  const block = renderDashboard(result, f.date, `${f.nproc} cores (${f.cpu}), load ${loadavg().map((x) => x.toFixed(2)).join(" ")} after, commit ${f.commit}`);
+  console.log(`\n${block}\n`);
+  if (!QUICK) {
+    writeDashboardDoc(block);
+    log(`wrote the dashboard section of ${DOC}`);
   }
 }
 

@@ -53,7 +53,8 @@ export const ACCOUNT_DATA: TableNode[] = [
   root("webhook_events"),
   root("emails", id, {
     blobs: ["content_key", "attachments_json"],
-    children: [child("email_events", "email_id"), child("email_links", "email_id", ["email_id"])],
+    // email_recipients also goes by trigger when its email does (migrations/*_email_recipients_triggers.sql).
+    children: [child("email_events", "email_id"), child("email_links", "email_id", ["email_id"]), child("email_recipients", "email_id", ["email_id", "address"])],
   }),
   root("broadcasts", id, { children: [child("broadcast_recipients", "broadcast_id", ["broadcast_id", "contact_id"])] }),
   root("inbound_emails", id, { blobs: ["raw_key", "content_key", "attachments_json"] }),

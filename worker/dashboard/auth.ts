@@ -18,6 +18,7 @@ import { macKey } from "../crypto/master-key.ts";
 import { toHex } from "../bytes.ts";
 import { accounts, authAccounts, authSessions, authTwoFactors, authUsers, authVerifications, memberships } from "../db/schema.ts";
 import { linkMail, sendDashboardMail } from "./mail.ts";
+import { hashingSessionTokens } from "./session-tokens.ts";
 import { MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, passwordProblem } from "./passwords.ts";
 
 export const DASHBOARD = "/dashboard";
@@ -155,12 +156,15 @@ function makeAuth(env: Env, origin: string, secret: string, withOAuth: boolean) 
     basePath: AUTH_BASE,
     secret,
     trustedOrigins: [origin],
-    database: drizzleAdapter(db, {
+    // Tokens never rest in clear: sessions through the adapter (session-tokens.ts), email
+    // verification, reset and pending-second-factor identifiers by better-auth's own option.
+    database: hashingSessionTokens(drizzleAdapter(db, {
       provider: "sqlite",
       // drizzle's D1 transaction() sends a raw BEGIN, which D1 refuses.
       transaction: false,
       schema: { user: authUsers, session: authSessions, account: authAccounts, verification: authVerifications, twoFactor: authTwoFactors },
-    }),
+    }) as never),
+    verification: { storeIdentifier: "hashed" },
     emailAndPassword: {
       enabled: true,
       requireEmailVerification: true,

@@ -19,6 +19,7 @@ import { ForgotPasswordPage, InvitationPage, ResetPasswordPage, SignInPage, Sign
 import { Badge, Empty, Layout, Time } from "./layout.tsx";
 import { DashboardMailError, linkMail, sendDashboardMail } from "./mail.ts";
 import { clearAddress, countAttempt } from "./throttle.ts";
+import { storedSessionToken } from "./session-tokens.ts";
 import { ACCOUNT_COOKIE, audit, auditUser, clientIp, loadViewer, type Viewer } from "./viewer.ts";
 import { registerResourcePages } from "./resources.tsx";
 import { registerMetricsPages } from "./metrics.tsx";
@@ -152,7 +153,7 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
   // A session made while one was open (better-auth renews it when TOTP is turned on) is not a sign-in.
   if (newToken && res.status < 400 && !viewer) {
     const row = await drizzle(env.DB).select({ id: authUsers.id, email: authUsers.email }).from(authSessions)
-      .innerJoin(authUsers, eq(authUsers.id, authSessions.userId)).where(eq(authSessions.token, newToken)).get();
+      .innerJoin(authUsers, eq(authUsers.id, authSessions.userId)).where(eq(authSessions.token, await storedSessionToken(newToken))).get();
     if (row) {
       if (email) await clearAddress(env.DB, email);
       const method = path.startsWith("/callback/") ? `oauth:${path.slice("/callback/".length)}` : path.startsWith("/two-factor/") ? `password+${path.slice(12)}` : "password";
@@ -592,12 +593,17 @@ async function settingsPage(c: DashCtx): Promise<Response> {
 
 const AUDIT_PAGE = 50;
 
+/** A page of the audit log newest first, older than `before` (test/worker/query-plans.test.ts). */
+export function auditQuery(d1: D1Database, accountId: string, before: string | undefined) {
+  return drizzle(d1).select().from(auditLog)
+    .where(and(eq(auditLog.accountId, accountId), before ? lt(auditLog.id, before) : undefined))
+    .orderBy(desc(auditLog.id)).limit(AUDIT_PAGE + 1);
+}
+
 async function auditPage(c: DashCtx): Promise<Response> {
   const v = c.get("viewer");
   const before = c.req.query("before");
-  const rows = await drizzle(c.env.DB).select().from(auditLog)
-    .where(and(eq(auditLog.accountId, v.account.id), before ? lt(auditLog.id, before) : undefined))
-    .orderBy(desc(auditLog.id)).limit(AUDIT_PAGE + 1).all();
+  const rows = await auditQuery(c.env.DB, v.account.id, before).all();
   const more = rows.length > AUDIT_PAGE;
   const shown = rows.slice(0, AUDIT_PAGE);
   return page(c, "Audit log", shown.length === 0 ? (

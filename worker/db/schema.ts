@@ -157,8 +157,25 @@ export const emails = sqliteTable(
   },
   (t) => [
     index("emails_account").on(t.accountId, t.id),
+    // The Emails page's status filter: its newest page reads this range, however rare the
+    // status among a million emails (the (account_id, id) walk would read them all).
+    index("emails_account_status").on(t.accountId, t.lastEvent, t.id),
     index("emails_due").on(t.state, t.nextAttemptAt),
   ],
+);
+
+/** Each email's recipients (to, cc, bcc), lower-cased bare addresses: the Emails page finds an
+ * address's emails newest first through this key instead of reading every email's to_json.
+ * Written and deleted by triggers on emails (migration email_recipients_triggers), so every
+ * path that inserts or purges emails keeps it whole. */
+export const emailRecipients = sqliteTable(
+  "email_recipients",
+  {
+    accountId: text("account_id").notNull(),
+    address: text("address").notNull(),
+    emailId: text("email_id").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.accountId, t.address, t.emailId] }), index("email_recipients_email").on(t.emailId)],
 );
 
 export const emailEvents = sqliteTable(
