@@ -130,11 +130,12 @@ describe("the dashboard's own mail", () => {
 
 const DASH = "https://t.tern.test";
 
-/** A signed-in person: the rows better-auth keeps and its signed session cookie, made the way
+/** A signed-in person: the rows better-auth keeps (the token only as its hash) and its signed session cookie, made the way
  * better-call signs it (HMAC-SHA256 of the token with the dashboard's secret). */
 async function person(role: "owner" | "admin" | "member", accountId?: string) {
   const { dashboardSecret } = await import("../../worker/dashboard/auth.ts");
   const { csrfToken } = await import("../../worker/dashboard/viewer.ts");
+  const { storedSessionToken } = await import("../../worker/dashboard/session-tokens.ts");
   const account = accountId ?? crypto.randomUUID();
   const user = crypto.randomUUID();
   const session = crypto.randomUUID();
@@ -144,7 +145,7 @@ async function person(role: "owner" | "admin" | "member", accountId?: string) {
     ...(accountId ? [] : [env.DB.prepare("INSERT INTO accounts (id, name, created_at) VALUES (?, 'Dash', 0)").bind(account)]),
     env.DB.prepare("INSERT INTO auth_users (id, name, email, email_verified, created_at, updated_at) VALUES (?, 'P', ?, 1, ?, ?)").bind(user, `${user}@people.test`, now, now),
     env.DB.prepare("INSERT INTO memberships (account_id, user_id, role, created_at) VALUES (?, ?, ?, 0)").bind(account, user, role),
-    env.DB.prepare("INSERT INTO auth_sessions (id, expires_at, token, created_at, updated_at, user_id) VALUES (?, ?, ?, ?, ?, ?)").bind(session, now + 3600_000, token, now, now, user),
+    env.DB.prepare("INSERT INTO auth_sessions (id, expires_at, token, created_at, updated_at, user_id) VALUES (?, ?, ?, ?, ?, ?)").bind(session, now + 3600_000, await storedSessionToken(token), now, now, user),
   ]);
   const key = await crypto.subtle.importKey("raw", new TextEncoder().encode(await dashboardSecret(env)), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
   const sig = btoa(String.fromCharCode(...new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(token)))));
