@@ -83,8 +83,11 @@ const Contact = z
   })
   .openapi("Contact");
 const ContactSegment = z.object({ id: z.string(), name: z.string(), created_at: z.string() }).openapi("ContactSegment");
-const ContactSegmentChange = z.object({ object: z.literal("contact_segment"), contact_id: z.string(), segment_id: z.string(), deleted: z.boolean().optional() });
-const ContactTopic = z.object({ id: z.string(), name: z.string(), description: z.string().nullable(), subscription: z.enum(["opt_in", "opt_out"]) }).openapi("ContactTopic");
+// `id` repeats segment_id: resend-rust reads the answer as `{ id: SegmentId }`.
+const ContactSegmentChange = z.object({ object: z.literal("contact_segment"), id: z.string(), contact_id: z.string(), segment_id: z.string(), deleted: z.boolean().optional() });
+const ContactTopic = z.object({ id: z.string(), name: z.string(), description: z.string().nullable(), subscription: z.enum(["opt_in", "opt_out"]), created_at: z.string() }).openapi("ContactTopic");
+// `contact` repeats id: resend-rust reads a removal as `{ contact: ContactId, deleted }`.
+const ContactDeleted = DeletedSchema.extend({ contact: z.string() });
 const ContactTopicsChange = z.object({ object: z.literal("contact_topics"), id: z.string(), contact_id: z.string(), topics: z.array(TopicChoice) });
 
 function contactView(r: ContactRow) {
@@ -125,7 +128,7 @@ const principal = (c: Ctx) => c.get("principal").accountId;
 
 function membershipAnswer(r: MembershipResult, deleted: boolean) {
   if (!r.ok) throw r.missing === "contact" ? notFound() : segmentNotFound();
-  return { object: "contact_segment" as const, contact_id: r.contact.id, segment_id: r.segmentId, ...(deleted ? { deleted: true } : {}) };
+  return { object: "contact_segment" as const, id: r.segmentId, contact_id: r.contact.id, segment_id: r.segmentId, ...(deleted ? { deleted: true } : {}) };
 }
 
 function createFrom(body: z.infer<typeof CreateContactRequest>, segments: string[] = []) {
@@ -283,14 +286,14 @@ export function registerContactRoutes(app: App): void {
       summary: "Delete a contact of an audience",
       description: "Deletes the contact, as the audience-scoped API always did (a contact then belonged to one audience).",
       request: { params: AudienceContactParams },
-      responses: { 200: json(DeletedSchema, "Deleted"), ...errorResponses(401, 403, 404) },
+      responses: { 200: json(ContactDeleted, "Deleted"), ...errorResponses(401, 403, 404) },
       paramPattern: CONTACT_REF,
     }),
     async (c) => {
       const row = await audienceContact(c);
       const deleted = await deleteContact(c.env, principal(c), row.id);
       if (!deleted) throw notFound();
-      return c.json({ object: "contact", id: deleted.id, deleted: true as const });
+      return c.json({ object: "contact", id: deleted.id, contact: deleted.id, deleted: true as const });
     },
   );
 
@@ -437,13 +440,13 @@ export function registerContactRoutes(app: App): void {
       tags: ["Contacts"],
       summary: "Delete a contact",
       request: { params: ContactParam },
-      responses: { 200: json(DeletedSchema, "Deleted"), ...errorResponses(401, 403, 404) },
+      responses: { 200: json(ContactDeleted, "Deleted"), ...errorResponses(401, 403, 404) },
       paramPattern: CONTACT_REF,
     }),
     async (c) => {
       const deleted = await deleteContact(c.env, principal(c), c.req.param("id")!);
       if (!deleted) throw notFound();
-      return c.json({ object: "contact", id: deleted.id, deleted: true as const });
+      return c.json({ object: "contact", id: deleted.id, contact: deleted.id, deleted: true as const });
     },
   );
 }
