@@ -148,6 +148,10 @@ export interface World {
   claimableName: string;
   /** A draft broadcast left for the removal (the other one is sent and canceled on the way). */
   deletableBroadcastId: string;
+  /** A second segment, for a client that removes both a segment and an audience. */
+  spareSegmentId: string;
+  /** A second contact, in the segment, for the audience-path removal. */
+  spareContactEmail: string;
 }
 
 async function made(acct: TestAccount, method: string, path: string, body: unknown): Promise<Record<string, any>> {
@@ -191,8 +195,11 @@ export async function makeWorld(tag: string): Promise<World> {
 
   const contactEmail = `${tag}-contact@example.com`;
   const segment = await made(acct, "POST", "/segments", { name: `${tag} segment` });
+  const spareSegment = await made(acct, "POST", "/segments", { name: `${tag} spare` });
   const contact = await made(acct, "POST", "/contacts", { email: contactEmail, first_name: "Ada", last_name: "L", unsubscribed: false });
   await made(acct, "POST", `/contacts/${contact.id}/segments/${segment.id}`, undefined);
+  const spareContactEmail = `${tag}-spare@example.com`;
+  await made(acct, "POST", `/audiences/${segment.id}/contacts`, { email: spareContactEmail });
   const topic = await made(acct, "POST", "/topics", { name: `${tag} news`, default_subscription: "opt_in", description: "News" });
   const property = await made(acct, "POST", "/contact-properties", { key: `plan_${tag}`, type: "string", fallback_value: "free" });
   const templateAlias = `welcome-${tag}`;
@@ -214,7 +221,7 @@ export async function makeWorld(tag: string): Promise<World> {
     contactId: contact.id, contactEmail, segmentId: segment.id, topicId: topic.id, propertyId: property.id, templateId: template.id, templateAlias,
     broadcastId: broadcast.id, sentBroadcastId: sentBroadcast.id, webhookId: webhook.id, apiKeyId: key.id, suppressionEmail,
     logId: logs.data[0].id, importId: imported, claimDomainId: claim.domain_id,
-    claimableName: holder2.domain, deletableBroadcastId: deletable.id,
+    claimableName: holder2.domain, deletableBroadcastId: deletable.id, spareSegmentId: spareSegment.id, spareContactEmail,
   };
 }
 
@@ -353,7 +360,7 @@ export function canonical(w: World, op: Op, client: Client): Call {
     case "logs.get": return r("GET", `/logs/${w.logId}`);
     case "contacts.segments.remove": return r("DELETE", `/contacts/${w.contactId}/segments/${w.segmentId}`);
     case "contacts.remove": return r("DELETE", `/contacts/${w.contactId}`);
-    case "contacts.remove_in_audience": return r("DELETE", `/audiences/${w.segmentId}/contacts/${w.contactEmail}`);
+    case "contacts.remove_in_audience": return r("DELETE", `/audiences/${w.segmentId}/contacts/${w.spareContactEmail}`);
     case "contact_properties.remove": return r("DELETE", `/contact-properties/${w.propertyId}`);
     case "topics.remove": return r("DELETE", `/topics/${w.topicId}`);
     case "templates.remove": return r("DELETE", `/templates/${w.templateId}`);
@@ -452,3 +459,12 @@ export async function runErrors(client: Client, w: World, has: (op: string) => b
   }
   return n;
 }
+
+/** Every operation but the ones a client lacks, named the client's way, with its request tweaks. */
+export function rowsOf(all: readonly Op[], name: (op: Op) => string, tweaks: Partial<Record<Op, Row["tweak"]>>, shapes: Partial<Record<Op, T>> = {}): Row[] {
+  return all.map((op) => ({ op, name: name(op), tweak: tweaks[op], shape: shapes[op] }));
+}
+
+/** A body with the resource's id repeated in it, as some clients send. */
+export const withId = (key: string, id: (w: World) => string): Row["tweak"] => (c, w) => ({ body: { [key]: id(w), ...((c.body as object | undefined) ?? {}) } });
+export const bareTopics: Row["tweak"] = (c) => ({ body: (c.body as { topics: unknown[] }).topics });
