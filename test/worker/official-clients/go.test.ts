@@ -5,7 +5,7 @@
 // a JSON null is accepted anywhere, but a value of the wrong JSON type (a number for a string,
 // an array for a map) fails the whole call. Shapes are the package's own structs.
 import { beforeAll, describe, expect, it } from "vitest";
-import { any, arr, bool, int, loose, makeWorld, map, num, runErrors, runTable, str, type Row, type T, type World } from "./harness.ts";
+import { any, arr, bool, int, loose, makeWorld, map, runErrors, runTable, str, type Row, type T, type World } from "./harness.ts";
 
 /** encoding/json: null reads as the zero value, so every field is optional; types must match. */
 const o = loose;
