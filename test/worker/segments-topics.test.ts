@@ -180,9 +180,9 @@ describe("contact properties and properties on contacts", () => {
     expect((await call(a, "GET", "/contact-properties")).body.data.map((x: any) => x.key)).toEqual(["seats", "company"]);
 
     const c = (await call(a, "POST", "/contacts", { email: "props@example.com", properties: { company: "Initech", seats: 12 } })).body.id;
-    expect((await call(a, "GET", `/contacts/${c}`)).body.properties).toEqual({ company: "Initech", seats: 12 });
+    expect((await call(a, "GET", `/contacts/${c}`)).body.properties).toEqual({ company: { type: "string", value: "Initech" }, seats: { type: "number", value: 12 } });
     await call(a, "PATCH", `/contacts/${c}`, { properties: { seats: null } });
-    expect((await call(a, "GET", `/contacts/${c}`)).body.properties).toEqual({ company: "Initech" });
+    expect((await call(a, "GET", `/contacts/${c}`)).body.properties).toEqual({ company: { type: "string", value: "Initech" } });
     expect((await call(a, "PATCH", `/contacts/${c}`, { properties: { seats: "many" } })).body).toMatchObject({ statusCode: 422, message: "`properties.seats` must be a number." });
     expect((await call(a, "PATCH", `/contacts/${c}`, { properties: { plan: "pro" } })).body.message).toMatch(/properties.plan.*POST \/contact-properties/);
     expect((await call(a, "DELETE", `/contact-properties/${p.body.id}`)).body).toMatchObject({ deleted: true });

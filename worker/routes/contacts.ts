@@ -19,6 +19,7 @@ import {
   type MembershipResult,
 } from "../contacts/contacts.ts";
 import { type ContactRow } from "../db/schema.ts";
+import type { PropertyValues } from "../contacts/properties.ts";
 import { registerContactImportRoutes } from "./contact-imports.ts";
 import { ApiError } from "../errors.ts";
 import { readJson, validate } from "../http.ts";
@@ -77,7 +78,8 @@ const Contact = z
     first_name: z.string().nullable(),
     last_name: z.string().nullable(),
     unsubscribed: z.boolean(),
-    properties: z.record(z.string(), z.union([z.string(), z.number()])),
+    properties: z.record(z.string(), z.object({ type: z.enum(["string", "number"]), value: z.union([z.string(), z.number()]) }))
+      .openapi({ description: "Each property the contact has, as Resend answers it: `{type, value}`." }),
     created_at: z.string(),
     updated_at: z.string(),
   })
@@ -90,6 +92,13 @@ const ContactTopic = z.object({ id: z.string(), name: z.string(), description: z
 const ContactDeleted = DeletedSchema.extend({ contact: z.string() });
 const ContactTopicsChange = z.object({ object: z.literal("contact_topics"), id: z.string(), contact_id: z.string(), topics: z.array(TopicChoice) });
 
+/** Resend's form of a contact's properties, `{key: {type, value}}` (resend-node's fixtures;
+ * resend-java and resend-rust read it into typed values). Values were checked against their
+ * property's type when written, so the JSON type is the property's. */
+function propertyView(values: PropertyValues) {
+  return Object.fromEntries(Object.entries(values).map(([k, v]) => [k, { type: typeof v === "number" ? ("number" as const) : ("string" as const), value: v }]));
+}
+
 function contactView(r: ContactRow) {
   return {
     object: "contact" as const,
@@ -98,7 +107,7 @@ function contactView(r: ContactRow) {
     first_name: r.firstName,
     last_name: r.lastName,
     unsubscribed: r.unsubscribed,
-    properties: contactProperties(r),
+    properties: propertyView(contactProperties(r)),
     created_at: iso(r.createdAt)!,
     updated_at: iso(r.updatedAt)!,
   };

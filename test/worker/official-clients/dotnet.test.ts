@@ -4,7 +4,7 @@
 // times DateTime, enums closed (JsonStringEnumValueConverter throws on a value it does not know),
 // a null in a non-nullable value type fails; lists are Pagination<T> with a required has_more.
 import { beforeAll, describe, expect, it } from "vitest";
-import { any, arr, bool, dt, int, makeWorld, map, obj, oneOf, opt, runErrors, runTable, str, uuid, type Row, type T, type World } from "./harness.ts";
+import { any, arr, bool, dt, int, makeWorld, obj, oneOf, opt, runErrors, runTable, str, uuid, type Row, type T, type World } from "./harness.ts";
 
 /** Reference types (string, List, Dictionary) read a null; value types (Guid, DateTime, bool, enums) do not. */
 const s = opt(str);
@@ -25,7 +25,10 @@ const emailStatus = oneOf("bounced", "canceled", "clicked", "complained", "deliv
 const receipt = obj({ id: uuid, from: str, to: arr(str), subject: s, message_id: s, text: s, html: s, tags: opt(arr(obj({ name: s, value: s }))), created_at: dt, last_event: opt(emailStatus) });
 const attachment = obj({ id: uuid, filename: s, content_id: s, content_type: s, content_disposition: opt(oneOf("attachment", "inline")), size: opt(int), download_url: s, expires_at: opt(dt) });
 const received = obj({ id: uuid, from: str, to: arr(str), subject: s, message_id: s, text: s, html: s, attachments: opt(arr(attachment)), created_at: opt(dt) });
-const contact = obj({ id: uuid, email: s, first_name: s, last_name: s, created_at: dt, unsubscribed: opt(bool), properties: opt(map(s)) });
+// Contact.Properties is Dictionary<string,string> in 0.11.0, which cannot hold Resend's own answer
+// `{key: {type, value}}` (resend-node's fixtures; resend-java and resend-rust read that form), so
+// a contact with properties fails in this client against Resend as against tern: not checked here.
+const contact = obj({ id: uuid, email: s, first_name: s, last_name: s, created_at: dt, unsubscribed: opt(bool), properties: any });
 const segment = obj({ id: uuid, name: s, created_at: dt });
 const subscription = oneOf("opt_in", "opt_out");
 const property = obj({ id: uuid, key: s, type: oneOf("string", "number"), fallback_value: any, created_at: dt });

@@ -196,12 +196,13 @@ export async function makeWorld(tag: string): Promise<World> {
   const contactEmail = `${tag}-contact@example.com`;
   const segment = await made(acct, "POST", "/segments", { name: `${tag} segment` });
   const spareSegment = await made(acct, "POST", "/segments", { name: `${tag} spare` });
-  const contact = await made(acct, "POST", "/contacts", { email: contactEmail, first_name: "Ada", last_name: "L", unsubscribed: false });
+  const property = await made(acct, "POST", "/contact-properties", { key: `plan_${tag}`, type: "string", fallback_value: "free" });
+  // The contact has a property, so each client reads Resend's `{key: {type, value}}` form.
+  const contact = await made(acct, "POST", "/contacts", { email: contactEmail, first_name: "Ada", last_name: "L", unsubscribed: false, properties: { [`plan_${tag}`]: "pro" } });
   await made(acct, "POST", `/contacts/${contact.id}/segments/${segment.id}`, undefined);
   const spareContactEmail = `${tag}-spare@example.com`;
   await made(acct, "POST", `/audiences/${segment.id}/contacts`, { email: spareContactEmail });
   const topic = await made(acct, "POST", "/topics", { name: `${tag} news`, default_subscription: "opt_in", description: "News" });
-  const property = await made(acct, "POST", "/contact-properties", { key: `plan_${tag}`, type: "string", fallback_value: "free" });
   const templateAlias = `welcome-${tag}`;
   const template = await made(acct, "POST", "/templates", { name: "Welcome", alias: templateAlias, subject: "Hi {{{NAME}}}", html: "<p>Hi {{{NAME}}}</p>", from, variables: [{ key: "NAME", type: "string", fallback_value: "you" }] });
   const broadcast = await made(acct, "POST", "/broadcasts", { segment_id: segment.id, from, subject: "News", html: "<p>News {{{contact.first_name}}}</p>", name: "draft" });

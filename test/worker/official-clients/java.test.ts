@@ -11,6 +11,8 @@ const list = (item: T): T => o({ object: str, has_more: bool, data: arr(item) })
 const email = o({ id: str, to: arr(str), bcc: arr(str), cc: arr(str), reply_to: arr(str), from: str, subject: str, html: str, text: str, created_at: str, last_event: str });
 const received = o({ id: str, to: arr(str), headers: map(str), bcc: arr(str), cc: arr(str), reply_to: arr(str), received_for: arr(str), attachments: arr(o({ id: str, filename: str, content_type: str })) });
 const contact = o({ id: str, email: str, first_name: str, last_name: str, created_at: str, unsubscribed: bool });
+/** GetContactResponseSuccess: properties is Map<String, ContactPropertyValue { Object value; String type }>. */
+const gotContact = o({ id: str, email: str, first_name: str, last_name: str, created_at: str, unsubscribed: bool, properties: map(o({ value: any, type: str })) });
 const domain = o({ id: str, name: str, created_at: str, status: str, region: str, open_tracking: bool, click_tracking: bool, tracking_subdomain: str, records: arr(o({ record: str, name: str, type: str, ttl: str, status: str, value: str })) });
 /** Log.java: requestBody and responseBody are Map<String, Object>. */
 const log = o({ id: str, created_at: str, endpoint: str, method: str, response_status: int, user_agent: str, request_body: map(any), response_body: map(any) });
@@ -22,7 +24,7 @@ export const JAVA = rowsOf(OPS.filter((o) => !LACKS.includes(o)), (op) => `resen
   "emails.share": () => ({ body: {} }),
   "audiences.remove": (_c, w) => ({ path: `/audiences/${w.spareSegmentId}` }),
 }, {
-  "emails.get": email, "emails.list": list(email), "receiving.get": received, "contacts.get": contact, "contacts.get_by_email": contact, "contacts.list": list(contact),
+  "emails.get": email, "emails.list": list(email), "receiving.get": received, "contacts.get": gotContact, "contacts.get_by_email": gotContact, "contacts.list": list(contact),
   "domains.get": domain, "domains.create": domain, "logs.get": log, "logs.list": list(o({ id: str, created_at: str, endpoint: str, method: str, response_status: int, user_agent: str })),
 });
 void bareTopics;
