@@ -46,13 +46,15 @@ export const tagged = (tag: string, variants: Record<string, T>): T => (v, at) =
 export const loose = (fields: Record<string, T>): T => obj(Object.fromEntries(Object.entries(fields).map(([k, t]) => [k, opt(t)])));
 
 export const USER_AGENTS = {
-  python: "resend-python:2.19.0",
-  go: "resend-go/3.1.0",
-  php: "resend-php/1.1.0",
-  ruby: "resend-ruby:1.1.0",
+  // As each client sets it (request.py, resend.go, Headers.php, request.rb, config.rs,
+  // HttpClient.java, ResendClient.cs), at the versions the tables were read from.
+  python: "resend-python:2.39.0",
+  go: "resend-go/3.12.0",
+  php: "resend-php/1.10.0",
+  ruby: "resend-ruby:1.10.0",
   rust: "resend-rs/0.31.0",
-  java: "resend-java/4.9.0",
-  dotnet: "resend-dotnet/0.2.0",
+  java: "resend-java/4.20.0",
+  dotnet: "resend-sdk/0.11.0.0 dotnet/8.0.11",
 } as const;
 export type Client = keyof typeof USER_AGENTS;
 

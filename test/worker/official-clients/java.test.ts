@@ -1,10 +1,10 @@
-// resend-java (4.x, resend/resend-java at b33ea98, 2026-08-21): every call it has that tern
+// resend-java (4.20.0, resend/resend-java at b33ea98, 2026-08-21): every call it has that tern
 // serves, as its services build them (OkHttp through ops/resend-host-proxy.ts, since the client
 // has no base-URL option; ids and addresses put in paths as they are), read as ResendMapper
 // reads them: Jackson with FAIL_ON_UNKNOWN_PROPERTIES off, so null and extra fields are fine,
 // but a container of the wrong kind (an array for a Map, an object for a String) fails.
 import { beforeAll, describe, expect, it } from "vitest";
-import { any, arr, bareTopics, bool, int, loose, makeWorld, map, OPS, replay, readSuccess, rowsOf, runErrors, runTable, str, withId, type Op, type T, type World } from "./harness.ts";
+import { any, arr, bareTopics, bool, int, loose, makeWorld, map, OPS, replay, readSuccess, rowsOf, runErrors, runTable, str, type Op, type T, type World } from "./harness.ts";
 
 const o = loose;
 const list = (item: T): T => o({ object: str, has_more: bool, data: arr(item) });
@@ -20,14 +20,14 @@ const log = o({ id: str, created_at: str, endpoint: str, method: str, response_s
 const LACKS: Op[] = ["emails.metrics", "broadcasts.clicked_links", "broadcasts.recipients", "contacts.get_in_audience", "contacts.update_in_audience", "contacts.remove_in_audience", "contacts.list_in_audience", "contacts.create_in_audience"];
 
 export const JAVA = rowsOf(OPS.filter((o) => !LACKS.includes(o)), (op) => `resend.${op.split(".").map((p) => p.replace(/_(\w)/g, (_m, c: string) => c.toUpperCase())).join("().")}()`, {
-  "contacts.topics.update": withId("id", (w) => w.contactId),
+  // ContactTopics.update serialises just the topics list.
+  "contacts.topics.update": bareTopics,
   "emails.share": () => ({ body: {} }),
   "audiences.remove": (_c, w) => ({ path: `/audiences/${w.spareSegmentId}` }),
 }, {
   "emails.get": email, "emails.list": list(email), "receiving.get": received, "contacts.get": gotContact, "contacts.get_by_email": gotContact, "contacts.list": list(contact),
   "domains.get": domain, "domains.create": domain, "logs.get": log, "logs.list": list(o({ id: str, created_at: str, endpoint: str, method: str, response_status: int, user_agent: str })),
 });
-void bareTopics;
 
 /** resend-java calls tern does not serve (issue 19 scope). */
 export const JAVA_OUT_OF_SCOPE = ["resend.automations()", "resend.events()", "resend.oauthGrants()"];

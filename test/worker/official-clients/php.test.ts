@@ -11,6 +11,9 @@ const LACKS: Op[] = ["emails.metrics", "broadcasts.clicked_links", "broadcasts.r
 const camel = (s: string, i: number) => (i === 0 ? s : s[0]!.toUpperCase() + s.slice(1)).replace(/_(\w)/g, (_m, c: string) => c.toUpperCase());
 
 export const PHP = rowsOf(OPS.filter((o) => !LACKS.includes(o)), (op) => `$resend->${op.split(".").map(camel).join("->")}()`, {
+  // resend-php sets neither Idempotency-Key nor x-batch-validation.
+  "emails.send": () => ({ headers: {} }),
+  "emails.batch": () => ({ headers: {} }),
   "contacts.topics.update": bareTopics,
   "contacts.create_in_audience": (c, w) => ({ body: { ...(c.body as object), audience_id: w.segmentId } }),
   "audiences.remove": (_c, w) => ({ path: `/audiences/${w.spareSegmentId}` }),

@@ -25,7 +25,8 @@ export const PYTHON = rowsOf(OPS.filter((o) => !LACKS.includes(o)), (op) => `res
   "contacts.get_by_email": quoteContact,
   "contacts.remove": quoteContact,
   "contacts.remove_in_audience": (c) => ({ path: c.path.replace(/[^/]+$/, (x) => encodeURIComponent(x)) }),
-  "contacts.segments.add": (c, w) => ({ ...quoteContact(c), body: { contact_id: w.contactId, segment_id: w.segmentId } }),
+  // Contacts.Segments.add posts its params (segment_id and contact_id) as the body.
+  "contacts.segments.add": (c, w) => ({ ...quoteContact(c), body: { segment_id: w.segmentId, contact_id: w.contactId } }),
   "contacts.topics.update": bareTopics,
   "topics.update": withId("id", (w) => w.topicId),
   "suppressions.get": (_c, w) => ({ path: `/suppressions/${encodeURIComponent(w.suppressionEmail)}` }),
