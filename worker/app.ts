@@ -108,7 +108,9 @@ function errorToResponse(err: unknown): Response {
 }
 
 export function newApp(): App {
-  const app = new OpenAPIHono<AppEnv>();
+  // strict: false: a trailing slash names the same route (resend-rust lists a contact's
+  // segments at `/contacts/{id}/segments/`).
+  const app = new OpenAPIHono<AppEnv>({ strict: false });
   app.openAPIRegistry.registerComponent("securitySchemes", "bearerAuth", {
     type: "http",
     scheme: "bearer",

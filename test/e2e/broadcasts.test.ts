@@ -81,7 +81,7 @@ describe("the resend client", () => {
     // Adding it again by path changes nothing.
     expect((await resend.contacts.segments.add({ contactId, segmentId })).error).toBeNull();
     expect((await resend.contacts.list({ segmentId })).data!.data.map((c) => c.id)).toEqual([contactId]);
-    expect((await resend.contacts.get({ email })).data).toMatchObject({ id: contactId, properties: { company: "Initech" } });
+    expect((await resend.contacts.get({ email })).data).toMatchObject({ id: contactId, properties: { company: { type: "string", value: "Initech" } } });
     expect((await resend.contacts.topics.update({ email, topics: [{ id: topicId, subscription: "opt_out" }] })).data).toMatchObject({ id: contactId });
     expect((await resend.contacts.topics.list({ id: contactId })).data!.data).toEqual([expect.objectContaining({ id: topicId, subscription: "opt_out" })]);
     expect((await resend.contacts.segments.remove({ contactId, segmentId })).data).toMatchObject({ deleted: true });

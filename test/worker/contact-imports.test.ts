@@ -44,8 +44,8 @@ describe("contact imports", () => {
     expect(done).toMatchObject({ object: "contact_import", status: "completed", completed_at: expect.any(String), counts: { total: 5, created: 2, updated: 1, skipped: 0, failed: 2 } });
     const inSegment = (await call(a, "GET", `/segments/${segment}/contacts`)).body.data;
     expect(inSegment.map((c: any) => c.email).sort()).toEqual(["new1@example.com", "new3@example.com", "old@example.com"]);
-    expect(inSegment.find((c: any) => c.email === "new1@example.com")).toMatchObject({ first_name: "Ada", properties: { plan: "pro", seats: 3 } });
-    expect((await call(a, "GET", `/contacts/${existing}`)).body).toMatchObject({ first_name: "Renamed", properties: { plan: "free" } });
+    expect(inSegment.find((c: any) => c.email === "new1@example.com")).toMatchObject({ first_name: "Ada", properties: { plan: { type: "string", value: "pro" }, seats: { type: "number", value: 3 } } });
+    expect((await call(a, "GET", `/contacts/${existing}`)).body).toMatchObject({ first_name: "Renamed", properties: { plan: { type: "string", value: "free" } } });
     expect((await call(a, "GET", `/contacts/${existing}/topics`)).body.data).toEqual([expect.objectContaining({ id: topic, subscription: "opt_in" })]);
     const events = await env.DB.prepare("SELECT type, payload_json FROM webhook_events WHERE account_id = ? AND type LIKE 'contact.%' ORDER BY id").bind(a.accountId).all<{ type: string; payload_json: string }>();
     const byEmail = events.results.map((e) => [e.type, JSON.parse(e.payload_json).data.email]);

@@ -143,7 +143,10 @@ describe("reading, changing and deleting", () => {
     const list = (await (await api(acct.token, "GET", "/domains?limit=2")).json()) as { object: string; data: { id: string; name: string; status: string; region: string }[]; has_more: boolean };
     expect(list.object).toBe("list");
     expect(list.data.map((d) => d.id)).toEqual([b.id, a.id]);
-    expect(list.data[0]).toEqual({ id: b.id, name: b.name, status: "not_started", created_at: expect.any(String), region: "us-east-1" });
+    expect(list.data[0]).toEqual({
+      id: b.id, name: b.name, status: "not_started", created_at: expect.any(String), region: "us-east-1",
+      open_tracking: false, click_tracking: false, capabilities: { sending: "enabled", receiving: "disabled" },
+    });
     const theirs = (await (await api(other.token, "GET", "/domains")).json()) as { data: { id: string }[] };
     expect(theirs.data.map((d) => d.id)).not.toContain(a.id);
     expect((await api(other.token, "GET", `/domains/${a.id}`)).status).toBe(404);

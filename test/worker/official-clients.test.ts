@@ -10,9 +10,11 @@
 //   - resend-php: throws only for error names it knows, and only for JSON answers;
 //   - resend-python and resend-ruby: an answer is an error when its status is >= 400 or its
 //     body's `statusCode` is set and not 200.
-// Sources read at resend/resend-{python,go,php,ruby,rust,java,dotnet} HEAD (November 2026).
+// Sources read at resend/resend-{python,go,php,ruby,rust,java,dotnet} HEAD (August 2026). The
+// whole table of each client's calls is in official-clients/, one file per client.
 import { beforeAll, describe, expect, it } from "vitest";
 import { api, createAccount, type TestAccount } from "./fixtures.ts";
+import { USER_AGENTS } from "./official-clients/harness.ts";
 
 type FieldType = "string" | "string?" | "uuid" | "uuid?" | "datetime" | "int" | "bool" | "any" | readonly string[];
 type Shape = Record<string, FieldType>;
@@ -66,15 +68,6 @@ function isErrorForPython(status: number, body: unknown): boolean {
 
 interface Sent { status: number; contentType: string | null; body: unknown }
 
-const USER_AGENTS = {
-  python: "resend-python:2.19.0",
-  go: "resend-go/3.1.0",
-  php: "resend-php/1.10.0",
-  ruby: "resend-ruby:1.1.0",
-  rust: "resend-rs/0.20.0",
-  java: "resend-java/4.9.0",
-  dotnet: "resend-dotnet/0.2.0",
-} as const;
 type Client = keyof typeof USER_AGENTS;
 
 async function replay(token: string, client: Client, method: string, path: string, body?: unknown): Promise<Sent> {

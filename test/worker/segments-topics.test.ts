@@ -55,13 +55,13 @@ describe("contacts joined to segments", () => {
     expect((await call(a, "GET", `/contacts/${c}/segments`)).body.data.map((s: any) => s.id)).toEqual([s1]);
 
     const added = await call(a, "POST", `/contacts/join@example.com/segments/${s2}`);
-    expect(added.body).toEqual({ object: "contact_segment", contact_id: c, segment_id: s2 });
+    expect(added.body).toEqual({ object: "contact_segment", id: s2, contact_id: c, segment_id: s2 });
     expect((await call(a, "GET", `/segments/${s2}/contacts`)).body.data.map((x: any) => x.email)).toEqual(["join@example.com"]);
     expect((await call(a, "GET", `/contacts?segment_id=${s2}`)).body.data.map((x: any) => x.id)).toEqual([c]);
     expect((await call(a, "GET", `/audiences/${s2}/contacts/join@example.com`)).body.id).toBe(c);
 
     const removed = await call(a, "DELETE", `/contacts/${c}/segments/${s1}`);
-    expect(removed.body).toEqual({ object: "contact_segment", contact_id: c, segment_id: s1, deleted: true });
+    expect(removed.body).toEqual({ object: "contact_segment", id: s1, contact_id: c, segment_id: s1, deleted: true });
     expect((await call(a, "DELETE", `/contacts/${c}/segments/${s1}`)).status).toBe(404);
     expect((await call(a, "GET", `/audiences/${s1}/contacts/${c}`)).status).toBe(404);
 
@@ -106,8 +106,8 @@ describe("topics and a contact's subscriptions", () => {
     expect(listedRes.status, JSON.stringify(listedRes.body)).toBe(200);
     const listed = listedRes.body.data;
     expect(listed).toEqual(expect.arrayContaining([
-      { id: t, name: "News", description: "Monthly", subscription: "opt_in" },
-      { id: off, name: "Offers", description: null, subscription: "opt_in" },
+      { id: t, name: "News", description: "Monthly", subscription: "opt_in", created_at: expect.any(String) },
+      { id: off, name: "Offers", description: null, subscription: "opt_in", created_at: expect.any(String) },
     ]));
     // The Node client sends the array itself; the OpenAPI document an object around it.
     expect((await call(a, "PATCH", `/contacts/${c}/topics`, [{ id: t, subscription: "opt_out" }])).body).toEqual({ object: "contact_topics", id: c, contact_id: c, topics: [{ id: t, subscription: "opt_out" }] });
@@ -180,9 +180,9 @@ describe("contact properties and properties on contacts", () => {
     expect((await call(a, "GET", "/contact-properties")).body.data.map((x: any) => x.key)).toEqual(["seats", "company"]);
 
     const c = (await call(a, "POST", "/contacts", { email: "props@example.com", properties: { company: "Initech", seats: 12 } })).body.id;
-    expect((await call(a, "GET", `/contacts/${c}`)).body.properties).toEqual({ company: "Initech", seats: 12 });
+    expect((await call(a, "GET", `/contacts/${c}`)).body.properties).toEqual({ company: { type: "string", value: "Initech" }, seats: { type: "number", value: 12 } });
     await call(a, "PATCH", `/contacts/${c}`, { properties: { seats: null } });
-    expect((await call(a, "GET", `/contacts/${c}`)).body.properties).toEqual({ company: "Initech" });
+    expect((await call(a, "GET", `/contacts/${c}`)).body.properties).toEqual({ company: { type: "string", value: "Initech" } });
     expect((await call(a, "PATCH", `/contacts/${c}`, { properties: { seats: "many" } })).body).toMatchObject({ statusCode: 422, message: "`properties.seats` must be a number." });
     expect((await call(a, "PATCH", `/contacts/${c}`, { properties: { plan: "pro" } })).body.message).toMatch(/properties.plan.*POST \/contact-properties/);
     expect((await call(a, "DELETE", `/contact-properties/${p.body.id}`)).body).toMatchObject({ deleted: true });

@@ -165,7 +165,7 @@ describe("/contacts", () => {
     expect(await (await api(a.token, "GET", `/contacts/${id}`)).json()).toMatchObject({ unsubscribed: true, last_name: null, first_name: "Grace" });
     expect((await contactsOf(a)).map((c) => c.id)).toEqual([id]);
     const deleted = await api(a.token, "DELETE", `/contacts/${id}`);
-    expect(await deleted.json()).toEqual({ object: "contact", id, deleted: true });
+    expect(await deleted.json()).toEqual({ object: "contact", id, contact: id, deleted: true });
     expect((await api(a.token, "GET", `/contacts/${id}`)).status).toBe(404);
     expect((await contactEvents(a)).map((e) => [e.type, e.data.unsubscribed])).toEqual([
       ["contact.created", false], ["contact.updated", true], ["contact.deleted", true],
@@ -187,7 +187,7 @@ describe("/contacts", () => {
     expect((await api(b.token, "PATCH", `/contacts/${email}`, { unsubscribed: false })).status).toBe(404);
     expect((await api(b.token, "DELETE", `/contacts/${email}`)).status).toBe(404);
     expect((await api(a.token, "GET", `/contacts/nobody-${crypto.randomUUID()}@example.com`)).status).toBe(404);
-    expect(await (await api(a.token, "DELETE", `/contacts/${email}`)).json()).toEqual({ object: "contact", id, deleted: true });
+    expect(await (await api(a.token, "DELETE", `/contacts/${email}`)).json()).toEqual({ object: "contact", id, contact: id, deleted: true });
     expect((await api(a.token, "GET", `/contacts/${id}`)).status).toBe(404);
     expect((await contactEvents(a)).map((e) => e.type)).toEqual(["contact.created", "contact.updated", "contact.deleted"]);
   });

@@ -293,7 +293,11 @@ export async function listContactTopics(db: D1Database, accountId: string, idOrE
   const rows = await drizzle(db).select({ topic: topics, own: contactTopics.subscription }).from(topics)
     .leftJoin(contactTopics, and(eq(contactTopics.topicId, topics.id), eq(contactTopics.contactId, contact.id)))
     .where(q.where).orderBy(q.orderBy).limit(q.limit);
-  return finishPage(rows.map((r) => ({ id: r.topic.id, name: r.topic.name, description: r.topic.description, subscription: (r.own ?? r.topic.defaultSubscription) as Subscription })), page);
+  // created_at is the topic's: resend-rust's ContactTopic requires it.
+  return finishPage(rows.map((r) => ({
+    id: r.topic.id, name: r.topic.name, description: r.topic.description, subscription: (r.own ?? r.topic.defaultSubscription) as Subscription,
+    created_at: new Date(r.topic.createdAt).toISOString(),
+  })), page);
 }
 
 /** Sets the contact's choices (contact.updated when any changes). */

@@ -57,9 +57,23 @@ export interface DomainView {
   click_tracking: boolean;
   tls: "opportunistic" | "enforced";
   receiving: boolean;
+  /** Resend's form of `receiving` (and of sending, which a tern domain always has on). */
+  capabilities: DomainCapabilities;
+  /** Always null: tern's open and click links go through the deployment's PUBLIC_URL, not a per-domain subdomain. */
+  tracking_subdomain: null;
   records: DomainRecordView[];
   /** What the last check found at _dmarc; null before the first check. */
   dmarc: DmarcInfo | null;
+}
+
+export interface DomainCapabilities {
+  sending: "enabled" | "disabled";
+  receiving: "enabled" | "disabled";
+}
+
+/** Resend's `capabilities` object: typed clients (resend-rust) require it on every domain. */
+export function capabilities(receiving: boolean): DomainCapabilities {
+  return { sending: "enabled", receiving: receiving ? "enabled" : "disabled" };
 }
 
 export interface DomainWithKeys {
@@ -101,6 +115,8 @@ export function domainView(d: DomainWithKeys, config: TernConfig): DomainView {
     click_tracking: d.row.clickTracking,
     tls: d.row.tls,
     receiving: d.row.receiving,
+    capabilities: capabilities(d.row.receiving),
+    tracking_subdomain: null,
     records: expectedFor(d, config).map((e) => ({
       record: e.record,
       name: e.name,
@@ -189,9 +205,12 @@ export async function findDomain(d1: D1Database, accountId: string, id: string):
 export async function listDomains(d1: D1Database, accountId: string, page: Page) {
   const q = pageQuery(domains.id, page, eq(domains.accountId, accountId));
   const rows = await drizzle(d1)
-    .select({ id: domains.id, name: domains.name, status: domains.status, createdAt: domains.createdAt, region: domains.region })
+    .select({ id: domains.id, name: domains.name, status: domains.status, createdAt: domains.createdAt, region: domains.region, openTracking: domains.openTracking, clickTracking: domains.clickTracking, receiving: domains.receiving })
     .from(domains).where(q.where).orderBy(q.orderBy).limit(q.limit);
-  return finishPage(rows.map((r) => ({ id: r.id, name: r.name, status: r.status, created_at: new Date(r.createdAt).toISOString(), region: r.region })), page);
+  return finishPage(rows.map((r) => ({
+    id: r.id, name: r.name, status: r.status, created_at: new Date(r.createdAt).toISOString(), region: r.region,
+    open_tracking: r.openTracking, click_tracking: r.clickTracking, capabilities: capabilities(r.receiving),
+  })), page);
 }
 
 export async function createDomain(env: Events, config: TernConfig, accountId: string, input: CreateDomainInput, now: number): Promise<DomainView> {

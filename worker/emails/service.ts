@@ -8,7 +8,8 @@ import { uuidv7 } from "../ids.ts";
 import { finishPage, pageOfList, pageQuery, type Page } from "../pagination.ts";
 import type { TernConfig } from "../config.ts";
 import { signedQuery, verifyLink, type LinkQuery } from "../inbound/links.ts";
-import { loadBodies, type StoredAttachment as SentAttachment } from "../sending/content.ts";
+import { broadcastContent } from "../broadcasts/content.ts";
+import { ContentMissingError, loadBodies, type StoredAttachment as SentAttachment } from "../sending/content.ts";
 import { parseScheduledAt } from "../sending/schedule.ts";
 
 const iso = (ms: number | null | undefined): string | null => (ms == null ? null : new Date(ms).toISOString());
@@ -47,11 +48,23 @@ export async function listEmails(d1: D1Database, accountId: string, page: Page) 
   return finishPage(rows.map(emailListItem), page);
 }
 
-/** The email with its bodies (from R2) and tags. */
+/** The email with its bodies (from R2) and tags; a broadcast's email stores no body of its own,
+ * so its body is the broadcast's, rendered for its recipient as the consumer renders it (one
+ * D1 join; the unsubscribe link stays a placeholder, as in any stored body). */
 export async function getEmail(env: Pick<Env, "DB" | "BLOBS">, accountId: string, id: string) {
   const row = await findEmail(env.DB, accountId, id);
-  const bodies = await loadBodies(env.BLOBS, row);
+  const bodies = row.broadcastId ? await broadcastBodies(env.DB, row) : await loadBodies(env.BLOBS, row);
   return { ...emailListItem(row), html: bodies.html, text: bodies.text, tags: JSON.parse(row.tagsJson) as { name: string; value: string }[] };
+}
+
+async function broadcastBodies(d1: D1Database, row: EmailRow): Promise<{ html: string | null; text: string | null }> {
+  try {
+    const { html, text } = await broadcastContent(d1, row);
+    return { html, text };
+  } catch (e) {
+    if (e instanceof ContentMissingError) return { html: null, text: null }; // the broadcast is gone
+    throw e;
+  }
 }
 
 function notScheduled(state: string, verb: "rescheduled" | "canceled"): ApiError {

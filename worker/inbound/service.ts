@@ -46,6 +46,19 @@ export function storedAttachments(row: InboundEmailRow): StoredAttachment[] {
   return JSON.parse(row.attachmentsJson) as StoredAttachment[];
 }
 
+/** Resend's shape: an object of name -> value (resend-go, -rust and -java read a string map);
+ * a repeated field (Received) keeps its first name's spelling, its values joined by ", ". */
+export function headerMap(headers: { name: string; value: string }[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  const names = new Map<string, string>();
+  for (const h of headers) {
+    const first = names.get(h.name.toLowerCase());
+    if (first === undefined) { names.set(h.name.toLowerCase(), h.name); out[h.name] = h.value; }
+    else out[first] = `${out[first]}, ${h.value}`;
+  }
+  return out;
+}
+
 /** The received email with bodies, headers, verdicts and download links. */
 export async function getReceived(env: Pick<Env, "DB" | "BLOBS">, config: TernConfig, accountId: string, keyId: string, id: string, origin: string, now = Date.now()) {
   const row = await findReceived(env.DB, accountId, id);
@@ -54,7 +67,7 @@ export async function getReceived(env: Pick<Env, "DB" | "BLOBS">, config: TernCo
   const auth = JSON.parse(row.authJson) as AuthResults;
   return {
     ...receivedItem(row),
-    html: content.html, text: content.text, headers: content.headers,
+    html: content.html, text: content.text, headers: headerMap(content.headers),
     authentication: { spf: auth.spf ?? null, dkim: auth.dkim ?? null, dmarc: auth.dmarc ?? null, authserv_id: auth.authservId ?? null },
     raw: await link(config, origin, keyId, row.id, `raw:${row.id}`, "/raw", now),
     attachments: await Promise.all(storedAttachments(row).map(async (a) => ({

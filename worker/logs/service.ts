@@ -25,12 +25,20 @@ export async function listLogs(d1: D1Database, accountId: string, page: Page) {
   return finishPage(rows.map(summary), page);
 }
 
+/** Resend's Log bodies are an object or null (resend-java reads a Map): a batch's array body
+ * is answered as `{ data: [...] }`, the way Resend wraps every list. */
+function bodyObject(json: string | null): unknown {
+  if (json === null) return null;
+  const v = JSON.parse(json) as unknown;
+  return v !== null && typeof v === "object" && !Array.isArray(v) ? v : { data: v };
+}
+
 export async function getLog(d1: D1Database, accountId: string, id: string) {
   const row = await drizzle(d1).select().from(apiLogs).where(and(eq(apiLogs.id, id), eq(apiLogs.accountId, accountId))).get();
   if (!row) throw new ApiError("not_found", "Log not found.");
   return {
     ...summary(row),
-    request_body: row.requestJson === null ? null : (JSON.parse(row.requestJson) as unknown),
-    response_body: row.responseJson === null ? null : (JSON.parse(row.responseJson) as unknown),
+    request_body: bodyObject(row.requestJson),
+    response_body: bodyObject(row.responseJson),
   };
 }

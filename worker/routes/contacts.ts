@@ -19,6 +19,7 @@ import {
   type MembershipResult,
 } from "../contacts/contacts.ts";
 import { type ContactRow } from "../db/schema.ts";
+import type { PropertyValues } from "../contacts/properties.ts";
 import { registerContactImportRoutes } from "./contact-imports.ts";
 import { ApiError } from "../errors.ts";
 import { readJson, validate } from "../http.ts";
@@ -77,15 +78,26 @@ const Contact = z
     first_name: z.string().nullable(),
     last_name: z.string().nullable(),
     unsubscribed: z.boolean(),
-    properties: z.record(z.string(), z.union([z.string(), z.number()])),
+    properties: z.record(z.string(), z.object({ type: z.enum(["string", "number"]), value: z.union([z.string(), z.number()]) }))
+      .openapi({ description: "Each property the contact has, as Resend answers it: `{type, value}`." }),
     created_at: z.string(),
     updated_at: z.string(),
   })
   .openapi("Contact");
 const ContactSegment = z.object({ id: z.string(), name: z.string(), created_at: z.string() }).openapi("ContactSegment");
-const ContactSegmentChange = z.object({ object: z.literal("contact_segment"), contact_id: z.string(), segment_id: z.string(), deleted: z.boolean().optional() });
-const ContactTopic = z.object({ id: z.string(), name: z.string(), description: z.string().nullable(), subscription: z.enum(["opt_in", "opt_out"]) }).openapi("ContactTopic");
+// `id` repeats segment_id: resend-rust reads the answer as `{ id: SegmentId }`.
+const ContactSegmentChange = z.object({ object: z.literal("contact_segment"), id: z.string(), contact_id: z.string(), segment_id: z.string(), deleted: z.boolean().optional() });
+const ContactTopic = z.object({ id: z.string(), name: z.string(), description: z.string().nullable(), subscription: z.enum(["opt_in", "opt_out"]), created_at: z.string() }).openapi("ContactTopic");
+// `contact` repeats id: resend-rust reads a removal as `{ contact: ContactId, deleted }`.
+const ContactDeleted = DeletedSchema.extend({ contact: z.string() });
 const ContactTopicsChange = z.object({ object: z.literal("contact_topics"), id: z.string(), contact_id: z.string(), topics: z.array(TopicChoice) });
+
+/** Resend's form of a contact's properties, `{key: {type, value}}` (resend-node's fixtures;
+ * resend-java and resend-rust read it into typed values). Values were checked against their
+ * property's type when written, so the JSON type is the property's. */
+function propertyView(values: PropertyValues) {
+  return Object.fromEntries(Object.entries(values).map(([k, v]) => [k, { type: typeof v === "number" ? ("number" as const) : ("string" as const), value: v }]));
+}
 
 function contactView(r: ContactRow) {
   return {
@@ -95,7 +107,7 @@ function contactView(r: ContactRow) {
     first_name: r.firstName,
     last_name: r.lastName,
     unsubscribed: r.unsubscribed,
-    properties: contactProperties(r),
+    properties: propertyView(contactProperties(r)),
     created_at: iso(r.createdAt)!,
     updated_at: iso(r.updatedAt)!,
   };
@@ -125,7 +137,7 @@ const principal = (c: Ctx) => c.get("principal").accountId;
 
 function membershipAnswer(r: MembershipResult, deleted: boolean) {
   if (!r.ok) throw r.missing === "contact" ? notFound() : segmentNotFound();
-  return { object: "contact_segment" as const, contact_id: r.contact.id, segment_id: r.segmentId, ...(deleted ? { deleted: true } : {}) };
+  return { object: "contact_segment" as const, id: r.segmentId, contact_id: r.contact.id, segment_id: r.segmentId, ...(deleted ? { deleted: true } : {}) };
 }
 
 export function createFrom(body: z.infer<typeof CreateContactRequest>, segments: string[] = []) {
@@ -283,14 +295,14 @@ export function registerContactRoutes(app: App): void {
       summary: "Delete a contact of an audience",
       description: "Deletes the contact, as the audience-scoped API always did (a contact then belonged to one audience).",
       request: { params: AudienceContactParams },
-      responses: { 200: json(DeletedSchema, "Deleted"), ...errorResponses(401, 403, 404) },
+      responses: { 200: json(ContactDeleted, "Deleted"), ...errorResponses(401, 403, 404) },
       paramPattern: CONTACT_REF,
     }),
     async (c) => {
       const row = await audienceContact(c);
       const deleted = await deleteContact(c.env, principal(c), row.id);
       if (!deleted) throw notFound();
-      return c.json({ object: "contact", id: deleted.id, deleted: true as const });
+      return c.json({ object: "contact", id: deleted.id, contact: deleted.id, deleted: true as const });
     },
   );
 
@@ -437,13 +449,13 @@ export function registerContactRoutes(app: App): void {
       tags: ["Contacts"],
       summary: "Delete a contact",
       request: { params: ContactParam },
-      responses: { 200: json(DeletedSchema, "Deleted"), ...errorResponses(401, 403, 404) },
+      responses: { 200: json(ContactDeleted, "Deleted"), ...errorResponses(401, 403, 404) },
       paramPattern: CONTACT_REF,
     }),
     async (c) => {
       const deleted = await deleteContact(c.env, principal(c), c.req.param("id")!);
       if (!deleted) throw notFound();
-      return c.json({ object: "contact", id: deleted.id, deleted: true as const });
+      return c.json({ object: "contact", id: deleted.id, contact: deleted.id, deleted: true as const });
     },
   );
 }

@@ -16,6 +16,7 @@ import {
 } from "../domains/service.ts";
 import { DOMAIN_STATUSES, RECORD_STATUSES } from "../domains/verification.ts";
 import { dropPathId, readJson, validate } from "../http.ts";
+import { ApiError } from "../errors.ts";
 import { ListQuery, listSchema, readPage } from "../pagination.ts";
 import { DeletedSchema, errorResponses, IdParam, json, jsonBody } from "./schemas.ts";
 
@@ -45,6 +46,24 @@ const ReturnPath = z
   .regex(/^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/, "`custom_return_path` must be a subdomain label such as `send` or `bounces`.")
   .max(63, "`custom_return_path` must be at most 63 characters.");
 
+/** Resend's tracking subdomain: a DNS label. tern serves open and click links from the
+ * deployment's PUBLIC_URL for every domain, so the label is checked and has no effect. */
+const TrackingSubdomain = z
+  .string({ error: "`tracking_subdomain` must be a string." })
+  .trim()
+  .toLowerCase()
+  .regex(/^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/, "`tracking_subdomain` must be a single DNS label such as `links`.")
+  .openapi({ description: "Accepted for Resend compatibility; tern's open and click links always use the deployment's PUBLIC_URL, so it has no effect and domains answer `tracking_subdomain: null`." });
+
+const Capability = z.enum(["enabled", "disabled"], { error: "a capability must be `enabled` or `disabled`." });
+/** Resend's form of receiving; sending cannot be turned off for a tern domain (delete it instead). */
+const Capabilities = z
+  .object({
+    sending: z.literal("enabled", { error: "`capabilities.sending` must be `enabled`: tern cannot turn sending off for a domain (delete the domain instead)." }).optional(),
+    receiving: Capability.optional(),
+  })
+  .strict();
+
 const Tls = z.enum(["opportunistic", "enforced"], { error: "`tls` must be `opportunistic` or `enforced`." });
 
 export const CreateDomainRequest = z
@@ -66,6 +85,8 @@ export const CreateDomainRequest = z
     click_tracking: z.boolean({ error: "`click_tracking` must be a boolean." }).default(false),
     tls: Tls.default("opportunistic"),
     receiving: z.boolean({ error: "`receiving` must be a boolean." }).default(false),
+    capabilities: Capabilities.optional(),
+    tracking_subdomain: TrackingSubdomain.optional(),
     dkim_algorithm: z
       .enum(["rsa", "ed25519", "rsa+ed25519"], { error: "`dkim_algorithm` must be `rsa`, `ed25519` or `rsa+ed25519`." })
       .default("rsa")
@@ -79,6 +100,8 @@ export const UpdateDomainRequest = z
     click_tracking: z.boolean({ error: "`click_tracking` must be a boolean." }).optional(),
     tls: Tls.optional(),
     receiving: z.boolean({ error: "`receiving` must be a boolean." }).optional(),
+    capabilities: Capabilities.optional(),
+    tracking_subdomain: TrackingSubdomain.optional(),
   })
   .strict()
   .openapi("UpdateDomainRequest");
@@ -112,6 +135,8 @@ const Domain = z
     click_tracking: z.boolean(),
     tls: z.enum(["opportunistic", "enforced"]),
     receiving: z.boolean(),
+    capabilities: z.object({ sending: Capability, receiving: Capability }),
+    tracking_subdomain: z.null(),
     records: z.array(DomainRecord),
     dmarc: z
       .object({
@@ -126,8 +151,21 @@ const Domain = z
   .openapi("Domain");
 
 const DomainItem = z
-  .object({ id: z.string(), name: z.string(), status: z.enum(DOMAIN_STATUSES), created_at: z.string(), region: z.string() })
+  .object({
+    id: z.string(), name: z.string(), status: z.enum(DOMAIN_STATUSES), created_at: z.string(), region: z.string(),
+    open_tracking: z.boolean(), click_tracking: z.boolean(), capabilities: z.object({ sending: Capability, receiving: Capability }),
+  })
   .openapi("DomainListItem");
+
+/** `receiving`, or Resend's `capabilities.receiving`; the two must agree when both are given. */
+function receivingOf(body: { receiving?: boolean; capabilities?: { receiving?: "enabled" | "disabled" } }): boolean | undefined {
+  const cap = body.capabilities?.receiving;
+  if (cap === undefined) return body.receiving;
+  if (body.receiving !== undefined && body.receiving !== (cap === "enabled")) {
+    throw new ApiError("validation_error", "`receiving` and `capabilities.receiving` disagree: give one of them.");
+  }
+  return cap === "enabled";
+}
 
 async function domainOr404(c: Ctx): Promise<DomainWithKeys> {
   return findDomain(c.env.DB, c.get("principal").accountId, c.req.param("id")!);
@@ -156,7 +194,7 @@ export function registerDomainRoutes(app: App): void {
         openTracking: body.open_tracking,
         clickTracking: body.click_tracking,
         tls: body.tls,
-        receiving: body.receiving,
+        receiving: receivingOf(body) ?? false,
         dkimAlgorithm: body.dkim_algorithm,
       }, Date.now());
       return c.json(view, 201);
@@ -212,7 +250,7 @@ export function registerDomainRoutes(app: App): void {
         openTracking: body.open_tracking,
         clickTracking: body.click_tracking,
         tls: body.tls,
-        receiving: body.receiving,
+        receiving: receivingOf(body),
       }, Date.now()));
     },
   );

@@ -19,7 +19,7 @@ const LogSummary = z
   .openapi("LogSummary");
 
 const Log = LogSummary.extend({
-  request_body: z.unknown().nullable().openapi({ description: "The JSON body sent, without secrets and attachment contents." }),
+  request_body: z.unknown().nullable().openapi({ description: "The JSON body sent, without secrets and attachment contents; a non-object body (a batch's array) as `{data: ...}`." }),
   response_body: z.unknown().nullable().openapi({ description: "The JSON answer, without secrets." }),
 }).openapi("Log");
 

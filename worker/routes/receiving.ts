@@ -18,7 +18,7 @@ const ReceivedEmail = ReceivedItem.omit({ attachment_count: true })
   .extend({
     html: z.string().nullable(),
     text: z.string().nullable(),
-    headers: z.array(z.object({ name: z.string(), value: z.string() })),
+    headers: z.record(z.string(), z.string()).openapi({ description: "Header name -> value; a repeated field's values joined by \", \"." }),
     authentication: z.object({ spf: z.string().nullable(), dkim: z.string().nullable(), dmarc: z.string().nullable(), authserv_id: z.string().nullable() }),
     raw: Download,
     attachments: z.array(
