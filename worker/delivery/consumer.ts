@@ -92,7 +92,6 @@ export async function deliverBatch(env: Env, emailIds: string[], pool: SessionPo
   // saves that email a write of its own.
   const queue = [...claimed];
   const simulatedWrites: SimulatedWrite[] = [];
-  const settlements = new Settlements(env);
   await Promise.all(
     Array.from({ length: Math.min(PARALLEL_SESSIONS, queue.length) }, async () => {
       let carried: Carried | null = null;
@@ -104,7 +103,7 @@ export async function deliverBatch(env: Env, emailIds: string[], pool: SessionPo
         carried = null;
         try {
           const nextMark = next ? firstMessageMark(next, suppressed.get(next.accountId)!, config) : null;
-          const done = await deliverEmail(env, config, email, suppressed.get(email.accountId)!, pool, now, simulatedWrites, settlements, { first, nextMark });
+          const done = await deliverEmail(env, config, email, suppressed.get(email.accountId)!, pool, now, simulatedWrites, { first, nextMark });
           outcome.set(email.id, done.retryIn);
           carried = done.next;
         } catch (err) {
@@ -142,7 +141,6 @@ export async function deliverBatch(env: Env, emailIds: string[], pool: SessionPo
       }
     }
   }
-  await settlements.settled();
   return outcome;
 }
 
@@ -184,11 +182,10 @@ class UnrecordedDeliveryError extends Error {}
 
 /** Records what happened to mail that already left tern. A transient D1 failure must not turn
  * into a second send, so the write is retried (it is guarded by state = 'sending' and the
- * lease, so running it twice changes nothing) before giving up. `from` > 0 starts by checking
- * whether an earlier try committed. */
-async function recordAfterSend(d1: D1Database, emailId: string, statements: BatchItem<"sqlite">[], from = 0): Promise<D1Result[] | null> {
+ * lease, so running it twice changes nothing) before giving up. */
+async function recordAfterSend(d1: D1Database, emailId: string, statements: BatchItem<"sqlite">[]): Promise<D1Result[] | null> {
   let last: unknown;
-  for (let attempt = from; attempt < 4; attempt++) {
+  for (let attempt = 0; attempt < 4; attempt++) {
     try {
       // A batch that failed on the way back may have committed: then there is nothing to redo
       // (and what it did is not known: null).
@@ -203,68 +200,6 @@ async function recordAfterSend(d1: D1Database, emailId: string, statements: Batc
     }
   }
   throw new UnrecordedDeliveryError("recording the delivery failed", { cause: last });
-}
-
-interface PendingSettlement {
-  emailId: string;
-  statements: BatchItem<"sqlite">[];
-  outbox: OutboxEvent[];
-  done: (r: Promise<D1Result[] | null>) => void;
-}
-
-/** Group commit of the settlements of mail that left tern. Each worker still waits for its own
- * email's record before its connection carries another message; settlements that become ready
- * while a write is under way are written together in the next D1 batch, and their webhook
- * hints go in one queue send. A D1 call (and locally a commit with its fsync) is most of what
- * an email costs the consumer beyond its own message, so under load this divides it by the
- * number of connections. If a grouped batch fails, each settlement is written on its own as
- * before (recordAfterSend: checked first, since the failed batch may have committed). */
-class Settlements {
-  private pending: PendingSettlement[] = [];
-  private writing: Promise<void> | null = null;
-  private readonly hints: Promise<void>[] = [];
-
-  constructor(private readonly env: Env) {}
-
-  record(emailId: string, statements: BatchItem<"sqlite">[], outbox: OutboxEvent[]): Promise<D1Result[] | null> {
-    return new Promise((resolve) => {
-      this.pending.push({ emailId, statements, outbox, done: (r) => resolve(r) });
-      this.writing ??= this.drain();
-    }) as Promise<D1Result[] | null>;
-  }
-
-  private async drain(): Promise<void> {
-    // Let the other workers' settlements that are ready now join this one.
-    await Promise.resolve();
-    while (this.pending.length > 0) {
-      const group = this.pending.splice(0);
-      let results: D1Result[] | null = null;
-      try {
-        results = (await drizzle(this.env.DB).batch(group.flatMap((g) => g.statements) as [BatchItem<"sqlite">])) as unknown as D1Result[];
-      } catch {
-        results = null;
-      }
-      if (results) {
-        let at = 0;
-        for (const g of group) {
-          g.done(Promise.resolve(results.slice(at, (at += g.statements.length))));
-        }
-        this.hints.push(announce(this.env, group.flatMap((g) => g.outbox)));
-      } else {
-        for (const g of group) {
-          const own = recordAfterSend(this.env.DB, g.emailId, g.statements, 1);
-          g.done(own.then((r) => (this.hints.push(announce(this.env, g.outbox)), r)));
-          await own.catch(() => {});
-        }
-      }
-    }
-    this.writing = null;
-  }
-
-  /** Waits for the webhook hints sent so far. */
-  async settled(): Promise<void> {
-    await Promise.all(this.hints);
-  }
 }
 
 /** The suppressed addresses among the claimed emails' recipients, by account: one read per
@@ -334,7 +269,6 @@ async function deliverEmail(
   pool: SessionPool,
   now: () => number,
   simulatedWrites: SimulatedWrite[],
-  settlements: Settlements,
   handoff: Handoff,
 ): Promise<{ retryIn: number | null; next: Carried | null }> {
   const attempt = email.attempts + 1;
@@ -370,7 +304,8 @@ async function deliverEmail(
   // must not send it again.
   const mark = handoff.nextMark && { ...handoff.nextMark, renewTo: t + config.leaseMs };
   if (mark) statements.push(markInFlightStatement(drizzle(env.DB), mark));
-  const written = await settlements.record(email.id, statements, outbox);
+  const written = await recordAfterSend(env.DB, email.id, statements);
+  await announce(env, outbox);
   if (!mark) return { retryIn, next: null };
   // A batch retried after it may have committed does not say whether the mark was written.
   if (written === null) return { retryIn, next: { marked: false, leases: [mark.lease, mark.renewTo] } };
