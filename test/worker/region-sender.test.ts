@@ -19,7 +19,7 @@ beforeAll(async () => {
 
 /** Records an email the way the API does but keeps it away from the background consumer
  * (scheduled far ahead), then makes it due so the test hands it to a sender itself. */
-async function recordedEmail(acct: TestAccount, to: string): Promise<string> {
+async function recordedEmail(acct: TestAccount, to: string | string[]): Promise<string> {
   const res = await api(acct.token, "POST", "/emails", { from: `Acme <news@${acct.domain}>`, to, subject: "Sender", text: "hello", scheduled_at: "in 20 days" });
   expect(res.status).toBe(200);
   const { id } = (await res.json()) as { id: string };
@@ -81,6 +81,36 @@ describe("a region's sender object", () => {
     expect(ok!.outcome).toBeNull();
     expect(await connectionOf(after)).not.toBe(await connectionOf(before));
     expect(await sender.connections("us-east-1")).toEqual({ sessions: 1, idle: 1, busy: 0 });
+  });
+});
+
+describe("a relay's rate limit for one recipient domain", () => {
+  it("holds that domain's mail in the sender, not other domains'", async () => {
+    const sender = freshSender();
+    const eventsOf = async (id: string) => ((await (await api(us.token, "GET", `/emails/${id}/events`)).json()) as { data: { type: string; data: Record<string, unknown> }[] }).data;
+    // The peer answers RCPT to throttled.example with 421 4.7.28.
+    const [first, second, other] = [address("a", "throttled.example"), address("b", "throttled.example"), address("c", "example.com")];
+    const one = await recordedEmail(us, [first, second, other]);
+    const [out] = await sender.deliver([one]);
+    expect(out!.outcome).toEqual(expect.any(Number));
+    const delayed = (await eventsOf(one)).find((e) => e.type === "delivery_delayed")!;
+    expect(delayed.data.recipients).toEqual([first, second]);
+    const said = JSON.stringify(delayed.data);
+    expect(said).toContain("Too many messages to throttled.example");
+    // The second recipient was not offered to the relay: tern held it.
+    expect(said).toContain("The relay asked tern to slow down for throttled.example");
+    expect(await capturedFor(other)).toHaveLength(1);
+
+    // A later batch: the domain is still held, other domains go at once.
+    const held = address("d", "throttled.example");
+    const elsewhere = address("e", "example.com");
+    const heldId = await recordedEmail(us, held);
+    const later = await sender.deliver([heldId, await recordedEmail(us, elsewhere)]);
+    expect(later.map((o) => o.outcome)).toEqual([expect.any(Number), null]);
+    expect(await capturedFor(elsewhere)).toHaveLength(1);
+    const waited = JSON.stringify((await eventsOf(heldId)).find((e) => e.type === "delivery_delayed")!.data);
+    expect(waited).toContain("The relay asked tern to slow down for throttled.example");
+    expect(waited).not.toContain("421 4.7.28 Too many messages to throttled.example, slow down");
   });
 });
 

@@ -19,7 +19,7 @@ import { bodyHash, signComposed } from "../dkim/sign.ts";
 import { transportFor } from "../transports/select.ts";
 import { NoSigningKeyError, sendingIdentity } from "./sending-identity.ts";
 import { isSimulated, simulate } from "../transports/simulator.ts";
-import { SessionPool } from "./session-pool.ts";
+import { rateLimited, SessionPool } from "./session-pool.ts";
 import type { MessageChunks, Transport } from "../transports/transport.ts";
 import { settleAttempt, type AttemptResult, type EventRecord, type Settlement } from "./outcome.ts";
 import { AttemptLog, LeaseLostError, markInFlightStatement, progressOf, type InFlightMark } from "./progress.ts";
@@ -363,6 +363,16 @@ async function attemptDelivery(
   const session = await pool.acquire(email.region);
   try {
     for (const [i, recipient] of real.entries()) {
+      const domain = recipient.slice(recipient.lastIndexOf("@") + 1);
+      const throttled = pool.throttled(email.region, domain);
+      if (throttled) {
+        // The relay asked to slow down for this domain: its mail waits for a retry unsent,
+        // while mail to other domains goes on.
+        log.results.push({ recipient, status: "deferred", message: throttled, final: false });
+        const next = real[i + 1];
+        if (next !== undefined) await recordOrLeave(log, next);
+        continue;
+      }
       const raw = await messageFor(recipient);
       // The envelope carries internationalized domains as A-labels (punycode).
       const envelopeFrom = await identity.envelopeFrom(recipient);
@@ -371,7 +381,10 @@ async function attemptDelivery(
         // have left: the email waits for its lease, and its recipient is sent again visibly.
         throw new UnrecordedDeliveryError("the transport failed mid-message", { cause: err });
       });
-      for (const r of delivered) log.results.push({ ...r, final: r.status === "accepted" && (r.final ?? config.relayFinal) });
+      for (const r of delivered) {
+        if (rateLimited(r)) pool.throttle(email.region, domain, r.message);
+        log.results.push({ ...r, final: r.status === "accepted" && (r.final ?? config.relayFinal) });
+      }
       const next = real[i + 1];
       if (next !== undefined) await recordOrLeave(log, next);
     }

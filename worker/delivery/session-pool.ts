@@ -17,10 +17,12 @@ export interface SessionPoolOptions {
   idleMs: number;
   /** How long a region whose relay failed to set up a session is not tried again. */
   holdMs: number;
+  /** How long mail to a recipient domain waits after the relay asked to slow down for it. */
+  throttleMs?: number;
   now?: () => number;
 }
 
-export const SENDER_POOL_DEFAULTS: SessionPoolOptions = { perRegion: 3, idleMs: 20_000, holdMs: 15_000 };
+export const SENDER_POOL_DEFAULTS: SessionPoolOptions = { perRegion: 3, idleMs: 20_000, holdMs: 15_000, throttleMs: 60_000 };
 
 interface Idle {
   session: TransportSession;
@@ -33,6 +35,8 @@ interface RegionSessions {
   busy: number;
   waiting: Array<() => void>;
   heldOff?: { until: number; reason: string };
+  /** Recipient domains the relay asked to slow down for, until when, and why. */
+  throttled: Map<string, { until: number; reason: string }>;
   /** Sessions opened for this region since the pool was made (a warm pool opens few). */
   opened: number;
 }
@@ -50,7 +54,7 @@ export class SessionPool {
 
   private of(region: string): RegionSessions {
     let r = this.regions.get(region);
-    if (!r) this.regions.set(region, (r = { idle: [], busy: 0, waiting: [], opened: 0 }));
+    if (!r) this.regions.set(region, (r = { idle: [], busy: 0, waiting: [], opened: 0, throttled: new Map() }));
     return r;
   }
 
@@ -115,6 +119,21 @@ export class SessionPool {
     r.waiting.shift()?.();
   }
 
+  /** The relay answered a message to `domain` with a rate-limit reply (rateLimited below): the
+   * region's mail to that domain waits for its retry for a while; other domains go on. */
+  throttle(region: string, domain: string, reply: string): void {
+    const ms = this.options.throttleMs ?? 60_000;
+    const r = this.of(region);
+    if (r.throttled.size > 10_000) r.throttled.clear();
+    r.throttled.set(domain.toLowerCase(), { until: this.now() + ms, reason: `The relay asked tern to slow down for ${domain.toLowerCase()} ("${reply}"); mail to that domain waits ${Math.round(ms / 1000)} s before the next try.` });
+  }
+
+  /** Why mail to `domain` must wait now, or undefined when it may go. */
+  throttled(region: string, domain: string): string | undefined {
+    const t = this.of(region).throttled.get(domain.toLowerCase());
+    return t && t.until > this.now() ? t.reason : undefined;
+  }
+
   /** Closes every idle session (QUIT); sessions lent out are closed by their borrowers' release
    * only if the pool is used again, so call this when no email is being sent. */
   async closeAll(): Promise<void> {
@@ -142,4 +161,11 @@ function deferring(reason: string): TransportSession {
   };
   HELD_OFF.add(session);
   return session;
+}
+
+/** A relay's reply that asks the sender to slow down: 421, 450 or 451 with RFC 3463's 4.7.28
+ * ("mail flood") or words to that effect. A plain 4xx (a full mailbox, greylisting) is not. */
+export function rateLimited(r: RecipientResult): boolean {
+  if (r.status !== "deferred" || (r.code !== 421 && r.code !== 450 && r.code !== 451)) return false;
+  return r.enhancedCode === "4.7.28" || /rate.?limit|too many|throttl|slow down/i.test(r.message);
 }
