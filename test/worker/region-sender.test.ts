@@ -4,7 +4,7 @@
 // TCP and never answers) never delays another region's mail.
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
-import { senderFor } from "../../worker/delivery/region-batch.ts";
+import { senderFor, senderName } from "../../worker/delivery/region-batch.ts";
 import { SessionPool } from "../../worker/delivery/session-pool.ts";
 import { createSmtpTransport } from "../../worker/transports/smtp.ts";
 import { api, createAccount, type TestAccount } from "./fixtures.ts";
@@ -81,6 +81,18 @@ describe("a region's sender object", () => {
     expect(ok!.outcome).toBeNull();
     expect(await connectionOf(after)).not.toBe(await connectionOf(before));
     expect(await sender.connections("us-east-1")).toEqual({ sessions: 1, idle: 1, busy: 0 });
+  });
+});
+
+describe("a region's senders", () => {
+  it("are one object per region, or SENDERS_PER_REGION of them for a busy region", () => {
+    const id = (name: string) => env.SENDER.idFromName(name).toString();
+    expect(senderFor(env, "eu-west-1").id.toString()).toBe(id("region:eu-west-1"));
+    const four = { ...env, SENDERS_PER_REGION: "4" } as Env;
+    const names = new Set([0, 1, 2, 3].map((n) => id(senderName("eu-west-1", n))));
+    const picked = new Set(Array.from({ length: 64 }, () => senderFor(four, "eu-west-1").id.toString()));
+    for (const p of picked) expect(names).toContain(p);
+    expect(picked.size).toBeGreaterThan(1);
   });
 });
 

@@ -8,11 +8,20 @@ import { answerBatch, consumeSendBatch, type DeliveryOutcome } from "./consumer.
 import { queueRegion } from "../queues.ts";
 
 /** The sender of a region: one object per region, named by it, placed by its hint (a hint
- * takes effect when the object is first created). */
+ * takes effect when the object is first created). SENDERS_PER_REGION > 1 spreads a busy
+ * region's batches over that many objects (one thread and 3 connections each), each batch
+ * going to one picked at random. */
 export function senderFor(env: Env, region: string): DurableObjectStub<import("../../durable-objects/region-sender.ts").RegionSender> {
   const ns = inJurisdiction(env, env.SENDER);
   const hint = regionFacts(region)?.locationHint;
-  return ns.get(ns.idFromName(`region:${region}`), hint ? { locationHint: hint } : undefined);
+  const pool = Math.min(Math.max(Math.floor(Number(env.SENDERS_PER_REGION) || 1), 1), 32);
+  const n = pool > 1 ? Math.floor(Math.random() * pool) : 0;
+  return ns.get(ns.idFromName(senderName(region, n)), hint ? { locationHint: hint } : undefined);
+}
+
+/** The name of a region's n-th sender (the first keeps the plain name). */
+export function senderName(region: string, n: number): string {
+  return n === 0 ? `region:${region}` : `region:${region}#${n}`;
 }
 
 export async function consumeRegionBatch(batch: MessageBatch<QueueMessage>, env: Env): Promise<void> {
