@@ -28,6 +28,11 @@ export default defineConfig({
                   // The background queue consumer delivers to a loopback peer that captures mail.
                   RELAY_URL: `smtp+plain://127.0.0.1:${peers.plain}`,
                   RELAY_FINAL: "true",
+                  // ap-northeast-1's relay is blackholed (accepts TCP, never answers): its mail
+                  // waits while every other region's goes (test/worker/region-sender.test.ts).
+                  // No other test sends through that region.
+                  RELAY_URL_AP_NORTHEAST_1: `smtp+plain://127.0.0.1:${peers.silent}`,
+                  RELAY_TIMEOUT_SECONDS: "5",
                   RETRY_SCHEDULE: "1,1,1",
                   // Domains are checked against the test zone (test/support/dns-zone.ts).
                   DOH_URL: `https://localhost:${peers.doh}/dns-query`,

@@ -6,7 +6,7 @@
 // commit (`git archive <commit> | tar -x -C dir`, node_modules linked), that commit's tern runs
 // beside this one in the same rounds and the two are compared as ratios to nodemailer. The
 // consumer's own rate is its messages over the summed durations of its queue batches (wrangler
-// dev's `QUEUE tern-send` lines).
+// dev's `QUEUE tern-<region>-send` lines).
 import { join, resolve } from "node:path";
 import { startTern as startThis, type TernProcess } from "../test/support/processes.ts";
 import { clearRelay, consumerLog, directToRelay, htmlOfSize, throughTern, type DeliveryResult, type Target } from "./delivery.ts";
@@ -30,7 +30,7 @@ interface Subject {
 function subject(name: string, t: TernProcess): Subject {
   let lines = "";
   t.child.stdout!.on("data", (chunk: Buffer) => {
-    for (const line of chunk.toString().split("\n")) if (line.includes("QUEUE tern-send")) lines += line + "\n";
+    for (const line of chunk.toString().split("\n")) if (/QUEUE tern-[a-z0-9-]*send /.test(line)) lines += line + "\n";
   });
   const target = { url: t.url, apiKey: t.apiKey, relayHttp: t.relayHttp, relaySmtpPort: t.relaySmtpPort, mailDir: join(t.stateDir, "tern", "mailbox") };
   return { name, t, target, queueLines: () => lines, runs: [], ratios: [] };

@@ -29,12 +29,12 @@ export interface ConsumerLog {
   medianBatchMs: number;
 }
 
-/** Reads wrangler dev's `QUEUE tern-send 10/10 (171ms)` lines. */
+/** Reads wrangler dev's `QUEUE tern-us-east-1-send 10/10 (171ms)` lines. */
 export function consumerLog(output: string): ConsumerLog {
   const plain = output.replace(/\x1b\[[0-9;]*m/g, "");
   const ms: number[] = [];
   let messages = 0;
-  for (const m of plain.matchAll(/QUEUE tern-send (\d+)\/(\d+) \((\d+)ms\)/g)) {
+  for (const m of plain.matchAll(/QUEUE tern-[a-z0-9-]*send (\d+)\/(\d+) \((\d+)ms\)/g)) {
     messages += Number(m[2]);
     ms.push(Number(m[3]));
   }

@@ -1,11 +1,14 @@
 // Profiles the Worker's isolate (and any other isolates wrangler's inspector lists) while a
 // closed-loop load runs: where does the CPU of one request go? A development tool, not part of
-// `npm run bench`. Usage: npm run profile -- [send|scheduled|bare|key][,...] [connections] [seconds]
+// `npm run bench`. Usage: npm run profile -- [send|scheduled|bare|key|relay][,...] [connections] [seconds]
+// (relay: bench part 2's email, 5 KB of html to a recipient of the dev relay, so the queue
+// consumer's real delivery path is in the profile)
 // (PROFILE=0: load only; ROUNDS=n: interleaved rounds). Summaries print; the .cpuprofile files
 // go to /tmp/prof/ for Chrome DevTools.
 import { mkdirSync, writeFileSync } from "node:fs";
 import WebSocket from "ws";
 import { runLoad } from "./load.ts";
+import { htmlOfSize } from "./delivery.ts";
 import { startTern } from "../test/support/processes.ts";
 
 const kinds = (process.argv[2] ?? "send").split(",");
@@ -35,7 +38,9 @@ try {
     method: kind === "bare" ? "GET" : "POST",
     headers: auth,
     headersFor: kind === "key" ? () => ({ "idempotency-key": crypto.randomUUID() }) : undefined,
-    body: kind === "bare" ? undefined : JSON.stringify({ from: "Bench <bench@tern.test>", to: "delivered@simulator.tern.test", subject: "bench", text: "hello", ...(kind === "scheduled" ? { scheduled_at: new Date(Date.now() + 86400_000).toISOString() } : {}) }),
+    body: kind === "bare" ? undefined
+      : kind === "relay" ? JSON.stringify({ from: "Bench <bench@tern.test>", to: "bench-profile@example.com", subject: "bench", html: htmlOfSize(5 * 1024) })
+      : JSON.stringify({ from: "Bench <bench@tern.test>", to: "delivered@simulator.tern.test", subject: "bench", text: "hello", ...(kind === "scheduled" ? { scheduled_at: new Date(Date.now() + 86400_000).toISOString() } : {}) }),
     connections, warmupMs: 1000, durationMs,
   });
   for (const kind of kinds) await load(kind, 2000); // warm

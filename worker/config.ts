@@ -7,6 +7,9 @@ export interface TernConfig {
   relayUrl: string;
   relayFinal: boolean;
   heloName: string;
+  /** How long tern waits for a relay to connect and for each of its replies (the greeting
+   * included) before it gives up on the connection and defers the message. */
+  relayTimeoutMs: number;
   simulatorDomains: string[];
   inlineContentLimit: number;
   /** Seconds to wait before each retry of a deferred delivery; its length is the attempt budget. */
@@ -64,6 +67,7 @@ export function readConfig(env: Env): TernConfig {
     relayUrl: regionDefaults.relayUrl,
     relayFinal: env.RELAY_FINAL === "true",
     heloName: env.SMTP_HELO_NAME || "tern.localhost",
+    relayTimeoutMs: (Number(env.RELAY_TIMEOUT_SECONDS) || 30) * 1000,
     simulatorDomains: (env.SIMULATOR_DOMAINS ?? "")
       .split(",")
       .map((d) => d.trim().toLowerCase())

@@ -4,7 +4,7 @@ import { newApp } from "./app.ts";
 import { readConfig } from "./config.ts";
 import { handleEmail } from "./inbound/email-handler.ts";
 import { recheckDueDomains } from "./domains/service.ts";
-import { consumeSendBatch } from "./delivery/consumer.ts";
+import { consumeRegionBatch } from "./delivery/region-batch.ts";
 import { sweepDelivery } from "./delivery/cron.ts";
 import { registerApiKeyRoutes } from "./routes/api-keys.ts";
 import { registerDocRoutes } from "./routes/docs.ts";
@@ -39,6 +39,7 @@ import { sweepIdempotencyKeys } from "./sending/idempotency.ts";
 
 export { RateLimiter } from "../durable-objects/rate-limiter.ts";
 export { IdempotencyFront } from "../durable-objects/idempotency-front.ts";
+export { RegionSender } from "../durable-objects/region-sender.ts";
 
 export const app = newApp();
 registerEmailRoutes(app);
@@ -71,7 +72,7 @@ export default {
     const role = queueRole(batch.queue);
     if (role === "webhooks") await consumeWebhookBatch(batch as unknown as MessageBatch<WebhookQueueMessage>, env);
     else if (role === "broadcasts") await consumeBroadcastBatch(batch as unknown as MessageBatch<BroadcastMessage | ImportMessage>, env);
-    else if (role === "send") await consumeSendBatch(batch as MessageBatch<QueueMessage>, env);
+    else if (role === "send") await consumeRegionBatch(batch as MessageBatch<QueueMessage>, env);
     // Retried, not acknowledged: nothing is lost while an operator fixes the name.
     else throw new Error(`queue ${batch.queue}: its name must end in -send, -webhooks or -broadcasts`);
   },

@@ -4,43 +4,8 @@
 // host) comes from vars suffixed with the region (RELAY_URL_EU_WEST_1, TRANSPORT_EU_WEST_1,
 // SPF_INCLUDE_EU_WEST_1, BOUNCE_HOST_EU_WEST_1), falling back to the unsuffixed var.
 
-export type TransportKind = "smtp" | "cloudflare";
-export const TRANSPORT_KINDS: readonly TransportKind[] = ["smtp", "cloudflare"];
-
-export interface RegionFacts {
-  /** Resend's region name, as domains record it. */
-  name: string;
-  /** Where a Durable Object created for this region should live (`locationHint`). */
-  locationHint: DurableObjectLocationHint;
-  /** The Workers placement hint (`[placement] region`) for a Worker that serves this region. */
-  placement: `aws:${string}`;
-  /** The data can be kept in this Cloudflare jurisdiction (Durable Objects, R2, D1), when the
-   * operator opts in (README: EU data residency). */
-  jurisdiction?: "eu";
-}
-
-// apac rather than the newer apac-ne for Tokyo: apac is the documented, stable hint.
-export const REGION_TABLE = [
-  { name: "us-east-1", locationHint: "enam", placement: "aws:us-east-1" },
-  { name: "eu-west-1", locationHint: "weur", placement: "aws:eu-west-1", jurisdiction: "eu" },
-  { name: "sa-east-1", locationHint: "sam", placement: "aws:sa-east-1" },
-  { name: "ap-northeast-1", locationHint: "apac", placement: "aws:ap-northeast-1" },
-] as const satisfies readonly RegionFacts[];
-
-export type RegionName = (typeof REGION_TABLE)[number]["name"];
-
-/** The region names, in the table's order (a tuple, so zod can make an enum of it). */
-export const REGIONS = REGION_TABLE.map((r) => r.name) as unknown as readonly [RegionName, ...RegionName[]];
-
-export const DEFAULT_REGION: RegionName = "us-east-1";
-
-export function isRegion(name: unknown): name is RegionName {
-  return typeof name === "string" && (REGIONS as readonly string[]).includes(name);
-}
-
-export function regionFacts(name: string): RegionFacts | undefined {
-  return REGION_TABLE.find((r) => r.name === name);
-}
+export { DEFAULT_REGION, REGION_TABLE, REGIONS, TRANSPORT_KINDS, isRegion, regionFacts, type RegionFacts, type RegionName, type TransportKind } from "./region-table.ts";
+import { DEFAULT_REGION, REGION_TABLE, TRANSPORT_KINDS, regionFacts, type RegionFacts, type TransportKind } from "./region-table.ts";
 
 /** A region as one deployment configured it. */
 export interface Region extends RegionFacts {

@@ -75,7 +75,7 @@ export async function captureTern(now: number = Date.now()): Promise<{ emailId: 
   const env = {
     DB: recordingD1(send),
     BLOBS: new Proxy({}, { get: () => unavailable("R2") }),
-    SEND_QUEUE: { sendBatch: async () => undefined },
+    SEND_QUEUE_US_EAST_1: { sendBatch: async () => undefined },
     WEBHOOK_QUEUE: { sendBatch: async () => undefined },
   } as unknown as Env;
   const principal: Principal = { accountId: FLOOR_ACCOUNT, keyId: "bench", permission: "full_access", domainId: null, plan: FLOOR_PLAN, rateLimit: 1_000_000 };

@@ -7,7 +7,8 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { queueRole } from "../../worker/queues.ts";
+import { SEND_QUEUE_BINDINGS, queueRegion, queueRole, sendQueueBinding } from "../../worker/queues.ts";
+import { REGION_TABLE } from "../../worker/region-table.ts";
 
 const root = resolve(import.meta.dirname, "..", "..");
 const dir = mkdtempSync(join(process.env.TERN_TEST_TMP ?? tmpdir(), "tern-deploy-"));
@@ -56,8 +57,14 @@ function queueTables(toml: string, kind: "producers" | "consumers", env?: string
   );
 }
 
-/** Which role each producer binding's queue plays (worker/queues.ts decides by the name). */
-const ROLE_OF_BINDING = { SEND_QUEUE: "send", WEBHOOK_QUEUE: "webhooks", BROADCAST_QUEUE: "broadcasts" } as const;
+/** Which role each producer binding's queue plays (worker/queues.ts decides by the name): a send
+ * queue per region of the table (SEND_QUEUE_US_EAST_1 -> ...-us-east-1-send), and one each for
+ * webhooks and broadcasts. */
+const ROLE_OF_BINDING: Record<string, string> = {
+  ...Object.fromEntries(SEND_QUEUE_BINDINGS.map((b) => [b, "send"])),
+  WEBHOOK_QUEUE: "webhooks",
+  BROADCAST_QUEUE: "broadcasts",
+};
 
 function checkQueues(toml: string, env?: string): void {
   const producers = queueTables(toml, "producers", env);
@@ -65,15 +72,20 @@ function checkQueues(toml: string, env?: string): void {
   expect(producers.map((p) => p.binding).sort()).toEqual(Object.keys(ROLE_OF_BINDING).sort());
   for (const p of producers) {
     // The consumer that reads a binding's queue is the one for the binding's role.
-    expect(queueRole(p.queue!), `${p.binding} -> ${p.queue}`).toBe(ROLE_OF_BINDING[p.binding as keyof typeof ROLE_OF_BINDING]);
+    expect(queueRole(p.queue!), `${p.binding} -> ${p.queue}`).toBe(ROLE_OF_BINDING[p.binding!]);
     expect(consumed, `${env ?? "default"} environment: nothing consumes ${p.queue}`).toContain(p.queue);
+  }
+  // Each region's mail has its own queue, named for the region its binding is for.
+  for (const r of REGION_TABLE) {
+    const queue = producers.find((p) => p.binding === sendQueueBinding(r.name))!.queue!;
+    expect(queueRegion(queue), `${sendQueueBinding(r.name)} -> ${queue}`).toBe(r.name);
   }
 }
 
 describe("wrangler deploy --dry-run, for every environment the README describes", () => {
   it("the default environment (wrangler.toml) builds, with its bindings", () => {
     const bindings = dryRun(configWith());
-    expect(bindings).toEqual(expect.arrayContaining(["DB D1 Database", "BLOBS R2 Bucket", "SEND_QUEUE Queue", "RATE_LIMITER Durable Object"]));
+    expect(bindings).toEqual(expect.arrayContaining(["DB D1 Database", "BLOBS R2 Bucket", ...SEND_QUEUE_BINDINGS.map((b) => `${b} Queue`), "RATE_LIMITER Durable Object", "SENDER Durable Object"]));
     checkQueues(readFileSync(join(root, "wrangler.toml"), "utf8"));
   }, 150_000);
 

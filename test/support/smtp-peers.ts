@@ -5,6 +5,7 @@
 //   tempfail*@ -> RCPT 451 4.2.0     reject*@   -> RCPT 550 5.1.1
 //   datatemp*@ -> 451 after DATA     dataperm*@ -> 554 after DATA
 //   hangup*@   -> the socket is destroyed once the DATA body arrived, with no reply
+//   anything@throttled.example -> RCPT 421 4.7.28 (the relay's rate limit for that domain)
 //   anything else is accepted, and the accepted message is captured.
 // Captured messages are served by the `control` HTTP server:
 //   GET /messages?peer=NAME&rcpt=ADDRESS  -> JSON list of CapturedMessage (both filters optional)
@@ -27,9 +28,10 @@ export interface SmtpPeers {
 export const PEER_USER = "relay-user";
 export const PEER_PASSWORD = "relay-pass";
 
-type Outcome = "accept" | "tempfail" | "reject" | "policy" | "datatemp" | "dataperm" | "hangup";
+type Outcome = "accept" | "tempfail" | "reject" | "policy" | "datatemp" | "dataperm" | "hangup" | "throttle";
 
 function outcomeOf(address: string): Outcome {
+  if (address.toLowerCase().endsWith("@throttled.example")) return "throttle";
   const local = address.split("@")[0]?.toLowerCase() ?? "";
   for (const o of ["tempfail", "reject", "policy", "datatemp", "dataperm", "hangup"] as const) if (local.startsWith(o)) return o;
   return "accept";
@@ -50,6 +52,7 @@ const RCPT_REPLIES: Partial<Record<Outcome, [number, string]>> = {
   tempfail: [451, "4.2.0 Mailbox temporarily unavailable, try again later"],
   reject: [550, "5.1.1 No such user here"],
   policy: [550, "5.7.1 Message rejected by local policy"],
+  throttle: [421, "4.7.28 Too many messages to throttled.example, slow down"],
 };
 const DATA_REPLIES: Partial<Record<Outcome, [number, string]>> = {
   datatemp: [451, "4.3.0 Temporary failure after DATA, try again later"],

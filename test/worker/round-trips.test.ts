@@ -18,8 +18,8 @@ interface Counts { d1Batches: number; d1Queries: number; queueSends: number; r2C
 function countingEnv(counts: Counts): Env {
   const DB = countingD1(env.DB, counts);
   const SEND_QUEUE = {
-    send: (body: unknown, o?: QueueSendOptions) => (counts.queueSends++, env.SEND_QUEUE.send(body, o)),
-    sendBatch: (m: Iterable<MessageSendRequest>, o?: QueueSendBatchOptions) => (counts.queueSends++, env.SEND_QUEUE.sendBatch(m, o)),
+    send: (body: unknown, o?: QueueSendOptions) => (counts.queueSends++, env.SEND_QUEUE_US_EAST_1.send(body, o)),
+    sendBatch: (m: Iterable<MessageSendRequest>, o?: QueueSendBatchOptions) => (counts.queueSends++, env.SEND_QUEUE_US_EAST_1.sendBatch(m, o)),
   } as Queue;
   const BLOBS = new Proxy(env.BLOBS, {
     get(target, prop) {
@@ -27,7 +27,7 @@ function countingEnv(counts: Counts): Env {
       return typeof v === "function" ? (...a: unknown[]) => (counts.r2Calls++, (v as (...x: unknown[]) => unknown).apply(target, a)) : v;
     },
   });
-  return { ...env, DB, SEND_QUEUE, BLOBS };
+  return { ...env, DB, SEND_QUEUE_US_EAST_1: SEND_QUEUE, BLOBS };
 }
 
 async function send(e: Env, subject: string) {

@@ -172,7 +172,7 @@ describe("SmtpClient against real peers", () => {
     expect((await capturedFor(ok))[0]).toMatchObject({ peer: "fragmented", recipients: [ok], mailParams: { SIZE: String(message("slowly\r\n").length) } });
   });
 
-  it("pipelines MAIL and RCPT and reads several replies arriving in one read", async () => {
+  it("pipelines MAIL, RCPT and DATA and reads several replies arriving in one read", async () => {
     const client = await SmtpClient.connect(options("pipelining", "plain"));
     expect(client.capabilities.pipelining).toBe(true);
     const [ok, temp, rejected] = [address("ok"), address("tempfail"), address("reject")];
@@ -187,6 +187,21 @@ describe("SmtpClient against real peers", () => {
     await client.quit();
     expect(again.data?.code).toBe(250);
     expect((await capturedFor(second))[0]?.connectionId).toBe((await capturedFor(ok))[0]?.connectionId);
+  });
+
+  it("pipelined DATA with every recipient refused: the relay's refusal of DATA is read, and the connection stays in step", async () => {
+    const client = await SmtpClient.connect(options("pipelining", "plain"));
+    const refused = address("reject");
+    const result = await client.send({ from: "bounce@tern.test", recipients: [refused], raw: message("nobody\r\n") });
+    expect(result.recipients[0]?.reply).toMatchObject({ code: 550 });
+    expect(result.data).toBeUndefined();
+    expect(client.usable).toBe(true);
+    const next = address("ok");
+    const again = await client.send({ from: "bounce@tern.test", recipients: [next], raw: message("next\r\n") });
+    await client.quit();
+    expect(again.data?.code).toBe(250);
+    expect(await capturedFor(refused)).toEqual([]);
+    expect((await capturedFor(next))[0]?.peer).toBe("pipelining");
   });
 
   it("falls back to HELO when EHLO is refused with a 5xx", async () => {

@@ -18,7 +18,7 @@ import { accounts, broadcastRecipients, broadcasts, contactSegments, contactTopi
 import { ApiError } from "../errors.ts";
 import { uuidv7 } from "../ids.ts";
 import { parseMailbox } from "../mime/address.ts";
-import type { QueueMessage } from "../sending/accept.ts";
+import { enqueueEmails } from "../delivery/enqueue.ts";
 import { consumeStatements, d1ErrorText, isQuotaViolation, quotaError } from "../sending/quota.ts";
 import { authorizeSender, type SendingDomain } from "../sending/sender.ts";
 import { healthPauseOn } from "../config.ts";
@@ -56,7 +56,7 @@ export interface FanoutOptions {
   pageSize?: number;
 }
 
-type FanoutEnv = Pick<Env, "DB" | "SEND_QUEUE" | "BROADCAST_QUEUE" | "HEALTH_PAUSE">;
+type FanoutEnv = Pick<Env, "DB" | "BROADCAST_QUEUE" | "HEALTH_PAUSE">;
 
 async function load(db: D1Database, id: string): Promise<BroadcastRow | undefined> {
   return drizzle(db).select().from(broadcasts).where(eq(broadcasts.id, id)).get();
@@ -174,7 +174,7 @@ export async function runFanout(env: FanoutEnv, broadcastId: string, opts: Fanou
     recorded += eligible.length;
     if (emailIds.length > 0) {
       // Hints only: the cron re-enqueues emails left in `queued`.
-      await env.SEND_QUEUE.sendBatch(emailIds.map((emailId) => ({ body: { emailId } satisfies QueueMessage }))).catch((e: unknown) => console.error("enqueue failed; the cron will pick these up", e));
+      await enqueueEmails(env, emailIds.map((id) => ({ id, region: domain.region }))).catch((e: unknown) => console.error("enqueue failed; the cron will pick these up", e));
     }
   }
   return { recorded, status: "sending", more: true };

@@ -19,7 +19,8 @@ import { bodyHash, signComposed } from "../dkim/sign.ts";
 import { transportFor } from "../transports/select.ts";
 import { NoSigningKeyError, sendingIdentity } from "./sending-identity.ts";
 import { isSimulated, simulate } from "../transports/simulator.ts";
-import type { MessageChunks, Transport, TransportSession } from "../transports/transport.ts";
+import { rateLimited, SessionPool } from "./session-pool.ts";
+import type { MessageChunks, Transport } from "../transports/transport.ts";
 import { settleAttempt, type AttemptResult, type EventRecord, type Settlement } from "./outcome.ts";
 import { AttemptLog, LeaseLostError, markInFlightStatement, progressOf, type InFlightMark } from "./progress.ts";
 import { canonicalRecipient } from "../sending/return-path.ts";
@@ -41,74 +42,87 @@ export interface ConsumerDeps {
   now?: () => number;
 }
 
-/** Opens one session per transport for the whole batch, so its messages share a connection. */
-class Sessions {
-  private open = new Map<string, Promise<TransportSession>>();
-  constructor(private readonly make: (region: string) => Transport) {}
-  get(region: string): Promise<TransportSession> {
-    let s = this.open.get(region);
-    if (!s) this.open.set(region, (s = this.make(region).open()));
-    return s;
-  }
-  async closeAll(): Promise<void> {
-    await Promise.allSettled([...this.open.values()].map(async (s) => (await s).close()));
+/** What became of each email of a batch: seconds until its retry, null when there is nothing
+ * more for this queue message to do, "error" for a quick retry. */
+export type DeliveryOutcome = number | null | "error";
+
+/** Workers that deliver a batch's claimed emails at once (each borrows one connection at a time
+ * from the pool, which opens at most SENDER_POOL_DEFAULTS.perRegion per region). */
+const PARALLEL_SESSIONS = 3;
+
+/** The in-process consumer: a queue batch delivered here, on connections opened for it and
+ * closed at its end. The Worker's send queues go through their region's sender object instead
+ * (consumeRegionBatch), which runs the same deliverBatch on connections it keeps warm. */
+export async function consumeSendBatch(batch: MessageBatch<QueueMessage>, env: Env, deps: ConsumerDeps = {}): Promise<void> {
+  const config = readConfig(env);
+  const pool = new SessionPool(deps.transportFor ?? ((region: string) => transportFor(env, config, region)));
+  try {
+    answerBatch(batch, await deliverBatch(env, batch.messages.map((m) => m.body.emailId), pool, deps.now));
+  } finally {
+    await pool.closeAll();
   }
 }
 
-/** Connections a batch may use at once per region (a Worker invocation may hold 6 sockets). */
-const PARALLEL_SESSIONS = 3;
+/** Acknowledges or retries each queue message as its email's outcome says. */
+export function answerBatch(batch: MessageBatch<QueueMessage>, outcome: Map<string, DeliveryOutcome>): void {
+  const answered = new Set<string>();
+  for (const msg of batch.messages) {
+    const id = msg.body.emailId;
+    const result = outcome.get(id);
+    // Done, not claimed (already sent, canceled, not yet due), or a duplicate in this batch.
+    if (result === null || result === undefined || answered.has(id)) msg.ack();
+    else if (result === "error") msg.retry({ delaySeconds: 30 });
+    else msg.retry({ delaySeconds: Math.min(Math.max(result, 0), MAX_QUEUE_DELAY_S) });
+    answered.add(id);
+  }
+}
 
-export async function consumeSendBatch(batch: MessageBatch<QueueMessage>, env: Env, deps: ConsumerDeps = {}): Promise<void> {
+/** Claims the given emails and delivers the ones it claimed, borrowing connections from `pool`. */
+export async function deliverBatch(env: Env, emailIds: string[], pool: SessionPool, clock?: () => number): Promise<Map<string, DeliveryOutcome>> {
   const config = readConfig(env);
-  const now = deps.now ?? Date.now;
-  const makeTransport = deps.transportFor ?? ((region: string) => transportFor(env, config, region));
-  const claimed = await claimEmails(env.DB, [...new Set(batch.messages.map((m) => m.body.emailId))], now(), config.leaseMs);
+  const now = clock ?? Date.now;
+  const claimed = await claimEmails(env.DB, [...new Set(emailIds)], now(), config.leaseMs);
   const suppressed = await suppressedInBatch(env.DB, claimed);
-  const outcome = new Map<string, number | null | "error">();
+  const outcome = new Map<string, DeliveryOutcome>();
 
-  // A few workers, each with its own connection per region, take the claimed emails in turn;
-  // each message's reply is recorded as soon as it arrives (progress.ts), so a crash leaves at
-  // most one message per connection whose outcome tern does not know. Each worker takes its
-  // next email before settling the current one: the settlement's D1 batch also marks the next
-  // email's first message in flight, which saves that email a write of its own.
+  // A few workers take the claimed emails in turn; each message's reply is recorded as soon as
+  // it arrives (progress.ts), so a crash leaves at most one message per connection whose
+  // outcome tern does not know. Each worker takes its next email before settling the current
+  // one: the settlement's D1 batch also marks the next email's first message in flight, which
+  // saves that email a write of its own.
   const queue = [...claimed];
   const simulatedWrites: SimulatedWrite[] = [];
   await Promise.all(
     Array.from({ length: Math.min(PARALLEL_SESSIONS, queue.length) }, async () => {
-      const sessions = new Sessions(makeTransport);
-      try {
-        let carried: Carried | null = null;
-        let email = queue.shift();
-        while (email) {
-          // The next email is taken early only while the other connections have work of their own.
-          const next = queue.length >= PARALLEL_SESSIONS ? queue.shift() : undefined;
-          const first: Carried = carried ?? { marked: false, leases: [email.leaseUntil!] };
-          carried = null;
-          try {
-            const nextMark = next ? firstMessageMark(next, suppressed.get(next.accountId)!, config) : null;
-            const done = await deliverEmail(env, config, email, suppressed.get(email.accountId)!, sessions, now, simulatedWrites, { first, nextMark });
-            outcome.set(email.id, done.retryIn);
-            carried = done.next;
-          } catch (err) {
-            if (err instanceof LeaseLostError) {
-              // The cron handed it back (the lease ran out): its next owner sends the rest.
-              console.error("lease lost mid-send; left to its next owner", email.id);
-              outcome.set(email.id, null);
-            } else if (err instanceof UnrecordedDeliveryError) {
-              // The mail left tern: handing the claim back would send it again in 30 s. The row
-              // stays in `sending` until its lease ends, the longest wait before a resend.
-              console.error("delivered but not recorded; left to its lease", email.id, err.cause);
-              outcome.set(email.id, null);
-            } else {
-              console.error("delivery failed unexpectedly; will retry", email.id, err);
-              await releaseClaim(env.DB, email.id).catch(() => {});
-              outcome.set(email.id, "error");
-            }
+      let carried: Carried | null = null;
+      let email = queue.shift();
+      while (email) {
+        // The next email is taken early only while the other connections have work of their own.
+        const next = queue.length >= PARALLEL_SESSIONS ? queue.shift() : undefined;
+        const first: Carried = carried ?? { marked: false, leases: [email.leaseUntil!] };
+        carried = null;
+        try {
+          const nextMark = next ? firstMessageMark(next, suppressed.get(next.accountId)!, config) : null;
+          const done = await deliverEmail(env, config, email, suppressed.get(email.accountId)!, pool, now, simulatedWrites, { first, nextMark });
+          outcome.set(email.id, done.retryIn);
+          carried = done.next;
+        } catch (err) {
+          if (err instanceof LeaseLostError) {
+            // The cron handed it back (the lease ran out): its next owner sends the rest.
+            console.error("lease lost mid-send; left to its next owner", email.id);
+            outcome.set(email.id, null);
+          } else if (err instanceof UnrecordedDeliveryError) {
+            // The mail left tern: handing the claim back would send it again in 30 s. The row
+            // stays in `sending` until its lease ends, the longest wait before a resend.
+            console.error("delivered but not recorded; left to its lease", email.id, err.cause);
+            outcome.set(email.id, null);
+          } else {
+            console.error("delivery failed unexpectedly; will retry", email.id, err);
+            await releaseClaim(env.DB, email.id).catch(() => {});
+            outcome.set(email.id, "error");
           }
-          email = next ?? queue.shift();
         }
-      } finally {
-        await sessions.closeAll();
+        email = next ?? queue.shift();
       }
     }),
   );
@@ -127,17 +141,7 @@ export async function consumeSendBatch(batch: MessageBatch<QueueMessage>, env: E
       }
     }
   }
-
-  const answered = new Set<string>();
-  for (const msg of batch.messages) {
-    const id = msg.body.emailId;
-    const result = outcome.get(id);
-    // Done, not claimed (already sent, canceled, not yet due), or a duplicate in this batch.
-    if (result === null || result === undefined || answered.has(id)) msg.ack();
-    else if (result === "error") msg.retry({ delaySeconds: 30 });
-    else msg.retry({ delaySeconds: Math.min(Math.max(result, 0), MAX_QUEUE_DELAY_S) });
-    answered.add(id);
-  }
+  return outcome;
 }
 
 /** Moves the batch's due emails from queued to sending in one statement; the rows returned
@@ -262,7 +266,7 @@ async function deliverEmail(
   config: TernConfig,
   email: EmailRow,
   suppressedSet: Set<string>,
-  sessions: Sessions,
+  pool: SessionPool,
   now: () => number,
   simulatedWrites: SimulatedWrite[],
   handoff: Handoff,
@@ -273,7 +277,7 @@ async function deliverEmail(
 
   let retrySchedule = config.retrySchedule;
   try {
-    await attemptDelivery(env, config, email, plan.toAttempt, attempt, sessions, log, handoff.first.marked);
+    await attemptDelivery(env, config, email, plan.toAttempt, attempt, pool, log, handoff.first.marked);
   } catch (err) {
     if (!(err instanceof ContentMissingError) && !(err instanceof NoSigningKeyError) && !(err instanceof UnbuildableMessageError)) throw err;
     // Its stored content or its domain is gone, or its fields cannot make a message: no retry
@@ -316,7 +320,7 @@ async function attemptDelivery(
   email: EmailRow,
   pending: string[],
   attempt: number,
-  sessions: Sessions,
+  pool: SessionPool,
   log: AttemptLog,
   firstMarked: boolean,
 ): Promise<void> {
@@ -331,7 +335,6 @@ async function attemptDelivery(
     text: content.text,
     headers: JSON.parse(email.headersJson) as Record<string, string>,
   };
-  const session = await sessions.get(email.region);
   // Every recipient reads the same signed message, unless each gets its own unsubscribe link.
   // A message is never built whole: it is composed (its attachments kept as they were read,
   // about 0.75 of its size) and made in 64 KB pieces as DKIM hashes it and as the transport
@@ -355,18 +358,38 @@ async function attemptDelivery(
   // before it leaves (by the previous email's settlement, or here); each reply is recorded with
   // the next recipient marked, and the last one with the settlement (deliverEmail).
   if (!firstMarked) await log.record(real[0]!);
-  for (const [i, recipient] of real.entries()) {
-    const raw = await messageFor(recipient);
-    // The envelope carries internationalized domains as A-labels (punycode).
-    const envelopeFrom = await identity.envelopeFrom(recipient);
-    const delivered = await session.deliver({ envelopeFrom, recipients: [toAsciiEmail(recipient)], raw, requireTls: identity.requireTls }).catch((err: unknown) => {
-      // A transport never throws for a delivery problem; if it does anyway, the message may
-      // have left: the email waits for its lease, and its recipient is sent again visibly.
-      throw new UnrecordedDeliveryError("the transport failed mid-message", { cause: err });
-    });
-    for (const r of delivered) log.results.push({ ...r, final: r.status === "accepted" && (r.final ?? config.relayFinal) });
-    const next = real[i + 1];
-    if (next !== undefined) await recordOrLeave(log, next);
+  // The connection is borrowed for this email's messages only: a worker never holds two, so
+  // batches sharing the region's sender wait their turn for one instead of deadlocking.
+  const session = await pool.acquire(email.region);
+  try {
+    for (const [i, recipient] of real.entries()) {
+      const domain = recipient.slice(recipient.lastIndexOf("@") + 1);
+      const throttled = pool.throttled(email.region, domain);
+      if (throttled) {
+        // The relay asked to slow down for this domain: its mail waits for a retry unsent,
+        // while mail to other domains goes on.
+        log.results.push({ recipient, status: "deferred", message: throttled, final: false });
+        const next = real[i + 1];
+        if (next !== undefined) await recordOrLeave(log, next);
+        continue;
+      }
+      const raw = await messageFor(recipient);
+      // The envelope carries internationalized domains as A-labels (punycode).
+      const envelopeFrom = await identity.envelopeFrom(recipient);
+      const delivered = await session.deliver({ envelopeFrom, recipients: [toAsciiEmail(recipient)], raw, requireTls: identity.requireTls }).catch((err: unknown) => {
+        // A transport never throws for a delivery problem; if it does anyway, the message may
+        // have left: the email waits for its lease, and its recipient is sent again visibly.
+        throw new UnrecordedDeliveryError("the transport failed mid-message", { cause: err });
+      });
+      for (const r of delivered) {
+        if (rateLimited(r)) pool.throttle(email.region, domain, r.message);
+        log.results.push({ ...r, final: r.status === "accepted" && (r.final ?? config.relayFinal) });
+      }
+      const next = real[i + 1];
+      if (next !== undefined) await recordOrLeave(log, next);
+    }
+  } finally {
+    pool.release(email.region, session);
   }
 }
 

@@ -8,7 +8,7 @@ import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
 import { readConfig } from "../config.ts";
 import { emails } from "../db/schema.ts";
-import type { QueueMessage } from "../sending/accept.ts";
+import { enqueueEmails } from "./enqueue.ts";
 import { expiredLeaseStatements } from "./progress.ts";
 
 const MAX_PER_RUN = 1_000;
@@ -25,23 +25,21 @@ export async function sweepDelivery(env: Env, now: number = Date.now()): Promise
   const due = await db.update(emails)
     .set({ state: "queued", nextAttemptAt: now })
     .where(and(eq(emails.state, "scheduled"), lte(emails.nextAttemptAt, now)))
-    .returning({ id: emails.id });
+    .returning({ id: emails.id, region: emails.region });
   // Leases end only when a consumer died or lost its way: rare, so one batch per email is fine.
-  const expired: { id: string }[] = [];
-  const ended = await db.select({ id: emails.id, accountId: emails.accountId, leaseUntil: emails.leaseUntil, attemptJson: emails.attemptJson })
+  const expired: { id: string; region: string }[] = [];
+  const ended = await db.select({ id: emails.id, region: emails.region, accountId: emails.accountId, leaseUntil: emails.leaseUntil, attemptJson: emails.attemptJson })
     .from(emails).where(and(eq(emails.state, "sending"), lte(emails.leaseUntil, now))).limit(MAX_PER_RUN);
   for (const email of ended) {
     const results = await db.batch(expiredLeaseStatements(db, email, now) as [BatchItem<"sqlite">]);
-    if (((results.at(-1) as D1Result).meta.changes ?? 0) > 0) expired.push({ id: email.id });
+    if (((results.at(-1) as D1Result).meta.changes ?? 0) > 0) expired.push({ id: email.id, region: email.region });
   }
   // Bumping next_attempt_at keeps a slow queue from getting the same email every minute.
   const stuck = await db.update(emails)
     .set({ nextAttemptAt: now })
     .where(and(eq(emails.state, "queued"), lte(emails.nextAttemptAt, now - stuckAfterMs)))
-    .returning({ id: emails.id });
-  const ids = [...due, ...expired, ...stuck].map((r) => r.id).slice(0, MAX_PER_RUN);
-  for (let i = 0; i < ids.length; i += 100) {
-    await env.SEND_QUEUE.sendBatch(ids.slice(i, i + 100).map((emailId) => ({ body: { emailId } satisfies QueueMessage })));
-  }
+    .returning({ id: emails.id, region: emails.region });
+  // Each to its region's queue.
+  await enqueueEmails(env, [...due, ...expired, ...stuck].slice(0, MAX_PER_RUN));
   return { scheduled: due.length, leasesExpired: expired.length, stuck: stuck.length };
 }

@@ -1,6 +1,7 @@
 // Accepting a send: turn a validated request into a prepared email (every rule that needs the
 // account, the clock or the network), then record a whole set of them with one D1 batch and
 // one queue send. Nothing is stored for a request that fails any rule.
+import { enqueueEmails } from "../delivery/enqueue.ts";
 import { drizzle } from "drizzle-orm/d1";
 import type { Principal } from "../auth.ts";
 import type { TernConfig } from "../config.ts";
@@ -299,7 +300,7 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
     announce(env, outbox),
     due.length === 0
       ? undefined
-      : env.SEND_QUEUE.sendBatch(due.map((p) => ({ body: { emailId: p.id } satisfies QueueMessage }))).catch((err: unknown) => {
+      : enqueueEmails(env, due).catch((err: unknown) => {
           // Recorded mail is never lost: the cron re-enqueues rows left in `queued`.
           console.error("enqueue failed; the cron will pick these up", due.map((p) => p.id), err);
         }),

@@ -36,7 +36,10 @@ export function transportFor(env: Env, config: TernConfig, region: string): Tran
   const url = relayUrlFor(env, config, region);
   if (!url) return waitingTransport(`No relay is configured for region ${region}: set RELAY_URL.`);
   try {
-    return createSmtpTransport(parseRelayUrl(url, config.heloName));
+    const relay = parseRelayUrl(url, config.heloName);
+    // A relay that accepts the connection and then says nothing (blackholed) holds a message
+    // this long; the region is then held off (delivery/session-pool.ts).
+    return createSmtpTransport({ ...relay, connectTimeoutMs: Math.min(relay.connectTimeoutMs, config.relayTimeoutMs), commandTimeoutMs: config.relayTimeoutMs });
   } catch (err) {
     return waitingTransport(`The relay for region ${region} is misconfigured: ${(err as Error).message}`);
   }

@@ -507,15 +507,25 @@ export class SmtpClient {
 
     let phase: SmtpPhase = "mail";
     try {
+      let go: SmtpReply | undefined;
       if (caps.pipelining) {
-        // RFC 2920: MAIL and the RCPTs go in one write; the replies come back in order.
-        await this.write(encoder.encode([mailCommand, ...rcptCommands].join("\r\n") + "\r\n"), "mail", this.options.commandTimeoutMs);
+        // RFC 2920: MAIL, the RCPTs and DATA go in one write (DATA may end a group); the replies
+        // come back in order. One round trip per message instead of two.
+        await this.write(encoder.encode([mailCommand, ...rcptCommands, "DATA"].join("\r\n") + "\r\n"), "mail", this.options.commandTimeoutMs);
         result.mail = await this.readReply("mail", this.options.commandTimeoutMs);
         phase = "rcpt";
         const replies: SmtpReply[] = [];
         for (let i = 0; i < sendable.length; i++) replies.push(await this.readReply("rcpt", this.options.commandTimeoutMs));
         // After a refused MAIL the RCPT replies only say "no MAIL first": they mean nothing.
         if (isPositive(result.mail)) sendable.forEach((r, i) => (r.reply = replies[i]));
+        phase = "data";
+        go = await this.readReply("data", this.options.commandTimeoutMs);
+        if (go.code === 354 && (!isPositive(result.mail) || !sendable.some((r) => r.reply && isPositive(r.reply)))) {
+          // A relay that says 354 with no recipient accepted waits for a message: an empty one
+          // ends it (it has nobody to deliver it to), and the transaction is reset below.
+          await this.write(encoder.encode(".\r\n"), "data", this.options.commandTimeoutMs);
+          this.noteClosing(await this.readReply("data", this.options.commandTimeoutMs));
+        }
       } else {
         result.mail = await this.command(mailCommand, "mail");
         if (isPositive(result.mail)) {
@@ -530,7 +540,7 @@ export class SmtpClient {
       }
 
       phase = "data";
-      const go = await this.command("DATA", "data");
+      go ??= await this.command("DATA", "data");
       if (go.code !== 354) {
         result.data = go;
         this.noteClosing(go);

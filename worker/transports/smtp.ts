@@ -90,12 +90,13 @@ export function createSmtpTransport(config: SmtpRelayConfig): Transport {
   };
 }
 
-/** One SMTP connection carried across the messages of a batch, reopened when it broke. If
- * setting a connection up fails (refused, TLS, auth), the rest of the session's messages are
- * deferred at once with the same reason instead of waiting out another connect each. */
+/** One SMTP connection carried across messages (and, in the region's sender, across queue
+ * batches), reopened when it broke. If setting a connection up fails (refused, TLS, auth), the
+ * rest of the session's messages are deferred at once with the same reason instead of waiting
+ * out another connect each, and the pool holds the region off (delivery/session-pool.ts). */
 class SmtpSession implements TransportSession {
   private client: SmtpClient | undefined;
-  private setupFailure: string | undefined;
+  private failedSetup: string | undefined;
   private closed = false;
   private queue: Promise<unknown> = Promise.resolve();
 
@@ -113,17 +114,21 @@ class SmtpSession implements TransportSession {
     if (message.recipients.length === 0) return [];
     const reused = this.client?.usable === true && this.client.messagesSent > 0;
     const client = await this.connection();
-    if (!client) return deferAll(message.recipients, this.setupFailure ?? "could not connect to the relay");
+    if (!client) return deferAll(message.recipients, this.failedSetup ?? "could not connect to the relay");
     const smtpMessage = { from: message.envelopeFrom, recipients: message.recipients, raw: message.raw, requireTls: message.requireTls };
     let result = await client.send(smtpMessage);
     // A relay may drop an idle connection between two messages; nothing of this message went
     // through, so one fresh connection is tried before giving up on it.
     if (reused && brokeBeforeMail(result)) {
       const fresh = await this.connection();
-      if (!fresh) return deferAll(message.recipients, this.setupFailure ?? "could not reconnect to the relay");
+      if (!fresh) return deferAll(message.recipients, this.failedSetup ?? "could not reconnect to the relay");
       result = await fresh.send(smtpMessage);
     }
     return toRecipientResults(result);
+  }
+
+  setupFailure(): string | undefined {
+    return this.failedSetup;
   }
 
   async close(): Promise<void> {
@@ -137,12 +142,12 @@ class SmtpSession implements TransportSession {
   private async connection(): Promise<SmtpClient | undefined> {
     if (this.client?.usable) return this.client;
     this.client = undefined;
-    if (this.setupFailure) return undefined;
+    if (this.failedSetup) return undefined;
     try {
       this.client = await SmtpClient.connect(this.config);
       return this.client;
     } catch (e) {
-      this.setupFailure = describeSetupFailure(e);
+      this.failedSetup = describeSetupFailure(e);
       return undefined;
     }
   }

@@ -66,9 +66,13 @@ export interface TransportSession {
   /** Delivers one message; a broken connection is re-opened for the next message. */
   deliver(message: OutboundMessage): Promise<RecipientResult[]>;
   close(): Promise<void>;
+  /** Why this session could not set up its connection (refused, silent, TLS, auth), when that
+   * happened: a pool then closes it and holds the region off for a while (session-pool.ts). */
+  setupFailure?(): string | undefined;
 }
 
 export interface Transport {
-  /** Opens a session used for the messages of one queue batch (one SMTP connection). */
+  /** Opens a session: one SMTP connection, opened on the first message and reopened when it
+   * broke, carried across emails and queue batches by the sender's pool. */
   open(): Promise<TransportSession>;
 }
