@@ -1,7 +1,8 @@
 // Attachments (contract 4.1): bytes given inline (`content`) or fetched from an https URL
 // (`path`), with their filename, content type and Content-ID checked and normalised.
-import type { FetchLimit, OutboundFetcher } from "../net/outbound.ts";
+import type { FetchLimit, OutboundBody, OutboundFetcher, OutboundFile } from "../net/outbound.ts";
 import type { Result } from "../result.ts";
+import type { StoredBytes } from "./content.ts";
 
 export interface AttachmentInput {
   filename?: string;
@@ -18,9 +19,14 @@ export interface AttachmentInput {
 export interface ResolvedAttachment {
   filename?: string;
   contentType: string;
-  content: Uint8Array;
+  /** The bytes, or where `store` put them (a fetched path). */
+  content: Uint8Array | StoredBytes;
   contentId?: string;
 }
+
+/** Takes a fetched body as it arrives and says where it put it (sending/content.ts writes it to
+ * R2), so a large file is never held whole. */
+export type FetchedBodyStore = (body: OutboundBody) => Promise<StoredBytes>;
 
 export type AttachmentError = { code: "invalid_attachment" | "validation_error"; message: string };
 
@@ -244,13 +250,15 @@ function filenameFromUrl(url: string): string | undefined {
  * extension, else (for a path) the server's Content-Type, else application/octet-stream.
  * Errors: invalid_attachment when the bytes cannot be had (no content or path, undecodable
  * content, a path that is refused or fails); validation_error for the other fields, and for a
- * fetched file over `limit` (the room the email has left).
+ * fetched file over `limit` (the room the email has left). With `store`, a fetched body goes
+ * there as it arrives instead of into memory; on any failure `store` has kept nothing.
  */
 export async function resolveAttachment(
   input: AttachmentInput,
   index: number,
   fetcher: OutboundFetcher,
   limit?: FetchLimit,
+  store?: FetchedBodyStore,
 ): Promise<Result<ResolvedAttachment, AttachmentError>> {
   const name = `attachments[${index}]`;
   if (typeof input !== "object" || input === null || Array.isArray(input)) {
@@ -293,7 +301,7 @@ export async function resolveAttachment(
     return fail("invalid_attachment", `\`${name}\` needs either \`content\` or \`path\`.`);
   }
 
-  let content: Uint8Array;
+  let content: Uint8Array | StoredBytes;
   let resolvedFilename = filename.value;
   let servedType: string | undefined;
   if (hasContent) {
@@ -304,7 +312,10 @@ export async function resolveAttachment(
     if (typeof fields.path !== "string" || fields.path.trim() === "") {
       return fail("validation_error", `\`${name}.path\` must be a non-empty URL string.`);
     }
-    const fetched = await fetcher(fields.path.trim(), limit);
+    const url = fields.path.trim();
+    const fetched: Result<Omit<OutboundFile, "body"> & { body: Uint8Array | StoredBytes }, { message: string; tooBig?: true }> = store
+      ? await fetcher.stream(url, limit, async (b) => ({ body: await store(b), finalUrl: b.finalUrl, ...(b.contentType !== undefined ? { contentType: b.contentType } : {}) }))
+      : await fetcher(url, limit);
     // Over the room the email had left: the email is too large, not the attachment broken.
     if (!fetched.ok && fetched.tooBig && limit) return fail("validation_error", `\`${name}.path\`: ${fetched.message}`);
     if (!fetched.ok) return fail("invalid_attachment", `\`${name}.path\` could not be fetched. ${fetched.message}`);
