@@ -1,53 +1,52 @@
 // How much memory one large message costs the Worker's isolate (issue 20, item 3): tern as
 // `npm start` runs it, a local file server for attachment paths (dev mode fetches http and
 // loopback), and the resident memory (VmRSS, /proc) of the workerd process that runs the
-// Worker, sampled every 10 ms. Linux only. Run: `node bench/message-memory.ts`.
+// Worker, sampled every 10 ms. Linux only. Run: `BENCH_ONLY=memory npm run bench` (part of the
+// full `npm run bench`), or `node bench/message-memory.ts`; both write docs/benchmarks.md.
 //
-// Scenarios, one after the other, each measured from the RSS just before it:
-//   small    a 1 KB text email, accepted and delivered to the dev relay
-//   attack   three 30 MB paths (the issue's probe): refused with 422, nothing stored
-//   fetched  three 13 MB paths: two fetched (one without a length), the third refused by its
-//            Content-Length, nothing stored: what fetching alone costs
-//   accept   two 13 MB paths, scheduled a day ahead: acceptance alone (fetch, R2, D1)
-//   largest  two 13 MB paths (about 35 MB encoded, near the 40 MB bound), accepted and delivered
-//   deliver  delivery alone, in a fresh workerd: tern is restarted on the same state and the email
-//            `accept` scheduled is made due (RSS never shrinks, so in the first process delivery
-//            reuses what acceptance freed and its own growth is understated)
+// Acceptance and delivery are measured apart, each in a workerd of its own (RSS never
+// shrinks, so in one process the second reuses what the first freed and is understated):
+//   process 1: small    a 1 KB text email, accepted and delivered (the baseline)
+//   process 2: accept   two 14 MB paths (one without a Content-Length), scheduled a day ahead:
+//                       acceptance alone (fetch, R2, D1), about 38 MB encoded
+//   process 3: inline   a 28 MB attachment as base64 `content` in the JSON body (39 MB of
+//                       JSON, about 40 MB encoded), scheduled: acceptance alone
+//   process 4: attack   three 30 MB paths (the issue's probe): refused with 422, nothing stored
+//              fetched  three 14 MB paths: two written to R2 (one without a length), the third
+//                       refused by its Content-Length, and what was written deleted
+//   process 5: deliver  the email `accept` scheduled, made due and delivered to the dev relay:
+//                       delivery alone (read from R2, DKIM, SMTP)
 import { readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
+import { cpus } from "node:os";
+import { resolve } from "node:path";
 import { startTern } from "../test/support/processes.ts";
 import { processTree } from "./cpu.ts";
+import { writeDoc } from "./report.ts";
 
 const MB = 1024 * 1024;
+const DOC = resolve(import.meta.dirname, "..", "docs", "benchmarks.md");
+const BEGIN = "<!-- bench:memory:begin (written by bench/message-memory.ts; edit outside these markers) -->";
+const END = "<!-- bench:memory:end -->";
+
+export interface MemoryRow {
+  name: string;
+  what: string;
+  outcome: string;
+  before: number;
+  peak: number;
+}
 
 function rssMb(pid: number): number {
   const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
   return m ? Number(m[1]) / 1024 : NaN;
 }
 
-const files = createServer((req, res) => {
-  const url = new URL(req.url ?? "/", "http://x");
-  const total = Number(url.searchParams.get("bytes") ?? 0);
-  res.writeHead(200, { "content-type": "application/octet-stream", ...(url.searchParams.has("undeclared") ? {} : { "content-length": total }) });
-  const chunk = Buffer.alloc(64 * 1024, 97);
-  let sent = 0;
-  const pump = () => {
-    while (sent < total && !res.destroyed) {
-      const piece = chunk.subarray(0, Math.min(chunk.length, total - sent));
-      sent += piece.length;
-      if (!res.write(piece)) return void res.once("drain", pump);
-    }
-    if (!res.destroyed) res.end();
-  };
-  pump();
-});
-await new Promise<void>((r) => files.listen(0, "127.0.0.1", r));
-const filesUrl = `http://127.0.0.1:${(files.address() as AddressInfo).port}`;
-
+type Tern = Awaited<ReturnType<typeof startTern>>;
 const ternEnv = { X_LOCAL_OBSERVABILITY: "false", WRANGLER_SEND_METRICS: "false", TERN_DEV_RATE_LIMIT: "1000" };
 
-function runtimeOf(tern: Awaited<ReturnType<typeof startTern>>): number {
+function runtimeOf(tern: Tern): number {
   const port = new URL(tern.url).port;
   const runtime = processTree(tern.child.pid!).find((pid) => {
     const comm = readFileSync(`/proc/${pid}/comm`, "utf8").trim();
@@ -58,80 +57,132 @@ function runtimeOf(tern: Awaited<ReturnType<typeof startTern>>): number {
   return runtime;
 }
 
-function client(tern: Awaited<ReturnType<typeof startTern>>) {
-  const call = async (method: string, path: string, body: Record<string, unknown>) => {
-    const res = await fetch(`${tern.url}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${tern.apiKey}`, "content-type": "application/json" },
-      body: JSON.stringify(body),
+export async function runMessageMemoryBench(log: (line: string) => void = console.log): Promise<MemoryRow[]> {
+  const files = createServer((req, res) => {
+    const url = new URL(req.url ?? "/", "http://x");
+    const total = Number(url.searchParams.get("bytes") ?? 0);
+    res.writeHead(200, { "content-type": "application/octet-stream", ...(url.searchParams.has("undeclared") ? {} : { "content-length": total }) });
+    const chunk = Buffer.alloc(64 * 1024, 97);
+    let sent = 0;
+    const pump = () => {
+      while (sent < total && !res.destroyed) {
+        const piece = chunk.subarray(0, Math.min(chunk.length, total - sent));
+        sent += piece.length;
+        if (!res.write(piece)) return void res.once("drain", pump);
+      }
+      if (!res.destroyed) res.end();
+    };
+    pump();
+  });
+  await new Promise<void>((r) => files.listen(0, "127.0.0.1", r));
+  const filesUrl = `http://127.0.0.1:${(files.address() as AddressInfo).port}`;
+  const rows: MemoryRow[] = [];
+
+  let tern: Tern | undefined;
+  let stateDir: string | undefined;
+  /** A fresh workerd on the same state for each process of the list above. */
+  const fresh = async () => {
+    await tern?.stop();
+    tern = await startTern({ env: ternEnv, ...(stateDir ? { stateDir } : {}) });
+    stateDir = tern.stateDir;
+    const t = tern;
+    const runtime = runtimeOf(t);
+    const call = async (method: string, path: string, body: Record<string, unknown>) => {
+      const res = await fetch(`${t.url}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${t.apiKey}`, "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+    };
+    const send = (body: Record<string, unknown>) => call("POST", "/emails", { from: `Mem <mem@${t.domain}>`, subject: "memory", text: "see attached", ...body });
+    const delivered = async (to: string) => {
+      for (let i = 0; i < 120; i++) {
+        const list = (await (await fetch(`${t.relayHttp}/api/messages?to=${encodeURIComponent(to)}&wait=1000`)).json()) as { data: unknown[] };
+        if (list.data.length > 0) return;
+      }
+      throw new Error(`${to} never reached the relay`);
+    };
+    const measure = async (name: string, what: string, run: () => Promise<string>) => {
+      await new Promise((r) => setTimeout(r, 2_000)); // let the last scenario's garbage go
+      const before = rssMb(runtime);
+      let peak = before;
+      const timer = setInterval(() => (peak = Math.max(peak, rssMb(runtime))), 10);
+      const outcome = await run();
+      await new Promise((r) => setTimeout(r, 500));
+      clearInterval(timer);
+      rows.push({ name, what, outcome, before, peak });
+      log(`${name.padEnd(8)} ${outcome.padEnd(36)} workerd RSS before ${before.toFixed(0)} MB, peak ${peak.toFixed(0)} MB (+${(peak - before).toFixed(0)} MB)`);
+    };
+    return { call, send, delivered, measure };
+  };
+
+  const later = { id: "", to: `later-${Date.now()}@example.com` };
+  try {
+    let p = await fresh();
+    await p.measure("small", "a 1 KB text email, accepted and delivered", async () => {
+      const to = `small-${Date.now()}@example.com`;
+      const r = await p.send({ to, text: "x".repeat(1024) });
+      await p.delivered(to);
+      return `${r.status}, delivered`;
     });
-    return { status: res.status, json: (await res.json()) as Record<string, unknown> };
-  };
-  const send = (body: Record<string, unknown>) => call("POST", "/emails", { from: `Mem <mem@${tern.domain}>`, subject: "memory", text: "see attached", ...body });
-  const delivered = async (to: string) => {
-    for (let i = 0; i < 120; i++) {
-      const list = (await (await fetch(`${tern.relayHttp}/api/messages?to=${encodeURIComponent(to)}&wait=1000`)).json()) as { data: unknown[] };
-      if (list.data.length > 0) return;
-    }
-    throw new Error(`${to} never reached the relay`);
-  };
-  const measure = async (runtime: number, name: string, run: () => Promise<string>) => {
-    await new Promise((r) => setTimeout(r, 2_000)); // let the last scenario's garbage go
-    const before = rssMb(runtime);
-    let peak = before;
-    const timer = setInterval(() => (peak = Math.max(peak, rssMb(runtime))), 10);
-    const outcome = await run();
-    await new Promise((r) => setTimeout(r, 500));
-    clearInterval(timer);
-    console.log(`${name.padEnd(8)} ${outcome.padEnd(34)} workerd RSS before ${before.toFixed(0)} MB, peak ${peak.toFixed(0)} MB (+${(peak - before).toFixed(0)} MB)`);
-  };
-  return { call, send, delivered, measure };
+
+    p = await fresh();
+    await p.measure("accept", "two 14 MB paths (one without a length), about 38 MB encoded, scheduled: acceptance alone", async () => {
+      const r = await p.send({ to: later.to, scheduled_at: "in 1 day", attachments: [{ path: `${filesUrl}/a.bin?bytes=${14 * MB}` }, { path: `${filesUrl}/b.bin?bytes=${14 * MB}&undeclared` }] });
+      later.id = String(r.json.id ?? "");
+      return r.status === 200 ? "200, scheduled (accepted, not sent)" : `${r.status} ${JSON.stringify(r.json)}`;
+    });
+
+    p = await fresh();
+    await p.measure("inline", "one 28 MB attachment as base64 `content` (39 MB of JSON), about 40 MB encoded, scheduled", async () => {
+      const content = Buffer.alloc(28 * MB, 97).toString("base64");
+      const r = await p.send({ to: "inline@example.com", scheduled_at: "in 1 day", attachments: [{ filename: "inline.bin", content }] });
+      return r.status === 200 ? "200, scheduled (accepted, not sent)" : `${r.status} ${JSON.stringify(r.json).slice(0, 200)}`;
+    });
+
+    p = await fresh();
+    await p.measure("attack", "three 30 MB paths (the issue's probe)", async () => {
+      const r = await p.send({ to: "attack@example.com", attachments: [1, 2, 3].map((i) => ({ path: `${filesUrl}/f${i}?bytes=${30 * MB}` })) });
+      return `${r.status} ${String(r.json.name ?? "")}`;
+    });
+    await p.measure("fetched", "three 14 MB paths: two written to R2, the third refused by its length, all deleted", async () => {
+      const r = await p.send({ to: "refused@example.com", attachments: [1, 2, 3].map((i) => ({ path: `${filesUrl}/g${i}?bytes=${14 * MB}${i === 2 ? "&undeclared" : ""}` })) });
+      return `${r.status} ${String(r.json.name ?? "")} (28 MB fetched)`;
+    });
+
+    p = await fresh();
+    await p.measure("deliver", "the email `accept` scheduled, made due and delivered to the dev relay: delivery alone", async () => {
+      const r = await p.call("PATCH", `/emails/${later.id}`, { scheduled_at: new Date(Date.now() + 1_000).toISOString() });
+      if (r.status !== 200) return `${r.status} ${JSON.stringify(r.json)}`;
+      await p.delivered(later.to);
+      return "200, delivered (about 38 MB)";
+    });
+  } finally {
+    await tern?.stop();
+    files.close();
+    if (stateDir) rmSync(stateDir, { recursive: true, force: true });
+  }
+  return rows;
 }
 
-let tern = await startTern({ env: ternEnv });
-const later = { id: "", to: `later-${Date.now()}@example.com` };
-try {
-  const runtime = runtimeOf(tern);
-  const { send, delivered, measure } = client(tern);
+export function renderMessageMemory(rows: MemoryRow[], when: string, machine: string): string {
+  return [
+    `Measured ${when} on ${machine}. Command: \`BENCH_ONLY=memory npm run bench\` (or \`node bench/message-memory.ts\`). Each group of rows runs in a fresh workerd on the same state; growth is the peak RSS of the Worker's workerd during the scenario minus its RSS just before.`,
+    "",
+    "| scenario | answer | workerd RSS | growth |",
+    "|---|---|---|---|",
+    ...rows.map((r) => `| ${r.name}: ${r.what} | ${r.outcome} | ${r.before.toFixed(0)} -> ${r.peak.toFixed(0)} MB | **+${(r.peak - r.before).toFixed(0)} MB** |`),
+  ].join("\n");
+}
 
-  await measure(runtime, "small", async () => {
-    const to = `small-${Date.now()}@example.com`;
-    const r = await send({ to, text: "x".repeat(1024) });
-    await delivered(to);
-    return `${r.status}, delivered`;
-  });
-  await measure(runtime, "attack", async () => {
-    const r = await send({ to: "attack@example.com", attachments: [1, 2, 3].map((i) => ({ path: `${filesUrl}/f${i}?bytes=${30 * MB}` })) });
-    return `${r.status} ${String(r.json.name ?? "")}`;
-  });
-  await measure(runtime, "fetched", async () => {
-    const r = await send({ to: "refused@example.com", attachments: [1, 2, 3].map((i) => ({ path: `${filesUrl}/g${i}?bytes=${13 * MB}${i === 2 ? "&undeclared" : ""}` })) });
-    return `${r.status} ${String(r.json.name ?? "")} (26 MB fetched)`;
-  });
-  await measure(runtime, "accept", async () => {
-    const r = await send({ to: later.to, scheduled_at: "in 1 day", attachments: [{ path: `${filesUrl}/a.bin?bytes=${13 * MB}` }, { path: `${filesUrl}/b.bin?bytes=${13 * MB}&undeclared` }] });
-    later.id = String(r.json.id ?? "");
-    return `${r.status}, scheduled (accepted, not sent)`;
-  });
-  await measure(runtime, "largest", async () => {
-    const to = `largest-${Date.now()}@example.com`;
-    const r = await send({ to, attachments: [{ path: `${filesUrl}/a.bin?bytes=${13 * MB}` }, { path: `${filesUrl}/b.bin?bytes=${13 * MB}&undeclared` }] });
-    if (r.status !== 200) return `${r.status} ${JSON.stringify(r.json)}`;
-    await delivered(to);
-    return "200, delivered (about 35 MB)";
-  });
+export function writeMessageMemoryDoc(block: string): void {
+  writeDoc(DOC, block, { begin: BEGIN, end: END });
+}
 
-  await tern.stop();
-  tern = await startTern({ env: ternEnv, stateDir: tern.stateDir });
-  const fresh = client(tern);
-  await fresh.measure(runtimeOf(tern), "deliver", async () => {
-    const r = await fresh.call("PATCH", `/emails/${later.id}`, { scheduled_at: new Date(Date.now() + 1_000).toISOString() });
-    if (r.status !== 200) return `${r.status} ${JSON.stringify(r.json)}`;
-    await fresh.delivered(later.to);
-    return "200, delivered (scheduled by accept)";
-  });
-} finally {
-  await tern.stop();
-  files.close();
-  rmSync(tern.stateDir, { recursive: true, force: true });
+if (import.meta.main) {
+  const rows = await runMessageMemoryBench();
+  const block = renderMessageMemory(rows, new Date().toISOString().slice(0, 10), `${cpus().length} cores (${cpus()[0]?.model ?? "unknown CPU"})`);
+  console.log(`\n${block}`);
+  if (process.env.BENCH_QUICK !== "1") writeMessageMemoryDoc(block);
 }

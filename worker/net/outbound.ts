@@ -348,40 +348,56 @@ export function createOutboundFetcher(policy: OutboundPolicy, fetchImpl?: typeof
   return Object.assign(fetchWhole, { stream });
 }
 
-/** The body's chunks, counted against `maxBytes` (and the declared length) as they come. */
+/** What one read of a streamed body may bring. */
+const READ_BYTES = 64 * 1024;
+
+/** The body's chunks, counted against `maxBytes` (and the declared length) as they come. A
+ * chunk is only valid until the next one is asked for: its buffer is read into again. */
 async function* boundedChunks(response: Response, maxBytes: number, signal: AbortSignal, declared: number | null, tooBig: OutboundFailure, broken: () => OutboundFailure): AsyncGenerator<Uint8Array> {
   if (response.body === null) {
     if (declared !== null && declared > 0) throw new OutboundBodyError(broken());
     return;
   }
-  const reader = response.body.getReader();
+  // One buffer read into again and again (a BYOB reader): a new buffer for each chunk was the
+  // whole file again in garbage that the isolate keeps until its next collection.
+  const reader = response.body.getReader({ mode: "byob" });
   const aborted = new Promise<never>((_, reject) => {
     if (signal.aborted) reject(new Error("aborted"));
     signal.addEventListener("abort", () => reject(new Error("aborted")), { once: true });
   });
   aborted.catch(() => {});
+  let buffer = new ArrayBuffer(READ_BYTES);
   let total = 0;
   let done = false;
   try {
     for (;;) {
       let read: Awaited<ReturnType<typeof reader.read>>;
       try {
-        read = await Promise.race([reader.read(), aborted]);
+        read = await Promise.race([settled(reader.read(new Uint8Array(buffer))), aborted]);
       } catch {
         throw new OutboundBodyError(broken());
       }
       if (read.done) break;
-      total += read.value.byteLength;
+      const chunk = new Uint8Array(read.value.buffer, read.value.byteOffset, read.value.byteLength);
+      buffer = chunk.buffer as ArrayBuffer;
+      total += chunk.byteLength;
       if (total > maxBytes) throw new OutboundBodyError(tooBig);
       // More than the server declared: its answer is not what it said it was.
       if (declared !== null && total > declared) throw new OutboundBodyError(broken());
-      yield read.value;
+      yield chunk;
     }
     if (declared !== null && total !== declared) throw new OutboundBodyError(broken());
     done = true;
   } finally {
     if (!done) reader.cancel().catch(() => {});
   }
+}
+
+/** A read that may lose a race against the timeout: its later failure ("Network connection
+ * lost" once the body is cancelled) is expected, not an unhandled rejection. */
+function settled<T>(read: Promise<T>): Promise<T> {
+  read.catch(() => {});
+  return read;
 }
 
 async function discard(response: Response): Promise<void> {
@@ -408,7 +424,7 @@ async function readBounded(response: Response, maxBytes: number, signal: AbortSi
   let total = 0;
   try {
     for (;;) {
-      const { done, value } = await Promise.race([reader.read(), aborted]);
+      const { done, value } = await Promise.race([settled(reader.read()), aborted]);
       if (done) break;
       if (total + value.byteLength > maxBytes) {
         reader.cancel().catch(() => {});

@@ -147,38 +147,49 @@ export function decodeAttachmentContent(content: unknown, field = "content"): Re
   };
 }
 
+/** Two passes over the text, no copy of it: one checks every character and counts the base64
+ * ones, one writes the bytes. A 28 MB attachment sent inline is about 39 MB of base64 in the
+ * parsed JSON; a copy without whitespace and an array of its 6-bit values beside it cost twice
+ * that again (issue 20, item 3: measured in docs/benchmarks.md). */
 function decodeBase64(text: string, field: string): Result<Uint8Array> {
   const invalid: Result<Uint8Array> = { ok: false, message: `\`${field}\` is not valid base64.` };
-  const compact = text.replace(/[ \t\r\n\f]+/g, "");
-  const unpadded = compact.replace(/={1,2}$/, "");
-  const padding = compact.length - unpadded.length;
-  if (padding > 0 && compact.length % 4 !== 0) return invalid;
-  if (unpadded.length % 4 === 1) return invalid;
   let standard = false;
   let urlSafe = false;
-  const values = new Uint8Array(unpadded.length);
-  for (let i = 0; i < unpadded.length; i++) {
-    const code = unpadded.charCodeAt(i);
+  let digits = 0;
+  let padding = 0;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    // Spaces, tabs, CR, LF and form feeds may be anywhere, padding only at the end.
+    if (code === 32 || code === 9 || code === 13 || code === 10 || code === 12) continue;
+    if (code === 61) {
+      padding++;
+      continue;
+    }
     const value = code < 128 ? (BASE64_VALUES[code] ?? -1) : -1;
-    if (value < 0) return invalid;
+    if (value < 0 || padding > 0) return invalid;
     if (code === 43 || code === 47) standard = true; // + /
     if (code === 45 || code === 95) urlSafe = true; // - _
-    values[i] = value;
+    digits++;
   }
+  if (padding > 2 || (padding > 0 && (digits + padding) % 4 !== 0)) return invalid;
+  if (digits % 4 === 1) return invalid;
   if (standard && urlSafe) {
     return { ok: false, message: `\`${field}\` mixes the standard and url-safe base64 alphabets; use one.` };
   }
-  const bytes = new Uint8Array(Math.floor((unpadded.length * 3) / 4));
+  const bytes = new Uint8Array(Math.floor((digits * 3) / 4));
   let out = 0;
-  for (let i = 0; i < values.length; i += 4) {
-    const a = values[i] ?? 0;
-    const b = values[i + 1] ?? 0;
-    const c = values[i + 2] ?? 0;
-    const d = values[i + 3] ?? 0;
-    const remaining = values.length - i;
-    bytes[out++] = (a << 2) | (b >> 4);
-    if (remaining > 2) bytes[out++] = ((b & 15) << 4) | (c >> 2);
-    if (remaining > 3) bytes[out++] = ((c & 3) << 6) | d;
+  let acc = 0;
+  let held = 0;
+  for (let i = 0; i < text.length && out < bytes.length; i++) {
+    const code = text.charCodeAt(i);
+    const value = code < 128 ? (BASE64_VALUES[code] ?? -1) : -1;
+    if (value < 0) continue; // whitespace (the first pass refused anything else)
+    acc = (acc << 6) | value;
+    held += 6;
+    if (held >= 8) {
+      held -= 8;
+      bytes[out++] = (acc >> held) & 255;
+    }
   }
   return { ok: true, value: bytes };
 }
