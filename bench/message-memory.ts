@@ -16,11 +16,19 @@
 //                       refused by its Content-Length, and what was written deleted
 //   process 5: deliver  the email `accept` scheduled, made due and delivered to the dev relay:
 //                       delivery alone (read from R2, DKIM, SMTP)
-import { readFileSync, rmSync } from "node:fs";
+//   process 6: r2floor  not tern: a minimal Worker under wrangler dev (bench/r2-floor/)
+//                       that puts the same 28 MB straight from a fetch's body into R2, no
+//                       JavaScript touching the bytes: what the local R2 simulation itself
+//                       costs, which production's R2 (another service) does not put in the
+//                       isolate.
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { cpus } from "node:os";
-import { resolve } from "node:path";
+import { cpus, tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { spawn } from "node:child_process";
+import { wranglerEnv, WRANGLER } from "../ops/d1.ts";
+import { freePort } from "../test/support/processes.ts";
 import { startTern } from "../test/support/processes.ts";
 import { processTree } from "./cpu.ts";
 import { writeDoc } from "./report.ts";
@@ -38,8 +46,15 @@ export interface MemoryRow {
   peak: number;
 }
 
+/** NaN once the process is gone. */
 function rssMb(pid: number): number {
-  const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+  let status: string;
+  try {
+    status = readFileSync(`/proc/${pid}/status`, "utf8");
+  } catch {
+    return NaN;
+  }
+  const m = /VmRSS:\s+(\d+) kB/.exec(status);
   return m ? Number(m[1]) / 1024 : NaN;
 }
 
@@ -111,6 +126,7 @@ export async function runMessageMemoryBench(log: (line: string) => void = consol
       const outcome = await run();
       await new Promise((r) => setTimeout(r, 500));
       clearInterval(timer);
+      if (Number.isNaN(rssMb(runtime))) throw new Error(`the Worker's workerd exited during ${name}:\n${t.output().slice(-4000)}`);
       rows.push({ name, what, outcome, before, peak });
       log(`${name.padEnd(8)} ${outcome.padEnd(36)} workerd RSS before ${before.toFixed(0)} MB, peak ${peak.toFixed(0)} MB (+${(peak - before).toFixed(0)} MB)`);
     };
@@ -158,6 +174,9 @@ export async function runMessageMemoryBench(log: (line: string) => void = consol
       await p.delivered(later.to);
       return "200, delivered (about 38 MB)";
     });
+    await tern?.stop();
+    tern = undefined;
+    rows.push(await r2Floor(`${filesUrl}/floor.bin?bytes=${28 * MB}`, log));
   } finally {
     await tern?.stop();
     files.close();
@@ -166,6 +185,45 @@ export async function runMessageMemoryBench(log: (line: string) => void = consol
   return rows;
 }
 
+/** The local R2's own cost for a 28 MB put whose bytes no JavaScript touches (bench/r2-floor/). */
+async function r2Floor(url: string, log: (line: string) => void): Promise<MemoryRow> {
+  const persist = mkdtempSync(join(tmpdir(), "tern-r2floor-"));
+  const port = await freePort();
+  const child = spawn(process.execPath,
+    [WRANGLER, "dev", "--config", resolve(import.meta.dirname, "r2-floor", "wrangler.toml"), "--ip", "127.0.0.1", "--port", String(port), "--persist-to", persist, "--show-interactive-dev-session=false"],
+    { env: { ...wranglerEnv(), X_LOCAL_OBSERVABILITY: "false", WRANGLER_SEND_METRICS: "false" }, stdio: ["ignore", "ignore", "ignore"], detached: true });
+  try {
+    const base = `http://127.0.0.1:${port}`;
+    for (let i = 0; ; i++) {
+      if (await fetch(`${base}/health`).then((r) => r.ok, () => false)) break;
+      if (i > 300 || child.exitCode !== null) throw new Error("the R2 floor's wrangler dev did not start");
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    const runtime = processTree(child.pid!).find((pid) => {
+      const comm = readFileSync(`/proc/${pid}/comm`, "utf8").trim();
+      return comm === "workerd" && !readFileSync(`/proc/${pid}/cmdline`, "utf8").replace(/\0/g, " ").includes(`entry=127.0.0.1:${port} `);
+    });
+    if (runtime === undefined) throw new Error("the R2 floor's workerd process was not found");
+    await new Promise((r) => setTimeout(r, 2_000));
+    const before = rssMb(runtime);
+    let peak = before;
+    const timer = setInterval(() => (peak = Math.max(peak, rssMb(runtime))), 10);
+    const res = await fetch(`${base}/?u=${encodeURIComponent(url)}`);
+    const outcome = `${res.status}, ${await res.text()} bytes put`;
+    await new Promise((r) => setTimeout(r, 500));
+    clearInterval(timer);
+    log(`${"r2floor".padEnd(8)} ${outcome.padEnd(36)} workerd RSS before ${before.toFixed(0)} MB, peak ${peak.toFixed(0)} MB (+${(peak - before).toFixed(0)} MB)`);
+    return { name: "r2floor", what: "not tern: a minimal Worker (bench/r2-floor/) putting 28 MB from a fetch's body straight into the local R2", outcome, before, peak };
+  } finally {
+    try {
+      process.kill(-child.pid!, "SIGINT");
+    } catch {
+      // Already gone.
+    }
+    await new Promise((r) => (child.exitCode !== null || child.signalCode !== null ? r(null) : child.once("exit", r)));
+    rmSync(persist, { recursive: true, force: true });
+  }
+}
 export function renderMessageMemory(rows: MemoryRow[], when: string, machine: string): string {
   return [
     `Measured ${when} on ${machine}. Command: \`BENCH_ONLY=memory npm run bench\` (or \`node bench/message-memory.ts\`). Each group of rows runs in a fresh workerd on the same state; growth is the peak RSS of the Worker's workerd during the scenario minus its RSS just before.`,

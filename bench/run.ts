@@ -20,6 +20,9 @@
 //  10. broadcasts: a broadcast to 100,000 contacts next to the same emails by /emails/batch
 //      (bench/broadcasts.ts, its own tern; about half an hour). BENCH_ONLY=broadcasts runs it;
 //      the full run leaves it out for its length.
+//  11. memory of one large message: workerd's RSS while a message near the 40 MB bound is
+//      accepted and while it is delivered, each in a fresh workerd (bench/message-memory.ts,
+//      its own terns; Linux). BENCH_ONLY=memory runs it alone.
 // Prints the results and writes them into docs/benchmarks.md. Stops everything it started,
 // also on failure, Ctrl-C or its own time limit. BENCH_QUICK=1 is a short smoke run that
 // does not touch the doc.
@@ -35,6 +38,7 @@ import { renderDkim, runDkimBench, writeDkimDoc } from "./dkim.ts";
 import { renderWebhooks, runWebhookBench, writeWebhooksDoc } from "./webhooks.ts";
 import { renderMetrics, runMetricsBench, writeMetricsDoc } from "./metrics.ts";
 import { renderBroadcasts, runBroadcastBench, writeBroadcastsDoc } from "./broadcasts.ts";
+import { renderMessageMemory, runMessageMemoryBench, writeMessageMemoryDoc } from "./message-memory.ts";
 import { phaseFour } from "./exactly-once.ts";
 import { renderIdempotency, runIdempotencyBench, writeIdempotencyDoc } from "./idempotency.ts";
 import { clearRelay, directToRelay, htmlOfSize, throughTern, type DeliveryResult, type Target } from "./delivery.ts";
@@ -47,7 +51,7 @@ const root = resolve(import.meta.dirname, "..");
 const DOC = join(root, "docs", "benchmarks.md");
 const QUICK = process.env.BENCH_QUICK === "1";
 const ONLY = process.env.BENCH_ONLY ?? "";
-if (!["", "core", "bridge", "dkim", "webhooks", "idempotency", "metrics", "broadcasts"].includes(ONLY)) throw new Error(`BENCH_ONLY may only be "core", "bridge", "dkim", "webhooks", "idempotency", "metrics" or "broadcasts", not ${JSON.stringify(ONLY)}`);
+if (!["", "core", "bridge", "dkim", "webhooks", "idempotency", "metrics", "broadcasts", "memory"].includes(ONLY)) throw new Error(`BENCH_ONLY may only be "core", "bridge", "dkim", "webhooks", "idempotency", "metrics", "broadcasts" or "memory", not ${JSON.stringify(ONLY)}`);
 /** Parts 1-4 (BENCH_ONLY=core runs only these). */
 const CORE = ONLY === "" || ONLY === "core";
 const TIME_LIMIT_MS = (CORE ? 720_000 : ONLY === "broadcasts" ? 2_400_000 : 60_000) + 900_000;
@@ -303,6 +307,10 @@ async function main(): Promise<number> {
     await metricsPart(f);
     return 0;
   }
+  if (ONLY === "memory") {
+    await memoryPart(f);
+    return 0;
+  }
   if (ONLY === "broadcasts") {
     log("phase 10: a broadcast next to /emails/batch (bench/broadcasts.ts)");
     const block = renderBroadcasts(await runBroadcastBench({ quick: QUICK, log }), f.date, `${f.nproc} cores (${f.cpu}), commit ${f.commit}`);
@@ -356,6 +364,7 @@ async function main(): Promise<number> {
     await webhooksPart(f);
     await idempotencyPart(f);
     await metricsPart(f);
+    await memoryPart(f);
   }
   if (roundTrips?.status === "failed") {
     log("FAILED: test/worker/round-trips.test.ts fails, so its figure is not what the code does");
@@ -397,6 +406,18 @@ async function metricsPart(f: Facts): Promise<void> {
   if (!QUICK) {
     writeMetricsDoc(block);
     log(`wrote the metrics section of ${DOC}`);
+  }
+}
+
+/** Part 11: the memory of one large message, accepted and delivered (its own terns). */
+async function memoryPart(f: Facts): Promise<void> {
+  log("phase 11: workerd memory of a message near the 40 MB bound, accepted and delivered (bench/message-memory.ts)");
+  const rows = await runMessageMemoryBench(log);
+  const block = renderMessageMemory(rows, f.date, `${f.nproc} cores (${f.cpu}), commit ${f.commit}`);
+  console.log(`\n${block}\n`);
+  if (!QUICK) {
+    writeMessageMemoryDoc(block);
+    log(`wrote the memory section of ${DOC}`);
   }
 }
 

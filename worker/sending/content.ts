@@ -188,20 +188,29 @@ export async function loadContent(bucket: R2Bucket, row: EmailRow): Promise<Emai
   return { ...bodies, attachments };
 }
 
-/** An R2 object read as a stream each time, in the chunks R2 gives. */
+/** What one read of a stored attachment brings at most. */
+const READ_BYTES = 64 * 1024;
+
+/** An R2 object read as a stream each time, into one reused buffer (a BYOB reader: a new
+ * buffer per chunk left the attachment again in garbage at every read, and a message is read
+ * once for its DKIM hash and once for each recipient's DATA). A chunk is only valid until the
+ * next one is asked for. */
 function r2Source(bucket: R2Bucket, key: string, size: number): ByteSource {
   return {
     size,
     async *read() {
       const obj = await bucket.get(key);
       if (!obj) throw new ContentMissingError(`attachment ${key} is missing from R2`);
-      const reader = obj.body.getReader();
+      const reader = obj.body.getReader({ mode: "byob" });
+      let buffer = new ArrayBuffer(READ_BYTES);
       let done = false;
       try {
         for (;;) {
-          const r = await reader.read();
+          const r = await reader.read(new Uint8Array(buffer));
           if (r.done) break;
-          yield r.value;
+          const chunk = new Uint8Array(r.value.buffer, r.value.byteOffset, r.value.byteLength);
+          buffer = chunk.buffer as ArrayBuffer;
+          yield chunk;
         }
         done = true;
       } finally {
