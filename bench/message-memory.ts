@@ -32,6 +32,7 @@ import { freePort } from "../test/support/processes.ts";
 import { startTern } from "../test/support/processes.ts";
 import { processTree } from "./cpu.ts";
 import { writeDoc } from "./report.ts";
+import WS from "ws";
 
 const MB = 1024 * 1024;
 const DOC = resolve(import.meta.dirname, "..", "docs", "benchmarks.md");
@@ -42,8 +43,63 @@ export interface MemoryRow {
   name: string;
   what: string;
   outcome: string;
+  /** workerd's RSS, MB. */
   before: number;
   peak: number;
+  /** The Worker's isolate (V8 heap in use plus ArrayBuffer backing stores, MB, through the
+   * inspector): after a full collection before, the highest sample during, and after a full
+   * collection once it is done. Absent for the R2 floor. */
+  isolate?: { before: number; peak: number; after: number };
+}
+
+/** The Worker's isolate as the inspector sees it (wrangler dev --inspector-port). */
+class IsolateHeap {
+  private id = 0;
+  private readonly ws: WS;
+  private constructor(ws: WS) {
+    this.ws = ws;
+  }
+
+  static async connect(port: number): Promise<IsolateHeap> {
+    const targets = (await (await fetch(`http://127.0.0.1:${port}/json`)).json()) as { webSocketDebuggerUrl: string }[];
+    // wrangler's inspector proxy wants a devtools origin.
+    const ws = new WS(targets[0]!.webSocketDebuggerUrl, { origin: "https://devtools.devprod.cloudflare.dev" });
+    await new Promise<void>((res, rej) => {
+      ws.once("open", () => res());
+      ws.once("error", rej);
+    });
+    return new IsolateHeap(ws);
+  }
+
+  private call(method: string): Promise<Record<string, number>> {
+    const id = ++this.id;
+    return new Promise((res, rej) => {
+      const onMessage = (data: WS.RawData) => {
+        const m = JSON.parse(String(data)) as { id?: number; result?: Record<string, number>; error?: { message: string } };
+        if (m.id !== id) return;
+        this.ws.off("message", onMessage);
+        if (m.error) rej(new Error(`${method}: ${m.error.message}`));
+        else res(m.result ?? {});
+      };
+      this.ws.on("message", onMessage);
+      this.ws.send(JSON.stringify({ id, method, params: {} }));
+    });
+  }
+
+  /** MB in use: the V8 heap and the ArrayBuffers' backing stores. */
+  async used(): Promise<number> {
+    const u = await this.call("Runtime.getHeapUsage");
+    return ((u.usedSize ?? 0) + (u.backingStorageSize ?? 0) + (u.embedderHeapUsedSize ?? 0)) / MB;
+  }
+
+  async collected(): Promise<number> {
+    await this.call("HeapProfiler.collectGarbage");
+    return this.used();
+  }
+
+  close(): void {
+    this.ws.close();
+  }
 }
 
 /** NaN once the process is gone. */
@@ -94,14 +150,18 @@ export async function runMessageMemoryBench(log: (line: string) => void = consol
   const rows: MemoryRow[] = [];
 
   let tern: Tern | undefined;
+  let heap: IsolateHeap | undefined;
   let stateDir: string | undefined;
   /** A fresh workerd on the same state for each process of the list above. */
   const fresh = async () => {
+    heap?.close();
     await tern?.stop();
-    tern = await startTern({ env: ternEnv, ...(stateDir ? { stateDir } : {}) });
+    const inspector = await freePort();
+    tern = await startTern({ env: { ...ternEnv, TERN_INSPECTOR_PORT: String(inspector) }, ...(stateDir ? { stateDir } : {}) });
     stateDir = tern.stateDir;
     const t = tern;
     const runtime = runtimeOf(t);
+    const isolate = (heap = await IsolateHeap.connect(inspector));
     const call = async (method: string, path: string, body: Record<string, unknown>) => {
       const res = await fetch(`${t.url}${path}`, {
         method,
@@ -120,15 +180,28 @@ export async function runMessageMemoryBench(log: (line: string) => void = consol
     };
     const measure = async (name: string, what: string, run: () => Promise<string>) => {
       await new Promise((r) => setTimeout(r, 2_000)); // let the last scenario's garbage go
+      const isoBefore = await isolate.collected();
       const before = rssMb(runtime);
       let peak = before;
+      let isoPeak = isoBefore;
       const timer = setInterval(() => (peak = Math.max(peak, rssMb(runtime))), 10);
+      // The isolate answers the inspector between its tasks: sampled as often as it answers.
+      let running = true;
+      const sampling = (async () => {
+        while (running) {
+          isoPeak = Math.max(isoPeak, await isolate.used());
+          await new Promise((r) => setTimeout(r, 5));
+        }
+      })();
       const outcome = await run();
       await new Promise((r) => setTimeout(r, 500));
+      running = false;
+      await sampling;
       clearInterval(timer);
       if (Number.isNaN(rssMb(runtime))) throw new Error(`the Worker's workerd exited during ${name}:\n${t.output().slice(-4000)}`);
-      rows.push({ name, what, outcome, before, peak });
-      log(`${name.padEnd(8)} ${outcome.padEnd(36)} workerd RSS before ${before.toFixed(0)} MB, peak ${peak.toFixed(0)} MB (+${(peak - before).toFixed(0)} MB)`);
+      const isoAfter = await isolate.collected();
+      rows.push({ name, what, outcome, before, peak, isolate: { before: isoBefore, peak: isoPeak, after: isoAfter } });
+      log(`${name.padEnd(8)} ${outcome.padEnd(36)} isolate ${isoBefore.toFixed(0)} -> peak ${isoPeak.toFixed(0)} MB (+${(isoPeak - isoBefore).toFixed(0)}), ${isoAfter.toFixed(0)} after; workerd RSS ${before.toFixed(0)} -> ${peak.toFixed(0)} MB (+${(peak - before).toFixed(0)})`);
     };
     return { call, send, delivered, measure };
   };
@@ -174,10 +247,13 @@ export async function runMessageMemoryBench(log: (line: string) => void = consol
       await p.delivered(later.to);
       return "200, delivered (about 38 MB)";
     });
+    heap?.close();
+    heap = undefined;
     await tern?.stop();
     tern = undefined;
     rows.push(await r2Floor(`${filesUrl}/floor.bin?bytes=${28 * MB}`, log));
   } finally {
+    heap?.close();
     await tern?.stop();
     files.close();
     if (stateDir) rmSync(stateDir, { recursive: true, force: true });
@@ -225,12 +301,13 @@ async function r2Floor(url: string, log: (line: string) => void): Promise<Memory
   }
 }
 export function renderMessageMemory(rows: MemoryRow[], when: string, machine: string): string {
+  const mb = (x: number) => `${x.toFixed(0)} MB`;
   return [
-    `Measured ${when} on ${machine}. Command: \`BENCH_ONLY=memory npm run bench\` (or \`node bench/message-memory.ts\`). Each group of rows runs in a fresh workerd on the same state; growth is the peak RSS of the Worker's workerd during the scenario minus its RSS just before.`,
+    `Measured ${when} on ${machine}. Command: \`BENCH_ONLY=memory npm run bench\` (or \`node bench/message-memory.ts\`). Each group of rows runs in a fresh workerd on the same state. **Isolate**: the Worker's V8 heap in use plus its ArrayBuffers' backing stores, read through the inspector (\`Runtime.getHeapUsage\`): after a full collection before the scenario, its highest sample during it (garbage not yet collected included), and after a full collection at its end. **workerd RSS**: the whole process (it also runs the local R2 and D1 simulations and holds network buffers), peak during the scenario.`,
     "",
-    "| scenario | answer | workerd RSS | growth |",
+    "| scenario | answer | isolate: before -> peak (growth), after | workerd RSS: before -> peak (growth) |",
     "|---|---|---|---|",
-    ...rows.map((r) => `| ${r.name}: ${r.what} | ${r.outcome} | ${r.before.toFixed(0)} -> ${r.peak.toFixed(0)} MB | **+${(r.peak - r.before).toFixed(0)} MB** |`),
+    ...rows.map((r) => `| ${r.name}: ${r.what} | ${r.outcome} | ${r.isolate ? `${mb(r.isolate.before)} -> ${mb(r.isolate.peak)} (**+${mb(r.isolate.peak - r.isolate.before)}**), ${mb(r.isolate.after)}` : "n/a"} | ${mb(r.before)} -> ${mb(r.peak)} (+${mb(r.peak - r.before)}) |`),
   ].join("\n");
 }
 
