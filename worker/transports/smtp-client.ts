@@ -542,12 +542,17 @@ export class SmtpClient {
       // a delivery. If making a chunk fails (an attachment could not be read), the connection
       // is dropped without the final ".": the relay discards what it got.
       const chunks = dataChunks(chunksOf(message.raw));
-      let pending = await chunks.next();
-      while (!pending.done) {
-        const next = await chunks.next();
-        if (next.done) result.dataSent = true;
-        await this.write(pending.value, "data", this.options.dataTimeoutMs);
-        pending = next;
+      try {
+        let pending = await chunks.next();
+        while (!pending.done) {
+          const next = await chunks.next();
+          if (next.done) result.dataSent = true;
+          await this.write(pending.value, "data", this.options.dataTimeoutMs);
+          pending = next;
+        }
+      } finally {
+        // A write that failed leaves the message half read: its attachments' R2 reads are closed.
+        await chunks.return(undefined).catch(() => {});
       }
       result.data = await this.readReply("data", this.options.dataTimeoutMs);
       this.sentMessages++;
