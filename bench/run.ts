@@ -22,6 +22,9 @@
 //      the full run leaves it out for its length.
 //  11. dashboard: the Emails page's list over 1,000,000 emails next to a primary-key read, and a
 //      password sign-in's CPU (bench/dashboard.ts). BENCH_ONLY=dashboard.
+//  12. memory of one large message: workerd's RSS while a message near the 40 MB bound is
+//      accepted and while it is delivered, each in a fresh workerd (bench/message-memory.ts,
+//      its own terns; Linux). BENCH_ONLY=memory runs it alone.
 // Prints the results and writes them into docs/benchmarks.md. Stops everything it started,
 // also on failure, Ctrl-C or its own time limit. BENCH_QUICK=1 is a short smoke run that
 // does not touch the doc.
@@ -38,6 +41,7 @@ import { renderWebhooks, runWebhookBench, writeWebhooksDoc } from "./webhooks.ts
 import { renderMetrics, runMetricsBench, writeMetricsDoc } from "./metrics.ts";
 import { renderBroadcasts, runBroadcastBench, writeBroadcastsDoc } from "./broadcasts.ts";
 import { renderDashboard, runDashboardBench, writeDashboardDoc } from "./dashboard.ts";
+import { renderMessageMemory, runMessageMemoryBench, writeMessageMemoryDoc } from "./message-memory.ts";
 import { phaseFour } from "./exactly-once.ts";
 import { renderIdempotency, runIdempotencyBench, writeIdempotencyDoc } from "./idempotency.ts";
 import { clearRelay, directToRelay, htmlOfSize, throughTern, type DeliveryResult, type Target } from "./delivery.ts";
@@ -50,7 +54,7 @@ const root = resolve(import.meta.dirname, "..");
 const DOC = join(root, "docs", "benchmarks.md");
 const QUICK = process.env.BENCH_QUICK === "1";
 const ONLY = process.env.BENCH_ONLY ?? "";
-if (!["", "core", "bridge", "dkim", "webhooks", "idempotency", "metrics", "broadcasts", "dashboard"].includes(ONLY)) throw new Error(`BENCH_ONLY may only be "core", "bridge", "dkim", "webhooks", "idempotency", "metrics", "broadcasts" or "dashboard", not ${JSON.stringify(ONLY)}`);
+if (!["", "core", "bridge", "dkim", "webhooks", "idempotency", "metrics", "broadcasts", "dashboard", "memory"].includes(ONLY)) throw new Error(`BENCH_ONLY may only be "core", "bridge", "dkim", "webhooks", "idempotency", "metrics", "broadcasts", "dashboard" or "memory", not ${JSON.stringify(ONLY)}`);
 /** Parts 1-4 (BENCH_ONLY=core runs only these). */
 const CORE = ONLY === "" || ONLY === "core";
 const TIME_LIMIT_MS = (CORE ? 720_000 : ONLY === "broadcasts" ? 2_400_000 : 60_000) + 900_000;
@@ -310,6 +314,10 @@ async function main(): Promise<number> {
     await dashboardPart(f);
     return 0;
   }
+  if (ONLY === "memory") {
+    await memoryPart(f);
+    return 0;
+  }
   if (ONLY === "broadcasts") {
     log("phase 10: a broadcast next to /emails/batch (bench/broadcasts.ts)");
     const block = renderBroadcasts(await runBroadcastBench({ quick: QUICK, log }), f.date, `${f.nproc} cores (${f.cpu}), commit ${f.commit}`);
@@ -364,6 +372,7 @@ async function main(): Promise<number> {
     await idempotencyPart(f);
     await metricsPart(f);
     await dashboardPart(f);
+    await memoryPart(f);
   }
   if (roundTrips?.status === "failed") {
     log("FAILED: test/worker/round-trips.test.ts fails, so its figure is not what the code does");
@@ -417,6 +426,18 @@ async function dashboardPart(f: Facts): Promise<void> {
   if (!QUICK) {
     writeDashboardDoc(block);
     log(`wrote the dashboard section of ${DOC}`);
+  }
+}
+
+/** Part 12: the memory of one large message, accepted and delivered (its own terns). */
+async function memoryPart(f: Facts): Promise<void> {
+  log("phase 12: workerd memory of a message near the 40 MB bound, accepted and delivered (bench/message-memory.ts)");
+  const rows = await runMessageMemoryBench(log);
+  const block = renderMessageMemory(rows, f.date, `${f.nproc} cores (${f.cpu}), commit ${f.commit}`);
+  console.log(`\n${block}\n`);
+  if (!QUICK) {
+    writeMessageMemoryDoc(block);
+    log(`wrote the memory section of ${DOC}`);
   }
 }
 

@@ -223,7 +223,9 @@ export async function start(o: StartOptions): Promise<Running> {
   const child = spawn(
     process.execPath,
     [WRANGLER, "dev", "--ip", "127.0.0.1", "--port", String(o.port), "--persist-to", o.persistTo,
-      "--show-interactive-dev-session=false", ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`])],
+      "--show-interactive-dev-session=false", ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`]),
+      // A benchmark reads the isolate's heap through the inspector (bench/message-memory.ts).
+      ...(process.env.TERN_INSPECTOR_PORT ? ["--inspector-port", process.env.TERN_INSPECTOR_PORT] : [])],
     // The secret goes in the environment (wrangler reads required secrets from it), not on the
     // command line where any process listing shows it.
     { cwd: root, env: { ...wranglerEnv(), MASTER_KEY: masterKey }, stdio: ["ignore", "pipe", "pipe"], detached: true },

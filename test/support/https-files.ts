@@ -4,6 +4,7 @@ import { readFileSync } from "node:fs";
 import type { ServerResponse } from "node:http";
 import { createServer } from "node:https";
 import { prepareTestCertificates } from "./certificates.ts";
+import { sizedPattern } from "./sized-pattern.ts";
 
 /** The bytes `/file.pdf` serves. */
 export const FILE_PDF_BYTES = new TextEncoder().encode("%PDF-1.4\n% tern test file\n%%EOF\n");
@@ -59,8 +60,10 @@ export async function startHttpsFiles(): Promise<HttpsFiles> {
         res.write(FILE_PDF_BYTES.slice(0, 4));
         return;
       case "/sized": {
-        // ?bytes=N of "a", with a Content-Length unless ?undeclared; counted under ?tag.
+        // ?bytes=N of "a" (or, with ?pattern, of sizedPattern), with a Content-Length unless
+        // ?undeclared; counted under ?tag.
         const total = Number(url.searchParams.get("bytes") ?? 0);
+        const patterned = url.searchParams.has("pattern");
         const tag = served.get(url.searchParams.get("tag") ?? "") ?? { requests: 0, bytes: 0 };
         served.set(url.searchParams.get("tag") ?? "", tag);
         tag.requests++;
@@ -70,6 +73,7 @@ export async function startHttpsFiles(): Promise<HttpsFiles> {
         const pump = () => {
           while (sent < total && !res.destroyed) {
             const piece = chunk.subarray(0, Math.min(chunk.length, total - sent));
+            if (patterned) for (let i = 0; i < piece.length; i++) piece[i] = sizedPattern(sent + i);
             sent += piece.length;
             tag.bytes += piece.length;
             if (!res.write(piece)) return void res.once("drain", pump);
@@ -112,3 +116,4 @@ export async function startHttpsFiles(): Promise<HttpsFiles> {
       }),
   };
 }
+

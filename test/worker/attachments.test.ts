@@ -6,7 +6,12 @@ import { contentTypeForFilename, decodeAttachmentContent, resolveAttachment } fr
 import { createOutboundFetcher, type OutboundPolicy } from "../../worker/net/outbound.ts";
 import { ATTACHMENT_FETCH, performSend } from "../../worker/sending/send.ts";
 import { MAX_MESSAGE_BYTES } from "../../worker/sending/accept.ts";
-import { renderMessage } from "../../worker/delivery/consumer.ts";
+import { consumeSendBatch, renderMessage } from "../../worker/delivery/consumer.ts";
+import { createSmtpTransport } from "../../worker/transports/smtp.ts";
+import { createMessageBatch } from "cloudflare:test";
+import PostalMime from "postal-mime";
+import { sizedPattern } from "../support/sized-pattern.ts";
+import { capturedFor, bytesOf, address } from "./peers.ts";
 import { emails } from "../../worker/db/schema.ts";
 import { drizzle } from "drizzle-orm/d1";
 import { eq } from "drizzle-orm";
@@ -256,12 +261,28 @@ describe("the whole message is at most 40 MB once encoded, fetched attachments i
   });
 
   it("cuts off a path without a declared length once it passes the room left", async () => {
+    const stored = await storedObjects();
     const paths = [sized("d", 13 * MB), sized("e", 30 * MB, false)];
     const answer = refusal(await send({ attachments: paths.map((path) => ({ path })) }));
     expect(answer).toMatchObject({ status: 422, name: "validation_error" });
     expect(answer.message).toMatch(/^`attachments\[1\]\.path`: the email would be larger than 40 MB/);
     // The reader stopped: the server did not get to write the whole 30 MB.
     expect((await served(paths[1]!)).bytes).toBeLessThan(30 * MB);
+    expect(await countRows("emails", account.accountId)).toBe(0);
+    // The first file and the parts of the second were in R2 before the refusal: all gone.
+    expect(await storedObjects()).toBe(stored);
+  });
+
+  it("removes the files already written to R2 when a later rule refuses the email", async () => {
+    const stored = await storedObjects();
+    const broken = refusal(await send({ attachments: [{ path: sized("j", 6 * MB, false) }, { path: `${base}/404` }] }));
+    expect(broken).toMatchObject({ status: 422, name: "invalid_attachment" });
+    const twice = refusal(await send({
+      html: "<img src=cid:logo>",
+      attachments: [{ path: sized("k", MB) }, { content: "aGk=", content_id: "logo" }, { content: "aGk=", content_id: "logo" }],
+    }));
+    expect(twice).toMatchObject({ status: 422, name: "validation_error", message: "Each `content_id` must be unique within an email." });
+    expect(await storedObjects()).toBe(stored);
     expect(await countRows("emails", account.accountId)).toBe(0);
   });
 
@@ -293,5 +314,51 @@ describe("the whole message is at most 40 MB once encoded, fetched attachments i
     const built = (await renderMessage(env, email)).byteLength;
     expect(built).toBeGreaterThan(35 * MB);
     expect(built).toBeLessThanOrEqual(MAX_MESSAGE_BYTES);
+  });
+});
+
+// Fetched files are written to R2 as they arrive and read back as streams at delivery: what the
+// recipient gets is the server's bytes, whatever the chunks in between.
+describe("fetched attachments are delivered byte for byte", () => {
+  const MB = 1024 * 1024;
+  const loose = createOutboundFetcher({ ...ATTACHMENT_FETCH, allowPrivate: true, allowHttp: false });
+  const patterned = (bytes: number, declared: boolean) => `${base}/sized?bytes=${bytes}&pattern&tag=p-${crypto.randomUUID()}${declared ? "" : "&undeclared"}`;
+  const expected = (bytes: number) => Uint8Array.from({ length: bytes }, (_, i) => sizedPattern(i));
+
+  it("a declared path, an undeclared one over an R2 part and inline content arrive as sent", async () => {
+    const account = await createAccount();
+    const to = address("files", "example.com");
+    const answer = await performSend(env, { accountId: account.accountId, keyId: "k", permission: "full_access", domainId: null, plan: "free", rateLimit: 0 }, {
+      kind: "single", batchMode: "strict", body: {
+        from: `files@${account.domain}`, to, subject: "files", html: "<p>logo <img src=\"cid:logo\"></p>", scheduled_at: "in 20 days",
+        attachments: [
+          { path: patterned(3 * MB + 17, true), filename: "declared.bin" },
+          // Over one 5 MiB part without a length: a multipart upload of two parts.
+          { path: patterned(6 * MB + 5, false), filename: "undeclared.bin" },
+          { content: btoa("tern logo"), filename: "logo.png", content_id: "logo" },
+        ],
+      },
+    }, { fetcher: loose });
+    expect(answer.status, answer.body).toBe(200);
+    const { id } = JSON.parse(answer.body) as { id: string };
+    const row = (await drizzle(env.DB).select().from(emails).where(eq(emails.id, id)).get())!;
+    expect((JSON.parse(row.attachmentsJson) as { size: number; key: string }[]).map((a) => [a.size, a.key])).toEqual([
+      [3 * MB + 17, `emails/${id}/attachments/0`], [6 * MB + 5, `emails/${id}/attachments/1`], [9, `emails/${id}/attachments/2`],
+    ]);
+
+    await env.DB.prepare("UPDATE emails SET state = 'queued', next_attempt_at = ? WHERE id = ?").bind(Date.now(), id).run();
+    const batch = createMessageBatch("tern-send", [{ id: "m0", timestamp: new Date(), attempts: 1, body: { emailId: id } }]);
+    await consumeSendBatch(batch as MessageBatch<{ emailId: string }>, env, {
+      transportFor: () => createSmtpTransport({ host: "127.0.0.1", port: env.TEST_PEERS.plain!, security: "plain", heloName: "mx.tern.example", connectTimeoutMs: 2000, commandTimeoutMs: 5000, dataTimeoutMs: 30000 }),
+    });
+    const [message] = await capturedFor(to);
+    expect(message, "the relay got the message").toBeDefined();
+    const parsed = await PostalMime.parse(bytesOf(message!.rawBase64));
+    const byName = new Map(parsed.attachments.map((a) => [a.filename, new Uint8Array(a.content as ArrayBuffer)]));
+    expect(byName.get("declared.bin")!.length).toBe(3 * MB + 17);
+    expect(byName.get("declared.bin")!).toEqual(expected(3 * MB + 17));
+    expect(byName.get("undeclared.bin")!).toEqual(expected(6 * MB + 5));
+    expect(new TextDecoder().decode(byName.get("logo.png"))).toBe("tern logo");
+    expect(parsed.attachments.find((a) => a.filename === "logo.png")?.contentId).toBe("<logo>");
   });
 });

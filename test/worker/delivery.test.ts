@@ -253,9 +253,9 @@ describe("delivery through the relay", () => {
         open: async () => {
           const session = await inner.open();
           return {
-            deliver: (m) => {
+            deliver: async (m) => {
               let largest = 0, total = 0;
-              for (const c of m.raw instanceof Uint8Array ? [m.raw] : m.raw.chunks()) {
+              for await (const c of m.raw instanceof Uint8Array ? [m.raw] : m.raw.chunks()) {
                 largest = Math.max(largest, c.length);
                 total += c.length;
               }

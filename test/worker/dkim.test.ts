@@ -233,7 +233,7 @@ describe("DKIM, SPF and DMARC at the receiver (mailauth)", () => {
     const joined = new Uint8Array(signed.length);
     let o = 0;
     let largest = 0;
-    for (const c of signed.chunks()) {
+    for await (const c of signed.chunks()) {
       joined.set(c, o);
       o += c.length;
       largest = Math.max(largest, c.length);

@@ -34,31 +34,31 @@ async function connectError(opts: SmtpClientOptions): Promise<SmtpError> {
 }
 
 /** Each chunk decoded as it comes: dataChunks uses its buffers again. */
-function joined(chunks: Iterable<Uint8Array>): string {
+async function joined(chunks: AsyncIterable<Uint8Array>): Promise<string> {
   let out = "";
-  for (const c of chunks) out += decoder.decode(c);
+  for await (const c of chunks) out += decoder.decode(c);
   return out;
 }
 
-describe("DATA encoding", () => {
-  it("doubles a leading dot on every line and ends with CRLF.CRLF", () => {
-    expect(joined(dataChunks(encoder.encode(".\r\n..x\r\na.b\r\n.end\r\n")))).toBe("..\r\n...x\r\na.b\r\n..end\r\n.\r\n");
+describe("DATA encoding", async () => {
+  it("doubles a leading dot on every line and ends with CRLF.CRLF", async () => {
+    expect(await joined(dataChunks(encoder.encode(".\r\n..x\r\na.b\r\n.end\r\n")))).toBe("..\r\n...x\r\na.b\r\n..end\r\n.\r\n");
   });
 
-  it("adds the missing CRLF before the final dot and handles an empty message", () => {
-    expect(joined(dataChunks(encoder.encode("no newline")))).toBe("no newline\r\n.\r\n");
-    expect(joined(dataChunks(new Uint8Array(0))))
+  it("adds the missing CRLF before the final dot and handles an empty message", async () => {
+    expect(await joined(dataChunks(encoder.encode("no newline")))).toBe("no newline\r\n.\r\n");
+    expect(await joined(dataChunks(new Uint8Array(0))))
       .toBe(".\r\n");
   });
 
-  it("turns bare CR and LF into CRLF so no relay can see an early end of data", () => {
-    expect(joined(dataChunks(encoder.encode("a\n.\nb\r.\rc\r")))).toBe("a\r\n..\r\nb\r\n..\r\nc\r\n.\r\n");
+  it("turns bare CR and LF into CRLF so no relay can see an early end of data", async () => {
+    expect(await joined(dataChunks(encoder.encode("a\n.\nb\r.\rc\r")))).toBe("a\r\n..\r\nb\r\n..\r\nc\r\n.\r\n");
   });
 
-  it("gives the same bytes whatever the chunk size, even when CRLF or a dot straddles two chunks", () => {
+  it("gives the same bytes whatever the chunk size, even when CRLF or a dot straddles two chunks", async () => {
     const raw = encoder.encode("x\r\n.\r\n..y\r\nz\n.w\r");
-    const whole = joined(dataChunks(raw, 1 << 20));
-    for (const size of [1, 2, 3, 5]) expect(joined(dataChunks(raw, size))).toBe(whole);
+    const whole = await joined(dataChunks(raw, 1 << 20));
+    for (const size of [1, 2, 3, 5]) expect(await joined(dataChunks(raw, size))).toBe(whole);
   });
 });
 

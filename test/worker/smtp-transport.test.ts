@@ -273,7 +273,7 @@ describe("a message given in pieces", () => {
     };
     let result: RecipientResult[];
     try {
-      result = await deliverOnce(relay("plain", "plain"), { envelopeFrom: "bounces@tern.test", recipients: [to], raw: { length: whole.length, chunks: () => pieces } });
+      result = await deliverOnce(relay("plain", "plain"), { envelopeFrom: "bounces@tern.test", recipients: [to], raw: { length: whole.length, chunks: async function* () { yield* pieces; } } });
     } finally {
       WritableStreamDefaultWriter.prototype.write = realWrite;
     }

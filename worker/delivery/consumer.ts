@@ -12,7 +12,7 @@ import { unindexed } from "../db/plan.ts";
 import { emailEvents, emails, type EmailRow } from "../db/schema.ts";
 import { uuidv7 } from "../ids.ts";
 import { parseMailbox, toAsciiEmail, type Address } from "../mime/address.ts";
-import { buildMessage, composeMessage, UnbuildableMessageError, type ComposedMessage, type MimeMessageInput } from "../mime/build.ts";
+import { composeMessage, UnbuildableMessageError, type ComposedMessage, type MimeMessageInput } from "../mime/build.ts";
 import type { QueueMessage } from "../sending/accept.ts";
 import { ContentMissingError, loadContent, type EmailContent } from "../sending/content.ts";
 import { bodyHash, signComposed } from "../dkim/sign.ts";
@@ -20,7 +20,7 @@ import { transportFor } from "../transports/select.ts";
 import { NoSigningKeyError, sendingIdentity } from "./sending-identity.ts";
 import { isSimulated, simulate } from "../transports/simulator.ts";
 import { rateLimited, SessionPool } from "./session-pool.ts";
-import type { MessageChunks, Transport } from "../transports/transport.ts";
+import { joinedBytes, type MessageChunks, type Transport, type TransportSession } from "../transports/transport.ts";
 import { settleAttempt, type AttemptResult, type EventRecord, type Settlement } from "./outcome.ts";
 import { AttemptLog, LeaseLostError, markInFlightStatement, progressOf, type InFlightMark } from "./progress.ts";
 import { canonicalRecipient } from "../sending/return-path.ts";
@@ -437,15 +437,12 @@ function mailboxes(json: string): Address[] {
   return (JSON.parse(json) as string[]).map((a) => parseMailbox(a)!);
 }
 
-/** The message as recipients see it. Bcc recipients are only in the envelope, never a header. */
+/** The message as recipients see it, joined (its attachments read from R2). Bcc recipients are
+ * only in the envelope, never a header. */
 export async function renderMessage(env: Env, email: EmailRow): Promise<Uint8Array> {
   const content = await loadContent(env.BLOBS, email);
-  return buildEmailMessage(email, content, { html: content.html, text: content.text, headers: JSON.parse(email.headersJson) as Record<string, string> });
-}
-
-/** The message from the stored email with its html, text and headers as they are sent (tracked, personalized). */
-function buildEmailMessage(email: EmailRow, content: EmailContent, parts: MessageParts): Uint8Array {
-  return buildMessage(messageInput(email, content, parts));
+  const parts = { html: content.html, text: content.text, headers: JSON.parse(email.headersJson) as Record<string, string> };
+  return joinedBytes(await signComposed(composeEmailMessage(email, content, parts), []));
 }
 
 /** The same message composed, not built: made in pieces as it is read (mime/build.ts). */

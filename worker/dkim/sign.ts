@@ -121,11 +121,11 @@ export async function signMessage(raw: Uint8Array, keys: SigningKey[], opts: Sig
 type DigestStreamClass = new (algorithm: string) => WritableStream<ArrayBufferView> & { digest: Promise<ArrayBuffer> };
 
 /** The relaxed body hash of a body read in pieces (base64), one piece in memory at a time. */
-export async function bodyHash(chunks: Iterable<Uint8Array>): Promise<string> {
+export async function bodyHash(chunks: Iterable<Uint8Array> | AsyncIterable<Uint8Array>): Promise<string> {
   const digest = new (crypto as unknown as { DigestStream: DigestStreamClass }).DigestStream("SHA-256");
   const writer = digest.getWriter();
   const relaxed = new RelaxedBodyStream();
-  for (const chunk of chunks) for (const part of relaxed.push(chunk)) await writer.write(part);
+  for await (const chunk of chunks) for (const part of relaxed.push(chunk)) await writer.write(part);
   for (const part of relaxed.end()) await writer.write(part);
   await writer.close();
   return toBase64(new Uint8Array(await digest.digest));
@@ -142,7 +142,7 @@ export async function signComposed(message: ComposedMessage, keys: SigningKey[],
   return {
     length: signature.length + head.length + body.length,
     sevenBit: true,
-    *chunks() {
+    async *chunks() {
       if (signature.length > 0) yield signature;
       yield head;
       yield* body.chunks();

@@ -19,10 +19,19 @@ import {
   writeBase64Lines,
 } from "./encoding.ts";
 
+/** An attachment's bytes read on demand (from R2 at delivery), each read from the start: a
+ * message near the 40 MB bound is made without holding its attachments (issue 20, item 3). */
+export interface ByteSource {
+  /** Its length in octets; a read that yields another length is an error. */
+  readonly size: number;
+  read(): AsyncIterable<Uint8Array>;
+}
+
 export interface MimeAttachment {
   filename?: string;
   contentType: string;
-  content: Uint8Array;
+  /** The bytes, or a source read each time the message is made (composeMessage only). */
+  content: Uint8Array | ByteSource;
   /** set for inline parts referenced as cid: in html */
   contentId?: string;
 }
@@ -91,7 +100,7 @@ interface Leaf {
   /** Folded header fields, without their final CRLF. */
   headers: string[];
   /** ASCII text, ASCII octets (quoted-printable), or octets to write as base64. */
-  body: { text: string } | { ascii: Uint8Array } | { base64: Uint8Array };
+  body: { text: string } | { ascii: Uint8Array } | { base64: Uint8Array | ByteSource };
 }
 interface Multipart {
   kind: "multipart";
@@ -101,27 +110,33 @@ interface Multipart {
   parts: Node[];
 }
 
-/** Builds the complete RFC 5322 message, CRLF line endings, NOT dot-stuffed. There is NO Bcc parameter and no Bcc header may ever be written. */
+/** Builds the complete RFC 5322 message, CRLF line endings, NOT dot-stuffed. There is NO Bcc
+ * parameter and no Bcc header may ever be written. Attachments must be bytes here; a message
+ * with streamed attachments is composed and read in pieces (composeMessage). */
 export function buildMessage(input: MimeMessageInput): Uint8Array {
-  const { fields, body } = composeMessage(input);
+  const root = structure(input, boundaries(input.boundarySeed));
+  const fields = [...topHeaders(input), ...nodeHeaders(root)];
+  const writer = bodyWriter(root);
   const head = headerBytes(fields);
-  const out = new Uint8Array(head.length + body.length);
+  const out = new Uint8Array(head.length + writer.size);
   out.set(head);
   let offset = head.length;
-  for (const chunk of body.chunks()) {
-    out.set(chunk, offset);
-    offset += chunk.length;
+  for (const piece of piecesOf(writer.parts, new Uint8Array(BASE64_OUT + 2))) {
+    if (!(piece instanceof Uint8Array)) throw new TypeError("buildMessage takes attachment bytes; compose a message with streamed attachments");
+    out.set(piece, offset);
+    offset += piece.length;
   }
   return out;
 }
 
 /** A message body made on demand, in pieces of about 64 KB: each call of chunks() yields the
- * same bytes again, and a 40 MB message never exists as one buffer (issue 20, item 3). A
- * piece is only valid until the next one is asked for (its buffer is used again). */
+ * same bytes again (reading streamed attachments again), and a 40 MB message never exists as
+ * one buffer (issue 20, item 3). A piece is only valid until the next one is asked for (its
+ * buffer is used again). */
 export interface MessageBody {
   /** Its length in octets. */
   readonly length: number;
-  chunks(): Generator<Uint8Array>;
+  chunks(): AsyncGenerator<Uint8Array>;
 }
 
 /** A message as its header fields (folded, without their CRLF) and its body. */
@@ -135,11 +150,16 @@ export interface ComposedMessage {
 export function composeMessage(input: MimeMessageInput): ComposedMessage {
   const top = topHeaders(input);
   const root = structure(input, boundaries(input.boundarySeed));
+  const { parts, size } = bodyWriter(root);
+  return { fields: [...top, ...nodeHeaders(root)], body: { length: size, chunks: () => pieces(parts) } };
+}
+
+function bodyWriter(root: Node): MessageWriter {
   const out = new MessageWriter();
   writeBody(root, out);
   // The message ends with CRLF; a text body that already ends with one keeps its length.
   if (root.kind === "multipart" || !endsWithCrlf(root.body)) out.text(CRLF);
-  return { fields: [...top, ...nodeHeaders(root)], body: out.body() };
+  return out;
 }
 
 /** The header section's octets: each field with its CRLF, then the empty line. */
@@ -310,44 +330,90 @@ function stripAngles(id: string): string {
   return id.startsWith("<") && id.endsWith(">") ? id.slice(1, -1) : id;
 }
 
-/** Collects the body as ASCII strings and octets; body() then writes it out in pieces of about
- * PIECE_BYTES each time it is read (base64 goes straight from the attachment into the piece). */
+type BodyPart = string | { ascii: Uint8Array } | { base64: Uint8Array | ByteSource };
+
+/** Collects the body as ASCII strings, octets and attachments, and its length; pieces() then
+ * writes it out in pieces of about PIECE_BYTES each time it is read (base64 goes straight from
+ * the attachment, or from its stream, into the piece). */
 class MessageWriter {
-  private chunks: (string | { ascii: Uint8Array } | { base64: Uint8Array })[] = [];
-  private size = 0;
+  readonly parts: BodyPart[] = [];
+  size = 0;
 
   text(s: string): void {
-    this.chunks.push(s);
+    this.parts.push(s);
     this.size += s.length;
   }
 
   ascii(bytes: Uint8Array): void {
-    this.chunks.push({ ascii: bytes });
+    this.parts.push({ ascii: bytes });
     this.size += bytes.length;
   }
 
-  base64(bytes: Uint8Array): void {
-    this.chunks.push({ base64: bytes });
-    this.size += base64LinesLength(bytes.length);
-  }
-
-  body(): MessageBody {
-    const chunks = this.chunks;
-    return { length: this.size, chunks: () => pieces(chunks) };
+  base64(content: Uint8Array | ByteSource): void {
+    this.parts.push({ base64: content });
+    this.size += base64LinesLength(content instanceof Uint8Array ? content.length : content.size);
   }
 }
 
 /** Input octets of one base64 piece: whole 57-octet lines (76 characters), about 80 KB out. */
 const BASE64_PIECE = 57 * 1024;
+const BASE64_OUT = base64LinesLength(BASE64_PIECE);
 /** Text and headers are gathered into pieces of about this size before they are yielded. */
 const PIECE_BYTES = 64 * 1024;
 
 /** The body's pieces. A base64 piece is written into one buffer used again for the next: a
  * piece is only valid until the next one is asked for (everything that reads a body, hashing,
  * dot-stuffing, joining, is done with a piece by then), which keeps a 40 MB message from
- * leaving 40 MB of garbage behind each time it is read. */
-function* pieces(chunks: (string | { ascii: Uint8Array } | { base64: Uint8Array })[]): Generator<Uint8Array> {
-  let scratch: Uint8Array | undefined;
+ * leaving 40 MB of garbage behind each time it is read. A streamed attachment is read from its
+ * source here, one piece of input at a time. */
+async function* pieces(parts: BodyPart[]): AsyncGenerator<Uint8Array> {
+  const scratch = new Uint8Array(BASE64_OUT + 2);
+  for (const piece of piecesOf(parts, scratch)) {
+    if (piece instanceof Uint8Array) yield piece;
+    else yield* streamedBase64(piece, scratch);
+  }
+}
+
+/** One base64 piece of `input` (whole lines, CRLF between them) into `scratch`; one that is not
+ * the attachment's last ends with the CRLF before the next line. */
+function base64Piece(input: Uint8Array, last: boolean, scratch: Uint8Array): Uint8Array {
+  const out = scratch.subarray(0, base64LinesLength(input.length) + (last ? 0 : 2));
+  const end = writeBase64Lines(input, out, 0);
+  if (!last) {
+    out[end] = 13;
+    out[end + 1] = 10;
+  }
+  return out;
+}
+
+/** A streamed attachment's base64 lines: the same bytes piecesOf writes for it in memory (its
+ * input is cut into BASE64_PIECE octets whatever chunks the stream brings). */
+async function* streamedBase64(source: ByteSource, scratch: Uint8Array): AsyncGenerator<Uint8Array> {
+  const input = new Uint8Array(BASE64_PIECE);
+  let filled = 0;
+  let seen = 0;
+  for await (const chunk of source.read()) {
+    for (let at = 0; at < chunk.length; ) {
+      // A full piece goes once another octet is known to follow: then it is not the last.
+      if (filled === BASE64_PIECE) {
+        yield base64Piece(input, false, scratch);
+        filled = 0;
+      }
+      const n = Math.min(BASE64_PIECE - filled, chunk.length - at);
+      input.set(chunk.subarray(at, at + n), filled);
+      filled += n;
+      at += n;
+    }
+    seen += chunk.length;
+    if (seen > source.size) break;
+  }
+  if (seen !== source.size) throw new Error(`mime: an attachment read ${seen} octets, not the ${source.size} it has`);
+  if (filled > 0) yield base64Piece(input.subarray(0, filled), true, scratch);
+}
+
+/** The pieces of parts whose content is in memory; a streamed attachment is handed out as its
+ * source, for pieces() to read (buildMessage refuses it). */
+function* piecesOf(chunks: BodyPart[], scratch: Uint8Array): Generator<Uint8Array | ByteSource> {
   let text = "";
   for (const chunk of chunks) {
     if (typeof chunk === "string") {
@@ -367,19 +433,13 @@ function* pieces(chunks: (string | { ascii: Uint8Array } | { base64: Uint8Array 
       continue;
     }
     const bytes = chunk.base64;
-    for (let i = 0; i < bytes.length || i === 0; i += BASE64_PIECE) {
-      const slice = bytes.subarray(i, i + BASE64_PIECE);
-      const last = i + BASE64_PIECE >= bytes.length;
-      // Lines are separated by CRLF; a piece that is not the last ends with the CRLF before the next.
-      scratch ??= new Uint8Array(base64LinesLength(BASE64_PIECE) + 2);
-      const out = scratch.subarray(0, base64LinesLength(slice.length) + (last ? 0 : 2));
-      const end = writeBase64Lines(slice, out, 0);
-      if (!last) {
-        out[end] = 13;
-        out[end + 1] = 10;
-      }
-      if (out.length > 0) yield out;
-      if (last) break;
+    if (!(bytes instanceof Uint8Array)) {
+      yield bytes;
+      continue;
+    }
+    // Lines are separated by CRLF; a piece that is not the last ends with the CRLF before the next.
+    for (let i = 0; i < bytes.length; i += BASE64_PIECE) {
+      yield base64Piece(bytes.subarray(i, i + BASE64_PIECE), i + BASE64_PIECE >= bytes.length, scratch);
     }
   }
   if (text !== "") {

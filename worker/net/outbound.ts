@@ -35,7 +35,6 @@ export interface FetchLimit {
   message: string;
 }
 
-export type OutboundFetcher = (url: string, limit?: FetchLimit) => Promise<Result<OutboundFile, OutboundFailure>>;
 
 const LOCAL_NAME_SUFFIXES = [".localhost", ".local", ".internal", ".home.arpa"];
 
@@ -224,19 +223,48 @@ function isPublicIpv6(groups: number[]): boolean {
 
 const REDIRECT_STATUSES = new Set([301, 302, 303, 307, 308]);
 
+/** A fetched body handed over as it arrives (OutboundFetcher.stream): its chunks stop with an
+ * OutboundBodyError when it passes the size limit, breaks off or runs out of time, and a body
+ * shorter or longer than its declared Content-Length is a broken one. */
+export interface OutboundBody {
+  chunks: AsyncIterable<Uint8Array>;
+  /** The Content-Length the server declared (at most the limit), or null. */
+  declaredLength: number | null;
+  /** The Content-Type header of the final answer, as sent. */
+  contentType?: string;
+  /** The URL the body came from, after redirects. */
+  finalUrl: string;
+}
+
+/** Why a streamed body stopped; `failure` is what the fetch answers. */
+export class OutboundBodyError extends Error {
+  constructor(readonly failure: OutboundFailure) {
+    super(failure.message);
+  }
+}
+
+export interface OutboundFetcher {
+  /** The whole body in one buffer. */
+  (url: string, limit?: FetchLimit): Promise<Result<OutboundFile, OutboundFailure>>;
+  /** The body handed to `consume` as it arrives, so a large file need never be held whole. A
+   * failure of the fetch or of the body (OutboundBodyError thrown inside `consume`) is a
+   * failed result; anything else `consume` throws is thrown. */
+  stream<T>(url: string, limit: FetchLimit | undefined, consume: (body: OutboundBody) => Promise<T>): Promise<Result<T, OutboundFailure>>;
+}
+
 /**
  * A fetcher bound to a policy. `fetchImpl` defaults to the global fetch.
  * DNS rebinding: in production, Cloudflare's fetch never routes to private networks, so a public name resolving to a private address is not reachable.
  */
 export function createOutboundFetcher(policy: OutboundPolicy, fetchImpl?: typeof fetch): OutboundFetcher {
   const doFetch: typeof fetch = fetchImpl ?? ((input, init) => fetch(input, init));
-  return async (url, limit) => {
-    const signal = AbortSignal.timeout(policy.timeoutMs);
+  const timedOut = (): OutboundFailure => ({ message: `The server did not send the whole file within ${policy.timeoutMs} ms.` });
+  const broken = (signal: AbortSignal): OutboundFailure =>
+    signal.aborted ? timedOut() : { message: "The server's answer broke off before it was complete." };
+
+  /** The final answer after redirects, its body not yet read; a failure once it is settled. */
+  async function open(url: string, limit: FetchLimit | undefined, signal: AbortSignal): Promise<Result<{ response: Response; finalUrl: string; maxBytes: number; declared: number | null; tooBig: OutboundFailure }, OutboundFailure>> {
     const maxBytes = Math.min(policy.maxBytes, limit?.maxBytes ?? Infinity);
-    const timedOut: Result<OutboundFile> = {
-      ok: false,
-      message: `The server did not send the whole file within ${policy.timeoutMs} ms.`,
-    };
     let current = checkUrl(url, policy, "The URL");
     if (!current.ok) return current;
     for (let redirects = 0; ; redirects++) {
@@ -244,7 +272,7 @@ export function createOutboundFetcher(policy: OutboundPolicy, fetchImpl?: typeof
       try {
         response = await doFetch(current.value.href, { method: "GET", redirect: "manual", signal });
       } catch {
-        return signal.aborted ? timedOut : { ok: false, message: "The server could not be reached." };
+        return signal.aborted ? { ok: false, ...timedOut() } : { ok: false, message: "The server could not be reached." };
       }
       if (REDIRECT_STATUSES.has(response.status)) {
         await discard(response);
@@ -269,29 +297,107 @@ export function createOutboundFetcher(policy: OutboundPolicy, fetchImpl?: typeof
         await discard(response);
         return { ok: false, message: `The server answered with status ${response.status}.` };
       }
-      const tooBig: Result<OutboundFile, OutboundFailure> = {
-        ok: false,
+      const tooBig: OutboundFailure = {
         tooBig: true,
         message: limit && limit.maxBytes < policy.maxBytes ? limit.message : `The file is larger than the limit of ${policy.maxBytes} bytes.`,
       };
       // A declared length over the limit is refused before any of the body is read.
-      const declared = response.headers.get("content-length");
-      if (declared !== null && /^\d+$/.test(declared.trim()) && Number(declared.trim()) > maxBytes) {
+      const header = response.headers.get("content-length");
+      const declared = header !== null && /^\d+$/.test(header.trim()) ? Number(header.trim()) : null;
+      if (declared !== null && declared > maxBytes) {
         await discard(response);
-        return tooBig;
+        return { ok: false, ...tooBig };
       }
-      const body = await readBounded(response, maxBytes, signal, declared !== null && /^\d+$/.test(declared.trim()) ? Number(declared.trim()) : null);
-      if (body === "too_big") return tooBig;
-      if (body === "failed") {
-        return signal.aborted ? timedOut : { ok: false, message: "The server's answer broke off before it was complete." };
-      }
-      const contentType = response.headers.get("content-type");
-      return {
-        ok: true,
-        value: { body, finalUrl: current.value.href, ...(contentType !== null ? { contentType } : {}) },
-      };
+      return { ok: true, value: { response, finalUrl: current.value.href, maxBytes, declared, tooBig } };
+    }
+  }
+
+  const fetchWhole = async (url: string, limit?: FetchLimit): Promise<Result<OutboundFile, OutboundFailure>> => {
+    const signal = AbortSignal.timeout(policy.timeoutMs);
+    const opened = await open(url, limit, signal);
+    if (!opened.ok) return opened;
+    const { response, finalUrl, maxBytes, declared, tooBig } = opened.value;
+    const body = await readBounded(response, maxBytes, signal, declared);
+    if (body === "too_big") return { ok: false, ...tooBig };
+    if (body === "failed") return { ok: false, ...broken(signal) };
+    const contentType = response.headers.get("content-type");
+    return { ok: true, value: { body, finalUrl, ...(contentType !== null ? { contentType } : {}) } };
+  };
+
+  const stream = async <T>(url: string, limit: FetchLimit | undefined, consume: (body: OutboundBody) => Promise<T>): Promise<Result<T, OutboundFailure>> => {
+    const signal = AbortSignal.timeout(policy.timeoutMs);
+    const opened = await open(url, limit, signal);
+    if (!opened.ok) return opened;
+    const { response, finalUrl, maxBytes, declared, tooBig } = opened.value;
+    const contentType = response.headers.get("content-type");
+    try {
+      const value = await consume({
+        chunks: boundedChunks(response, maxBytes, signal, declared, tooBig, () => broken(signal)),
+        declaredLength: declared,
+        finalUrl,
+        ...(contentType !== null ? { contentType } : {}),
+      });
+      return { ok: true, value };
+    } catch (err) {
+      await discard(response);
+      if (err instanceof OutboundBodyError) return { ok: false, ...err.failure };
+      throw err;
     }
   };
+
+  return Object.assign(fetchWhole, { stream });
+}
+
+/** What one read of a streamed body may bring. */
+const READ_BYTES = 64 * 1024;
+
+/** The body's chunks, counted against `maxBytes` (and the declared length) as they come. A
+ * chunk is only valid until the next one is asked for: its buffer is read into again. */
+async function* boundedChunks(response: Response, maxBytes: number, signal: AbortSignal, declared: number | null, tooBig: OutboundFailure, broken: () => OutboundFailure): AsyncGenerator<Uint8Array> {
+  if (response.body === null) {
+    if (declared !== null && declared > 0) throw new OutboundBodyError(broken());
+    return;
+  }
+  // One buffer read into again and again (a BYOB reader): a new buffer for each chunk was the
+  // whole file again in garbage that the isolate keeps until its next collection.
+  const reader = response.body.getReader({ mode: "byob" });
+  const aborted = new Promise<never>((_, reject) => {
+    if (signal.aborted) reject(new Error("aborted"));
+    signal.addEventListener("abort", () => reject(new Error("aborted")), { once: true });
+  });
+  aborted.catch(() => {});
+  let buffer = new ArrayBuffer(READ_BYTES);
+  let total = 0;
+  let done = false;
+  try {
+    for (;;) {
+      let read: Awaited<ReturnType<typeof reader.read>>;
+      try {
+        read = await Promise.race([settled(reader.read(new Uint8Array(buffer))), aborted]);
+      } catch {
+        throw new OutboundBodyError(broken());
+      }
+      if (read.done) break;
+      const chunk = new Uint8Array(read.value.buffer, read.value.byteOffset, read.value.byteLength);
+      buffer = chunk.buffer as ArrayBuffer;
+      total += chunk.byteLength;
+      if (total > maxBytes) throw new OutboundBodyError(tooBig);
+      // More than the server declared: its answer is not what it said it was.
+      if (declared !== null && total > declared) throw new OutboundBodyError(broken());
+      yield chunk;
+    }
+    if (declared !== null && total !== declared) throw new OutboundBodyError(broken());
+    done = true;
+  } finally {
+    if (!done) reader.cancel().catch(() => {});
+  }
+}
+
+/** A read that may lose a race against the timeout: its later failure ("Network connection
+ * lost" once the body is cancelled) is expected, not an unhandled rejection. */
+function settled<T>(read: Promise<T>): Promise<T> {
+  read.catch(() => {});
+  return read;
 }
 
 async function discard(response: Response): Promise<void> {
@@ -318,7 +424,7 @@ async function readBounded(response: Response, maxBytes: number, signal: AbortSi
   let total = 0;
   try {
     for (;;) {
-      const { done, value } = await Promise.race([reader.read(), aborted]);
+      const { done, value } = await Promise.race([settled(reader.read()), aborted]);
       if (done) break;
       if (total + value.byteLength > maxBytes) {
         reader.cancel().catch(() => {});

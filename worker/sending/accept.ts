@@ -13,7 +13,7 @@ import { attachmentBound, isValidContentId, largestAttachmentWithin, messageBase
 import { htmlToText } from "../mime/html-to-text.ts";
 import type { FetchLimit, OutboundFetcher } from "../net/outbound.ts";
 import { resolveAttachment } from "./attachments.ts";
-import { storeContent, type AttachmentBytes } from "./content.ts";
+import { attachmentKey, byteLength, contentKeys, storeContent, storeFetched, type AttachmentBytes } from "./content.ts";
 import { asList, type SendEmailRequest } from "./request.ts";
 import { consumeStatements, isQuotaViolation, quotaError, type QuotaUse } from "./quota.ts";
 import { parseScheduledAt } from "./schedule.ts";
@@ -68,6 +68,8 @@ export interface PreparedEmail {
 
 export interface SendDeps {
   db: D1Database;
+  /** Where content goes: a fetched `path` is written here as it arrives. */
+  blobs: R2Bucket;
   config: TernConfig;
   fetcher: OutboundFetcher;
   now: number;
@@ -109,20 +111,28 @@ export async function prepareEmail(deps: SendDeps, principal: Principal, req: Se
   const html = req.html && req.html.length > 0 ? req.html : null;
   // text absent: derived from html; text "" opts out of a text part.
   const text = req.text !== undefined ? (req.text.length > 0 ? req.text : null) : html ? htmlToText(html) : null;
-  const attachments = await resolveWithin(deps, req, where, messageBaseBound({
-    subject: req.subject, headers: req.headers ?? {}, html, text, addresses: [req.from, ...to, ...cc, ...asList(req.reply_to)],
-  }));
-  for (const [i, a] of attachments.entries()) {
-    if (a.contentId !== undefined && !isValidContentId(a.contentId)) {
-      throw new ApiError("validation_error", prefix(where, `\`attachments[${i}].content_id\` must be printable ASCII without spaces or angle brackets.`));
+  // The id comes first: fetched attachments are written under it as they arrive.
+  const id = uuidv7(deps.now);
+  let attachments: AttachmentBytes[];
+  try {
+    attachments = await resolveWithin(deps, id, req, where, messageBaseBound({
+      subject: req.subject, headers: req.headers ?? {}, html, text, addresses: [req.from, ...to, ...cc, ...asList(req.reply_to)],
+    }));
+    for (const [i, a] of attachments.entries()) {
+      if (a.contentId !== undefined && !isValidContentId(a.contentId)) {
+        throw new ApiError("validation_error", prefix(where, `\`attachments[${i}].content_id\` must be printable ASCII without spaces or angle brackets.`));
+      }
     }
-  }
-  const cids = attachments.map((a) => a.contentId).filter(Boolean);
-  if (new Set(cids).size !== cids.length) {
-    throw new ApiError("validation_error", prefix(where, "Each `content_id` must be unique within an email."));
+    const cids = attachments.map((a) => a.contentId).filter(Boolean);
+    if (new Set(cids).size !== cids.length) {
+      throw new ApiError("validation_error", prefix(where, "Each `content_id` must be unique within an email."));
+    }
+  } catch (err) {
+    // Nothing is kept of a refused email, not even the files fetched before the refusal.
+    await discardContent(deps.blobs, [{ id, attachments: req.attachments ?? [] }]);
+    throw err;
   }
 
-  const id = uuidv7(deps.now);
   return {
     id,
     accountId: principal.accountId,
@@ -151,10 +161,11 @@ export async function prepareEmail(deps: SendDeps, principal: Principal, req: Se
  * message to MAX_MESSAGE_BYTES once encoded. What is known without the network (the bodies,
  * `content` attachments) counts first, so an email already over the bound fetches nothing;
  * then each `path` may bring only the room left: a declared Content-Length over it is refused
- * before the body is read, and a body that grows past it is cut off while it streams. So one
- * send holds at most about 30 MB of attachment bytes, and nothing is stored for a refused one.
+ * before the body is read, and a body that grows past it is cut off while it streams. A fetched
+ * body is written to R2 as it arrives (sending/content.ts), so the isolate holds a piece of it,
+ * not the file; the caller deletes what was written when the email is refused.
  */
-async function resolveWithin(deps: SendDeps, req: SendEmailRequest, where: string, size: number): Promise<AttachmentBytes[]> {
+async function resolveWithin(deps: SendDeps, id: string, req: SendEmailRequest, where: string, size: number): Promise<AttachmentBytes[]> {
   const tooLarge = (what: string, used: number) => new ApiError("validation_error", prefix(where,
     `${what}${what ? "the" : "The"} email would be larger than ${MAX_MESSAGE_MB} MB once encoded (attachments count in base64): ` +
     `about ${(used / (1024 * 1024)).toFixed(1)} MB. Send fewer or smaller attachments, or link to large files.`));
@@ -177,14 +188,23 @@ async function resolveWithin(deps: SendDeps, req: SendEmailRequest, where: strin
         const maxBytes = largestAttachmentWithin(room, meta);
         limit = { maxBytes, message: `the email would be larger than ${MAX_MESSAGE_MB} MB once encoded with this file; ${maxBytes} bytes were left for it. Send fewer or smaller attachments, or link to large files.` };
       }
-      const r = await resolveAttachment(a, i, deps.fetcher, limit);
+      // A fetched file goes to R2 as it arrives, counted against the room while it streams.
+      const r = await resolveAttachment(a, i, deps.fetcher, limit, (body) => storeFetched(deps.blobs, attachmentKey(id, i), body));
       if (!r.ok) throw new ApiError(r.code, prefix(where, r.message));
-      size += attachmentBound(r.value.content.byteLength, r.value);
+      size += attachmentBound(byteLength(r.value.content), r.value);
       if (size > MAX_MESSAGE_BYTES) throw tooLarge(`\`attachments[${i}]\`: `, size);
       resolved[i] = r.value;
     }
   }
   return resolved;
+}
+
+/** Deletes whatever R2 objects emails that were not recorded may have written (their bodies
+ * and attachments, fetched or stored); an error is logged, never thrown over the refusal. */
+export async function discardContent(bucket: R2Bucket, emails: { id: string; attachments: unknown[] }[]): Promise<void> {
+  const keys = emails.flatMap((e) => contentKeys(e.id, e.attachments.length));
+  if (keys.length === 0) return;
+  await bucket.delete(keys).catch((e: unknown) => console.error("could not delete the content of a refused send", e));
 }
 
 function prefix(where: string, message: string): string {
@@ -197,6 +217,18 @@ function prefix(where: string, message: string): string {
  * (KeyTaken). A crash between recording and enqueueing leaves rows in `queued`; the cron finds
  * and sends them. */
 export async function recordEmails(env: Env, config: TernConfig, principal: Principal, prepared: PreparedEmail[], now: number, opts: RecordOptions = {}): Promise<QuotaUse | null> {
+  const progress = { committed: false };
+  try {
+    return await recordPrepared(env, config, principal, prepared, now, opts, progress);
+  } catch (err) {
+    // Nothing of this send is recorded, so nothing may keep what its emails put in R2,
+    // fetched attachments included. Once the batch committed, the content is the emails'.
+    if (!progress.committed) await discardContent(env.BLOBS, prepared);
+    throw err;
+  }
+}
+
+async function recordPrepared(env: Env, config: TernConfig, principal: Principal, prepared: PreparedEmail[], now: number, opts: RecordOptions, progress: { committed: boolean }): Promise<QuotaUse | null> {
   const { key, defer, extra } = opts;
   if (config.healthPause && prepared.length > 0) await assertSendingAllowed(env.DB, principal.accountId, now);
   const db = drizzle(env.DB);
@@ -220,8 +252,6 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
       const scheduled = p.scheduledAt !== null;
       const first = scheduled ? "scheduled" : "queued";
       return {
-        /** What this email put in R2. */
-        blobs: [stored.contentKey, ...stored.attachments.map((a) => a.key)].filter((k): k is string => k !== null),
         email: {
           id: p.id,
           accountId: p.accountId,
@@ -280,10 +310,9 @@ export async function recordEmails(env: Env, config: TernConfig, principal: Prin
     // The key first: a key already taken fails the batch before the quota is looked at, so a
     // replay still replays when the quota is full.
     results = await env.DB.batch([...keyStatements, quota.monthly, ...(quota.daily ? [quota.daily] : []), ...records]);
+    progress.committed = true;
   } catch (err) {
-    // Nothing of this send is recorded, so nothing may point at what it put in R2.
-    const stored = rows.flatMap((r) => r.blobs);
-    if (stored.length > 0) await env.BLOBS.delete(stored).catch((e) => console.error("could not delete the content of a refused send", e));
+    // recordEmails deletes what the emails put in R2.
     if (isKeyTaken(err)) throw new KeyTaken();
     if (isQuotaViolation(err)) throw await quotaError(db, principal.accountId, principal.plan, count, now);
     throw err;

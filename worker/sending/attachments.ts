@@ -1,7 +1,8 @@
 // Attachments (contract 4.1): bytes given inline (`content`) or fetched from an https URL
 // (`path`), with their filename, content type and Content-ID checked and normalised.
-import type { FetchLimit, OutboundFetcher } from "../net/outbound.ts";
+import type { FetchLimit, OutboundBody, OutboundFetcher, OutboundFile } from "../net/outbound.ts";
 import type { Result } from "../result.ts";
+import type { StoredBytes } from "./content.ts";
 
 export interface AttachmentInput {
   filename?: string;
@@ -18,9 +19,14 @@ export interface AttachmentInput {
 export interface ResolvedAttachment {
   filename?: string;
   contentType: string;
-  content: Uint8Array;
+  /** The bytes, or where `store` put them (a fetched path). */
+  content: Uint8Array | StoredBytes;
   contentId?: string;
 }
+
+/** Takes a fetched body as it arrives and says where it put it (sending/content.ts writes it to
+ * R2), so a large file is never held whole. */
+export type FetchedBodyStore = (body: OutboundBody) => Promise<StoredBytes>;
 
 export type AttachmentError = { code: "invalid_attachment" | "validation_error"; message: string };
 
@@ -141,38 +147,49 @@ export function decodeAttachmentContent(content: unknown, field = "content"): Re
   };
 }
 
+/** Two passes over the text, no copy of it: one checks every character and counts the base64
+ * ones, one writes the bytes. A 28 MB attachment sent inline is about 39 MB of base64 in the
+ * parsed JSON; a copy without whitespace and an array of its 6-bit values beside it cost twice
+ * that again (issue 20, item 3: measured in docs/benchmarks.md). */
 function decodeBase64(text: string, field: string): Result<Uint8Array> {
   const invalid: Result<Uint8Array> = { ok: false, message: `\`${field}\` is not valid base64.` };
-  const compact = text.replace(/[ \t\r\n\f]+/g, "");
-  const unpadded = compact.replace(/={1,2}$/, "");
-  const padding = compact.length - unpadded.length;
-  if (padding > 0 && compact.length % 4 !== 0) return invalid;
-  if (unpadded.length % 4 === 1) return invalid;
   let standard = false;
   let urlSafe = false;
-  const values = new Uint8Array(unpadded.length);
-  for (let i = 0; i < unpadded.length; i++) {
-    const code = unpadded.charCodeAt(i);
+  let digits = 0;
+  let padding = 0;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    // Spaces, tabs, CR, LF and form feeds may be anywhere, padding only at the end.
+    if (code === 32 || code === 9 || code === 13 || code === 10 || code === 12) continue;
+    if (code === 61) {
+      padding++;
+      continue;
+    }
     const value = code < 128 ? (BASE64_VALUES[code] ?? -1) : -1;
-    if (value < 0) return invalid;
+    if (value < 0 || padding > 0) return invalid;
     if (code === 43 || code === 47) standard = true; // + /
     if (code === 45 || code === 95) urlSafe = true; // - _
-    values[i] = value;
+    digits++;
   }
+  if (padding > 2 || (padding > 0 && (digits + padding) % 4 !== 0)) return invalid;
+  if (digits % 4 === 1) return invalid;
   if (standard && urlSafe) {
     return { ok: false, message: `\`${field}\` mixes the standard and url-safe base64 alphabets; use one.` };
   }
-  const bytes = new Uint8Array(Math.floor((unpadded.length * 3) / 4));
+  const bytes = new Uint8Array(Math.floor((digits * 3) / 4));
   let out = 0;
-  for (let i = 0; i < values.length; i += 4) {
-    const a = values[i] ?? 0;
-    const b = values[i + 1] ?? 0;
-    const c = values[i + 2] ?? 0;
-    const d = values[i + 3] ?? 0;
-    const remaining = values.length - i;
-    bytes[out++] = (a << 2) | (b >> 4);
-    if (remaining > 2) bytes[out++] = ((b & 15) << 4) | (c >> 2);
-    if (remaining > 3) bytes[out++] = ((c & 3) << 6) | d;
+  let acc = 0;
+  let held = 0;
+  for (let i = 0; i < text.length && out < bytes.length; i++) {
+    const code = text.charCodeAt(i);
+    const value = code < 128 ? (BASE64_VALUES[code] ?? -1) : -1;
+    if (value < 0) continue; // whitespace (the first pass refused anything else)
+    acc = (acc << 6) | value;
+    held += 6;
+    if (held >= 8) {
+      held -= 8;
+      bytes[out++] = (acc >> held) & 255;
+    }
   }
   return { ok: true, value: bytes };
 }
@@ -244,13 +261,15 @@ function filenameFromUrl(url: string): string | undefined {
  * extension, else (for a path) the server's Content-Type, else application/octet-stream.
  * Errors: invalid_attachment when the bytes cannot be had (no content or path, undecodable
  * content, a path that is refused or fails); validation_error for the other fields, and for a
- * fetched file over `limit` (the room the email has left).
+ * fetched file over `limit` (the room the email has left). With `store`, a fetched body goes
+ * there as it arrives instead of into memory; on any failure `store` has kept nothing.
  */
 export async function resolveAttachment(
   input: AttachmentInput,
   index: number,
   fetcher: OutboundFetcher,
   limit?: FetchLimit,
+  store?: FetchedBodyStore,
 ): Promise<Result<ResolvedAttachment, AttachmentError>> {
   const name = `attachments[${index}]`;
   if (typeof input !== "object" || input === null || Array.isArray(input)) {
@@ -293,7 +312,7 @@ export async function resolveAttachment(
     return fail("invalid_attachment", `\`${name}\` needs either \`content\` or \`path\`.`);
   }
 
-  let content: Uint8Array;
+  let content: Uint8Array | StoredBytes;
   let resolvedFilename = filename.value;
   let servedType: string | undefined;
   if (hasContent) {
@@ -304,7 +323,10 @@ export async function resolveAttachment(
     if (typeof fields.path !== "string" || fields.path.trim() === "") {
       return fail("validation_error", `\`${name}.path\` must be a non-empty URL string.`);
     }
-    const fetched = await fetcher(fields.path.trim(), limit);
+    const url = fields.path.trim();
+    const fetched: Result<Omit<OutboundFile, "body"> & { body: Uint8Array | StoredBytes }, { message: string; tooBig?: true }> = store
+      ? await fetcher.stream(url, limit, async (b) => ({ body: await store(b), finalUrl: b.finalUrl, ...(b.contentType !== undefined ? { contentType: b.contentType } : {}) }))
+      : await fetcher(url, limit);
     // Over the room the email had left: the email is too large, not the attachment broken.
     if (!fetched.ok && fetched.tooBig && limit) return fail("validation_error", `\`${name}.path\`: ${fetched.message}`);
     if (!fetched.ok) return fail("invalid_attachment", `\`${name}.path\` could not be fetched. ${fetched.message}`);

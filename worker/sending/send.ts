@@ -6,7 +6,7 @@ import { readConfig } from "../config.ts";
 import { ApiError, unexpectedError } from "../errors.ts";
 import { zodToApiError } from "../http.ts";
 import { createOutboundFetcher, type OutboundFetcher } from "../net/outbound.ts";
-import { prepareEmail, recordEmails, type Defer, type PreparedEmail, type SendDeps } from "./accept.ts";
+import { discardContent, prepareEmail, recordEmails, type Defer, type PreparedEmail, type SendDeps } from "./accept.ts";
 import { KeyTaken, type KeyClaim } from "./key-claim.ts";
 import { quotaHeaders } from "./quota.ts";
 import { SendEmailRequest } from "./request.ts";
@@ -40,6 +40,7 @@ export function sendDeps(env: Env, now = Date.now()): SendDeps {
   const config = readConfig(env);
   return {
     db: env.DB,
+    blobs: env.BLOBS,
     config,
     now,
     fetcher: createOutboundFetcher({ allowPrivate: config.devMode, allowHttp: config.devMode, ...ATTACHMENT_FETCH }),
@@ -76,7 +77,15 @@ async function sendOne(env: Env, principal: Principal, raw: unknown, { claim, de
   if (!parsed.success) throw zodToApiError(parsed.error, body);
   const deps = { ...sendDeps(env), ...(fetcher ? { fetcher } : {}) };
   const prepared = await prepareEmail(deps, principal, parsed.data, "");
-  if (parsed.data.topic_id) prepared.recipients = await recipientsForTopic(env.DB, principal.accountId, parsed.data.topic_id, prepared.recipients);
+  if (parsed.data.topic_id) {
+    try {
+      prepared.recipients = await recipientsForTopic(env.DB, principal.accountId, parsed.data.topic_id, prepared.recipients);
+    } catch (err) {
+      // Its fetched attachments are already in R2; recordEmails removes them on its own failures.
+      await discardContent(env.BLOBS, [prepared]);
+      throw err;
+    }
+  }
   const answer = JSON.stringify({ id: prepared.id });
   const use = await recordEmails(env, deps.config, principal, [prepared], deps.now, { key: claim && { claim, status: 200, body: answer }, defer, extra: log?.statement(200, answer) });
   if (log) log.written = true;

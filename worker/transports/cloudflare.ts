@@ -93,7 +93,7 @@ class CloudflareSession implements TransportSession {
     // EmailMessage takes one string or stream, and a stream is unsafe here (below): this
     // transport joins tern's chunked message into one buffer, and then a string, the cost of
     // two copies of the message that the SMTP transport does not pay.
-    const raw = joinedBytes(message.raw);
+    const raw = await joinedBytes(message.raw);
     const from = fromAddress(raw);
     if (!from) {
       return message.recipients.map((recipient) => ({ recipient, status: "rejected" as const, enhancedCode: "5.6.0", message: "Cloudflare Email Sending needs a message with exactly one From address" }));

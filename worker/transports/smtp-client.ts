@@ -132,7 +132,7 @@ export function formatReply(reply: SmtpReply): string {
  * can read an early end of data: SMTP smuggling), a line starting with "." gets another, and
  * CRLF.CRLF ends it. The message may come in chunks of any size; one output chunk at a time is
  * made, so stuffing never copies the whole message. */
-export function* dataChunks(raw: Uint8Array | Iterable<Uint8Array>, chunkBytes = BODY_CHUNK_BYTES): Generator<Uint8Array> {
+export async function* dataChunks(raw: Uint8Array | Iterable<Uint8Array> | AsyncIterable<Uint8Array>, chunkBytes = BODY_CHUNK_BYTES): AsyncGenerator<Uint8Array> {
   let lineStart = true;
   let afterCR = false;
   // Worst case every byte doubles; the tail adds at most CR LF + CR LF . CR LF. Two buffers
@@ -143,7 +143,7 @@ export function* dataChunks(raw: Uint8Array | Iterable<Uint8Array>, chunkBytes =
   let turn = 0;
   let out = buffers[0]!;
   let n = 0;
-  for (const source of raw instanceof Uint8Array ? [raw] : raw) {
+  for await (const source of raw instanceof Uint8Array ? [raw] : raw) {
     for (let start = 0; start < source.length; start += chunkBytes) {
       const slice = source.subarray(start, Math.min(source.length, start + chunkBytes));
       for (let i = 0; i < slice.length; i++) {
@@ -190,9 +190,9 @@ export function* dataChunks(raw: Uint8Array | Iterable<Uint8Array>, chunkBytes =
   yield out.subarray(0, n);
 }
 
-function hasEightBit(raw: Uint8Array | MessageChunks): boolean {
+async function hasEightBit(raw: Uint8Array | MessageChunks): Promise<boolean> {
   if (!(raw instanceof Uint8Array) && raw.sevenBit) return false;
-  for (const chunk of chunksOf(raw)) for (let i = 0; i < chunk.length; i++) if (chunk[i]! > 0x7f) return true;
+  for await (const chunk of chunksOf(raw)) for (let i = 0; i < chunk.length; i++) if (chunk[i]! > 0x7f) return true;
   return false;
 }
 
@@ -500,7 +500,7 @@ export class SmtpClient {
     let mailCommand = `MAIL FROM:<${message.from}>`;
     if (caps.sizeAdvertised) mailCommand += ` SIZE=${message.raw.length}`;
     // Without 8BITMIME on offer the bytes go as they are: refusing would help nobody.
-    if (caps.eightBitMime && hasEightBit(message.raw)) mailCommand += " BODY=8BITMIME";
+    if (caps.eightBitMime && (await hasEightBit(message.raw))) mailCommand += " BODY=8BITMIME";
     if (caps.smtpUtf8 && (!isAscii(message.from) || sendable.some((r) => !isAscii(r.recipient)))) mailCommand += " SMTPUTF8";
     if (message.requireTls && caps.requireTls) mailCommand += " REQUIRETLS";
     const rcptCommands = sendable.map((r) => `RCPT TO:<${r.recipient}>`);
@@ -547,16 +547,22 @@ export class SmtpClient {
         await this.reset();
         return result;
       }
+      // A chunk is written once the one after it is made (dataChunks' two buffers allow that):
+      // only then is it known whether it holds the final ".", after which a failure may follow
+      // a delivery. If making a chunk fails (an attachment could not be read), the connection
+      // is dropped without the final ".": the relay discards what it got.
       const chunks = dataChunks(chunksOf(message.raw));
-      let pending = chunks.next();
-      while (!pending.done) {
-        // The next chunk is made while this one waits to go: dataChunks' two buffers allow that,
-        // and a chunk's write has ended before its buffer is filled again.
-        const next = chunks.next();
-        // The chunk holding the final "." is about to go: from here a failure may follow a delivery.
-        if (next.done) result.dataSent = true;
-        await this.write(pending.value, "data", this.options.dataTimeoutMs);
-        pending = next;
+      try {
+        let pending = await chunks.next();
+        while (!pending.done) {
+          const next = await chunks.next();
+          if (next.done) result.dataSent = true;
+          await this.write(pending.value, "data", this.options.dataTimeoutMs);
+          pending = next;
+        }
+      } finally {
+        // A write that failed leaves the message half read: its attachments' R2 reads are closed.
+        await chunks.return(undefined).catch(() => {});
       }
       result.data = await this.readReply("data", this.options.dataTimeoutMs);
       this.sentMessages++;

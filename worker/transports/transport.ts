@@ -22,21 +22,24 @@ export interface MessageChunks {
   readonly length: number;
   /** Every octet is 7-bit (tern's composed messages are), so nobody needs to scan for 8-bit. */
   readonly sevenBit?: boolean;
-  chunks(): Iterable<Uint8Array>;
+  chunks(): AsyncIterable<Uint8Array>;
 }
 
-/** The message's chunks, whichever form it has. */
-export function chunksOf(raw: Uint8Array | MessageChunks): Iterable<Uint8Array> {
-  return raw instanceof Uint8Array ? [raw] : raw.chunks();
+/** The message's chunks, whichever form it has. A chunk may come from a stream (an attachment
+ * read from R2), and reading it may throw: a transport then sends nothing more of it. */
+export async function* chunksOf(raw: Uint8Array | MessageChunks): AsyncGenerator<Uint8Array> {
+  if (raw instanceof Uint8Array) yield raw;
+  else yield* raw.chunks();
 }
 
-/** The message as one buffer. Only for a transport that can take nothing else (Cloudflare's
- * EmailMessage): it costs a copy of the whole message. */
-export function joinedBytes(raw: Uint8Array | MessageChunks): Uint8Array {
+/** The message as one buffer. Only for a transport that can take nothing else: it costs a copy
+ * of the whole message. */
+export async function joinedBytes(raw: Uint8Array | MessageChunks): Promise<Uint8Array> {
   if (raw instanceof Uint8Array) return raw;
   const out = new Uint8Array(raw.length);
   let offset = 0;
-  for (const chunk of raw.chunks()) {
+  for await (const chunk of raw.chunks()) {
+    if (offset + chunk.length > out.length) throw new Error(`message chunks hold more than the ${raw.length} octets announced`);
     out.set(chunk, offset);
     offset += chunk.length;
   }
