@@ -20,7 +20,7 @@ import { transportFor } from "../transports/select.ts";
 import { NoSigningKeyError, sendingIdentity } from "./sending-identity.ts";
 import { isSimulated, simulate } from "../transports/simulator.ts";
 import { rateLimited, SessionPool } from "./session-pool.ts";
-import { joinedBytes, type MessageChunks, type Transport, type TransportSession } from "../transports/transport.ts";
+import { joinedBytes, type MessageChunks, type Transport } from "../transports/transport.ts";
 import { settleAttempt, type AttemptResult, type EventRecord, type Settlement } from "./outcome.ts";
 import { AttemptLog, LeaseLostError, markInFlightStatement, progressOf, type InFlightMark } from "./progress.ts";
 import { canonicalRecipient } from "../sending/return-path.ts";
