@@ -29,7 +29,7 @@ export interface MetricsAnswer {
 /** A rate's numerator and denominator. delivered and bounced are shares of what tern accepted;
  * engagement and complaints are shares of what receiving servers took (sent), which is known
  * even when the relay is not the final hop. */
-const RATES: Record<(typeof RATE_METRICS)[number], [Counter, Counter]> = {
+export const RATES: Record<(typeof RATE_METRICS)[number], readonly [Counter, Counter]> = {
   delivery_rate: ["delivered", "received"],
   bounce_rate: ["bounced", "received"],
   complaint_rate: ["complained", "sent"],
