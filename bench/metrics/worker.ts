@@ -5,6 +5,15 @@
 //   POST /record?n&rollup  n opens recorded as worker/tracking/record.ts records one (event row,
 //                          last_event, outbox row), each its own D1 batch, with or without the
 //                          rollup statement in that batch;
+//   POST /open?n&rollup    n opens through the pixel route's own steps (the token checked,
+//                          the email loaded, recordOpen: its dedupe read, its batch with the
+//                          rollup, the webhook hint on the queue), each a minute apart on a
+//                          clock of its own so none is a repeat;
+//   POST /sending?n        n fresh emails in `sending`, as the consumer's claim leaves them;
+//   POST /deliver?n&rollup n of those settled as delivered by the consumer's own code
+//                          (settleAttempt, settlementStatements, one D1 batch, announce);
+//   (rollup=0 on /open and /deliver: the same code with the rollup statement taken out of its
+//   batch by a D1 wrapper that both variants go through);
 //   GET /metrics?<query>   worker/metrics/ answering a GET /emails/metrics query (no auth);
 //   GET /pk                one email by primary key and account, as GET /emails/{id} reads it;
 //   GET /insights?n        the deliverability checks of a 100 KB html email, n times.
@@ -18,6 +27,95 @@ import { deliverabilityInsights } from "../../worker/insights/checks.ts";
 import { parseMetricsQuery } from "../../worker/metrics/query.ts";
 import { BUCKET_MS, rollupItem } from "../../worker/metrics/rollup.ts";
 import { emailMetrics } from "../../worker/metrics/service.ts";
+import { settlementStatements } from "../../worker/delivery/consumer.ts";
+import { settleAttempt } from "../../worker/delivery/outcome.ts";
+import { announce } from "../../worker/events/outbox.ts";
+import { linkTokenKey } from "../../worker/tracking/outgoing.ts";
+import { loadEmail, recordOpen } from "../../worker/tracking/record.ts";
+import { signOpenToken, verifyOpenToken } from "../../worker/tracking/tokens.ts";
+import type { BatchItem } from "drizzle-orm/batch";
+import type { EmailRow } from "../../worker/db/schema.ts";
+
+interface BenchEnv {
+  DB: D1Database;
+  WEBHOOK_QUEUE: Queue;
+}
+
+/** A bench-only key for the open tokens (not a secret: the bench's own local state). */
+const MASTER = { masterKey: "bench-metrics-master-key-0000000000000000000000" };
+const OPENER = "0193a8a0-1c2d-7000-8000-0000000e0002";
+
+/** The D1 binding both variants go through; with `drop`, a batch's rollup statement is taken
+ * out before D1 sees it and an empty result put in its place, so the code around it runs as is. */
+function wrapD1(real: D1Database, drop: boolean): D1Database {
+  const isRollup = (s: D1PreparedStatement) => {
+    const text = (s as unknown as { statement?: string }).statement;
+    if (typeof text !== "string") throw new Error("bench: D1PreparedStatement has no statement text to look at");
+    return text.startsWith(`INSERT INTO "metric_rollups"`);
+  };
+  return new Proxy(real, {
+    get(target, prop) {
+      if (prop === "batch") {
+        return async (statements: D1PreparedStatement[]) => {
+          if (!drop) return target.batch(statements);
+          const keep = statements.filter((s) => !isRollup(s));
+          const results = await target.batch(keep);
+          const out: D1Result[] = [];
+          let i = 0;
+          for (const s of statements) out.push(isRollup(s) ? ({ success: true, results: [], meta: {} } as unknown as D1Result) : results[i++]!);
+          return out;
+        };
+      }
+      const v = Reflect.get(target, prop) as unknown;
+      return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
+}
+
+/** The opens' clock: a minute apart, so the dedupe window never drops one. */
+let openClock = Date.now();
+
+async function opens(env: BenchEnv, n: number, withRollup: boolean): Promise<Response> {
+  const e = { DB: wrapD1(env.DB, !withRollup), WEBHOOK_QUEUE: env.WEBHOOK_QUEUE };
+  const token = await signOpenToken(await linkTokenKey(MASTER), OPENER);
+  let recorded = 0;
+  for (let i = 0; i < n; i++) {
+    // The pixel route's steps (worker/routes/tracking.ts).
+    const claim = await verifyOpenToken(await linkTokenKey(MASTER), token);
+    const email = claim.ok ? await loadEmail(e.DB, claim.value.emailId) : undefined;
+    if (email && (await recordOpen(e, email, { ipAddress: "198.51.100.1", userAgent: "bench" }, (openClock += 61_000)))) recorded++;
+  }
+  if (recorded !== n) throw new Error(`bench: ${recorded} of ${n} opens recorded`);
+  return Response.json({ n: recorded });
+}
+
+async function sending(env: BenchEnv, n: number): Promise<Response> {
+  // Copies of the bench email in `sending` with lease 1, as claimEmails leaves them.
+  await env.DB.prepare(
+    `WITH RECURSIVE k(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM k WHERE x < ?1)
+     INSERT INTO emails (id, account_id, from_address, to_json, subject, domain_id, state, last_event, pending_json, message_id, created_at, lease_until)
+     SELECT lower(hex(randomblob(4))) || '-0000-7000-8000-' || lower(hex(randomblob(6))), account_id, from_address, to_json, subject, domain_id, 'sending', 'queued', to_json, message_id, ?2, 1
+     FROM emails, k WHERE emails.id = ?3`,
+  ).bind(n, Date.now(), EMAIL).run();
+  return Response.json({ n });
+}
+
+async function deliveries(env: BenchEnv, n: number, withRollup: boolean): Promise<Response> {
+  const d1 = wrapD1(env.DB, !withRollup);
+  const db = drizzle(d1);
+  // What the consumer's claim returns: the emails to settle.
+  const claimed = await db.select().from(emails).where(and(eq(emails.accountId, ACCOUNT), eq(emails.state, "sending"), eq(emails.leaseUntil, 1))).limit(n).all() as EmailRow[];
+  if (claimed.length < n) throw new Error(`bench: ${claimed.length} emails in sending, ${n} asked`);
+  for (const email of claimed) {
+    const now = Date.now();
+    const s = settleAttempt([{ recipient: "a@example.com", status: "accepted", code: 250, message: "250 2.0.0 OK", final: true }], { attempt: 1, retrySchedule: [60], alreadyDelayed: false });
+    const { statements, outbox } = settlementStatements(d1, email, 1, s, now, [1]);
+    const results = (await db.batch(statements as [BatchItem<"sqlite">])) as unknown as D1Result[];
+    if ((results[0] as unknown as { meta?: { changes?: number } }).meta?.changes !== 1) throw new Error("bench: the settlement did not update its email");
+    await announce(env, outbox);
+  }
+  return Response.json({ n });
+}
 
 const ACCOUNT = "0193a8a0-1c2d-7000-8000-00000000be01";
 const DOMAINS = Array.from({ length: 5 }, (_, i) => `0193a8a0-1c2d-7000-8000-00000000d0${String(i).padStart(2, "0")}`);
@@ -44,6 +142,10 @@ async function setup(env: { DB: D1Database }, now: number): Promise<Response> {
     await db.insert(emails).values({
       id: EMAIL, accountId: ACCOUNT, fromAddress: "news@d0.bench.example", toJson: '["a@example.com"]', subject: "bench", domainId: DOMAINS[0]!,
       state: "done", lastEvent: "delivered", pendingJson: "[]", messageId: "bench@d0.bench.example", createdAt: now,
+    });
+    await db.insert(emails).values({
+      id: OPENER, accountId: ACCOUNT, fromAddress: "news@d0.bench.example", toJson: '["a@example.com"]', subject: "bench", domainId: DOMAINS[0]!,
+      state: "done", lastEvent: "delivered", pendingJson: "[]", messageId: "bench2@d0.bench.example", createdAt: now,
     });
     // What 1,000,000 events over 30 days leave in the rollups: a row per domain and 15-minute
     // bucket (5 x 2,880), whose counters add up to 1,000,000 events. 20 other accounts share
@@ -95,7 +197,7 @@ async function record(env: { DB: D1Database }, n: number, withRollup: boolean): 
 }
 
 export default {
-  async fetch(req: Request, env: { DB: D1Database }): Promise<Response> {
+  async fetch(req: Request, env: BenchEnv): Promise<Response> {
     const url = new URL(req.url);
     const now = Date.now();
     switch (url.pathname) {
@@ -105,6 +207,12 @@ export default {
         return setup(env, now);
       case "/record":
         return record(env, Number(url.searchParams.get("n") ?? 1), url.searchParams.get("rollup") === "1");
+      case "/open":
+        return opens(env, Number(url.searchParams.get("n") ?? 1), url.searchParams.get("rollup") === "1");
+      case "/sending":
+        return sending(env, Number(url.searchParams.get("n") ?? 1));
+      case "/deliver":
+        return deliveries(env, Number(url.searchParams.get("n") ?? 1), url.searchParams.get("rollup") === "1");
       case "/metrics": {
         const answer = await emailMetrics(env.DB, ACCOUNT, parseMetricsQuery(url.searchParams, now));
         return Response.json({ rows: answer.data?.length ?? 0, received: answer.totals.received });

@@ -114,25 +114,29 @@ export async function emailMetrics(d1: D1Database, accountId: string, q: Metrics
     throw new ApiError("validation_error", `This query would answer more than ${MAX_ROWS} rows; narrow the date range, use a coarser \`granularity\` or filter by \`domain_id\`.`);
   }
   const names = q.dimensions.includes("domain") ? await domainNames(d1, accountId, [...new Set([...combos.values()].map((c) => c.domainId))]) : new Map<string, string>();
-  const rows: { sort: string; row: MetricsRow }[] = [];
-  for (const combo of combos.values()) {
-    for (const p of periods) {
+  // Rows by period, then by domain name and ids: the combinations are sorted once, and each
+  // period's rows are laid out in that order (no sort of every row).
+  const ordered = [...combos.values()].map((combo) => ({ combo, sort: `${names.get(combo.domainId) ?? ""} ${combo.domainId} ${combo.emailId} ${combo.broadcastId}` }));
+  ordered.sort((a, b) => (a.sort < b.sort ? -1 : a.sort > b.sort ? 1 : 0));
+  const zero = zeroCounters();
+  const data: MetricsRow[] = [];
+  for (const p of periods) {
+    const period = byPeriod ? new Date(starts[p]!).toISOString() : undefined;
+    for (const { combo } of ordered) {
       const g = groups.get(groupKey(p, combo.domainId, combo.emailId, combo.broadcastId));
       const row: MetricsRow = {};
-      if (byPeriod) row.period = new Date(starts[p]!).toISOString();
+      if (period !== undefined) row.period = period;
       if (q.dimensions.includes("domain")) {
         row.domain_id = combo.domainId;
         row.domain_name = names.get(combo.domainId) ?? null;
       }
       if (q.dimensions.includes("email")) row.email_id = combo.emailId;
       if (q.dimensions.includes("broadcast")) row.broadcast_id = combo.broadcastId;
-      Object.assign(row, metricValues(g?.counters ?? zeroCounters(), q.metrics));
-      const sort = `${String(p + 1).padStart(6, "0")} ${row.domain_name ?? ""} ${combo.domainId} ${combo.emailId} ${combo.broadcastId}`;
-      rows.push({ sort, row });
+      Object.assign(row, metricValues(g?.counters ?? zero, q.metrics));
+      data.push(row);
     }
   }
-  rows.sort((a, b) => (a.sort < b.sort ? -1 : a.sort > b.sort ? 1 : 0));
-  answer.data = rows.map((r) => r.row);
+  answer.data = data;
   return answer;
 }
 
@@ -155,13 +159,15 @@ function addTo(groups: Map<string, Group>, period: number, domainId: string, ema
  * never straddles an edge, so a 30-day daily answer reads about 30 rows per domain. */
 async function fromRollups(d1: D1Database, accountId: string, q: MetricsQuery, starts: number[]): Promise<Map<string, Group>> {
   const { sql: text, params, counters } = rollupSumQuery(accountId, q, starts);
-  const { results } = await d1.prepare(text).bind(...params).all<Record<string, number | string>>();
+  // Rows as arrays (b0, domain_id, broadcast_id, then the counters): D1 turning each row into
+  // an object was the largest part of a 720-period answer's CPU (docs/benchmarks.md, metrics).
+  const rows = await d1.prepare(text).bind(...params).raw<(number | string)[]>();
   const groups = new Map<string, Group>();
-  for (const r of results) {
-    const period = starts.length > 0 ? periodIndex(starts, Number(r.b0) * BUCKET_MS) : -1;
+  for (const r of rows) {
+    const period = starts.length > 0 ? periodIndex(starts, Number(r[0]) * BUCKET_MS) : -1;
     const add: Partial<Counters> = {};
-    for (const c of counters) add[c] = Number(r[c] ?? 0);
-    addTo(groups, period, String(r.domain_id), "", String(r.broadcast_id), add);
+    for (let i = 0; i < counters.length; i++) add[counters[i]!] = Number(r[3 + i] ?? 0);
+    addTo(groups, period, String(r[1]), "", String(r[2]), add);
   }
   return groups;
 }
@@ -169,7 +175,9 @@ async function fromRollups(d1: D1Database, accountId: string, q: MetricsQuery, s
 /** The grouped sums over the account's rollup rows in the range, as one statement of up to
  * three parts (the coarse middle, the fine head and tail), each a range of the primary key
  * (account_id, span, bucket, ...): checked in test/worker/query-plans.test.ts. Each row of the
- * answer is a group starting at bucket b0 that lies within one period. */
+ * answer is a group of rows lying within one period, b0 its first bucket. Groups are runs of k
+ * buckets from a phase: every edge is the phase plus a multiple of k, so a run never straddles
+ * one (Kathmandu's hours start at :15, phase 1 and k 4: one row per hour, not four). */
 export function rollupSumQuery(accountId: string, q: MetricsQuery, starts: readonly number[]): { sql: string; params: unknown[]; counters: Counter[] } {
   const first = q.start / BUCKET_MS;
   const last = q.end / BUCKET_MS;
@@ -180,25 +188,30 @@ export function rollupSumQuery(accountId: string, q: MetricsQuery, starts: reado
   const span = edges.length === 0 ? 96 : spanFor(kEdges);
   const a = Math.ceil(first / span) * span;
   const b = Math.floor(last / span) * span;
-  const parts: { span: number; from: number; to: number; k: number }[] = [];
+  // The runs: k divides the distance between any two edges; the phase is where they start.
+  // With one edge or none, runs as long as the whole range.
+  let k = 0;
+  for (const e of edges) k = gcd(k, e - edges[0]!);
+  if (k === 0) k = Math.max(1, last - first);
+  const phase = edges.length > 0 ? ((edges[0]! % k) + k) % k : first % k;
+  const parts: { span: number; from: number; to: number }[] = [];
   if (a < b) {
-    // Groups of k buckets never straddle an edge: k divides a, b and every edge.
-    let k = gcd(a, b);
-    for (const e of edges) if (e > a && e < b) k = gcd(k, e);
-    parts.push({ span, from: a, to: b, k });
-    if (first < a) parts.push({ span: 1, from: first, to: a, k: 1 });
-    if (b < last) parts.push({ span: 1, from: b, to: last, k: 1 });
+    parts.push({ span, from: a, to: b });
+    if (first < a) parts.push({ span: 1, from: first, to: a });
+    if (b < last) parts.push({ span: 1, from: b, to: last });
   } else if (first < last) {
-    parts.push({ span: 1, from: first, to: last, k: 1 });
+    parts.push({ span: 1, from: first, to: last });
   }
   const byDomain = q.dimensions.includes("domain");
   const byBroadcast = q.dimensions.includes("broadcast");
   const counters = neededCounters(q.metrics);
   const params: unknown[] = [];
+  // k and the phase are computed integers, written into the SQL so the division stays an
+  // integer one (buckets are past the phase: no negative division).
+  const run = `(bucket - ${Math.trunc(phase)}) / ${Math.trunc(k)}`;
   const selects = parts.map((part) => {
     const select = [
-      // k is a computed integer, written into the SQL so the division stays an integer one.
-      `bucket / ${Math.trunc(part.k)} * ${Math.trunc(part.k)} AS b0`,
+      "MIN(bucket) AS b0",
       byDomain ? "domain_id" : "'' AS domain_id",
       byBroadcast ? "broadcast_id" : "'' AS broadcast_id",
       ...counters.map((c) => `SUM(${c}) AS ${c}`),
@@ -213,7 +226,7 @@ export function rollupSumQuery(accountId: string, q: MetricsQuery, starts: reado
       where.push("broadcast_id IN (SELECT value FROM json_each(?))");
       params.push(JSON.stringify(q.broadcastIds));
     }
-    const groupBy = ["b0", ...(byDomain ? ["domain_id"] : []), ...(byBroadcast ? ["broadcast_id"] : [])];
+    const groupBy = [run, ...(byDomain ? ["domain_id"] : []), ...(byBroadcast ? ["broadcast_id"] : [])];
     return `SELECT ${select.join(", ")} FROM metric_rollups WHERE ${where.join(" AND ")} GROUP BY ${groupBy.join(", ")}`;
   });
   // An empty range still answers one statement (with no rows).
