@@ -44,6 +44,8 @@ type QueryCase = "pk" | "daily30utc" | "daily30ny" | "hourly720utc" | "hourly720
 export interface MetricsBenchResult {
   seeded: { rows: number; events: number };
   record: Record<RecordPath, RecordFigures>;
+  /** ms CPU per event of the stripped batch as plain D1 statements, by how the rollup is written. */
+  statement: Record<"none" | "inline" | "bound" | "quarter", number | null>;
   queries: Record<QueryCase, { p50: number; p99: number; cpuMs: number | null }>;
   insights: { perEmailMs: number; cpuPerEmailMs: number | null; htmlBytes: number; checks: number };
 }
@@ -131,6 +133,23 @@ export async function runMetricsBench(opts: { quick: boolean; log: (line: string
       };
     }
 
+    // 1b. The rollup statement's own cost, in the stripped batch as plain D1 statements: none,
+    // values written into its text (as now), bound parameters, bound and the quarter hour only.
+    const hows = ["none", "inline", "bound", "quarter"] as const;
+    for (const how of hows) await post0(`${url}/record-how?n=20&how=${how}`);
+    const howCpu: Record<string, number[]> = Object.fromEntries(hows.map((h) => [h, []]));
+    for (let round = 1; round <= rounds; round++) {
+      // The order rotates each round.
+      for (const how of [...hows.slice(round % hows.length), ...hows.slice(0, round % hows.length)]) {
+        const c0 = workerCpu(child.pid!, port);
+        for (let i = 0; i < reps; i++) await post0(`${url}/record-how?n=${perRequest}&how=${how}`);
+        const c1 = workerCpu(child.pid!, port);
+        if (c0 !== null && c1 !== null) howCpu[how]!.push(((c1 - c0) * 1000) / (reps * perRequest));
+      }
+      opts.log(`metrics: rollup statement round ${round}/${rounds} ${hows.map((h) => `${h} ${howCpu[h]!.at(-1)?.toFixed(3) ?? "n/a"}`).join(", ")} ms CPU/event`);
+    }
+    const statement = Object.fromEntries(hows.map((h) => [h, howCpu[h]!.length ? median(howCpu[h]!) : null])) as MetricsBenchResult["statement"];
+
     // 2. Metrics queries next to a primary-key read.
     const now = Date.now();
     const iso = (t: number) => new Date(t).toISOString();
@@ -177,6 +196,7 @@ export async function runMetricsBench(opts: { quick: boolean; log: (line: string
     return {
       seeded,
       record,
+      statement,
       queries: Object.fromEntries(Object.entries(samples).map(([k, xs]) => {
         const cpu = cpuPerRequest[k as QueryCase];
         return [k, { p50: quantile(xs, 0.5), p99: quantile(xs, 0.99), cpuMs: cpu.length ? median(cpu) : null }];
@@ -216,6 +236,19 @@ export function renderMetrics(r: MetricsBenchResult, when: string, machine: stri
       const x = r.record[k];
       const extra = x.plainCpuMs === null || x.rollupCpuMs === null ? "n/a" : (x.rollupCpuMs - x.plainCpuMs).toFixed(3);
       return `| ${label} | ${f(x.plainMs)} / ${f(x.rollupMs)} | ${ratio(x.rollupMs, x.plainMs)} | ${f(x.plainCpuMs)} / ${f(x.rollupCpuMs)} | ${ratio(x.rollupCpuMs, x.plainCpuMs)} | ${extra} |`;
+    }),
+    "",
+    "| the stripped batch as plain D1 statements, its rollup written as | ms CPU per event | rollup's CPU per event | ratio to none |",
+    "|---|---|---|---|",
+    ...([
+      ["none", "no rollup"],
+      ["inline", "values written into its text (what a drizzle batch gets now)"],
+      ["bound", "the same statement, bound parameters"],
+      ["quarter", "bound, the quarter-hour row only (no hour and day rows)"],
+    ] as const).map(([k, label]) => {
+      const x = r.statement[k];
+      const none = r.statement.none;
+      return `| ${label} | ${f(x)} | ${x === null || none === null ? "n/a" : (x - none).toFixed(3)} | ${ratio(x, none)} |`;
     }),
     "",
     "| request (sequential, all rounds pooled) | p50 ms | p99 ms | p50 / primary-key read | ms CPU per request (worker's workerd) | CPU / primary-key read |",

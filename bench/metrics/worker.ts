@@ -25,7 +25,7 @@ import { emailFacts, emailOutboxEvent, outboxInsert } from "../../worker/events/
 import { uuidv7 } from "../../worker/ids.ts";
 import { deliverabilityInsights } from "../../worker/insights/checks.ts";
 import { parseMetricsQuery } from "../../worker/metrics/query.ts";
-import { BUCKET_MS, rollupItem } from "../../worker/metrics/rollup.ts";
+import { BUCKET_MS, rollupItem, rollupQuery, type RollupInput } from "../../worker/metrics/rollup.ts";
 import { emailMetrics } from "../../worker/metrics/service.ts";
 import { settlementStatements } from "../../worker/delivery/consumer.ts";
 import { settleAttempt } from "../../worker/delivery/outcome.ts";
@@ -196,6 +196,36 @@ async function record(env: { DB: D1Database }, n: number, withRollup: boolean): 
   return Response.json({ n });
 }
 
+/** The stripped batch as plain D1 statements (drizzle's builders turned into text once per
+ * event, as drizzle does), with the rollup: none, its text with the values written in (what
+ * rollupItem gives a drizzle batch), the same statement with bound parameters, or bound and
+ * only the quarter-hour row. An experiment of the rollup's own cost (docs/benchmarks.md). */
+async function recordHow(env: { DB: D1Database }, n: number, how: string): Promise<Response> {
+  const db = drizzle(env.DB);
+  const email = (await db.select().from(emails).where(eq(emails.id, EMAIL)).get())!;
+  const bound = (q: { sql: string; params: unknown[] }) => env.DB.prepare(q.sql).bind(...q.params);
+  for (let i = 0; i < n; i++) {
+    const now = Date.now();
+    const eventId = uuidv7(now);
+    const visitor = { ipAddress: "198.51.100.1", userAgent: "bench" };
+    const event = emailOutboxEvent(email.accountId, { email: emailFacts(email), at: now, type: "email.opened", open: visitor }, now);
+    const statements = [
+      bound(db.insert(emailEvents).values({ id: eventId, emailId: email.id, accountId: email.accountId, type: "opened", dataJson: JSON.stringify({ open: visitor }), createdAt: now }).toSQL()),
+      bound(db.update(emails).set({ lastEvent: "opened" }).where(eq(emails.id, email.id)).toSQL()),
+      bound((outboxInsert(db, event) as unknown as { toSQL(): { sql: string; params: unknown[] } }).toSQL()),
+    ];
+    const input: RollupInput = { accountId: email.accountId, domainId: email.domainId, broadcastId: email.broadcastId, at: now, events: [{ type: "opened" }], engagement: { emailId: email.id, eventId } };
+    if (how === "inline") {
+      const q = (rollupItem(db, input)[0] as unknown as { getQuery(): { sql: string; params: unknown[] } }).getQuery();
+      statements.push(bound(q));
+    } else if (how === "bound" || how === "quarter") {
+      statements.push(bound(rollupQuery(input, how === "quarter" ? [1] : undefined)!));
+    }
+    await env.DB.batch(statements);
+  }
+  return Response.json({ n });
+}
+
 export default {
   async fetch(req: Request, env: BenchEnv): Promise<Response> {
     const url = new URL(req.url);
@@ -205,6 +235,8 @@ export default {
         return Response.json({ ok: true });
       case "/setup":
         return setup(env, now);
+      case "/record-how":
+        return recordHow(env, Number(url.searchParams.get("n") ?? 1), url.searchParams.get("how") ?? "none");
       case "/record":
         return record(env, Number(url.searchParams.get("n") ?? 1), url.searchParams.get("rollup") === "1");
       case "/open":

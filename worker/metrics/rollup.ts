@@ -37,8 +37,10 @@ export const COUNTERS = [
 export type Counter = (typeof COUNTERS)[number];
 export type Counters = Record<Counter, number>;
 
+const ZERO = Object.freeze(Object.fromEntries(COUNTERS.map((c) => [c, 0])) as Counters);
+
 export function zeroCounters(): Counters {
-  return Object.fromEntries(COUNTERS.map((c) => [c, 0])) as Counters;
+  return { ...ZERO };
 }
 
 export function bucketOf(ms: number): number {
@@ -160,7 +162,7 @@ function shapeOf(touched: readonly Counter[]): { head: string; tail: string } {
 
 /** The rollup upsert of some events as SQL text with `?` parameters; null when they count
  * nothing. */
-export function rollupQuery(input: RollupInput): { sql: string; params: (string | number)[] } | null {
+export function rollupQuery(input: RollupInput, spans: readonly number[] = SPANS): { sql: string; params: (string | number)[] } | null {
   const totals = zeroCounters();
   for (const e of input.events) addCounters(totals, countersOf(e));
   const uniques = new Set<string>(input.events.map((e) => uniqueCounterOf(e.type)).filter((u) => u !== null));
@@ -180,8 +182,8 @@ export function rollupQuery(input: RollupInput): { sql: string; params: (string 
   const shape = shapeOf(touched);
   // One row per span: the event's 15-minute bucket, its UTC hour and its UTC day.
   const b = bucketOf(input.at);
-  let text = `${shape.head}SELECT ?, column1, column2, ?, ?, ${values.join(", ")} FROM (VALUES ${SPANS.map(() => "(?, ?)").join(", ")})`;
-  for (const span of SPANS) params.push(span, b - (b % span));
+  let text = `${shape.head}SELECT ?, column1, column2, ?, ?, ${values.join(", ")} FROM (VALUES ${spans.map(() => "(?, ?)").join(", ")})`;
+  for (const span of spans) params.push(span, b - (b % span));
   if (input.ifRecorded) {
     // Counted only if the event's row is there.
     text += ` WHERE EXISTS (SELECT 1 FROM "email_events" WHERE "id" = ?)`;
