@@ -242,8 +242,8 @@ export function renderMetrics(r: MetricsBenchResult, when: string, machine: stri
     "|---|---|---|---|",
     ...([
       ["none", "no rollup"],
-      ["inline", "values written into its text (what a drizzle batch gets now)"],
-      ["bound", "the same statement, bound parameters"],
+      ["inline", "values written into its text (rollupItem's first version)"],
+      ["bound", "the same statement, bound parameters (rollupItem now)"],
       ["quarter", "bound, the quarter-hour row only (no hour and day rows)"],
     ] as const).map(([k, label]) => {
       const x = r.statement[k];

@@ -7,7 +7,7 @@
 // Units: delivery outcomes count recipients (a send to three addresses is received three
 // times, as the quota counts it); opens, clicks and unsubscribes count one each. Unique opens
 // and clicks count an email once: at its first open (or click) ever.
-import { getTableColumns, sql } from "drizzle-orm";
+import { getTableColumns } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import type { DrizzleD1Database } from "drizzle-orm/d1";
 import { metricRollups } from "../db/schema.ts";
@@ -195,23 +195,21 @@ export function rollupQuery(input: RollupInput, spans: readonly number[] = SPANS
   return { sql: text + shape.tail, params };
 }
 
-/** A value written into the SQL: the rollup's values are integers and ids. */
-function literal(v: string | number): string {
-  if (typeof v === "number") {
-    if (!Number.isSafeInteger(v)) throw new TypeError(`rollup: ${v} is not an integer`);
-    return String(v);
-  }
-  return `'${v.replace(/'/g, "''")}'`;
-}
-
-/** The rollup statement for a drizzle batch: zero or one item, to spread into the batch. Its
- * values are written into the text: drizzle's batch runs a raw statement only without bound
- * parameters (it has no prepared statement to bind them to). */
+/**
+ * The rollup statement for a drizzle batch: zero or one item, to spread into the batch, its
+ * values bound as parameters. drizzle's batch binds parameters only for its builders' prepared
+ * queries (a raw `sql` item with parameters has no statement to bind them to), so this item
+ * answers the batch as those do: `_prepare()` gives the query, its D1 statement and a result
+ * mapper. The first version wrote the values into the text instead: every event a new text
+ * for SQLite to parse, most of what the rollup cost (docs/benchmarks.md, metrics). The real
+ * event sites' batches go through it in test/worker/metrics.test.ts.
+ */
 export function rollupItem(db: DrizzleD1Database, input: RollupInput): BatchItem<"sqlite">[] {
   const q = rollupQuery(input);
   if (!q) return [];
-  let i = 0;
-  return [db.run(sql.raw(q.sql.replace(/\?/g, () => literal(q.params[i++]!))))];
+  const d1 = (db as unknown as { $client: D1Database }).$client;
+  const prepared = { getQuery: () => ({ sql: q.sql, params: q.params, method: "run" }), stmt: d1.prepare(q.sql), mapResult: (result: unknown) => result };
+  return [{ _prepare: () => prepared } as unknown as BatchItem<"sqlite">];
 }
 
 /** The rollup statement for a plain D1 batch (the accept path's compiled statements). */
