@@ -1,9 +1,11 @@
 // The metrics benchmark (issue 16), measured in workerd under `wrangler dev` with a small
 // Worker that calls tern's own modules (bench/metrics/worker.ts):
-//   1. rollups: the cost they add to recording an event. Opens recorded as tern records one
-//      (one D1 batch each: the event, last_event, the outbox row), with and without the rollup
-//      statement in that batch, interleaved rounds; wall time per event from here, CPU per event
-//      of the worker's workerd from /proc. Target: under 10% more CPU per event.
+//   1. rollups: the cost they add to recording an event, with and without the rollup statement
+//      in the batch, interleaved rounds: an open through the pixel route's steps, a delivered
+//      outcome through the consumer's settlement, and the stripped 3-statement batch of an open;
+//      then the rollup statement's own cost four ways (none, values in its text, bound, quarter
+//      hour only). Wall time per event from here, CPU per event of the worker's workerd from
+//      /proc. Target: under 10% more CPU per event.
 //   2. GET /emails/metrics for 30 daily periods (UTC, New York) and 720 hourly periods (UTC,
 //      Kathmandu) over an account whose rollups hold 1,000,000 events, next to a primary-key
 //      read (an email by id and account), p50 and p99 of sequential requests in interleaved
