@@ -226,7 +226,7 @@ export function renderMetrics(r: MetricsBenchResult, when: string, machine: stri
   return [
     `Measured ${when} on ${machine}. Command: \`BENCH_ONLY=metrics npm run bench\` (or \`node bench/metrics.ts\`).`,
     "",
-    `Rollups seeded: ${r.seeded.rows} quarter-hour rows (5 domains x 30 days) holding ${r.seeded.events.toLocaleString("en-US")} events, with the hour and UTC-day rows that sum them, among 20 other accounts' rows of the same shape.`,
+    `Rollups seeded: ${r.seeded.rows} quarter-hour rows (5 domains x 30 days) holding ${r.seeded.events.toLocaleString("en-US")} events, with the hour, UTC-day and shifted-hour (from :15, from :30) rows that sum them, among 20 other accounts' rows of the same shape.`,
     "",
     "| recording an event (one D1 batch each) | ms per event (wall), without / with its rollup | ratio | ms CPU per event (worker's workerd), without / with | CPU ratio | rollup's CPU per event |",
     "|---|---|---|---|---|---|",
@@ -260,7 +260,7 @@ export function renderMetrics(r: MetricsBenchResult, when: string, machine: stri
       ["daily30utc", "30 daily periods, UTC (day rows)"],
       ["daily30ny", "30 daily periods, America/New_York (hour rows)"],
       ["hourly720utc", "720 hourly periods, UTC (hour rows)"],
-      ["hourly720ktm", "720 hourly periods, Asia/Kathmandu (quarter-hour rows)"],
+      ["hourly720ktm", "720 hourly periods, Asia/Kathmandu (hour rows from :15)"],
     ] as const).map(([k, label]) => `| metrics: ${label} | ${f(q[k].p50, 2)} | ${f(q[k].p99, 2)} | ${ratio(q[k].p50, q.pk.p50)} | ${f(q[k].cpuMs, 2)} | ${ratio(q[k].cpuMs, q.pk.cpuMs)} |`),
     "",
     `Insights of a ${(r.insights.htmlBytes / 1024).toFixed(0)} KB html email (${r.insights.checks} checks): ${f(r.insights.perEmailMs, 2)} ms per email (wall), ${f(r.insights.cpuPerEmailMs, 2)} ms CPU.`,

@@ -25,7 +25,7 @@ import { emailFacts, emailOutboxEvent, outboxInsert } from "../../worker/events/
 import { uuidv7 } from "../../worker/ids.ts";
 import { deliverabilityInsights } from "../../worker/insights/checks.ts";
 import { parseMetricsQuery } from "../../worker/metrics/query.ts";
-import { BUCKET_MS, rollupItem, rollupQuery, type RollupInput } from "../../worker/metrics/rollup.ts";
+import { BUCKET_MS, rollupItem, rollupQuery, SPANS, type RollupInput } from "../../worker/metrics/rollup.ts";
 import { emailMetrics } from "../../worker/metrics/service.ts";
 import { settlementStatements } from "../../worker/delivery/consumer.ts";
 import { settleAttempt } from "../../worker/delivery/outcome.ts";
@@ -156,20 +156,20 @@ async function setup(env: { DB: D1Database }, now: number): Promise<Response> {
     const per = Math.round(EVENTS / rows / 7); // 7 counters below
     for (const [a, account] of [ACCOUNT, ...Array.from({ length: 20 }, (_, i) => `0193a8a0-1c2d-7000-8000-0000000a${String(i).padStart(4, "0")}`)].entries()) {
       for (const [d, domain] of DOMAINS.entries()) {
-        // The 15-minute rows, then the hour and UTC-day rows that sum them, as the rollup
-        // statement writes all three.
+        // The 15-minute rows, then the hour, UTC-day and shifted-hour rows that sum them, as
+        // the rollup statement writes them all.
         const dom = a === 0 ? domain : `${account}:${d}`;
         await env.DB.prepare(
           `WITH RECURSIVE b(x) AS (SELECT ?1 UNION ALL SELECT x + 1 FROM b WHERE x + 1 < ?2)
            INSERT INTO metric_rollups (account_id, span, bucket, domain_id, broadcast_id, received, sent, delivered, opened, unique_opened, clicked, unique_clicked)
            SELECT ?3, 1, x, ?4, '', ?5, ?5, ?5, ?5, ?5, ?5, ?5 FROM b`,
         ).bind(first, last, account, dom, per).run();
-        for (const span of [4, 96]) {
+        for (const span of SPANS.filter((s) => s.id !== 1)) {
           await env.DB.prepare(
             `INSERT INTO metric_rollups (account_id, span, bucket, domain_id, broadcast_id, received, sent, delivered, opened, unique_opened, clicked, unique_clicked)
-             SELECT account_id, ?1, bucket - bucket % ?1, domain_id, '', SUM(received), SUM(sent), SUM(delivered), SUM(opened), SUM(unique_opened), SUM(clicked), SUM(unique_clicked)
-             FROM metric_rollups WHERE account_id = ?2 AND span = 1 AND domain_id = ?3 GROUP BY bucket - bucket % ?1`,
-          ).bind(span, account, dom).run();
+             SELECT account_id, ?1, bucket - (((bucket - ?4) % ?5) + ?5) % ?5 AS start, domain_id, '', SUM(received), SUM(sent), SUM(delivered), SUM(opened), SUM(unique_opened), SUM(clicked), SUM(unique_clicked)
+             FROM metric_rollups WHERE account_id = ?2 AND span = 1 AND domain_id = ?3 GROUP BY start`,
+          ).bind(span.id, account, dom, span.phase, span.length).run();
         }
       }
     }
@@ -222,7 +222,7 @@ async function recordHow(env: { DB: D1Database }, n: number, how: string): Promi
       const literal = (v: string | number) => (typeof v === "number" ? String(v) : `'${v.replace(/'/g, "''")}'`);
       statements.push(env.DB.prepare(q.sql.replace(/\?/g, () => literal(q.params[k++]!))));
     } else if (how === "bound" || how === "quarter") {
-      statements.push(bound(rollupQuery(input, how === "quarter" ? [1] : undefined)!));
+      statements.push(bound(rollupQuery(input, how === "quarter" ? SPANS.filter((s) => s.id === 1) : undefined)!));
     }
     await env.DB.batch(statements);
   }

@@ -205,12 +205,11 @@ export function rollupSumQuery(accountId: string, q: MetricsQuery, starts: reado
   const first = q.start / BUCKET_MS;
   const last = q.end / BUCKET_MS;
   const edges = starts.map((s) => Math.floor(s / BUCKET_MS)).filter((e) => e > first && e < last);
-  let kEdges = 0;
-  for (const e of edges) kEdges = gcd(kEdges, e);
-  // No edge inside (totals, or one period): the coarsest span.
-  const span = edges.length === 0 ? 96 : spanFor(kEdges);
-  const a = Math.ceil(first / span) * span;
-  const b = Math.floor(last / span) * span;
+  // The coarsest span whose rows fit between the edges (no edge inside: totals, or one period).
+  const span = spanFor(edges);
+  // Its rows wholly inside the range: from a to b.
+  const a = first + ((span.phase - first) % span.length + span.length) % span.length;
+  const b = last - ((last - span.phase) % span.length + span.length) % span.length;
   // The runs: k divides the distance between any two edges; the phase is where they start.
   // With one edge or none, runs as long as the whole range.
   let k = 0;
@@ -219,7 +218,7 @@ export function rollupSumQuery(accountId: string, q: MetricsQuery, starts: reado
   const phase = edges.length > 0 ? ((edges[0]! % k) + k) % k : first % k;
   const parts: { span: number; from: number; to: number }[] = [];
   if (a < b) {
-    parts.push({ span, from: a, to: b });
+    parts.push({ span: span.id, from: a, to: b });
     if (first < a) parts.push({ span: 1, from: first, to: a });
     if (b < last) parts.push({ span: 1, from: b, to: last });
   } else if (first < last) {
