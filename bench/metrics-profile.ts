@@ -50,8 +50,8 @@ try {
     hourly720ktm: () => fetch(`${url}/metrics?start_date=${iso(hour - 719 * 3_600_000)}&end_date=${iso(hour + 3_600_000)}&granularity=hourly&dimensions=period&timezone=Asia/Kathmandu`),
     record0: () => fetch(`${url}/record?n=1&rollup=0`, { method: "POST" }),
     record1: () => fetch(`${url}/record?n=1&rollup=1`, { method: "POST" }),
-    open0: () => fetch(`${url}/open?n=1&rollup=0`, { method: "POST" }),
-    open1: () => fetch(`${url}/open?n=1&rollup=1`, { method: "POST" }),
+    open0: () => fetch(`${url}/open?n=1&rollup=0&pool=${Math.ceil((n + 20) / 4)}`, { method: "POST" }),
+    open1: () => fetch(`${url}/open?n=1&rollup=1&pool=${Math.ceil((n + 20) / 4)}`, { method: "POST" }),
     deliver0: () => fetch(`${url}/deliver?n=1&rollup=0`, { method: "POST" }),
     deliver1: () => fetch(`${url}/deliver?n=1&rollup=1`, { method: "POST" }),
   };
@@ -68,6 +68,7 @@ try {
   const call = (method: string, params: object = {}) => new Promise<any>((r) => (pending.set(++id, r), ws.send(JSON.stringify({ id, method, params }))));
   for (const kind of kinds) {
     if (kind.startsWith("deliver")) await fetch(`${url}/sending?n=${n + 20}`, { method: "POST" });
+    if (kind.startsWith("open")) await fetch(`${url}/pool?n=${Math.ceil((n + 20) / 4)}`, { method: "POST" });
     for (let i = 0; i < 20; i++) await (await requests[kind]!()).arrayBuffer();
     await call("Profiler.enable");
     await call("Profiler.setSamplingInterval", { interval: 100 });

@@ -5,10 +5,11 @@
 //   POST /record?n&rollup  n opens recorded as worker/tracking/record.ts records one (event row,
 //                          last_event, outbox row), each its own D1 batch, with or without the
 //                          rollup statement in that batch;
-//   POST /open?n&rollup    n opens through the pixel route's own steps (the token checked,
-//                          the email loaded, recordOpen: its dedupe read, its batch with the
-//                          rollup, the webhook hint on the queue), each a minute apart on a
-//                          clock of its own so none is a repeat;
+//   POST /pool?n           n fresh delivered emails to open;
+//   POST /open?n&rollup&pool  n opens of the newest `pool` of those in turn, through the pixel
+//                          route's own steps (the token checked, the email loaded, recordOpen:
+//                          its dedupe read, its batch with the rollup, the webhook hint on the
+//                          queue), each a minute apart on a clock of its own so none is a repeat;
 //   POST /sending?n        n fresh emails in `sending`, as the consumer's claim leaves them;
 //   POST /deliver?n&rollup n of those settled as delivered by the consumer's own code
 //                          (settleAttempt, settlementStatements, one D1 batch, announce);
@@ -75,18 +76,35 @@ function wrapD1(real: D1Database, drop: boolean): D1Database {
 /** The opens' clock: a minute apart, so the dedupe window never drops one. */
 let openClock = Date.now();
 
-async function opens(env: BenchEnv, n: number, withRollup: boolean): Promise<Response> {
+let opened = 0;
+
+async function opens(env: BenchEnv, n: number, withRollup: boolean, pool: number): Promise<Response> {
   const e = { DB: wrapD1(env.DB, !withRollup), WEBHOOK_QUEUE: env.WEBHOOK_QUEUE };
-  const token = await signOpenToken(await linkTokenKey(MASTER), OPENER);
+  // The newest `pool` emails made by /pool, opened in turn: a few opens each, as mail is read
+  // (an email's opens are what its unique-open check reads).
+  const { results } = await env.DB.prepare("SELECT id FROM emails WHERE account_id = ? AND subject = 'open pool' ORDER BY created_at DESC, id LIMIT ?").bind(ACCOUNT, pool).all<{ id: string }>();
+  const tokens = await Promise.all(results.map(async (r) => signOpenToken(await linkTokenKey(MASTER), r.id)));
+  if (tokens.length < pool) throw new Error(`bench: ${tokens.length} pool emails, ${pool} asked`);
   let recorded = 0;
   for (let i = 0; i < n; i++) {
     // The pixel route's steps (worker/routes/tracking.ts).
-    const claim = await verifyOpenToken(await linkTokenKey(MASTER), token);
+    const claim = await verifyOpenToken(await linkTokenKey(MASTER), tokens[opened++ % tokens.length]!);
     const email = claim.ok ? await loadEmail(e.DB, claim.value.emailId) : undefined;
     if (email && (await recordOpen(e, email, { ipAddress: "198.51.100.1", userAgent: "bench" }, (openClock += 61_000)))) recorded++;
   }
   if (recorded !== n) throw new Error(`bench: ${recorded} of ${n} opens recorded`);
   return Response.json({ n: recorded });
+}
+
+/** n fresh delivered emails to open (/open's pool). */
+async function openPool(env: BenchEnv, n: number): Promise<Response> {
+  await env.DB.prepare(
+    `WITH RECURSIVE k(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM k WHERE x < ?1)
+     INSERT INTO emails (id, account_id, from_address, to_json, subject, domain_id, state, last_event, pending_json, message_id, created_at)
+     SELECT lower(hex(randomblob(4))) || '-0000-7000-8000-' || lower(hex(randomblob(6))), account_id, from_address, to_json, 'open pool', domain_id, 'done', 'delivered', '[]', message_id, ?2 + x
+     FROM emails, k WHERE emails.id = ?3`,
+  ).bind(n, Date.now(), OPENER).run();
+  return Response.json({ n });
 }
 
 async function sending(env: BenchEnv, n: number): Promise<Response> {
@@ -243,7 +261,9 @@ export default {
       case "/record":
         return record(env, Number(url.searchParams.get("n") ?? 1), url.searchParams.get("rollup") === "1");
       case "/open":
-        return opens(env, Number(url.searchParams.get("n") ?? 1), url.searchParams.get("rollup") === "1");
+        return opens(env, Number(url.searchParams.get("n") ?? 1), url.searchParams.get("rollup") === "1", Number(url.searchParams.get("pool") ?? 1));
+      case "/pool":
+        return openPool(env, Number(url.searchParams.get("n") ?? 1));
       case "/sending":
         return sending(env, Number(url.searchParams.get("n") ?? 1));
       case "/deliver":
