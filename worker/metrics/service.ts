@@ -216,13 +216,13 @@ export function rollupSumQuery(accountId: string, q: MetricsQuery, starts: reado
   for (const e of edges) k = gcd(k, e - edges[0]!);
   if (k === 0) k = Math.max(1, last - first);
   const phase = edges.length > 0 ? ((edges[0]! % k) + k) % k : first % k;
-  const parts: { span: number; from: number; to: number }[] = [];
+  const parts: { span: number; length: number; from: number; to: number }[] = [];
   if (a < b) {
-    parts.push({ span: span.id, from: a, to: b });
-    if (first < a) parts.push({ span: 1, from: first, to: a });
-    if (b < last) parts.push({ span: 1, from: b, to: last });
+    parts.push({ span: span.id, length: span.length, from: a, to: b });
+    if (first < a) parts.push({ span: 1, length: 1, from: first, to: a });
+    if (b < last) parts.push({ span: 1, length: 1, from: b, to: last });
   } else if (first < last) {
-    parts.push({ span: 1, from: first, to: last });
+    parts.push({ span: 1, length: 1, from: first, to: last });
   }
   const byDomain = q.dimensions.includes("domain");
   const byBroadcast = q.dimensions.includes("broadcast");
@@ -248,7 +248,10 @@ export function rollupSumQuery(accountId: string, q: MetricsQuery, starts: reado
       where.push("broadcast_id IN (SELECT value FROM json_each(?))");
       params.push(JSON.stringify(q.broadcastIds));
     }
-    const groupBy = [run, ...(byDomain ? ["domain_id"] : []), ...(byBroadcast ? ["broadcast_id"] : [])];
+    // When each row is a run of its own (720 hours read from hour rows), grouping by the
+    // bucket itself follows the key's order: SQLite sums as it reads, with no sort.
+    const ownRun = part.length === k && (((part.from - phase) % k) + k) % k === 0;
+    const groupBy = [ownRun ? "bucket" : run, ...(byDomain ? ["domain_id"] : []), ...(byBroadcast ? ["broadcast_id"] : [])];
     return `SELECT ${select.join(", ")} FROM metric_rollups WHERE ${where.join(" AND ")} GROUP BY ${groupBy.join(", ")}`;
   });
   // An empty range still answers one statement (with no rows).
