@@ -1,9 +1,11 @@
 // The metrics benchmark (issue 16), measured in workerd under `wrangler dev` with a small
 // Worker that calls tern's own modules (bench/metrics/worker.ts):
-//   1. rollups: the cost they add to recording an event. Opens recorded as tern records one
-//      (one D1 batch each: the event, last_event, the outbox row), with and without the rollup
-//      statement in that batch, interleaved rounds; wall time per event from here, CPU per event
-//      of the worker's workerd from /proc. Target: under 10% more CPU per event.
+//   1. rollups: the cost they add to recording an event, with and without the rollup statement
+//      in the batch, interleaved rounds: an open through the pixel route's steps, a delivered
+//      outcome through the consumer's settlement, and the stripped 3-statement batch of an open;
+//      then the rollup statement's own cost four ways (none, values in its text, bound, quarter
+//      hour only). Wall time per event from here, CPU per event of the worker's workerd from
+//      /proc. Target: under 10% more CPU per event.
 //   2. GET /emails/metrics for 30 daily periods (UTC, New York) and 720 hourly periods (UTC,
 //      Kathmandu) over an account whose rollups hold 1,000,000 events, next to a primary-key
 //      read (an email by id and account), p50 and p99 of sequential requests in interleaved
@@ -29,11 +31,23 @@ const END = "<!-- bench:metrics:end -->";
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const quantile = (xs: number[], q: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * q))]!;
 
+const RECORD_PATHS = ["stripped", "open", "delivered"] as const;
+type RecordPath = (typeof RECORD_PATHS)[number];
+type RecordFigures = { plainMs: number; rollupMs: number; plainCpuMs: number | null; rollupCpuMs: number | null };
+
+async function post0(url: string): Promise<void> {
+  const res = await fetch(url, { method: "POST" });
+  if (!res.ok) throw new Error(`metrics bench: ${url} answered ${res.status} ${await res.text()}`);
+  await res.arrayBuffer();
+}
+
 type QueryCase = "pk" | "daily30utc" | "daily30ny" | "hourly720utc" | "hourly720ktm";
 
 export interface MetricsBenchResult {
   seeded: { rows: number; events: number };
-  record: { plainMs: number; rollupMs: number; plainCpuMs: number | null; rollupCpuMs: number | null };
+  record: Record<RecordPath, RecordFigures>;
+  /** ms CPU per event of the stripped batch as plain D1 statements, by how the rollup is written. */
+  statement: Record<"none" | "inline" | "bound" | "quarter", number | null>;
   queries: Record<QueryCase, { p50: number; p99: number; cpuMs: number | null }>;
   insights: { perEmailMs: number; cpuPerEmailMs: number | null; htmlBytes: number; checks: number };
 }
@@ -85,27 +99,62 @@ export async function runMetricsBench(opts: { quick: boolean; log: (line: string
     opts.log(`metrics: seeded ${seeded.rows} rollup rows holding ${seeded.events} events`);
     const rounds = opts.quick ? 1 : 5;
 
-    // 1. Recording an event, with and without its rollup.
+    // 1. Recording an event, with and without its rollup: the stripped batch, then the real
+    // paths (the open pixel's steps, the consumer's delivered outcome).
     const perRequest = opts.quick ? 20 : 100;
-    for (const r of [0, 1]) await fetch(`${url}/record?n=20&rollup=${r}`, { method: "POST" });
-    const wall: Record<string, number[]> = { plain: [], rollup: [] };
-    const cpu: Record<string, number[]> = { plain: [], rollup: [] };
-    for (let round = 1; round <= rounds; round++) {
-      for (const variant of ["plain", "rollup"] as const) {
-        const c0 = workerCpu(child.pid!, port);
-        const t0 = performance.now();
-        const reps = opts.quick ? 1 : 3;
-        for (let i = 0; i < reps; i++) {
-          const res = await fetch(`${url}/record?n=${perRequest}&rollup=${variant === "rollup" ? 1 : 0}`, { method: "POST" });
-          if (!res.ok) throw new Error(`record: ${res.status} ${await res.text()}`);
-        }
-        const events = reps * perRequest;
-        wall[variant]!.push((performance.now() - t0) / events);
-        const c1 = workerCpu(child.pid!, port);
-        if (c0 !== null && c1 !== null) cpu[variant]!.push(((c1 - c0) * 1000) / events);
-        opts.log(`metrics: record round ${round}/${rounds} ${variant.padEnd(6)} ${wall[variant]!.at(-1)!.toFixed(3)} ms/event${cpu[variant]!.length ? `, ${cpu[variant]!.at(-1)!.toFixed(3)} ms CPU/event` : ""}`);
+    const reps = opts.quick ? 1 : 3;
+    const record: MetricsBenchResult["record"] = {} as MetricsBenchResult["record"];
+    for (const path of RECORD_PATHS) {
+      const route = path === "stripped" ? "record" : path === "open" ? "open" : "deliver";
+      // Before each block, out of its CPU window: the emails it records on (a fresh email in
+      // `sending` for each delivery; for opens, a pool that gets four opens an email).
+      const prepare = (events: number) =>
+        path === "delivered" ? post0(`${url}/sending?n=${events}`) : path === "open" ? post0(`${url}/pool?n=${events / 4}`) : Promise.resolve();
+      const query = (events: number) => (path === "open" ? `&pool=${events / 4}` : "");
+      for (const r of [0, 1] as const) {
+        await prepare(20);
+        await post0(`${url}/${route}?n=20&rollup=${r}${query(20)}`);
       }
+      const wall: Record<string, number[]> = { plain: [], rollup: [] };
+      const cpu: Record<string, number[]> = { plain: [], rollup: [] };
+      for (let round = 1; round <= rounds; round++) {
+        // The order alternates, so a drift in the machine's load favours neither.
+        for (const variant of round % 2 ? (["plain", "rollup"] as const) : (["rollup", "plain"] as const)) {
+          await prepare(reps * perRequest);
+          const c0 = workerCpu(child.pid!, port);
+          const t0 = performance.now();
+          for (let i = 0; i < reps; i++) await post0(`${url}/${route}?n=${perRequest}&rollup=${variant === "rollup" ? 1 : 0}${query(reps * perRequest)}`);
+          const events = reps * perRequest;
+          wall[variant]!.push((performance.now() - t0) / events);
+          const c1 = workerCpu(child.pid!, port);
+          if (c0 !== null && c1 !== null) cpu[variant]!.push(((c1 - c0) * 1000) / events);
+          opts.log(`metrics: record ${path} round ${round}/${rounds} ${variant.padEnd(6)} ${wall[variant]!.at(-1)!.toFixed(3)} ms/event${cpu[variant]!.length ? `, ${cpu[variant]!.at(-1)!.toFixed(3)} ms CPU/event` : ""}`);
+        }
+      }
+      record[path] = {
+        plainMs: median(wall.plain!),
+        rollupMs: median(wall.rollup!),
+        plainCpuMs: cpu.plain!.length ? median(cpu.plain!) : null,
+        rollupCpuMs: cpu.rollup!.length ? median(cpu.rollup!) : null,
+      };
     }
+
+    // 1b. The rollup statement's own cost, in the stripped batch as plain D1 statements: none,
+    // values written into its text (as now), bound parameters, bound and the quarter hour only.
+    const hows = ["none", "inline", "bound", "quarter"] as const;
+    for (const how of hows) await post0(`${url}/record-how?n=20&how=${how}`);
+    const howCpu: Record<string, number[]> = Object.fromEntries(hows.map((h) => [h, []]));
+    for (let round = 1; round <= rounds; round++) {
+      // The order rotates each round.
+      for (const how of [...hows.slice(round % hows.length), ...hows.slice(0, round % hows.length)]) {
+        const c0 = workerCpu(child.pid!, port);
+        for (let i = 0; i < reps; i++) await post0(`${url}/record-how?n=${perRequest}&how=${how}`);
+        const c1 = workerCpu(child.pid!, port);
+        if (c0 !== null && c1 !== null) howCpu[how]!.push(((c1 - c0) * 1000) / (reps * perRequest));
+      }
+      opts.log(`metrics: rollup statement round ${round}/${rounds} ${hows.map((h) => `${h} ${howCpu[h]!.at(-1)?.toFixed(3) ?? "n/a"}`).join(", ")} ms CPU/event`);
+    }
+    const statement = Object.fromEntries(hows.map((h) => [h, howCpu[h]!.length ? median(howCpu[h]!) : null])) as MetricsBenchResult["statement"];
 
     // 2. Metrics queries next to a primary-key read.
     const now = Date.now();
@@ -152,12 +201,8 @@ export async function runMetricsBench(opts: { quick: boolean; log: (line: string
     }
     return {
       seeded,
-      record: {
-        plainMs: median(wall.plain!),
-        rollupMs: median(wall.rollup!),
-        plainCpuMs: cpu.plain!.length ? median(cpu.plain!) : null,
-        rollupCpuMs: cpu.rollup!.length ? median(cpu.rollup!) : null,
-      },
+      record,
+      statement,
       queries: Object.fromEntries(Object.entries(samples).map(([k, xs]) => {
         const cpu = cpuPerRequest[k as QueryCase];
         return [k, { p50: quantile(xs, 0.5), p99: quantile(xs, 0.99), cpuMs: cpu.length ? median(cpu) : null }];
@@ -185,13 +230,32 @@ export function renderMetrics(r: MetricsBenchResult, when: string, machine: stri
   return [
     `Measured ${when} on ${machine}. Command: \`BENCH_ONLY=metrics npm run bench\` (or \`node bench/metrics.ts\`).`,
     "",
-    `Rollups seeded: ${r.seeded.rows} quarter-hour rows (5 domains x 30 days) holding ${r.seeded.events.toLocaleString("en-US")} events, with the hour and UTC-day rows that sum them, among 20 other accounts' rows of the same shape.`,
+    `Rollups seeded: ${r.seeded.rows} quarter-hour rows (5 domains x 30 days) holding ${r.seeded.events.toLocaleString("en-US")} events, with the hour, UTC-day and shifted-hour (from :15, from :30) rows that sum them, among 20 other accounts' rows of the same shape.`,
     "",
-    "| recording an open (one D1 batch) | ms per event (wall) | ms CPU per event (worker's workerd) |",
-    "|---|---|---|",
-    `| without its rollup | ${f(r.record.plainMs)} | ${f(r.record.plainCpuMs)} |`,
-    `| with its rollup (same batch) | ${f(r.record.rollupMs)} | ${f(r.record.rollupCpuMs)} |`,
-    `| ratio | ${ratio(r.record.rollupMs, r.record.plainMs)} | ${ratio(r.record.rollupCpuMs, r.record.plainCpuMs)} |`,
+    "| recording an event (one D1 batch each) | ms per event (wall), without / with its rollup | ratio | ms CPU per event (worker's workerd), without / with | CPU ratio | rollup's CPU per event |",
+    "|---|---|---|---|---|---|",
+    ...([
+      ["open", "an open, through the pixel route's steps (token, email read, dedupe read, batch, webhook hint), four opens an email"],
+      ["delivered", "a delivered outcome, through the consumer's settlement (sent + delivered events, outbox rows, webhook hint)"],
+      ["stripped", "stripped: only the open's 3-statement batch (the first bench)"],
+    ] as const).map(([k, label]) => {
+      const x = r.record[k];
+      const extra = x.plainCpuMs === null || x.rollupCpuMs === null ? "n/a" : (x.rollupCpuMs - x.plainCpuMs).toFixed(3);
+      return `| ${label} | ${f(x.plainMs)} / ${f(x.rollupMs)} | ${ratio(x.rollupMs, x.plainMs)} | ${f(x.plainCpuMs)} / ${f(x.rollupCpuMs)} | ${ratio(x.rollupCpuMs, x.plainCpuMs)} | ${extra} |`;
+    }),
+    "",
+    "| the stripped batch as plain D1 statements, its rollup written as | ms CPU per event | rollup's CPU per event | ratio to none |",
+    "|---|---|---|---|",
+    ...([
+      ["none", "no rollup"],
+      ["inline", "values written into its text (rollupItem's first version)"],
+      ["bound", "the same statement, bound parameters (rollupItem now)"],
+      ["quarter", "bound, the quarter-hour row only (no hour and day rows)"],
+    ] as const).map(([k, label]) => {
+      const x = r.statement[k];
+      const none = r.statement.none;
+      return `| ${label} | ${f(x)} | ${x === null || none === null ? "n/a" : (x - none).toFixed(3)} | ${ratio(x, none)} |`;
+    }),
     "",
     "| request (sequential, all rounds pooled) | p50 ms | p99 ms | p50 / primary-key read | ms CPU per request (worker's workerd) | CPU / primary-key read |",
     "|---|---|---|---|---|---|",
@@ -200,7 +264,7 @@ export function renderMetrics(r: MetricsBenchResult, when: string, machine: stri
       ["daily30utc", "30 daily periods, UTC (day rows)"],
       ["daily30ny", "30 daily periods, America/New_York (hour rows)"],
       ["hourly720utc", "720 hourly periods, UTC (hour rows)"],
-      ["hourly720ktm", "720 hourly periods, Asia/Kathmandu (quarter-hour rows)"],
+      ["hourly720ktm", "720 hourly periods, Asia/Kathmandu (hour rows from :15)"],
     ] as const).map(([k, label]) => `| metrics: ${label} | ${f(q[k].p50, 2)} | ${f(q[k].p99, 2)} | ${ratio(q[k].p50, q.pk.p50)} | ${f(q[k].cpuMs, 2)} | ${ratio(q[k].cpuMs, q.pk.cpuMs)} |`),
     "",
     `Insights of a ${(r.insights.htmlBytes / 1024).toFixed(0)} KB html email (${r.insights.checks} checks): ${f(r.insights.perEmailMs, 2)} ms per email (wall), ${f(r.insights.cpuPerEmailMs, 2)} ms CPU.`,

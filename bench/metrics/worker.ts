@@ -5,6 +5,16 @@
 //   POST /record?n&rollup  n opens recorded as worker/tracking/record.ts records one (event row,
 //                          last_event, outbox row), each its own D1 batch, with or without the
 //                          rollup statement in that batch;
+//   POST /pool?n           n fresh delivered emails to open;
+//   POST /open?n&rollup&pool  n opens of the newest `pool` of those in turn, through the pixel
+//                          route's own steps (the token checked, the email loaded, recordOpen:
+//                          its dedupe read, its batch with the rollup, the webhook hint on the
+//                          queue), each a minute apart on a clock of its own so none is a repeat;
+//   POST /sending?n        n fresh emails in `sending`, as the consumer's claim leaves them;
+//   POST /deliver?n&rollup n of those settled as delivered by the consumer's own code
+//                          (settleAttempt, settlementStatements, one D1 batch, announce);
+//   (rollup=0 on /open and /deliver: the same code with the rollup statement taken out of its
+//   batch by a D1 wrapper that both variants go through);
 //   GET /metrics?<query>   worker/metrics/ answering a GET /emails/metrics query (no auth);
 //   GET /pk                one email by primary key and account, as GET /emails/{id} reads it;
 //   GET /insights?n        the deliverability checks of a 100 KB html email, n times.
@@ -16,8 +26,114 @@ import { emailFacts, emailOutboxEvent, outboxInsert } from "../../worker/events/
 import { uuidv7 } from "../../worker/ids.ts";
 import { deliverabilityInsights } from "../../worker/insights/checks.ts";
 import { parseMetricsQuery } from "../../worker/metrics/query.ts";
-import { BUCKET_MS, rollupItem } from "../../worker/metrics/rollup.ts";
+import { BUCKET_MS, rollupItem, rollupQuery, SPANS, type RollupInput } from "../../worker/metrics/rollup.ts";
 import { emailMetrics } from "../../worker/metrics/service.ts";
+import { settlementStatements } from "../../worker/delivery/consumer.ts";
+import { settleAttempt } from "../../worker/delivery/outcome.ts";
+import { announce } from "../../worker/events/outbox.ts";
+import { linkTokenKey } from "../../worker/tracking/outgoing.ts";
+import { loadEmail, recordOpen } from "../../worker/tracking/record.ts";
+import { signOpenToken, verifyOpenToken } from "../../worker/tracking/tokens.ts";
+import type { BatchItem } from "drizzle-orm/batch";
+import type { EmailRow } from "../../worker/db/schema.ts";
+
+interface BenchEnv {
+  DB: D1Database;
+  WEBHOOK_QUEUE: Queue;
+}
+
+/** A bench-only key for the open tokens (not a secret: the bench's own local state). */
+const MASTER = { masterKey: "bench-metrics-master-key-0000000000000000000000" };
+const OPENER = "0193a8a0-1c2d-7000-8000-0000000e0002";
+
+/** The D1 binding both variants go through; with `drop`, a batch's rollup statement is taken
+ * out before D1 sees it and an empty result put in its place, so the code around it runs as is. */
+function wrapD1(real: D1Database, drop: boolean): D1Database {
+  const isRollup = (s: D1PreparedStatement) => {
+    const text = (s as unknown as { statement?: string }).statement;
+    if (typeof text !== "string") throw new Error("bench: D1PreparedStatement has no statement text to look at");
+    return text.startsWith(`INSERT INTO "metric_rollups"`);
+  };
+  return new Proxy(real, {
+    get(target, prop) {
+      if (prop === "batch") {
+        return async (statements: D1PreparedStatement[]) => {
+          if (!drop) return target.batch(statements);
+          const keep = statements.filter((s) => !isRollup(s));
+          const results = await target.batch(keep);
+          const out: D1Result[] = [];
+          let i = 0;
+          for (const s of statements) out.push(isRollup(s) ? ({ success: true, results: [], meta: {} } as unknown as D1Result) : results[i++]!);
+          return out;
+        };
+      }
+      const v = Reflect.get(target, prop) as unknown;
+      return typeof v === "function" ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+    },
+  });
+}
+
+/** The opens' clock: a minute apart, so the dedupe window never drops one. */
+let openClock = Date.now();
+
+let opened = 0;
+
+async function opens(env: BenchEnv, n: number, withRollup: boolean, pool: number): Promise<Response> {
+  const e = { DB: wrapD1(env.DB, !withRollup), WEBHOOK_QUEUE: env.WEBHOOK_QUEUE };
+  // The newest `pool` emails made by /pool, opened in turn: a few opens each, as mail is read
+  // (an email's opens are what its unique-open check reads).
+  const { results } = await env.DB.prepare("SELECT id FROM emails WHERE account_id = ? AND subject = 'open pool' ORDER BY created_at DESC, id LIMIT ?").bind(ACCOUNT, pool).all<{ id: string }>();
+  const tokens = await Promise.all(results.map(async (r) => signOpenToken(await linkTokenKey(MASTER), r.id)));
+  if (tokens.length < pool) throw new Error(`bench: ${tokens.length} pool emails, ${pool} asked`);
+  let recorded = 0;
+  for (let i = 0; i < n; i++) {
+    // The pixel route's steps (worker/routes/tracking.ts).
+    const claim = await verifyOpenToken(await linkTokenKey(MASTER), tokens[opened++ % tokens.length]!);
+    const email = claim.ok ? await loadEmail(e.DB, claim.value.emailId) : undefined;
+    if (email && (await recordOpen(e, email, { ipAddress: "198.51.100.1", userAgent: "bench" }, (openClock += 61_000)))) recorded++;
+  }
+  if (recorded !== n) throw new Error(`bench: ${recorded} of ${n} opens recorded`);
+  return Response.json({ n: recorded });
+}
+
+/** n fresh delivered emails to open (/open's pool). */
+async function openPool(env: BenchEnv, n: number): Promise<Response> {
+  await env.DB.prepare(
+    `WITH RECURSIVE k(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM k WHERE x < ?1)
+     INSERT INTO emails (id, account_id, from_address, to_json, subject, domain_id, state, last_event, pending_json, message_id, created_at)
+     SELECT lower(hex(randomblob(4))) || '-0000-7000-8000-' || lower(hex(randomblob(6))), account_id, from_address, to_json, 'open pool', domain_id, 'done', 'delivered', '[]', message_id, ?2 + x
+     FROM emails, k WHERE emails.id = ?3`,
+  ).bind(n, Date.now(), OPENER).run();
+  return Response.json({ n });
+}
+
+async function sending(env: BenchEnv, n: number): Promise<Response> {
+  // Copies of the bench email in `sending` with lease 1, as claimEmails leaves them.
+  await env.DB.prepare(
+    `WITH RECURSIVE k(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM k WHERE x < ?1)
+     INSERT INTO emails (id, account_id, from_address, to_json, subject, domain_id, state, last_event, pending_json, message_id, created_at, lease_until)
+     SELECT lower(hex(randomblob(4))) || '-0000-7000-8000-' || lower(hex(randomblob(6))), account_id, from_address, to_json, subject, domain_id, 'sending', 'queued', to_json, message_id, ?2, 1
+     FROM emails, k WHERE emails.id = ?3`,
+  ).bind(n, Date.now(), EMAIL).run();
+  return Response.json({ n });
+}
+
+async function deliveries(env: BenchEnv, n: number, withRollup: boolean): Promise<Response> {
+  const d1 = wrapD1(env.DB, !withRollup);
+  const db = drizzle(d1);
+  // What the consumer's claim returns: the emails to settle.
+  const claimed = await db.select().from(emails).where(and(eq(emails.accountId, ACCOUNT), eq(emails.state, "sending"), eq(emails.leaseUntil, 1))).limit(n).all() as EmailRow[];
+  if (claimed.length < n) throw new Error(`bench: ${claimed.length} emails in sending, ${n} asked`);
+  for (const email of claimed) {
+    const now = Date.now();
+    const s = settleAttempt([{ recipient: "a@example.com", status: "accepted", code: 250, message: "250 2.0.0 OK", final: true }], { attempt: 1, retrySchedule: [60], alreadyDelayed: false });
+    const { statements, outbox } = settlementStatements(d1, email, 1, s, now, [1]);
+    const results = (await db.batch(statements as [BatchItem<"sqlite">])) as unknown as D1Result[];
+    if ((results[0] as unknown as { meta?: { changes?: number } }).meta?.changes !== 1) throw new Error("bench: the settlement did not update its email");
+    await announce(env, outbox);
+  }
+  return Response.json({ n });
+}
 
 const ACCOUNT = "0193a8a0-1c2d-7000-8000-00000000be01";
 const DOMAINS = Array.from({ length: 5 }, (_, i) => `0193a8a0-1c2d-7000-8000-00000000d0${String(i).padStart(2, "0")}`);
@@ -45,6 +161,10 @@ async function setup(env: { DB: D1Database }, now: number): Promise<Response> {
       id: EMAIL, accountId: ACCOUNT, fromAddress: "news@d0.bench.example", toJson: '["a@example.com"]', subject: "bench", domainId: DOMAINS[0]!,
       state: "done", lastEvent: "delivered", pendingJson: "[]", messageId: "bench@d0.bench.example", createdAt: now,
     });
+    await db.insert(emails).values({
+      id: OPENER, accountId: ACCOUNT, fromAddress: "news@d0.bench.example", toJson: '["a@example.com"]', subject: "bench", domainId: DOMAINS[0]!,
+      state: "done", lastEvent: "delivered", pendingJson: "[]", messageId: "bench2@d0.bench.example", createdAt: now,
+    });
     // What 1,000,000 events over 30 days leave in the rollups: a row per domain and 15-minute
     // bucket (5 x 2,880), whose counters add up to 1,000,000 events. 20 other accounts share
     // the table with the same shape, so the account's rows are a range among others'.
@@ -54,20 +174,20 @@ async function setup(env: { DB: D1Database }, now: number): Promise<Response> {
     const per = Math.round(EVENTS / rows / 7); // 7 counters below
     for (const [a, account] of [ACCOUNT, ...Array.from({ length: 20 }, (_, i) => `0193a8a0-1c2d-7000-8000-0000000a${String(i).padStart(4, "0")}`)].entries()) {
       for (const [d, domain] of DOMAINS.entries()) {
-        // The 15-minute rows, then the hour and UTC-day rows that sum them, as the rollup
-        // statement writes all three.
+        // The 15-minute rows, then the hour, UTC-day and shifted-hour rows that sum them, as
+        // the rollup statement writes them all.
         const dom = a === 0 ? domain : `${account}:${d}`;
         await env.DB.prepare(
           `WITH RECURSIVE b(x) AS (SELECT ?1 UNION ALL SELECT x + 1 FROM b WHERE x + 1 < ?2)
            INSERT INTO metric_rollups (account_id, span, bucket, domain_id, broadcast_id, received, sent, delivered, opened, unique_opened, clicked, unique_clicked)
            SELECT ?3, 1, x, ?4, '', ?5, ?5, ?5, ?5, ?5, ?5, ?5 FROM b`,
         ).bind(first, last, account, dom, per).run();
-        for (const span of [4, 96]) {
+        for (const span of SPANS.filter((s) => s.id !== 1)) {
           await env.DB.prepare(
             `INSERT INTO metric_rollups (account_id, span, bucket, domain_id, broadcast_id, received, sent, delivered, opened, unique_opened, clicked, unique_clicked)
-             SELECT account_id, ?1, bucket - bucket % ?1, domain_id, '', SUM(received), SUM(sent), SUM(delivered), SUM(opened), SUM(unique_opened), SUM(clicked), SUM(unique_clicked)
-             FROM metric_rollups WHERE account_id = ?2 AND span = 1 AND domain_id = ?3 GROUP BY bucket - bucket % ?1`,
-          ).bind(span, account, dom).run();
+             SELECT account_id, ?1, bucket - (((bucket - ?4) % ?5) + ?5) % ?5 AS start, domain_id, '', SUM(received), SUM(sent), SUM(delivered), SUM(opened), SUM(unique_opened), SUM(clicked), SUM(unique_clicked)
+             FROM metric_rollups WHERE account_id = ?2 AND span = 1 AND domain_id = ?3 GROUP BY start`,
+          ).bind(span.id, account, dom, span.phase, span.length).run();
         }
       }
     }
@@ -94,8 +214,41 @@ async function record(env: { DB: D1Database }, n: number, withRollup: boolean): 
   return Response.json({ n });
 }
 
+/** The stripped batch as plain D1 statements (drizzle's builders turned into text once per
+ * event, as drizzle does), with the rollup: none, its text with the values written in (what
+ * rollupItem gave a drizzle batch at first), the same statement with bound parameters (what it
+ * gives now), or bound and only the quarter-hour row. An experiment of the rollup's own cost (docs/benchmarks.md). */
+async function recordHow(env: { DB: D1Database }, n: number, how: string): Promise<Response> {
+  const db = drizzle(env.DB);
+  const email = (await db.select().from(emails).where(eq(emails.id, EMAIL)).get())!;
+  const bound = (q: { sql: string; params: unknown[] }) => env.DB.prepare(q.sql).bind(...q.params);
+  for (let i = 0; i < n; i++) {
+    const now = Date.now();
+    const eventId = uuidv7(now);
+    const visitor = { ipAddress: "198.51.100.1", userAgent: "bench" };
+    const event = emailOutboxEvent(email.accountId, { email: emailFacts(email), at: now, type: "email.opened", open: visitor }, now);
+    const statements = [
+      bound(db.insert(emailEvents).values({ id: eventId, emailId: email.id, accountId: email.accountId, type: "opened", dataJson: JSON.stringify({ open: visitor }), createdAt: now }).toSQL()),
+      bound(db.update(emails).set({ lastEvent: "opened" }).where(eq(emails.id, email.id)).toSQL()),
+      bound((outboxInsert(db, event) as unknown as { toSQL(): { sql: string; params: unknown[] } }).toSQL()),
+    ];
+    const input: RollupInput = { accountId: email.accountId, domainId: email.domainId, broadcastId: email.broadcastId, at: now, events: [{ type: "opened" }], engagement: { emailId: email.id, eventId } };
+    if (how === "inline") {
+      // The first version's statement: the values written into the text as SQL literals.
+      const q = rollupQuery(input)!;
+      let k = 0;
+      const literal = (v: string | number) => (typeof v === "number" ? String(v) : `'${v.replace(/'/g, "''")}'`);
+      statements.push(env.DB.prepare(q.sql.replace(/\?/g, () => literal(q.params[k++]!))));
+    } else if (how === "bound" || how === "quarter") {
+      statements.push(bound(rollupQuery(input, how === "quarter" ? SPANS.filter((s) => s.id === 1) : undefined)!));
+    }
+    await env.DB.batch(statements);
+  }
+  return Response.json({ n });
+}
+
 export default {
-  async fetch(req: Request, env: { DB: D1Database }): Promise<Response> {
+  async fetch(req: Request, env: BenchEnv): Promise<Response> {
     const url = new URL(req.url);
     const now = Date.now();
     switch (url.pathname) {
@@ -103,8 +256,18 @@ export default {
         return Response.json({ ok: true });
       case "/setup":
         return setup(env, now);
+      case "/record-how":
+        return recordHow(env, Number(url.searchParams.get("n") ?? 1), url.searchParams.get("how") ?? "none");
       case "/record":
         return record(env, Number(url.searchParams.get("n") ?? 1), url.searchParams.get("rollup") === "1");
+      case "/open":
+        return opens(env, Number(url.searchParams.get("n") ?? 1), url.searchParams.get("rollup") === "1", Number(url.searchParams.get("pool") ?? 1));
+      case "/pool":
+        return openPool(env, Number(url.searchParams.get("n") ?? 1));
+      case "/sending":
+        return sending(env, Number(url.searchParams.get("n") ?? 1));
+      case "/deliver":
+        return deliveries(env, Number(url.searchParams.get("n") ?? 1), url.searchParams.get("rollup") === "1");
       case "/metrics": {
         const answer = await emailMetrics(env.DB, ACCOUNT, parseMetricsQuery(url.searchParams, now));
         return Response.json({ rows: answer.data?.length ?? 0, received: answer.totals.received });

@@ -15,8 +15,9 @@ import { api, createAccount, type TestAccount } from "./fixtures.ts";
 
 const DAY = 86_400_000;
 
-/** Counts as the event sites would leave them: `received` recipients accepted, then bounces and complaints. */
-async function history(a: TestAccount, at: number, received: number, bounced: number, complained: number): Promise<void> {
+/** Counts as the event sites would leave them: `received` recipients accepted, then bounces,
+ * the rest sent (taken by receiving servers), and complaints. */
+async function history(a: TestAccount, at: number, received: number, bounced: number, complained: number, sent = received - bounced): Promise<void> {
   const db = drizzle(env.DB);
   const many = (n: number) => Array.from({ length: n }, (_, i) => `r${i}@example.com`);
   const key = { accountId: a.accountId, domainId: a.domainId, broadcastId: null, at };
@@ -25,6 +26,7 @@ async function history(a: TestAccount, at: number, received: number, bounced: nu
     ...(bounced ? rollupItem(db, { ...key, events: [{ type: "bounced", data: { recipients: many(bounced), bounce: { type: "Permanent" } } }] }) : []),
     // A transient bounce (a full mailbox) is not a hard bounce: it never counts here.
     ...rollupItem(db, { ...key, events: [{ type: "bounced", data: { recipients: many(5), bounce: { type: "Transient" } } }] }),
+    ...(sent ? rollupItem(db, { ...key, events: [{ type: "sent", data: { recipients: many(sent) } }] }) : []),
     ...(complained ? rollupItem(db, { ...key, events: [{ type: "complained", data: { recipients: many(complained) } }] }) : []),
   ] as never);
 }
@@ -42,12 +44,30 @@ describe("account health", () => {
     await history(a, now - 2 * DAY, 1000, 35, 0);
     await history(a, now - 8 * DAY, 1000, 900, 900); // outside the window
     const h = await accountHealth(env.DB, a.accountId, now, false);
-    expect(h).toMatchObject({ object: "account_health", window_days: 7, received: 1000, bounced_permanent: 35, complained: 0, enough_volume: true, status: "warning", pause_enabled: false, sending_paused: false });
+    expect(h).toMatchObject({ object: "account_health", window_days: 7, received: 1000, sent: 965, bounced_permanent: 35, complained: 0, enough_volume: true, status: "warning", pause_enabled: false, sending_paused: false });
     expect(h.bounce_rate).toEqual({ value: 0.035, warning: 0.03, limit: 0.04, status: "warning" });
-    await history(a, now - DAY, 1000, 0, 2);
+    await history(a, now - DAY, 1000, 0, 2, 1035);
     const after = await accountHealth(env.DB, a.accountId, now, true);
+    // 2 complaints of 2,000 recipients sent (not of the 2,000 accepted).
+    expect(after).toMatchObject({ received: 2000, sent: 2000, complained: 2 });
     expect(after.complaint_rate).toMatchObject({ value: 0.001, status: "over_limit" });
     expect(after).toMatchObject({ status: "over_limit", sending_paused: true });
+  });
+
+  it("the complaint rate is of sent, as GET /emails/metrics' complaint_rate (the Metrics page's card)", async () => {
+    const a = await createAccount();
+    const now = Date.now();
+    // Half the accepted recipients were never taken by a receiving server: per accepted the
+    // rate would be 0.05%, healthy; per sent it is 0.1%, over the limit.
+    await history(a, now - 2 * DAY, 4000, 0, 2, 2000);
+    const h = await accountHealth(env.DB, a.accountId, now, false);
+    expect(h).toMatchObject({ received: 4000, sent: 2000, complained: 2 });
+    expect(h.complaint_rate).toMatchObject({ value: 0.001, status: "over_limit" });
+    const q = new URLSearchParams({ start_date: h.window_start, end_date: h.window_end, metrics: "complained,sent,complaint_rate" });
+    const res = await api(a.token, "GET", `/emails/metrics?${q}`);
+    expect(res.status).toBe(200);
+    const m = (await res.json()) as { totals: { complained: number; sent: number; complaint_rate: number } };
+    expect(m.totals).toEqual({ complained: 2, sent: 2000, complaint_rate: h.complaint_rate.value });
   });
 
   it("GET /account/health answers the account's own health", async () => {

@@ -3,6 +3,7 @@
 // +05:45 and half-hour-shift zones.
 import { describe, expect, it } from "vitest";
 import { isTimeZone, localToUtc, offsetAt, offsetSegments, periodIndex, periodStarts } from "../../worker/metrics/periods.ts";
+import { spanFor, spanStart, SPANS } from "../../worker/metrics/rollup.ts";
 
 const iso = (ts: number[] | null) => ts?.map((t) => new Date(t).toISOString());
 const H = 3_600_000;
@@ -63,5 +64,32 @@ describe("period starts", () => {
     expect(periodStarts("UTC", "hourly", 0, 10_000 * H, 10_000)).toHaveLength(10_000);
     const starts = [10, 20, 30];
     expect([5, 10, 19, 20, 35].map((t) => periodIndex(starts, t))).toEqual([-1, 0, 0, 1, 2]);
+  });
+});
+
+describe("the span a query's periods read", () => {
+  const edgesOf = (tz: string, g: "hourly" | "daily", days: number) => {
+    const from = Date.UTC(2026, 5, 1);
+    return periodStarts(tz, g, from, from + days * 24 * H)!.map((t) => Math.floor(t / (H / 4))).slice(1);
+  };
+  it("reads UTC days, UTC hours, hours from :15 and :30, and quarter hours only where nothing coarser fits", () => {
+    expect(spanFor([]).id).toBe(96);
+    expect(spanFor(edgesOf("UTC", "daily", 30)).id).toBe(96);
+    expect(spanFor(edgesOf("America/New_York", "daily", 30)).id).toBe(4);
+    expect(spanFor(edgesOf("UTC", "hourly", 2)).id).toBe(4);
+    expect(spanFor(edgesOf("Asia/Kathmandu", "hourly", 2)).id).toBe(401);
+    expect(spanFor(edgesOf("Asia/Kathmandu", "daily", 30)).id).toBe(401);
+    expect(spanFor(edgesOf("Asia/Kolkata", "hourly", 2)).id).toBe(402);
+    expect(spanFor(edgesOf("America/St_Johns", "daily", 30)).id).toBe(402);
+    // Lord Howe's daylight saving moves its midnights by 30 minutes: April 2026 holds both.
+    const from = Date.UTC(2026, 3, 1);
+    const lordHowe = periodStarts("Australia/Lord_Howe", "daily", from, from + 10 * 24 * H)!.map((t) => t / (H / 4)).slice(1);
+    expect(spanFor(lordHowe).id).toBe(1);
+  });
+  it("puts each span's rows on its grid", () => {
+    const b = Math.floor(Date.UTC(2026, 5, 1, 10, 50) / (H / 4)); // 10:45
+    expect(SPANS.map((s) => [s.id, (spanStart(s, b) * H) / 4 - Date.UTC(2026, 5, 1)])).toEqual([
+      [1, 10.75 * H], [4, 10 * H], [96, 0], [401, 10.25 * H], [402, 10.5 * H],
+    ]);
   });
 });

@@ -255,3 +255,33 @@ function incomingReport(to: string, raw: string): ForwardableEmailMessage {
     reply: () => Promise.reject(new Error("not used")),
   } as unknown as ForwardableEmailMessage;
 }
+
+describe("migration 0014: shifted hour rows for counts recorded before them", () => {
+  it("sums the quarter hours into hours from :15 and :30, and sets rows already there to the same sums", async () => {
+    const a = await createAccount();
+    const { rollupQuery, SPANS } = await import("../../worker/metrics/rollup.ts");
+    const before = SPANS.filter((s) => s.id === 1 || s.id === 4 || s.id === 96);
+    const at = (h: number, m: number) => Date.UTC(2026, 5, 10, h, m);
+    // Counted as the code before the shifted spans counted: quarter hours, UTC hours and days.
+    const old = [at(9, 5), at(9, 20), at(9, 50), at(10, 10), at(10, 25), at(10, 40), at(11, 0)];
+    for (const t of old) {
+      const q = rollupQuery({ accountId: a.accountId, domainId: a.domainId, broadcastId: null, at: t, events: [{ type: "queued", data: { recipients: ["x@example.com"] } }] }, before)!;
+      await env.DB.prepare(q.sql).bind(...q.params).run();
+    }
+    // One event counted by the new code (all spans) before the migration runs.
+    const q = rollupQuery({ accountId: a.accountId, domainId: a.domainId, broadcastId: null, at: at(10, 35), events: [{ type: "queued", data: { recipients: ["y@example.com"] } }] })!;
+    await env.DB.prepare(q.sql).bind(...q.params).run();
+    const migration = env.TEST_MIGRATIONS.find((m) => m.name.includes("shifted_hour_rollups"))!;
+    for (let run = 0; run < 2; run++) for (const query of migration.queries) await env.DB.prepare(query).run();
+    // Kathmandu's hours start at :15 (span 401), Kolkata's at :30 (402); each as from raw counts.
+    const hours = async (tz: string) =>
+      (await metrics(a, `start_date=2026-06-10T09:00:00Z&end_date=2026-06-10T12:00:00Z&timezone=${tz}&granularity=hourly&dimensions=period&metrics=received`)).data!.map((r) => [String(r.period).slice(11, 16), r.received]);
+    // (The first period is the hour the range's start falls in.)
+    expect(await hours("Asia/Kathmandu")).toEqual([["08:15", 1], ["09:15", 3], ["10:15", 4], ["11:15", 0]]);
+    expect(await hours("Asia/Kolkata")).toEqual([["08:30", 2], ["09:30", 3], ["10:30", 3], ["11:30", 0]]);
+    const rows = await env.DB.prepare("SELECT span, bucket, received FROM metric_rollups WHERE account_id = ? AND span IN (401, 402) ORDER BY span, bucket").bind(a.accountId).all<{ span: number; bucket: number; received: number }>();
+    expect(rows.results.map((r) => [r.span, new Date(r.bucket * 900_000).toISOString().slice(11, 16), r.received])).toEqual([
+      [401, "08:15", 1], [401, "09:15", 3], [401, "10:15", 4], [402, "08:30", 2], [402, "09:30", 3], [402, "10:30", 3],
+    ]);
+  });
+});

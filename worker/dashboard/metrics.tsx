@@ -156,8 +156,8 @@ function Health(props: { h: AccountHealth }) {
     <section class="panel" aria-labelledby="health">
       <h2 id="health">Account health <span class="muted">(last {h.window_days} days)</span> {h.enough_volume ? <Badge value={h.status} /> : null}</h2>
       <p class="muted">
-        Mailbox providers and Amazon SES watch these two rates of the mail you sent over the last {h.window_days} days ({count(h.received)} recipients accepted):
-        hard bounces and spam complaints.
+        Mailbox providers and Amazon SES watch these two rates of the mail you sent over the last {h.window_days} days ({count(h.received)} recipients accepted, {count(h.sent)} sent):
+        hard bounces of those accepted and spam complaints of those sent.
       </p>
       <div class="health">
         <RateLine name="Bounce rate" r={h.bounce_rate} digits={2} enough={h.enough_volume} />

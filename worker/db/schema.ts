@@ -448,10 +448,11 @@ export const metricRollups = sqliteTable(
   "metric_rollups",
   {
     accountId: text("account_id").notNull(),
-    /** The bucket's length in 15-minute units: 1, 4 (an hour) or 96 (a UTC day). */
+    /** Which span the row counts (worker/metrics/rollup.ts, SPANS): 1 (15 minutes), 4 (a UTC
+     * hour), 96 (a UTC day), 401 and 402 (an hour from :15, from :30). */
     span: integer("span").notNull(),
-    /** The bucket's start in 15-minute units since the Unix epoch (start = bucket * 900,000 ms),
-     * a multiple of span. */
+    /** The row's start in 15-minute units since the Unix epoch (start = bucket * 900,000 ms),
+     * on its span's grid. */
     bucket: integer("bucket").notNull(),
     domainId: text("domain_id").notNull().default(""),
     broadcastId: text("broadcast_id").notNull().default(""),

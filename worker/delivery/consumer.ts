@@ -469,11 +469,12 @@ function messageInput(email: EmailRow, content: EmailContent, parts: MessagePart
   };
 }
 
-/** A settlement, with the events of recipients that were not attempted. */
+/** A settlement, with the events of recipients that were not attempted. (Exported with
+ * settlementStatements for bench/metrics: what recording an outcome costs.) */
 type RecordedEvent = EventRecord | { type: "suppressed"; data: Record<string, unknown> };
-type RecordedSettlement = Omit<Settlement, "events"> & { events: RecordedEvent[] };
+export type RecordedSettlement = Omit<Settlement, "events"> & { events: RecordedEvent[] };
 
-function settlementStatements(d1: D1Database, email: EmailRow, attempt: number, s: RecordedSettlement, now: number, leases: number[]): { statements: BatchItem<"sqlite">[]; outbox: OutboxEvent[] } {
+export function settlementStatements(d1: D1Database, email: EmailRow, attempt: number, s: RecordedSettlement, now: number, leases: number[]): { statements: BatchItem<"sqlite">[]; outbox: OutboxEvent[] } {
   const db = drizzle(d1);
   const update = db.update(emails).set({
     state: s.state,

@@ -1,12 +1,14 @@
-// Account health as Amazon SES and Resend watch it: the hard-bounce rate and the complaint
-// rate of the recipients an account sent to over a rolling 7 days, against 4% and 0.08%, with
-// a warning at three quarters of each. Read from the rollups (one indexed sum). Going over a
+// Account health as Amazon SES and Resend watch it: the hard-bounce rate of the recipients an
+// account had accepted and the complaint rate of those it sent (taken by receiving servers),
+// over a rolling 7 days, against 4% and 0.08%, with a warning at three quarters of each. The
+// complaint rate is the Metrics page's and GET /emails/metrics' complaint_rate (service.ts'
+// RATES): complaints come only from mail a receiving server took, as SES and Resend count them. Read from the rollups (one indexed sum). Going over a
 // limit refuses new sends only when the operator sets HEALTH_PAUSE = "true": pausing someone's
 // mail is a policy for the operator to choose, and a self-hosted tern's operator is usually its
 // only sender. Mail already accepted is still delivered: accepted mail is never lost.
 import { ApiError } from "../errors.ts";
 import { BUCKET_MS } from "./rollup.ts";
-import { rate } from "./service.ts";
+import { rate, RATES } from "./service.ts";
 
 export const HEALTH_WINDOW_DAYS = 7;
 const HOUR_MS = 3_600_000;
@@ -32,8 +34,10 @@ export interface AccountHealth {
   window_start: string;
   window_end: string;
   window_days: number;
-  /** Recipients accepted in the window (the rates' denominator). */
+  /** Recipients accepted in the window (the bounce rate's denominator, and the volume judged). */
   received: number;
+  /** Recipients taken by receiving servers in the window (the complaint rate's denominator). */
+  sent: number;
   bounced_permanent: number;
   complained: number;
   enough_volume: boolean;
@@ -52,17 +56,21 @@ export function judge(value: number, t: { warning: number; limit: number }, enou
 
 const ORDER: HealthStatus[] = ["healthy", "warning", "over_limit"];
 
+/** The complaint rate's terms, as the metrics API computes complaint_rate. */
+const COMPLAINT = RATES.complaint_rate;
+
 export async function accountHealth(d1: D1Database, accountId: string, now: number, pauseEnabled: boolean): Promise<AccountHealth> {
   // Whole UTC hours: the hourly rollup rows (168 a domain) rather than 672 quarter hours.
   const end = Math.ceil(now / HOUR_MS) * HOUR_MS;
   const start = end - HEALTH_WINDOW_DAYS * 86_400_000;
   const row = await d1.prepare(
-    "SELECT COALESCE(SUM(received), 0) AS received, COALESCE(SUM(bounced_permanent), 0) AS bounced, COALESCE(SUM(complained), 0) AS complained FROM metric_rollups WHERE account_id = ?1 AND span = 4 AND bucket >= ?2 AND bucket < ?3",
-  ).bind(accountId, start / BUCKET_MS, end / BUCKET_MS).first<{ received: number; bounced: number; complained: number }>();
+    `SELECT COALESCE(SUM(received), 0) AS received, COALESCE(SUM(bounced_permanent), 0) AS bounced, COALESCE(SUM(${COMPLAINT[0]}), 0) AS complained, COALESCE(SUM(${COMPLAINT[1]}), 0) AS sent FROM metric_rollups WHERE account_id = ?1 AND span = 4 AND bucket >= ?2 AND bucket < ?3`,
+  ).bind(accountId, start / BUCKET_MS, end / BUCKET_MS).first<{ received: number; bounced: number; complained: number; sent: number }>();
   const received = row?.received ?? 0;
+  const sent = row?.sent ?? 0;
   const enough = received >= MIN_VOLUME;
   const bounceValue = rate(row?.bounced ?? 0, received);
-  const complaintValue = rate(row?.complained ?? 0, received);
+  const complaintValue = rate(row?.complained ?? 0, sent);
   const bounce: RateHealth = { value: bounceValue, ...THRESHOLDS.bounce_rate, status: judge(bounceValue, THRESHOLDS.bounce_rate, enough) };
   const complaint: RateHealth = { value: complaintValue, ...THRESHOLDS.complaint_rate, status: judge(complaintValue, THRESHOLDS.complaint_rate, enough) };
   const status = ORDER[Math.max(ORDER.indexOf(bounce.status), ORDER.indexOf(complaint.status))]!;
@@ -72,6 +80,7 @@ export async function accountHealth(d1: D1Database, accountId: string, now: numb
     window_end: new Date(end).toISOString(),
     window_days: HEALTH_WINDOW_DAYS,
     received,
+    sent,
     bounced_permanent: row?.bounced ?? 0,
     complained: row?.complained ?? 0,
     enough_volume: enough,

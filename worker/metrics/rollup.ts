@@ -1,5 +1,6 @@
 // Metric rollups: the one place that says what an email event counts for, and the statement
-// that adds it to its 15-minute bucket, its UTC hour and its UTC day. Every site that records
+// that adds it to its 15-minute bucket, its UTC hour and its UTC day (and its hours shifted to
+// :15 and :30: see SPANS). Every site that records
 // an email event (the accept path, delivery outcomes, tracking, delivery reports, unsubscribes)
 // puts rollupItem's statement in the SAME D1 batch as the event, so a count never disagrees
 // with the events it counts.
@@ -7,7 +8,7 @@
 // Units: delivery outcomes count recipients (a send to three addresses is received three
 // times, as the quota counts it); opens, clicks and unsubscribes count one each. Unique opens
 // and clicks count an email once: at its first open (or click) ever.
-import { getTableColumns, sql } from "drizzle-orm";
+import { getTableColumns } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import type { DrizzleD1Database } from "drizzle-orm/d1";
 import { metricRollups } from "../db/schema.ts";
@@ -37,20 +38,47 @@ export const COUNTERS = [
 export type Counter = (typeof COUNTERS)[number];
 export type Counters = Record<Counter, number>;
 
+const ZERO = Object.freeze(Object.fromEntries(COUNTERS.map((c) => [c, 0])) as Counters);
+
 export function zeroCounters(): Counters {
-  return Object.fromEntries(COUNTERS.map((c) => [c, 0])) as Counters;
+  return { ...ZERO };
 }
 
 export function bucketOf(ms: number): number {
   return Math.floor(ms / BUCKET_MS);
 }
 
-/** The spans each event is counted at, in buckets: 15 minutes, a UTC hour, a UTC day. */
-export const SPANS = [1, 4, 96] as const;
+/** A span rows are kept at: its id (the rows' `span` column), its length in buckets and where
+ * its rows start (buckets b with b mod length = phase). */
+export interface Span {
+  id: number;
+  length: number;
+  phase: number;
+}
 
-/** The coarsest span whose buckets never straddle an edge that is a multiple of `k` buckets. */
-export function spanFor(k: number): (typeof SPANS)[number] {
-  return k > 0 && k % 96 === 0 ? 96 : k > 0 && k % 4 === 0 ? 4 : 1;
+/** The spans each event is counted at: its 15 minutes, its UTC hour, its UTC day, and its hour
+ * shifted to start at :15 and at :30, where the hours (and days) of +05:45 and +05:30 zones
+ * start (Kathmandu, Kolkata; St John's at -03:30): their periods then read hour rows, not four
+ * times as many quarter hours (docs/benchmarks.md, metrics). No zone in use has hours starting
+ * at :45. */
+export const SPANS: readonly Span[] = [
+  { id: 1, length: 1, phase: 0 },
+  { id: 4, length: 4, phase: 0 },
+  { id: 96, length: 96, phase: 0 },
+  { id: 401, length: 4, phase: 1 },
+  { id: 402, length: 4, phase: 2 },
+];
+
+/** The first bucket of a span's row that holds bucket b. */
+export function spanStart(span: Span, b: number): number {
+  return b - ((((b - span.phase) % span.length) + span.length) % span.length);
+}
+
+/** The coarsest span whose rows never straddle any of these edges (buckets): every edge is
+ * where one of its rows starts. No edge: the UTC day. */
+export function spanFor(edges: readonly number[]): Span {
+  const fits = (s: Span) => edges.every((e) => spanStart(s, e) === e);
+  return [...SPANS].sort((a, b) => b.length - a.length).find(fits)!;
 }
 
 /** An email event as stored: its type and data (email_events.type, data_json). */
@@ -160,7 +188,7 @@ function shapeOf(touched: readonly Counter[]): { head: string; tail: string } {
 
 /** The rollup upsert of some events as SQL text with `?` parameters; null when they count
  * nothing. */
-export function rollupQuery(input: RollupInput): { sql: string; params: (string | number)[] } | null {
+export function rollupQuery(input: RollupInput, spans: readonly Span[] = SPANS): { sql: string; params: (string | number)[] } | null {
   const totals = zeroCounters();
   for (const e of input.events) addCounters(totals, countersOf(e));
   const uniques = new Set<string>(input.events.map((e) => uniqueCounterOf(e.type)).filter((u) => u !== null));
@@ -178,10 +206,10 @@ export function rollupQuery(input: RollupInput): { sql: string; params: (string 
     return "?";
   });
   const shape = shapeOf(touched);
-  // One row per span: the event's 15-minute bucket, its UTC hour and its UTC day.
+  // One row per span: the event's 15-minute bucket, its UTC hour and day, its shifted hours.
   const b = bucketOf(input.at);
-  let text = `${shape.head}SELECT ?, column1, column2, ?, ?, ${values.join(", ")} FROM (VALUES ${SPANS.map(() => "(?, ?)").join(", ")})`;
-  for (const span of SPANS) params.push(span, b - (b % span));
+  let text = `${shape.head}SELECT ?, column1, column2, ?, ?, ${values.join(", ")} FROM (VALUES ${spans.map(() => "(?, ?)").join(", ")})`;
+  for (const span of spans) params.push(span.id, spanStart(span, b));
   if (input.ifRecorded) {
     // Counted only if the event's row is there.
     text += ` WHERE EXISTS (SELECT 1 FROM "email_events" WHERE "id" = ?)`;
@@ -193,23 +221,21 @@ export function rollupQuery(input: RollupInput): { sql: string; params: (string 
   return { sql: text + shape.tail, params };
 }
 
-/** A value written into the SQL: the rollup's values are integers and ids. */
-function literal(v: string | number): string {
-  if (typeof v === "number") {
-    if (!Number.isSafeInteger(v)) throw new TypeError(`rollup: ${v} is not an integer`);
-    return String(v);
-  }
-  return `'${v.replace(/'/g, "''")}'`;
-}
-
-/** The rollup statement for a drizzle batch: zero or one item, to spread into the batch. Its
- * values are written into the text: drizzle's batch runs a raw statement only without bound
- * parameters (it has no prepared statement to bind them to). */
+/**
+ * The rollup statement for a drizzle batch: zero or one item, to spread into the batch, its
+ * values bound as parameters. drizzle's batch binds parameters only for its builders' prepared
+ * queries (a raw `sql` item with parameters has no statement to bind them to), so this item
+ * answers the batch as those do: `_prepare()` gives the query, its D1 statement and a result
+ * mapper. The first version wrote the values into the text instead: every event a new text
+ * for SQLite to parse, most of what the rollup cost (docs/benchmarks.md, metrics). The real
+ * event sites' batches go through it in test/worker/metrics.test.ts.
+ */
 export function rollupItem(db: DrizzleD1Database, input: RollupInput): BatchItem<"sqlite">[] {
   const q = rollupQuery(input);
   if (!q) return [];
-  let i = 0;
-  return [db.run(sql.raw(q.sql.replace(/\?/g, () => literal(q.params[i++]!))))];
+  const d1 = (db as unknown as { $client: D1Database }).$client;
+  const prepared = { getQuery: () => ({ sql: q.sql, params: q.params, method: "run" }), stmt: d1.prepare(q.sql), mapResult: (result: unknown) => result };
+  return [{ _prepare: () => prepared } as unknown as BatchItem<"sqlite">];
 }
 
 /** The rollup statement for a plain D1 batch (the accept path's compiled statements). */

@@ -29,7 +29,7 @@ export interface MetricsAnswer {
 /** A rate's numerator and denominator. delivered and bounced are shares of what tern accepted;
  * engagement and complaints are shares of what receiving servers took (sent), which is known
  * even when the relay is not the final hop. */
-const RATES: Record<(typeof RATE_METRICS)[number], [Counter, Counter]> = {
+export const RATES: Record<(typeof RATE_METRICS)[number], readonly [Counter, Counter]> = {
   delivery_rate: ["delivered", "received"],
   bounce_rate: ["bounced", "received"],
   complaint_rate: ["complained", "sent"],
@@ -45,13 +45,20 @@ export function rate(numerator: number, denominator: number): number {
   return denominator === 0 ? 0 : Math.round((numerator / denominator) * 1e6) / 1e6;
 }
 
-function metricValues(c: Counters, metrics: readonly Metric[]): Partial<Record<Metric, number>> {
-  const out: Partial<Record<Metric, number>> = {};
-  for (const m of metrics) {
+/** How each metric is read from counters: a counter, or a rate of two. */
+type MetricPlan = readonly (readonly [Metric, Counter, Counter | null])[];
+
+function metricPlan(metrics: readonly Metric[]): MetricPlan {
+  return metrics.map((m) => {
     const r = RATES[m as keyof typeof RATES];
-    out[m] = r ? rate(c[r[0]], c[r[1]]) : c[m as Counter];
-  }
-  return out;
+    return r ? ([m, r[0], r[1]] as const) : ([m, m as Counter, null] as const);
+  });
+}
+
+/** Writes the metrics' values onto a row (an answer's rows are many: no object in between). */
+function fillMetrics(into: Partial<Record<Metric, number>>, c: Counters, plan: MetricPlan): Partial<Record<Metric, number>> {
+  for (const [m, a, b] of plan) into[m] = b === null ? c[a] : rate(c[a], c[b]);
+  return into;
 }
 
 /** The counters a query needs read: its count metrics and its rates' terms. */
@@ -89,6 +96,7 @@ export async function emailMetrics(d1: D1Database, accountId: string, q: Metrics
 
   const totals = zeroCounters();
   for (const g of groups.values()) addCounters(totals, g.counters);
+  const plan = metricPlan(q.metrics);
   const answer: MetricsAnswer = {
     object: "metrics",
     start_date: new Date(q.start).toISOString(),
@@ -96,7 +104,7 @@ export async function emailMetrics(d1: D1Database, accountId: string, q: Metrics
     metrics: q.metrics,
     dimensions: q.dimensions,
     granularity: q.granularity,
-    totals: metricValues(totals, q.metrics),
+    totals: fillMetrics({}, totals, plan),
   };
   if (q.dimensions.length === 0) return answer;
 
@@ -114,26 +122,45 @@ export async function emailMetrics(d1: D1Database, accountId: string, q: Metrics
     throw new ApiError("validation_error", `This query would answer more than ${MAX_ROWS} rows; narrow the date range, use a coarser \`granularity\` or filter by \`domain_id\`.`);
   }
   const names = q.dimensions.includes("domain") ? await domainNames(d1, accountId, [...new Set([...combos.values()].map((c) => c.domainId))]) : new Map<string, string>();
-  const rows: { sort: string; row: MetricsRow }[] = [];
-  for (const combo of combos.values()) {
-    for (const p of periods) {
+  // Rows by period, then by domain name and ids: the combinations are sorted once, and each
+  // period's rows are laid out in that order (no sort of every row).
+  const ordered = [...combos.values()].map((combo) => ({ combo, sort: `${names.get(combo.domainId) ?? ""} ${combo.domainId} ${combo.emailId} ${combo.broadcastId}` }));
+  ordered.sort((a, b) => (a.sort < b.sort ? -1 : a.sort > b.sort ? 1 : 0));
+  const zero = zeroCounters();
+  const days = new Map<number, string>();
+  const data: MetricsRow[] = [];
+  for (const p of periods) {
+    const period = byPeriod ? isoOf(starts[p]!, days) : undefined;
+    for (const { combo } of ordered) {
       const g = groups.get(groupKey(p, combo.domainId, combo.emailId, combo.broadcastId));
       const row: MetricsRow = {};
-      if (byPeriod) row.period = new Date(starts[p]!).toISOString();
+      if (period !== undefined) row.period = period;
       if (q.dimensions.includes("domain")) {
         row.domain_id = combo.domainId;
         row.domain_name = names.get(combo.domainId) ?? null;
       }
       if (q.dimensions.includes("email")) row.email_id = combo.emailId;
       if (q.dimensions.includes("broadcast")) row.broadcast_id = combo.broadcastId;
-      Object.assign(row, metricValues(g?.counters ?? zeroCounters(), q.metrics));
-      const sort = `${String(p + 1).padStart(6, "0")} ${row.domain_name ?? ""} ${combo.domainId} ${combo.emailId} ${combo.broadcastId}`;
-      rows.push({ sort, row });
+      fillMetrics(row, g?.counters ?? zero, plan);
+      data.push(row);
     }
   }
-  rows.sort((a, b) => (a.sort < b.sort ? -1 : a.sort > b.sort ? 1 : 0));
-  answer.data = rows.map((r) => r.row);
+  answer.data = data;
   return answer;
+}
+
+const DAY_MS = 86_400_000;
+const pad2 = (n: number) => (n < 10 ? `0${n}` : `${n}`);
+
+/** Date#toISOString of an instant, the date part formatted once a day: 720 hourly periods
+ * spent about 1 ms in toISOString, five times this. */
+function isoOf(t: number, days: Map<number, string>): string {
+  const day = Math.floor(t / DAY_MS);
+  let prefix = days.get(day);
+  if (prefix === undefined) days.set(day, (prefix = new Date(day * DAY_MS).toISOString().slice(0, 11)));
+  const ms = t - day * DAY_MS;
+  const milli = ms % 1000;
+  return `${prefix}${pad2(Math.floor(ms / 3_600_000))}:${pad2(Math.floor(ms / 60_000) % 60)}:${pad2(Math.floor(ms / 1000) % 60)}.${milli < 10 ? `00${milli}` : milli < 100 ? `0${milli}` : milli}Z`;
 }
 
 function groupKey(period: number, domainId: string, emailId: string, broadcastId: string): string {
@@ -155,13 +182,15 @@ function addTo(groups: Map<string, Group>, period: number, domainId: string, ema
  * never straddles an edge, so a 30-day daily answer reads about 30 rows per domain. */
 async function fromRollups(d1: D1Database, accountId: string, q: MetricsQuery, starts: number[]): Promise<Map<string, Group>> {
   const { sql: text, params, counters } = rollupSumQuery(accountId, q, starts);
-  const { results } = await d1.prepare(text).bind(...params).all<Record<string, number | string>>();
+  // Rows as arrays (b0, domain_id, broadcast_id, then the counters): D1 turning each row into
+  // an object was the largest part of a 720-period answer's CPU (docs/benchmarks.md, metrics).
+  const rows = await d1.prepare(text).bind(...params).raw<(number | string)[]>();
   const groups = new Map<string, Group>();
-  for (const r of results) {
-    const period = starts.length > 0 ? periodIndex(starts, Number(r.b0) * BUCKET_MS) : -1;
+  for (const r of rows) {
+    const period = starts.length > 0 ? periodIndex(starts, Number(r[0]) * BUCKET_MS) : -1;
     const add: Partial<Counters> = {};
-    for (const c of counters) add[c] = Number(r[c] ?? 0);
-    addTo(groups, period, String(r.domain_id), "", String(r.broadcast_id), add);
+    for (let i = 0; i < counters.length; i++) add[counters[i]!] = Number(r[3 + i] ?? 0);
+    addTo(groups, period, String(r[1]), "", String(r[2]), add);
   }
   return groups;
 }
@@ -169,36 +198,42 @@ async function fromRollups(d1: D1Database, accountId: string, q: MetricsQuery, s
 /** The grouped sums over the account's rollup rows in the range, as one statement of up to
  * three parts (the coarse middle, the fine head and tail), each a range of the primary key
  * (account_id, span, bucket, ...): checked in test/worker/query-plans.test.ts. Each row of the
- * answer is a group starting at bucket b0 that lies within one period. */
+ * answer is a group of rows lying within one period, b0 its first bucket. Groups are runs of k
+ * buckets from a phase: every edge is the phase plus a multiple of k, so a run never straddles
+ * one (Kathmandu's hours start at :15, phase 1 and k 4: one row per hour, not four). */
 export function rollupSumQuery(accountId: string, q: MetricsQuery, starts: readonly number[]): { sql: string; params: unknown[]; counters: Counter[] } {
   const first = q.start / BUCKET_MS;
   const last = q.end / BUCKET_MS;
   const edges = starts.map((s) => Math.floor(s / BUCKET_MS)).filter((e) => e > first && e < last);
-  let kEdges = 0;
-  for (const e of edges) kEdges = gcd(kEdges, e);
-  // No edge inside (totals, or one period): the coarsest span.
-  const span = edges.length === 0 ? 96 : spanFor(kEdges);
-  const a = Math.ceil(first / span) * span;
-  const b = Math.floor(last / span) * span;
-  const parts: { span: number; from: number; to: number; k: number }[] = [];
+  // The coarsest span whose rows fit between the edges (no edge inside: totals, or one period).
+  const span = spanFor(edges);
+  // Its rows wholly inside the range: from a to b.
+  const a = first + ((span.phase - first) % span.length + span.length) % span.length;
+  const b = last - ((last - span.phase) % span.length + span.length) % span.length;
+  // The runs: k divides the distance between any two edges; the phase is where they start.
+  // With one edge or none, runs as long as the whole range.
+  let k = 0;
+  for (const e of edges) k = gcd(k, e - edges[0]!);
+  if (k === 0) k = Math.max(1, last - first);
+  const phase = edges.length > 0 ? ((edges[0]! % k) + k) % k : first % k;
+  const parts: { span: number; length: number; from: number; to: number }[] = [];
   if (a < b) {
-    // Groups of k buckets never straddle an edge: k divides a, b and every edge.
-    let k = gcd(a, b);
-    for (const e of edges) if (e > a && e < b) k = gcd(k, e);
-    parts.push({ span, from: a, to: b, k });
-    if (first < a) parts.push({ span: 1, from: first, to: a, k: 1 });
-    if (b < last) parts.push({ span: 1, from: b, to: last, k: 1 });
+    parts.push({ span: span.id, length: span.length, from: a, to: b });
+    if (first < a) parts.push({ span: 1, length: 1, from: first, to: a });
+    if (b < last) parts.push({ span: 1, length: 1, from: b, to: last });
   } else if (first < last) {
-    parts.push({ span: 1, from: first, to: last, k: 1 });
+    parts.push({ span: 1, length: 1, from: first, to: last });
   }
   const byDomain = q.dimensions.includes("domain");
   const byBroadcast = q.dimensions.includes("broadcast");
   const counters = neededCounters(q.metrics);
   const params: unknown[] = [];
+  // k and the phase are computed integers, written into the SQL so the division stays an
+  // integer one (buckets are past the phase: no negative division).
+  const run = `(bucket - ${Math.trunc(phase)}) / ${Math.trunc(k)}`;
   const selects = parts.map((part) => {
     const select = [
-      // k is a computed integer, written into the SQL so the division stays an integer one.
-      `bucket / ${Math.trunc(part.k)} * ${Math.trunc(part.k)} AS b0`,
+      "MIN(bucket) AS b0",
       byDomain ? "domain_id" : "'' AS domain_id",
       byBroadcast ? "broadcast_id" : "'' AS broadcast_id",
       ...counters.map((c) => `SUM(${c}) AS ${c}`),
@@ -213,7 +248,10 @@ export function rollupSumQuery(accountId: string, q: MetricsQuery, starts: reado
       where.push("broadcast_id IN (SELECT value FROM json_each(?))");
       params.push(JSON.stringify(q.broadcastIds));
     }
-    const groupBy = ["b0", ...(byDomain ? ["domain_id"] : []), ...(byBroadcast ? ["broadcast_id"] : [])];
+    // When each row is a run of its own (720 hours read from hour rows), grouping by the
+    // bucket itself follows the key's order: SQLite sums as it reads, with no sort.
+    const ownRun = part.length === k && (((part.from - phase) % k) + k) % k === 0;
+    const groupBy = [ownRun ? "bucket" : run, ...(byDomain ? ["domain_id"] : []), ...(byBroadcast ? ["broadcast_id"] : [])];
     return `SELECT ${select.join(", ")} FROM metric_rollups WHERE ${where.join(" AND ")} GROUP BY ${groupBy.join(", ")}`;
   });
   // An empty range still answers one statement (with no rows).

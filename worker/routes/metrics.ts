@@ -64,6 +64,7 @@ const AccountHealthResponse = z
     window_end: z.string(),
     window_days: z.number().int(),
     received: z.number().int(),
+    sent: z.number().int(),
     bounced_permanent: z.number().int(),
     complained: z.number().int(),
     enough_volume: z.boolean(),
@@ -85,7 +86,7 @@ export function registerMetricsRoutes(app: App): void {
       tags: ["tern"],
       summary: "Account health: bounce and complaint rates (tern's own)",
       description:
-        "Hard bounces and complaints per recipient accepted over the last 7 days, against 4% and 0.08% (warning at 3% and 0.06%); statuses need 100 recipients in the window. With HEALTH_PAUSE on, an account over a limit gets 403 on new sends. Resend has no such endpoint.",
+        "Hard bounces per recipient accepted and complaints per recipient sent (as GET /emails/metrics' complaint_rate) over the last 7 days, against 4% and 0.08% (warning at 3% and 0.06%); statuses need 100 recipients in the window. With HEALTH_PAUSE on, an account over a limit gets 403 on new sends. Resend has no such endpoint.",
       responses: { 200: json(AccountHealthResponse, "Account health"), ...errorResponses(401, 403) },
     }),
     async (c) => c.json(await accountHealth(c.env.DB, c.get("principal").accountId, Date.now(), readConfig(c.env).healthPause)),
