@@ -81,7 +81,18 @@ export async function startTern(opts: { stateDir?: string; env?: Record<string, 
   const tail = keepTail(child, 128 * 1024);
   const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
   await new Promise<void>((res, rej) => {
-    const timer = setTimeout(() => rej(new Error(`tern did not start in time:\n${tail.text()}`)), opts.timeoutMs ?? 90_000);
+    const timer = setTimeout(() => {
+      // Take down what did start, so a slow start leaves no wrangler behind: SIGINT lets
+      // dev/start.ts stop its children; the kill after it covers a start too stuck to hear it.
+      child.kill("SIGINT");
+      setTimeout(() => {
+        try {
+          process.kill(-Number(readFileSync(join(stateDir, "tern", "wrangler.pid"), "utf8")), "SIGKILL");
+        } catch {}
+        if (child.exitCode === null) child.kill("SIGKILL");
+      }, 5_000).unref();
+      rej(new Error(`tern did not start in time:\n${tail.text()}`));
+    }, opts.timeoutMs ?? 90_000);
     const check = () => {
       if (tail.text().includes("tern is running.")) {
         clearTimeout(timer);
