@@ -33,10 +33,17 @@ export const INSERT_EMAIL_SQL =
 export const INSERT_EVENT_SQL = `insert into "email_events" ("id", "email_id", "account_id", "type", "data_json", "created_at", "dedupe_key") values (?, ?, ?, ?, ?, ?, ?)`;
 
 /** The send's rollup (worker/metrics/rollup.ts): its recipients counted as received in the
- * account's and domain's rows of its 15-minute bucket, UTC hour and UTC day. */
+ * account's and domain's rows of each span it is kept at (SPANS: its 15-minute bucket, UTC hour,
+ * UTC day and shifted hours). */
+// worker/metrics/rollup.ts SPANS, written out: that module needs the Workers types, which the
+// Node side of the floor (test/node/floor-statements.test.ts) cannot load; that test fails if
+// they part.
+const SPANS = [{ id: 1, length: 1, phase: 0 }, { id: 4, length: 4, phase: 0 }, { id: 96, length: 96, phase: 0 }, { id: 401, length: 4, phase: 1 }, { id: 402, length: 4, phase: 2 }];
+const spanStart = (s: { length: number; phase: number }, b: number) => b - ((((b - s.phase) % s.length) + s.length) % s.length);
+
 export const ROLLUP_SQL =
   `INSERT INTO "metric_rollups" ("account_id", "span", "bucket", "domain_id", "broadcast_id", "received") ` +
-  `SELECT ?, column1, column2, ?, ?, ? FROM (VALUES (?, ?), (?, ?), (?, ?)) WHERE true ` +
+  `SELECT ?, column1, column2, ?, ?, ? FROM (VALUES ${SPANS.map(() => "(?, ?)").join(", ")}) WHERE true ` +
   `ON CONFLICT ("account_id", "span", "bucket", "domain_id", "broadcast_id") DO UPDATE SET "received" = "received" + excluded."received"`;
 
 export const EMAIL_BY_ID_SQL =
@@ -65,7 +72,7 @@ export function sendBatch(emailId: string, eventId: string, now: number): Statem
       ],
     },
     { sql: INSERT_EVENT_SQL, params: [eventId, emailId, FLOOR_ACCOUNT, "queued", JSON.stringify({ recipients: [SEND_TO] }), now, null] },
-    { sql: ROLLUP_SQL, params: [FLOOR_ACCOUNT, FLOOR_DOMAIN, "", 1, ...[1, 4, 96].flatMap((span) => [span, bucket - (bucket % span)])] },
+    { sql: ROLLUP_SQL, params: [FLOOR_ACCOUNT, FLOOR_DOMAIN, "", 1, ...SPANS.flatMap((span) => [span.id, spanStart(span, bucket)])] },
   ];
 }
 
