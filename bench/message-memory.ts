@@ -11,6 +11,7 @@
 //                       acceptance alone (fetch, R2, D1), about 38 MB encoded
 //   process 3: inline   a 28 MB attachment as base64 `content` in the JSON body (39 MB of
 //                       JSON, about 40 MB encoded), scheduled: acceptance alone
+//              inline+key  the same with an Idempotency-Key (the body is hashed)
 //   process 4: attack   three 30 MB paths (the issue's probe): refused with 422, nothing stored
 //              fetched  three 14 MB paths: two written to R2 (one without a length), the third
 //                       refused by its Content-Length, and what was written deleted
@@ -162,15 +163,15 @@ export async function runMessageMemoryBench(log: (line: string) => void = consol
     const t = tern;
     const runtime = runtimeOf(t);
     const isolate = (heap = await IsolateHeap.connect(inspector));
-    const call = async (method: string, path: string, body: Record<string, unknown>) => {
+    const call = async (method: string, path: string, body: Record<string, unknown>, headers: Record<string, string> = {}) => {
       const res = await fetch(`${t.url}${path}`, {
         method,
-        headers: { authorization: `Bearer ${t.apiKey}`, "content-type": "application/json" },
+        headers: { authorization: `Bearer ${t.apiKey}`, "content-type": "application/json", ...headers },
         body: JSON.stringify(body),
       });
       return { status: res.status, json: (await res.json()) as Record<string, unknown> };
     };
-    const send = (body: Record<string, unknown>) => call("POST", "/emails", { from: `Mem <mem@${t.domain}>`, subject: "memory", text: "see attached", ...body });
+    const send = (body: Record<string, unknown>, headers?: Record<string, string>) => call("POST", "/emails", { from: `Mem <mem@${t.domain}>`, subject: "memory", text: "see attached", ...body }, headers);
     const delivered = async (to: string) => {
       for (let i = 0; i < 120; i++) {
         const list = (await (await fetch(`${t.relayHttp}/api/messages?to=${encodeURIComponent(to)}&wait=1000`)).json()) as { data: unknown[] };
@@ -201,7 +202,7 @@ export async function runMessageMemoryBench(log: (line: string) => void = consol
       if (Number.isNaN(rssMb(runtime))) throw new Error(`the Worker's workerd exited during ${name}:\n${t.output().slice(-4000)}`);
       const isoAfter = await isolate.collected();
       rows.push({ name, what, outcome, before, peak, isolate: { before: isoBefore, peak: isoPeak, after: isoAfter } });
-      log(`${name.padEnd(8)} ${outcome.padEnd(36)} isolate ${isoBefore.toFixed(0)} -> peak ${isoPeak.toFixed(0)} MB (+${(isoPeak - isoBefore).toFixed(0)}), ${isoAfter.toFixed(0)} after; workerd RSS ${before.toFixed(0)} -> ${peak.toFixed(0)} MB (+${(peak - before).toFixed(0)})`);
+      log(`${name.padEnd(10)} ${outcome.padEnd(36)} isolate ${isoBefore.toFixed(0)} -> peak ${isoPeak.toFixed(0)} MB (+${(isoPeak - isoBefore).toFixed(0)}), ${isoAfter.toFixed(0)} after; workerd RSS ${before.toFixed(0)} -> ${peak.toFixed(0)} MB (+${(peak - before).toFixed(0)})`);
     };
     return { call, send, delivered, measure };
   };
@@ -227,6 +228,11 @@ export async function runMessageMemoryBench(log: (line: string) => void = consol
     await p.measure("inline", "one 28 MB attachment as base64 `content` (39 MB of JSON), about 40 MB encoded, scheduled", async () => {
       const content = Buffer.alloc(28 * MB, 97).toString("base64");
       const r = await p.send({ to: "inline@example.com", scheduled_at: "in 1 day", attachments: [{ filename: "inline.bin", content }] });
+      return r.status === 200 ? "200, scheduled (accepted, not sent)" : `${r.status} ${JSON.stringify(r.json).slice(0, 200)}`;
+    });
+    await p.measure("inline+key", "the same with an Idempotency-Key (the body canonicalised and hashed), scheduled", async () => {
+      const content = Buffer.alloc(28 * MB, 98).toString("base64");
+      const r = await p.send({ to: "inline@example.com", scheduled_at: "in 1 day", attachments: [{ filename: "inline.bin", content }] }, { "idempotency-key": `mem-${Date.now()}` });
       return r.status === 200 ? "200, scheduled (accepted, not sent)" : `${r.status} ${JSON.stringify(r.json).slice(0, 200)}`;
     });
 
@@ -288,7 +294,7 @@ async function r2Floor(url: string, log: (line: string) => void): Promise<Memory
     const outcome = `${res.status}, ${await res.text()} bytes put`;
     await new Promise((r) => setTimeout(r, 500));
     clearInterval(timer);
-    log(`${"r2floor".padEnd(8)} ${outcome.padEnd(36)} workerd RSS before ${before.toFixed(0)} MB, peak ${peak.toFixed(0)} MB (+${(peak - before).toFixed(0)} MB)`);
+    log(`${"r2floor".padEnd(10)} ${outcome.padEnd(36)} workerd RSS before ${before.toFixed(0)} MB, peak ${peak.toFixed(0)} MB (+${(peak - before).toFixed(0)} MB)`);
     return { name: "r2floor", what: "not tern: a minimal Worker (bench/r2-floor/) putting 28 MB from a fetch's body straight into the local R2", outcome, before, peak };
   } finally {
     try {

@@ -11,6 +11,7 @@ import { createSmtpTransport } from "../../worker/transports/smtp.ts";
 import { createMessageBatch } from "cloudflare:test";
 import PostalMime from "postal-mime";
 import { sizedPattern } from "../support/sized-pattern.ts";
+import { toBase64 } from "../../worker/bytes.ts";
 import { capturedFor, bytesOf, address } from "./peers.ts";
 import { emails } from "../../worker/db/schema.ts";
 import { drizzle } from "drizzle-orm/d1";
@@ -284,6 +285,39 @@ describe("the whole message is at most 40 MB once encoded, fetched attachments i
     expect(twice).toMatchObject({ status: 422, name: "validation_error", message: "Each `content_id` must be unique within an email." });
     expect(await storedObjects()).toBe(stored);
     expect(await countRows("emails", account.accountId)).toBe(0);
+  });
+
+  it("writes base64 content to R2 in slices, whatever its alphabet, lines and padding", async () => {
+    const pattern = (n: number, seed: number) => Uint8Array.from({ length: n }, (_, i) => (i * 31 + seed + (i >> 9)) & 255);
+    // Several 64 KB slices and a partial one; one of a single slice; one empty.
+    const lined = pattern(MB + 2, 1);
+    const urlSafe = pattern(200 * 1024 + 1, 7);
+    const small = pattern(10, 3);
+    const answer = await send({
+      scheduled_at: "in 2 days",
+      attachments: [
+        { content: toBase64(lined).replace(/(.{76})/g, "$1\r\n"), filename: "lined.bin" },
+        { content: toBase64(urlSafe).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, ""), filename: "url.bin" },
+        { content: toBase64(small), filename: "small.bin" },
+        { content: "", filename: "empty.bin" },
+      ],
+    });
+    expect(answer.status, answer.body).toBe(200);
+    const { id } = JSON.parse(answer.body) as { id: string };
+    const row = await env.DB.prepare("SELECT attachments_json FROM emails WHERE id = ?").bind(id).first<{ attachments_json: string }>();
+    const stored = JSON.parse(row!.attachments_json) as { size: number; key: string }[];
+    expect(stored.map((a) => a.size)).toEqual([MB + 2, 200 * 1024 + 1, 10, 0]);
+    for (const [i, want] of [lined, urlSafe, small, new Uint8Array()].entries()) {
+      const obj = await env.BLOBS.get(stored[i]!.key);
+      expect(new Uint8Array(await obj!.arrayBuffer())).toEqual(want);
+    }
+  });
+
+  it("refuses invalid base64 after a large valid one, and removes what was written", async () => {
+    const before = [await countRows("emails", account.accountId), await storedObjects()];
+    const answer = refusal(await send({ attachments: [{ content: "QUJD".repeat(300_000), filename: "ok.bin" }, { content: "QUJD!", filename: "bad.bin" }] }));
+    expect(answer).toMatchObject({ status: 422, name: "invalid_attachment", message: "`attachments[1].content` is not valid base64." });
+    expect([await countRows("emails", account.accountId), await storedObjects()]).toEqual(before);
   });
 
   it("fetches nothing when the parts known without the network already fill the message", async () => {

@@ -132,6 +132,19 @@ describe("Idempotency-Key on POST /emails", () => {
     expect(canonicalJson({ b: [1, { d: null, c: "x\"", e: undefined }, []], a: true, c: {} })).toBe('{"a":true,"b":[1,{"c":"x\\"","d":null},[]],"c":{}}');
   });
 
+  it("hashes the canonical body in pieces to the digest of its whole text", async () => {
+    // Long strings split into pieces: astral characters across every boundary, a lone
+    // surrogate, quotes and control characters to escape, and a body of several MB.
+    const astral = "a\u{1F600}".repeat(70_000);
+    const body = { z: astral, a: ["\ud800", 'q"\n'.repeat(40_000), "é".repeat(3 * 1024 * 1024)], n: [1, null, true] };
+    for (const req of [{ kind: "single", batchMode: "strict", body }, { kind: "batch", batchMode: "permissive", body: [body] }] as const) {
+      const whole = `${req.kind}\n${req.kind === "batch" ? req.batchMode : ""}\n${JSON.stringify(JSON.parse(canonicalJson(req.body)))}`;
+      expect(canonicalJson(req.body)).toBe(JSON.stringify(req.kind === "batch" ? [sorted(body)] : sorted(body)));
+      const expected = Array.from(new Uint8Array(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(whole))), (b) => b.toString(16).padStart(2, "0")).join("");
+      expect(await fingerprint(req)).toBe(expected);
+    }
+  });
+
   it("a 4xx validation answer is stored and replayed", async () => {
     const a = await createAccount();
     const bad = { from: `k@${a.domain}`, to: "not an address", subject: "s", text: "t" };
@@ -261,3 +274,8 @@ describe("Idempotency-Key on POST /emails/batch", () => {
     expect(permissive.status).toBe(409);
   });
 });
+
+/** The body with its keys in order, for comparing canonicalJson with JSON.stringify. */
+function sorted(value: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.keys(value).sort().map((k) => [k, value[k]]));
+}

@@ -12,8 +12,8 @@ import { parseMailbox } from "../mime/address.ts";
 import { attachmentBound, isValidContentId, largestAttachmentWithin, messageBaseBound } from "../mime/build.ts";
 import { htmlToText } from "../mime/html-to-text.ts";
 import type { FetchLimit, OutboundFetcher } from "../net/outbound.ts";
-import { resolveAttachment } from "./attachments.ts";
-import { attachmentKey, byteLength, contentKeys, storeContent, storeFetched, type AttachmentBytes } from "./content.ts";
+import { resolveAttachment, type ContentStore } from "./attachments.ts";
+import { attachmentKey, byteLength, contentKeys, storeContent, storeDecoded, storeFetched, type AttachmentBytes } from "./content.ts";
 import { asList, type SendEmailRequest } from "./request.ts";
 import { consumeStatements, isQuotaViolation, quotaError, type QuotaUse } from "./quota.ts";
 import { parseScheduledAt } from "./schedule.ts";
@@ -189,7 +189,13 @@ async function resolveWithin(deps: SendDeps, id: string, req: SendEmailRequest, 
         limit = { maxBytes, message: `the email would be larger than ${MAX_MESSAGE_MB} MB once encoded with this file; ${maxBytes} bytes were left for it. Send fewer or smaller attachments, or link to large files.` };
       }
       // A fetched file goes to R2 as it arrives, counted against the room while it streams.
-      const r = await resolveAttachment(a, i, deps.fetcher, limit, (body) => storeFetched(deps.blobs, attachmentKey(id, i), body));
+      // Base64 `content` goes to R2 a slice at a time once it is known to fit.
+      const storeInline: ContentStore = async (content, meta) => {
+        const after = size + attachmentBound(content.size, meta);
+        if (after > MAX_MESSAGE_BYTES) throw tooLarge(`\`attachments[${i}]\`: `, after);
+        return storeDecoded(deps.blobs, attachmentKey(id, i), content);
+      };
+      const r = await resolveAttachment(a, i, deps.fetcher, limit, (body) => storeFetched(deps.blobs, attachmentKey(id, i), body), storeInline);
       if (!r.ok) throw new ApiError(r.code, prefix(where, r.message));
       size += attachmentBound(byteLength(r.value.content), r.value);
       if (size > MAX_MESSAGE_BYTES) throw tooLarge(`\`attachments[${i}]\`: `, size);

@@ -147,12 +147,10 @@ export function decodeAttachmentContent(content: unknown, field = "content"): Re
   };
 }
 
-/** Two passes over the text, no copy of it: one checks every character and counts the base64
- * ones, one writes the bytes. A 28 MB attachment sent inline is about 39 MB of base64 in the
- * parsed JSON; a copy without whitespace and an array of its 6-bit values beside it cost twice
- * that again (issue 20, item 3: measured in docs/benchmarks.md). */
-function decodeBase64(text: string, field: string): Result<Uint8Array> {
-  const invalid: Result<Uint8Array> = { ok: false, message: `\`${field}\` is not valid base64.` };
+/** Checks base64 text without copying it (standard or url-safe alphabet, whitespace anywhere,
+ * padding optional and only at the end) and gives the number of bytes it decodes to. */
+function checkBase64(text: string, field: string): Result<number> {
+  const invalid: Result<number> = { ok: false, message: `\`${field}\` is not valid base64.` };
   let standard = false;
   let urlSafe = false;
   let digits = 0;
@@ -176,23 +174,64 @@ function decodeBase64(text: string, field: string): Result<Uint8Array> {
   if (standard && urlSafe) {
     return { ok: false, message: `\`${field}\` mixes the standard and url-safe base64 alphabets; use one.` };
   }
-  const bytes = new Uint8Array(Math.floor((digits * 3) / 4));
+  return { ok: true, value: Math.floor((digits * 3) / 4) };
+}
+
+/** The bytes of base64 text checked by checkBase64 (`size` of them), written into `buffer`
+ * and yielded each time it is full and at the end: a view of `buffer`, valid until the next
+ * one is asked for. */
+function* base64Slices(text: string, size: number, buffer: Uint8Array): Generator<Uint8Array> {
+  let total = 0;
   let out = 0;
   let acc = 0;
   let held = 0;
-  for (let i = 0; i < text.length && out < bytes.length; i++) {
+  for (let i = 0; i < text.length && total < size; i++) {
     const code = text.charCodeAt(i);
     const value = code < 128 ? (BASE64_VALUES[code] ?? -1) : -1;
-    if (value < 0) continue; // whitespace (the first pass refused anything else)
+    if (value < 0) continue; // whitespace and padding (checkBase64 refused anything else)
     acc = (acc << 6) | value;
     held += 6;
     if (held >= 8) {
       held -= 8;
-      bytes[out++] = (acc >> held) & 255;
+      buffer[out++] = (acc >> held) & 255;
+      total++;
+      if (out === buffer.length) {
+        yield buffer;
+        out = 0;
+      }
     }
   }
+  if (out > 0) yield buffer.subarray(0, out);
+}
+
+/** Two passes over the text, no copy of it: one checks every character and counts the base64
+ * ones, one writes the bytes. A 28 MB attachment sent inline is about 39 MB of base64 in the
+ * parsed JSON; a copy without whitespace and an array of its 6-bit values beside it cost twice
+ * that again (issue 20, item 3: measured in docs/benchmarks.md). */
+function decodeBase64(text: string, field: string): Result<Uint8Array> {
+  const size = checkBase64(text, field);
+  if (!size.ok) return size;
+  const bytes = new Uint8Array(size.value);
+  // A buffer of the whole size: the first slice is all of it.
+  base64Slices(text, size.value, bytes).next();
   return { ok: true, value: bytes };
 }
+
+/** Decoded base64 content not yet written anywhere: its size, and its bytes in slices. */
+export interface DecodedContent {
+  size: number;
+  /** The bytes, a slice at a time, each valid until the next is asked for. */
+  slices(): Iterable<Uint8Array>;
+}
+
+/** The most bytes of base64 content decoded at a time when it is written to a store. */
+const SLICE_BYTES = 64 * 1024;
+
+/** Takes base64 `content`, checked and measured but not decoded, with what the message says
+ * about it, and says where it put the bytes (sending/content.ts writes them to R2 a slice at a
+ * time), so the decoded attachment is never held whole beside its base64 text. May throw to
+ * refuse it (the email would be too large) before anything is written. */
+export type ContentStore = (content: DecodedContent, meta: { filename?: string; contentType: string; contentId?: string }) => Promise<StoredBytes>;
 
 function decodeByteArray(items: unknown[], field: string): Result<Uint8Array> {
   const bytes = new Uint8Array(items.length);
@@ -262,7 +301,8 @@ function filenameFromUrl(url: string): string | undefined {
  * Errors: invalid_attachment when the bytes cannot be had (no content or path, undecodable
  * content, a path that is refused or fails); validation_error for the other fields, and for a
  * fetched file over `limit` (the room the email has left). With `store`, a fetched body goes
- * there as it arrives instead of into memory; on any failure `store` has kept nothing.
+ * there as it arrives instead of into memory; on any failure `store` has kept nothing. With
+ * `storeContent`, base64 `content` is checked whole, then decoded into it a slice at a time.
  */
 export async function resolveAttachment(
   input: AttachmentInput,
@@ -270,6 +310,7 @@ export async function resolveAttachment(
   fetcher: OutboundFetcher,
   limit?: FetchLimit,
   store?: FetchedBodyStore,
+  storeContent?: ContentStore,
 ): Promise<Result<ResolvedAttachment, AttachmentError>> {
   const name = `attachments[${index}]`;
   if (typeof input !== "object" || input === null || Array.isArray(input)) {
@@ -315,7 +356,18 @@ export async function resolveAttachment(
   let content: Uint8Array | StoredBytes;
   let resolvedFilename = filename.value;
   let servedType: string | undefined;
-  if (hasContent) {
+  if (hasContent && typeof fields.content === "string" && storeContent) {
+    const text = fields.content;
+    const size = checkBase64(text, `${name}.content`);
+    if (!size.ok) return fail("invalid_attachment", size.message);
+    const meta = {
+      contentType: requestedType.value ?? guessContentType(resolvedFilename) ?? DEFAULT_CONTENT_TYPE,
+      ...(resolvedFilename !== undefined ? { filename: resolvedFilename } : {}),
+      ...(contentId.value !== undefined ? { contentId: contentId.value } : {}),
+    };
+    const slices = () => base64Slices(text, size.value, new Uint8Array(Math.min(SLICE_BYTES, size.value)));
+    return { ok: true, value: { ...meta, content: await storeContent({ size: size.value, slices }, meta) } };
+  } else if (hasContent) {
     const decoded = decodeAttachmentContent(fields.content, `${name}.content`);
     if (!decoded.ok) return fail("invalid_attachment", decoded.message);
     content = decoded.value;

@@ -6,6 +6,7 @@
 import type { EmailRow } from "../db/schema.ts";
 import type { ByteSource, MimeAttachment } from "../mime/build.ts";
 import type { OutboundBody } from "../net/outbound.ts";
+import type { DecodedContent } from "./attachments.ts";
 
 export interface StoredAttachment {
   filename: string | null;
@@ -110,7 +111,30 @@ export async function storeFetched(bucket: R2Bucket, key: string, body: Outbound
   }
 }
 
-async function putFixed(bucket: R2Bucket, key: string, chunks: AsyncIterable<Uint8Array>, length: number): Promise<number> {
+/** Writes decoded base64 `content` to R2 under `key` a slice at a time, through a
+ * FixedLengthStream into one put (its size is known from the base64). If R2 fails, whatever
+ * was written is removed before the error is thrown on. */
+export async function storeDecoded(bucket: R2Bucket, key: string, content: DecodedContent): Promise<StoredBytes> {
+  try {
+    // A small one is put whole: one slice, copied out of the decoder's reused buffer.
+    if (content.size <= 64 * 1024) {
+      const whole = new Uint8Array(content.size);
+      let at = 0;
+      for (const slice of content.slices()) {
+        whole.set(slice, at);
+        at += slice.byteLength;
+      }
+      await bucket.put(key, whole);
+      return { key, size: content.size };
+    }
+    return { key, size: await putFixed(bucket, key, content.slices(), content.size) };
+  } catch (err) {
+    await bucket.delete(key).catch((e: unknown) => console.error("could not delete a refused attachment", key, e));
+    throw err;
+  }
+}
+
+async function putFixed(bucket: R2Bucket, key: string, chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>, length: number): Promise<number> {
   const fixed = new FixedLengthStream(length);
   const put = bucket.put(key, fixed.readable);
   const writer = fixed.writable.getWriter();
