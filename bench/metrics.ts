@@ -14,9 +14,9 @@
 //   3. insights: the checks of a 100 KB html email, per email (n per request minus n = 0).
 // Run alone: `node bench/metrics.ts` (BENCH_QUICK=1 for a smoke run), or BENCH_ONLY=metrics npm
 // run bench. Writes its block of docs/benchmarks.md between its own markers.
-import { spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { cpus, tmpdir } from "node:os";
+import { cpus, loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { d1Target, runWrangler, WRANGLER, wranglerEnv } from "../ops/d1.ts";
 import { freePort } from "../test/support/processes.ts";
@@ -72,7 +72,7 @@ export interface MetricsBenchResult {
   seeded: { rows: number; events: number };
   record: Record<RecordPath, RecordFigures>;
   /** ms CPU per event of the stripped batch as plain D1 statements, by how the rollup is written. */
-  statement: Record<"none" | "inline" | "bound" | "quarter", number | null>;
+  statement: Record<"none" | "inline" | "bound" | "quarter", { cpuMs: number; extra: Spread; ratio: Spread } | null>;
   queries: Record<QueryCase, { p50: number; p99: number; cpuMs: number | null }>;
   insights: { perEmailMs: number; cpuPerEmailMs: number | null; htmlBytes: number; checks: number };
 }
@@ -229,25 +229,28 @@ export async function runMetricsBench(opts: { quick: boolean; log: (line: string
     }
     if (process.env.METRICS_PARTS === "record") return { seeded, record } as MetricsBenchResult;
     const rounds = opts.quick ? 1 : 5;
-    const perRequest = opts.quick ? 20 : 100;
-    const reps = opts.quick ? 1 : 3;
 
     // 1b. The rollup statement's own cost, in the stripped batch as plain D1 statements: none,
     // values written into its text (as now), bound parameters, bound and the quarter hour only.
     const hows = ["none", "inline", "bound", "quarter"] as const;
     for (const how of hows) await post0(`${url}/record-how?n=20&how=${how}`);
     const howCpu: Record<string, number[]> = Object.fromEntries(hows.map((h) => [h, []]));
-    for (let round = 1; round <= rounds; round++) {
-      // The order rotates each round.
+    const howRounds = opts.quick ? 2 : recordRounds;
+    for (let round = 1; round <= howRounds; round++) {
+      // The order rotates each round; each round's figures are compared with its own "none".
       for (const how of [...hows.slice(round % hows.length), ...hows.slice(0, round % hows.length)]) {
         const c0 = cpuSeconds();
-        for (let i = 0; i < reps; i++) await post0(`${url}/record-how?n=${perRequest}&how=${how}`);
+        await post0(`${url}/record-how?n=${perBlock}&how=${how}`);
         const c1 = cpuSeconds();
-        if (c0 !== null && c1 !== null) howCpu[how]!.push(((c1 - c0) * 1000) / (reps * perRequest));
+        if (c0 !== null && c1 !== null) howCpu[how]!.push(((c1 - c0) * 1000) / perBlock);
       }
-      opts.log(`metrics: rollup statement round ${round}/${rounds} ${hows.map((h) => `${h} ${howCpu[h]!.at(-1)?.toFixed(3) ?? "n/a"}`).join(", ")} ms CPU/event`);
+      if (round % 10 === 0 || round === howRounds) opts.log(`metrics: rollup statement round ${round}/${howRounds} ${hows.map((h) => `${h} ${howCpu[h]!.at(-1)?.toFixed(3) ?? "n/a"}`).join(", ")} ms CPU/event`);
     }
-    const statement = Object.fromEntries(hows.map((h) => [h, howCpu[h]!.length ? median(howCpu[h]!) : null])) as MetricsBenchResult["statement"];
+    const statement = Object.fromEntries(hows.map((h) => {
+      const xs = howCpu[h]!;
+      const none = howCpu.none!;
+      return [h, xs.length && none.length ? { cpuMs: median(xs), extra: spread(xs.map((x, i) => x - none[i]!)), ratio: spread(ratios(xs, none)) } : null];
+    })) as MetricsBenchResult["statement"];
 
     // 2. Metrics queries next to a primary-key read.
     const now = Date.now();
@@ -349,7 +352,7 @@ export function renderMetrics(r: MetricsBenchResult, when: string, machine: stri
     "",
     recordTable(r),
     "",
-    "| the stripped batch as plain D1 statements, its rollup written as | ms CPU per event | rollup's CPU per event | ratio to none |",
+    "| the stripped batch as plain D1 statements, its rollup written as | ms CPU per event (median) | rollup's ms CPU per event, per round | ratio to none, per round |",
     "|---|---|---|---|",
     ...([
       ["none", "no rollup"],
@@ -358,8 +361,8 @@ export function renderMetrics(r: MetricsBenchResult, when: string, machine: stri
       ["quarter", "bound, the quarter-hour row only (no hour and day rows)"],
     ] as const).map(([k, label]) => {
       const x = r.statement[k];
-      const none = r.statement.none;
-      return `| ${label} | ${f(x)} | ${x === null || none === null ? "n/a" : (x - none).toFixed(3)} | ${ratio(x, none)} |`;
+      const s = (y: Spread | undefined) => (y === undefined ? "n/a" : `${y.median.toFixed(3)} (${y.q1.toFixed(3)} to ${y.q3.toFixed(3)})`);
+      return `| ${label} | ${f(x?.cpuMs ?? null)} | ${k === "none" ? "0" : s(x?.extra)} | ${k === "none" ? "1" : s(x?.ratio)} |`;
     }),
     "",
     "| request (sequential, all rounds pooled) | p50 ms | p99 ms | p50 / primary-key read | ms CPU per request (worker's workerd) | CPU / primary-key read |",
@@ -390,7 +393,11 @@ if (import.meta.main) {
     console.log(recordTable(result));
     process.exit(0);
   }
-  const block = renderMetrics(result, new Date().toISOString().slice(0, 10), `${cpus().length} cores (${cpus()[0]?.model ?? "unknown CPU"})`);
+  let commit = "";
+  try {
+    commit = `, commit ${execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: root, encoding: "utf8" }).trim()}`;
+  } catch {}
+  const block = renderMetrics(result, `${new Date().toISOString().slice(0, 19)}Z`, `${cpus().length} cores (${cpus()[0]?.model ?? "unknown CPU"}), load ${loadavg().map((x) => x.toFixed(2)).join(" ")} after${commit}`);
   console.log(block);
   if (!quick) writeMetricsDoc(block);
 }
