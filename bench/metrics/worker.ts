@@ -48,7 +48,7 @@ const OPENER = "0193a8a0-1c2d-7000-8000-0000000e0002";
 
 /** The D1 binding both variants go through; with `drop`, a batch's rollup statement is taken
  * out before D1 sees it and an empty result put in its place, so the code around it runs as is. */
-function wrapD1(real: D1Database, drop: boolean): D1Database {
+function wrapD1(real: D1Database, drop: boolean, trace?: string[]): D1Database {
   const isRollup = (s: D1PreparedStatement) => {
     const text = (s as unknown as { statement?: string }).statement;
     if (typeof text !== "string") throw new Error("bench: D1PreparedStatement has no statement text to look at");
@@ -56,8 +56,10 @@ function wrapD1(real: D1Database, drop: boolean): D1Database {
   };
   return new Proxy(real, {
     get(target, prop) {
+      if (prop === "prepare" && trace) return (text: string) => (trace.push(text), target.prepare(text));
       if (prop === "batch") {
         return async (statements: D1PreparedStatement[]) => {
+          trace?.push(`batch of ${statements.length}${drop ? `, ${statements.filter(isRollup).length} dropped` : ""}`);
           if (!drop) return target.batch(statements);
           const keep = statements.filter((s) => !isRollup(s));
           const results = await target.batch(keep);
@@ -78,8 +80,8 @@ let openClock = Date.now();
 
 let opened = 0;
 
-async function opens(env: BenchEnv, n: number, withRollup: boolean, pool: number): Promise<Response> {
-  const e = { DB: wrapD1(env.DB, !withRollup), WEBHOOK_QUEUE: env.WEBHOOK_QUEUE };
+async function opens(env: BenchEnv, n: number, withRollup: boolean, pool: number, trace?: string[]): Promise<Response> {
+  const e = { DB: wrapD1(env.DB, !withRollup, trace), WEBHOOK_QUEUE: env.WEBHOOK_QUEUE };
   // The newest `pool` emails made by /pool, opened in turn: a few opens each, as mail is read
   // (an email's opens are what its unique-open check reads).
   const { results } = await env.DB.prepare("SELECT id FROM emails WHERE account_id = ? AND subject = 'open pool' ORDER BY created_at DESC, id LIMIT ?").bind(ACCOUNT, pool).all<{ id: string }>();
@@ -118,8 +120,8 @@ async function sending(env: BenchEnv, n: number): Promise<Response> {
   return Response.json({ n });
 }
 
-async function deliveries(env: BenchEnv, n: number, withRollup: boolean): Promise<Response> {
-  const d1 = wrapD1(env.DB, !withRollup);
+async function deliveries(env: BenchEnv, n: number, withRollup: boolean, trace?: string[]): Promise<Response> {
+  const d1 = wrapD1(env.DB, !withRollup, trace);
   const db = drizzle(d1);
   // What the consumer's claim returns: the emails to settle.
   const claimed = await db.select().from(emails).where(and(eq(emails.accountId, ACCOUNT), eq(emails.state, "sending"), eq(emails.leaseUntil, 1))).limit(n).all() as EmailRow[];
@@ -196,8 +198,8 @@ async function setup(env: { DB: D1Database }, now: number): Promise<Response> {
   return Response.json(row);
 }
 
-async function record(env: { DB: D1Database }, n: number, withRollup: boolean): Promise<Response> {
-  const db = drizzle(env.DB);
+async function record(env: { DB: D1Database }, n: number, withRollup: boolean, trace?: string[]): Promise<Response> {
+  const db = drizzle(trace ? wrapD1(env.DB, false, trace) : env.DB);
   const email = (await db.select().from(emails).where(eq(emails.id, EMAIL)).get())!;
   for (let i = 0; i < n; i++) {
     const now = Date.now();
@@ -268,6 +270,31 @@ export default {
         return sending(env, Number(url.searchParams.get("n") ?? 1));
       case "/deliver":
         return deliveries(env, Number(url.searchParams.get("n") ?? 1), url.searchParams.get("rollup") === "1");
+      case "/trace": {
+        // The statements one event of a path prepares (in order) and the batches it sends: what
+        // the with and without variants each run (docs/benchmarks.md, metrics).
+        const trace: string[] = [];
+        const path = url.searchParams.get("path");
+        const withRollup = url.searchParams.get("rollup") === "1";
+        if (path === "open") {
+          await openPool(env, 1);
+          await opens(env, 1, withRollup, 1, trace);
+        } else if (path === "delivered") {
+          await sending(env, 1);
+          await deliveries(env, 1, withRollup, trace);
+        } else await record(env, 1, withRollup, trace);
+        return Response.json(trace);
+      }
+      case "/plan": {
+        // SQLite's plan of the unique-open check and the open's dedupe read.
+        const plans: Record<string, unknown> = {};
+        const unique = `SELECT NOT EXISTS (SELECT 1 FROM "email_events" e WHERE e."email_id" = ? AND e."type" = ? AND e."id" <> ?)`;
+        const dedupe = `SELECT "id" FROM "email_events" WHERE ("email_id" = ? AND "type" = ? AND "created_at" > ?) ORDER BY "id" DESC LIMIT 1`;
+        for (const [k, q] of Object.entries({ unique, dedupe })) {
+          plans[k] = (await env.DB.prepare(`EXPLAIN QUERY PLAN ${q}`).bind(OPENER, "opened", k === "unique" ? "x" : 0).all()).results;
+        }
+        return Response.json(plans);
+      }
       case "/metrics": {
         const answer = await emailMetrics(env.DB, ACCOUNT, parseMetricsQuery(url.searchParams, now));
         return Response.json({ rows: answer.data?.length ?? 0, received: answer.totals.received });
