@@ -22,7 +22,7 @@ export interface SessionPoolOptions {
   now?: () => number;
 }
 
-export const SENDER_POOL_DEFAULTS: SessionPoolOptions = { perRegion: 3, idleMs: 20_000, holdMs: 15_000, throttleMs: 60_000 };
+export const SENDER_POOL_DEFAULTS: SessionPoolOptions = { perRegion: 5, idleMs: 20_000, holdMs: 15_000, throttleMs: 60_000 };
 
 interface Idle {
   session: TransportSession;
