@@ -9,6 +9,7 @@
 // dev's `QUEUE tern-<region>-send` lines).
 import { join, resolve } from "node:path";
 import { startTern as startThis, type TernProcess } from "../test/support/processes.ts";
+import { cpuDelta, sampleCpu } from "./cpu.ts";
 import { clearRelay, consumerLog, directToRelay, htmlOfSize, throughTern, type DeliveryResult, type Target } from "./delivery.ts";
 
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
@@ -23,17 +24,28 @@ interface Subject {
   target: Target;
   /** The consumer's batch lines (the process keeps only the tail of its output). */
   queueLines: () => string;
+  /** The webhook consumer's batch lines: each is a fan-out's D1 reads and write. */
+  webhookLines: () => string;
+  webhookBatches: number[];
+  /** CPU milliseconds per email: the Worker's workerd (API, local D1 and Queues, consumers), and
+   * all of tern's processes. */
+  cpu: Array<{ worker: number; total: number }>;
   runs: DeliveryResult[];
   ratios: number[];
 }
 
 function subject(name: string, t: TernProcess): Subject {
   let lines = "";
+  let webhookLines = "";
   t.child.stdout!.on("data", (chunk: Buffer) => {
-    for (const line of chunk.toString().split("\n")) if (/QUEUE tern-[a-z0-9-]*send /.test(line)) lines += line + "\n";
+    for (const line of chunk.toString().split("\n")) {
+      if (/QUEUE tern-[a-z0-9-]*send /.test(line)) lines += line + "\n";
+      if (/QUEUE tern-webhooks /.test(line)) webhookLines += line + "\n";
+      if (process.env.TIMING && /TIMING/.test(line)) console.error(name, line.trim());
+    }
   });
   const target = { url: t.url, apiKey: t.apiKey, relayHttp: t.relayHttp, relaySmtpPort: t.relaySmtpPort, mailDir: join(t.stateDir, "tern", "mailbox") };
-  return { name, t, target, queueLines: () => lines, runs: [], ratios: [] };
+  return { name, t, target, queueLines: () => lines, webhookLines: () => webhookLines, runs: [], webhookBatches: [], cpu: [], ratios: [] };
 }
 
 const subjects: Subject[] = [subject("this", await startThis({ env }))];
@@ -47,9 +59,15 @@ try {
     const phases: Array<() => Promise<string>> = subjects.map((s) => async () => {
       await clearRelay(s.t.relayHttp, s.target.mailDir);
       const from = s.queueLines().length;
+      const hooksFrom = s.webhookLines().length;
+      const port = Number(new URL(s.t.url).port);
+      const cpuBefore = sampleCpu(s.t.child.pid, port);
       const r = await throughTern(s.target, o, () => "");
+      const cpu = cpuDelta(cpuBefore, sampleCpu(s.t.child.pid, port));
+      if (cpu) s.cpu.push({ worker: (cpu["worker runtime"] * 1000) / o.count, total: ((cpu["worker runtime"] + cpu["dev proxy"] + cpu.wrangler + cpu["start+relay"]) * 1000) / o.count });
       s.runs.push({ ...r, consumer: consumerLog(s.queueLines().slice(from)) });
-      return `${s.name} ${r.rate.toFixed(0)}/s`;
+      s.webhookBatches.push(s.webhookLines().slice(hooksFrom).split("\n").filter(Boolean).length);
+      return `${s.name} ${r.rate.toFixed(0)}/s (accepted in ${r.acceptSeconds!.toFixed(2)} s)`;
     });
     let direct: DeliveryResult | undefined;
     phases.push(async () => {
@@ -69,6 +87,10 @@ try {
     perSecond: median(s.runs.map((a) => a.rate)),
     consumerPerBusySecond: median(s.runs.map((a) => a.consumer!.messages / a.consumer!.busySeconds)),
     consumerMedianBatchMs: median(s.runs.map((a) => a.consumer!.medianBatchMs)),
+    consumerBatches: median(s.runs.map((a) => a.consumer!.batches)),
+    webhookBatches: median(s.webhookBatches),
+    workerCpuMsPerEmail: s.cpu.length ? Number(median(s.cpu.map((c) => c.worker)).toFixed(2)) : null,
+    ternCpuMsPerEmail: s.cpu.length ? Number(median(s.cpu.map((c) => c.total)).toFixed(2)) : null,
     ratioToNodemailer: median(s.ratios),
     ratios: s.ratios.map((r) => Number(r.toFixed(3))),
   }));

@@ -9,16 +9,18 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import WebSocket from "ws";
 import { runLoad } from "./load.ts";
 import { htmlOfSize } from "./delivery.ts";
-import { startTern } from "../test/support/processes.ts";
+import { freePort, startTern } from "../test/support/processes.ts";
 
 const kinds = (process.argv[2] ?? "send").split(",");
 const profile = process.env.PROFILE !== "0";
 const connections = Number(process.argv[3] ?? 2);
 const seconds = Number(process.argv[4] ?? 6);
-const inspectorPort = 9229;
+// A port of its own: wrangler's default (9229) may be another session's wrangler on a shared
+// machine, whose isolate would then be profiled instead of this one.
+const inspectorPort = await freePort();
 mkdirSync("/tmp/prof", { recursive: true });
 
-const tern = await startTern({ env: { X_LOCAL_OBSERVABILITY: "false", WRANGLER_SEND_METRICS: "false", TERN_CRON_INTERVAL_MS: "15000", TERN_DEV_RATE_LIMIT: "1000000", TERN_DEV_PLAN: "scale_2_5m" } });
+const tern = await startTern({ env: { TERN_INSPECTOR_PORT: String(inspectorPort), X_LOCAL_OBSERVABILITY: "false", WRANGLER_SEND_METRICS: "false", TERN_CRON_INTERVAL_MS: "15000", TERN_DEV_RATE_LIMIT: "1000000", TERN_DEV_PLAN: "scale_2_5m" } });
 try {
   const auth = { authorization: `Bearer ${tern.apiKey}`, "content-type": "application/json" };
   const targets = (await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json()) as { id: string; title: string; webSocketDebuggerUrl: string }[];

@@ -4,7 +4,7 @@
 // `connect()` in a Durable Object belongs to the object, not to the request that opened it,
 // so the next request finds it connected (test/worker/region-sender.test.ts shows it in
 // workerd). A connection idle for 20 s is closed with QUIT, a broken one is reopened, and at
-// most 3 are open at once (session-pool.ts). The object stores nothing: each email's claim,
+// most 5 are open at once (session-pool.ts). The object stores nothing: each email's claim,
 // lease and progress are in D1 exactly as for the in-process consumer (consumer.ts).
 import { DurableObject } from "cloudflare:workers";
 import { readConfig } from "../worker/config.ts";

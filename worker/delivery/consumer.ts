@@ -19,8 +19,9 @@ import { bodyHash, signComposed } from "../dkim/sign.ts";
 import { transportFor } from "../transports/select.ts";
 import { NoSigningKeyError, sendingIdentity } from "./sending-identity.ts";
 import { isSimulated, simulate } from "../transports/simulator.ts";
-import { rateLimited, SessionPool } from "./session-pool.ts";
-import { joinedBytes, type MessageChunks, type Transport } from "../transports/transport.ts";
+import { rateLimited, SENDER_POOL_DEFAULTS, SessionPool } from "./session-pool.ts";
+import { HintBuffer } from "./hints.ts";
+import { joinedBytes, type MessageChunks, type Transport, type TransportSession } from "../transports/transport.ts";
 import { settleAttempt, type AttemptResult, type EventRecord, type Settlement } from "./outcome.ts";
 import { AttemptLog, LeaseLostError, markInFlightStatement, progressOf, type InFlightMark } from "./progress.ts";
 import { canonicalRecipient } from "../sending/return-path.ts";
@@ -46,9 +47,9 @@ export interface ConsumerDeps {
  * more for this queue message to do, "error" for a quick retry. */
 export type DeliveryOutcome = number | null | "error";
 
-/** Workers that deliver a batch's claimed emails at once (each borrows one connection at a time
- * from the pool, which opens at most SENDER_POOL_DEFAULTS.perRegion per region). */
-const PARALLEL_SESSIONS = 3;
+/** Workers that deliver a batch's claimed emails at once: one per connection the pool may open
+ * for a region, each borrowing one at a time. */
+const PARALLEL_SESSIONS = SENDER_POOL_DEFAULTS.perRegion;
 
 /** The in-process consumer: a queue batch delivered here, on connections opened for it and
  * closed at its end. The Worker's send queues go through their region's sender object instead
@@ -92,6 +93,7 @@ export async function deliverBatch(env: Env, emailIds: string[], pool: SessionPo
   // saves that email a write of its own.
   const queue = [...claimed];
   const simulatedWrites: SimulatedWrite[] = [];
+  const hints = new HintBuffer(env);
   await Promise.all(
     Array.from({ length: Math.min(PARALLEL_SESSIONS, queue.length) }, async () => {
       let carried: Carried | null = null;
@@ -103,7 +105,7 @@ export async function deliverBatch(env: Env, emailIds: string[], pool: SessionPo
         carried = null;
         try {
           const nextMark = next ? firstMessageMark(next, suppressed.get(next.accountId)!, config) : null;
-          const done = await deliverEmail(env, config, email, suppressed.get(email.accountId)!, pool, now, simulatedWrites, { first, nextMark });
+          const done = await deliverEmail(env, config, email, suppressed.get(email.accountId)!, pool, now, simulatedWrites, hints, { first, nextMark });
           outcome.set(email.id, done.retryIn);
           carried = done.next;
         } catch (err) {
@@ -126,6 +128,7 @@ export async function deliverBatch(env: Env, emailIds: string[], pool: SessionPo
       }
     }),
   );
+  await hints.close();
 
   // Simulated outcomes touch nothing outside tern, so they are written together: one D1 batch
   // for all of them instead of one each. If that write fails they are simply simulated again.
@@ -269,7 +272,36 @@ async function deliverEmail(
   pool: SessionPool,
   now: () => number,
   simulatedWrites: SimulatedWrite[],
+  hints: HintBuffer,
   handoff: Handoff,
+): Promise<{ retryIn: number | null; next: Carried | null }> {
+  // The connection the email's messages went out on is given back only once its last reply is
+  // recorded: another worker (of this batch or of another batch sharing the region's sender)
+  // must not send on it while that reply is unwritten (README, "Delivery guarantees").
+  const held: Held = {};
+  try {
+    return await deliverOnHeld(env, config, email, suppressedSet, pool, now, simulatedWrites, hints, handoff, held);
+  } finally {
+    if (held.session) pool.release(email.region, held.session);
+  }
+}
+
+/** The session an email's attempt borrowed, held until its settlement is written. */
+interface Held {
+  session?: TransportSession;
+}
+
+async function deliverOnHeld(
+  env: Env,
+  config: TernConfig,
+  email: EmailRow,
+  suppressedSet: Set<string>,
+  pool: SessionPool,
+  now: () => number,
+  simulatedWrites: SimulatedWrite[],
+  hints: HintBuffer,
+  handoff: Handoff,
+  held: Held,
 ): Promise<{ retryIn: number | null; next: Carried | null }> {
   const attempt = email.attempts + 1;
   const plan = planAttempt(email, suppressedSet, config);
@@ -277,7 +309,7 @@ async function deliverEmail(
 
   let retrySchedule = config.retrySchedule;
   try {
-    await attemptDelivery(env, config, email, plan.toAttempt, attempt, pool, log, handoff.first.marked);
+    await attemptDelivery(env, config, email, plan.toAttempt, attempt, pool, log, handoff.first.marked, held);
   } catch (err) {
     if (!(err instanceof ContentMissingError) && !(err instanceof NoSigningKeyError) && !(err instanceof UnbuildableMessageError)) throw err;
     // Its stored content or its domain is gone, or its fields cannot make a message: no retry
@@ -305,7 +337,7 @@ async function deliverEmail(
   const mark = handoff.nextMark && { ...handoff.nextMark, renewTo: t + config.leaseMs };
   if (mark) statements.push(markInFlightStatement(drizzle(env.DB), mark));
   const written = await recordAfterSend(env.DB, email.id, statements);
-  await announce(env, outbox);
+  hints.add(outbox);
   if (!mark) return { retryIn, next: null };
   // A batch retried after it may have committed does not say whether the mark was written.
   if (written === null) return { retryIn, next: { marked: false, leases: [mark.lease, mark.renewTo] } };
@@ -323,6 +355,7 @@ async function attemptDelivery(
   pool: SessionPool,
   log: AttemptLog,
   firstMarked: boolean,
+  held: Held,
 ): Promise<void> {
   const real = pending.filter((r) => !isSimulated(r, config.simulatorDomains));
   for (const r of pending) if (isSimulated(r, config.simulatorDomains)) log.results.push({ ...simulate(r, attempt), final: true });
@@ -358,38 +391,35 @@ async function attemptDelivery(
   // before it leaves (by the previous email's settlement, or here); each reply is recorded with
   // the next recipient marked, and the last one with the settlement (deliverEmail).
   if (!firstMarked) await log.record(real[0]!);
-  // The connection is borrowed for this email's messages only: a worker never holds two, so
-  // batches sharing the region's sender wait their turn for one instead of deadlocking.
-  const session = await pool.acquire(email.region);
-  try {
-    for (const [i, recipient] of real.entries()) {
-      const domain = recipient.slice(recipient.lastIndexOf("@") + 1);
-      const throttled = pool.throttled(email.region, domain);
-      if (throttled) {
-        // The relay asked to slow down for this domain: its mail waits for a retry unsent,
-        // while mail to other domains goes on.
-        log.results.push({ recipient, status: "deferred", message: throttled, final: false });
-        const next = real[i + 1];
-        if (next !== undefined) await recordOrLeave(log, next);
-        continue;
-      }
-      const raw = await messageFor(recipient);
-      // The envelope carries internationalized domains as A-labels (punycode).
-      const envelopeFrom = await identity.envelopeFrom(recipient);
-      const delivered = await session.deliver({ envelopeFrom, recipients: [toAsciiEmail(recipient)], raw, requireTls: identity.requireTls }).catch((err: unknown) => {
-        // A transport never throws for a delivery problem; if it does anyway, the message may
-        // have left: the email waits for its lease, and its recipient is sent again visibly.
-        throw new UnrecordedDeliveryError("the transport failed mid-message", { cause: err });
-      });
-      for (const r of delivered) {
-        if (rateLimited(r)) pool.throttle(email.region, domain, r.message);
-        log.results.push({ ...r, final: r.status === "accepted" && (r.final ?? config.relayFinal) });
-      }
+  // The connection is borrowed for this email's messages and its settlement only (deliverEmail
+  // gives it back): a worker never holds two, so batches sharing the region's sender wait their
+  // turn for one instead of deadlocking.
+  const session = (held.session = await pool.acquire(email.region));
+  for (const [i, recipient] of real.entries()) {
+    const domain = recipient.slice(recipient.lastIndexOf("@") + 1);
+    const throttled = pool.throttled(email.region, domain);
+    if (throttled) {
+      // The relay asked to slow down for this domain: its mail waits for a retry unsent,
+      // while mail to other domains goes on.
+      log.results.push({ recipient, status: "deferred", message: throttled, final: false });
       const next = real[i + 1];
       if (next !== undefined) await recordOrLeave(log, next);
+      continue;
     }
-  } finally {
-    pool.release(email.region, session);
+    const raw = await messageFor(recipient);
+    // The envelope carries internationalized domains as A-labels (punycode).
+    const envelopeFrom = await identity.envelopeFrom(recipient);
+    const delivered = await session.deliver({ envelopeFrom, recipients: [toAsciiEmail(recipient)], raw, requireTls: identity.requireTls }).catch((err: unknown) => {
+      // A transport never throws for a delivery problem; if it does anyway, the message may
+      // have left: the email waits for its lease, and its recipient is sent again visibly.
+      throw new UnrecordedDeliveryError("the transport failed mid-message", { cause: err });
+    });
+    for (const r of delivered) {
+      if (rateLimited(r)) pool.throttle(email.region, domain, r.message);
+      log.results.push({ ...r, final: r.status === "accepted" && (r.final ?? config.relayFinal) });
+    }
+    const next = real[i + 1];
+    if (next !== undefined) await recordOrLeave(log, next);
   }
 }
 

@@ -9,7 +9,7 @@ import { queueRegion } from "../queues.ts";
 
 /** The sender of a region: one object per region, named by it, placed by its hint (a hint
  * takes effect when the object is first created). SENDERS_PER_REGION > 1 spreads a busy
- * region's batches over that many objects (one thread and 3 connections each), each batch
+ * region's batches over that many objects (one thread and 5 connections each), each batch
  * going to one picked at random. */
 export function senderFor(env: Env, region: string): DurableObjectStub<import("../../durable-objects/region-sender.ts").RegionSender> {
   const ns = inJurisdiction(env, env.SENDER);

@@ -22,7 +22,10 @@ export interface SessionPoolOptions {
   now?: () => number;
 }
 
-export const SENDER_POOL_DEFAULTS: SessionPoolOptions = { perRegion: 3, idleMs: 20_000, holdMs: 15_000, throttleMs: 60_000 };
+// 5 connections, one short of the 6 open sockets an invocation may hold: against 3 they took
+// end-to-end delivery from 0.28 to 0.40 of nodemailer (also 5) in the same rounds
+// (docs/benchmarks.md, "Where an email's wall time goes").
+export const SENDER_POOL_DEFAULTS: SessionPoolOptions = { perRegion: 5, idleMs: 20_000, holdMs: 15_000, throttleMs: 60_000 };
 
 interface Idle {
   session: TransportSession;
