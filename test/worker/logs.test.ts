@@ -4,7 +4,7 @@
 // after the answer; the retention purge takes them with the rest of the history.
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
-import { loggedJson, redact } from "../../worker/logs/record.ts";
+import { loggedJson, MAX_LOGGED_DEPTH, redact, TOO_DEEP } from "../../worker/logs/record.ts";
 import { purgeExpired } from "../../worker/retention/purge.ts";
 import { api, countRows, createAccount, type TestAccount } from "./fixtures.ts";
 import { waitFor } from "./wait.ts";
@@ -131,5 +131,26 @@ describe("redaction", () => {
     // A signed link anywhere in a text keeps its address, not its query.
     expect(redact({ html: '<a href="https://x.example/a?id=1&token=abc#f">x</a> https://s3.example/b?X-Amz-Signature=s y', note: "https://x.example/?page=2" }))
       .toEqual({ html: '<a href="https://x.example/a">x</a> https://s3.example/b y', note: "https://x.example/?page=2" });
+  });
+
+  it("keeps a log entry for a body nested 10,000 deep, cut at a marker", async () => {
+    const a = await createAccount();
+    const deep = `${"[".repeat(10_000)}1${"]".repeat(10_000)}`;
+    const body = `{"from":"k@${a.domain}","to":"delivered@simulator.tern.test","subject":"deep","text":"t","tags":${deep}}`;
+    expect((await api(a.token, "POST", "/emails", body)).status).toBe(422);
+    const item = await findLog(a, (l) => l.endpoint === "/emails");
+    const log = (await (await api(a.token, "GET", `/logs/${item.id}`)).json()) as Log;
+    expect(log.request_body).toMatchObject({ subject: "deep" });
+    let level: unknown = log.request_body.tags;
+    for (let i = 1; i < MAX_LOGGED_DEPTH; i++) level = (level as unknown[])[0];
+    expect(level).toBe(TOO_DEEP);
+  });
+
+  it("drops attachment contents before looking inside them, whatever their shape", () => {
+    const nested = JSON.parse(`${"[".repeat(10_000)}1${"]".repeat(10_000)}`);
+    const signed = `https://s3.example/b?X-Amz-Signature=${"s".repeat(1_000_000)}`;
+    expect(redact({ attachments: [{ filename: "a", content: nested }, { filename: "b", content: signed }] })).toEqual({
+      attachments: [{ filename: "a", content: "[omitted]" }, { filename: "b", content: `[omitted: ${signed.length} characters]` }],
+    });
   });
 });

@@ -29,25 +29,32 @@ export function withoutQuery(link: string): string {
   return cut < 0 ? link : link.slice(0, cut);
 }
 
+/** Nesting kept in a log; anything deeper is replaced by a marker. Bounds the recursion, so a
+ * hostile body nested 100,000 levels deep (JSON.parse accepts it) still gets its log entry. */
+export const MAX_LOGGED_DEPTH = 32;
+export const TOO_DEEP = "[nested too deep]";
+
 /** A copy of a JSON value without secrets, link credentials and attachment contents. */
-export function redact(value: unknown, key = ""): unknown {
+export function redact(value: unknown, key = "", depth = 0): unknown {
   if (typeof value === "string") return LINK_KEYS.test(key) ? withoutQuery(value) : value.replace(SIGNED_URL, "$1");
+  if (value === null || typeof value !== "object") return value;
+  if (depth >= MAX_LOGGED_DEPTH) return TOO_DEEP;
   if (Array.isArray(value)) {
-    return key === "attachments" ? value.map((a) => redactAttachment(a)) : value.map((v) => redact(v));
+    return key === "attachments" ? value.map((a) => redactAttachment(a, depth + 1)) : value.map((v) => redact(v, "", depth + 1));
   }
-  if (value !== null && typeof value === "object") {
-    const out: Record<string, unknown> = {};
-    for (const [k, v] of Object.entries(value)) out[k] = SECRET_KEYS.test(k) && v != null ? "[redacted]" : redact(v, k);
-    return out;
-  }
-  return value;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(value)) out[k] = SECRET_KEYS.test(k) && v != null ? "[redacted]" : redact(v, k, depth + 1);
+  return out;
 }
 
-function redactAttachment(a: unknown): unknown {
-  if (a === null || typeof a !== "object" || Array.isArray(a)) return redact(a);
-  const copy = redact(a) as Record<string, unknown>;
-  if (typeof copy.content === "string") copy.content = `[omitted: ${copy.content.length} characters]`;
-  else if (copy.content !== undefined) copy.content = "[omitted]";
+/** The contents go before anything else looks at the attachment: a 40 MB base64 string must not
+ * be scanned for signed URLs only to be thrown away. */
+function redactAttachment(a: unknown, depth: number): unknown {
+  if (a === null || typeof a !== "object" || Array.isArray(a)) return redact(a, "", depth);
+  const { content, ...rest } = a as Record<string, unknown>;
+  const copy = redact(rest, "", depth) as Record<string, unknown>;
+  if (typeof content === "string") copy.content = `[omitted: ${content.length} characters]`;
+  else if (content !== undefined) copy.content = "[omitted]";
   return copy;
 }
 
