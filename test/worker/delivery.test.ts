@@ -398,6 +398,32 @@ describe("delivery through the relay", () => {
     expect((await get(id)).last_event).toBe("failed");
   });
 
+  it("an unexpected error counts as an attempt: retried on the schedule, then failed with its reason", async () => {
+    const to = unique("unexpected");
+    const id = await recordedEmail([to]);
+    // Not a delivery problem a transport reports: the transport itself cannot be made.
+    const broken = () => { throw new Error("the relay setting is unusable"); };
+    const retries: unknown[] = [];
+    for (let attempt = 1; attempt <= 4; attempt++) {
+      const batch = createMessageBatch("tern-send", [{ id: "m0", timestamp: new Date(), attempts: attempt, body: { emailId: id } }]);
+      const ctx = createExecutionContext();
+      await consumeSendBatch(batch as MessageBatch<{ emailId: string }>, env, { transportFor: broken });
+      retries.push(...(await getQueueResult(batch, ctx)).retryMessages);
+      const row = await env.DB.prepare("SELECT state, attempts, next_attempt_at FROM emails WHERE id = ?").bind(id).first<{ state: string; attempts: number; next_attempt_at: number | null }>();
+      expect(row).toMatchObject({ state: attempt < 4 ? "queued" : "done", attempts: attempt });
+      // RETRY_SCHEDULE is "1,1,1" in the tests: each retry is due a second later, then no more.
+      if (attempt < 4) expect(row!.next_attempt_at! - Date.now()).toBeLessThanOrEqual(1000);
+      await env.DB.prepare("UPDATE emails SET next_attempt_at = ? WHERE id = ? AND state = 'queued'").bind(Date.now(), id).run();
+    }
+    expect(retries).toHaveLength(3);
+    const evs = await events(id);
+    expect(evs.map((e) => e.type)).toEqual(["scheduled", "delivery_delayed", "failed"]);
+    expect(evs[1]!.data).toMatchObject({ recipients: [to], message: expect.stringContaining("the relay setting is unusable") });
+    expect(evs[2]!.data).toMatchObject({ recipients: [to], failed: { reason: expect.stringMatching(/retried 4 times.*unexpected error.*the relay setting is unusable/) } });
+    expect((await get(id)).last_event).toBe("failed");
+    expect(await captured(to)).toHaveLength(0);
+  });
+
   it("a relay that cannot be reached defers, it does not lose the email", async () => {
     const id = await recordedEmail([unique("nobody")]);
     const result = await consume([id], "closed");

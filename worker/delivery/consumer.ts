@@ -308,26 +308,44 @@ async function deliverOnHeld(
   const log = new AttemptLog(env.DB, email.id, handoff.first.leases, config.leaseMs, now, [...plan.answered]);
 
   let retrySchedule = config.retrySchedule;
+  // Results made up here for recipients no message went to: they never left tern.
+  const unsent = new Set<AttemptResult>();
   try {
     await attemptDelivery(env, config, email, plan.toAttempt, attempt, pool, log, handoff.first.marked, held);
   } catch (err) {
-    if (!(err instanceof ContentMissingError) && !(err instanceof NoSigningKeyError) && !(err instanceof UnbuildableMessageError)) throw err;
-    // Its stored content or its domain is gone, or its fields cannot make a message: no retry
-    // can ever send it, so it fails now (a retry loop would cost the consumer for ever).
-    console.error("cannot build message", email.id, err.message);
-    const message = err instanceof NoSigningKeyError ? err.message
-      : err instanceof UnbuildableMessageError ? `tern could not build this message: ${err.message}.`
-      : "The stored content of this email is missing.";
+    // Mail that may have left tern, or an email that is no longer ours: the caller's to handle.
+    if (err instanceof LeaseLostError || err instanceof UnrecordedDeliveryError) throw err;
+    const unbuildable = err instanceof ContentMissingError || err instanceof NoSigningKeyError || err instanceof UnbuildableMessageError;
+    let message: string;
+    if (unbuildable) {
+      // Its stored content or its domain is gone, or its fields cannot make a message: no retry
+      // can ever send it, so it fails now (a retry loop would cost the consumer for ever).
+      console.error("cannot build message", email.id, err.message);
+      message = err instanceof NoSigningKeyError ? err.message
+        : err instanceof UnbuildableMessageError ? `tern could not build this message: ${err.message}.`
+        : "The stored content of this email is missing.";
+      retrySchedule = [];
+    } else {
+      // Anything else may pass (a D1 or R2 hiccup) or may not (a bug, a broken setting): it
+      // counts as an attempt and follows the retry schedule, so it fails in the end instead of
+      // coming back every 30 s for ever.
+      console.error("delivery failed unexpectedly; retried on the schedule", email.id, err);
+      message = `tern hit an unexpected error while delivering: ${err instanceof Error ? err.message : String(err)}`;
+    }
     const unanswered = plan.toAttempt.filter((r) => !log.results.some((x) => canonicalRecipient(x.recipient) === canonicalRecipient(r)));
-    log.results.push(...unanswered.map((recipient) => ({ recipient, status: "deferred" as const, final: false, message })));
-    retrySchedule = [];
+    for (const recipient of unanswered) {
+      const result: AttemptResult = { recipient, status: "deferred", final: false, message };
+      unsent.add(result);
+      log.results.push(result);
+    }
   }
   const settlement = withSuppressed(settleAttempt(log.results, { attempt, retrySchedule, alreadyDelayed: attempt > 1 }), plan.suppressed);
   const t = now();
   const { statements, outbox } = settlementStatements(env.DB, email, attempt, settlement, t, log.currentLeases);
   statements.push(...suppressionStatements(env.DB, email, settlement.events, t));
   const retryIn = settlement.state === "queued" ? settlement.retryInSeconds : null;
-  const leftTern = log.results.some((r) => !isSimulated(r.recipient, config.simulatorDomains));
+  // Only a message that went out needs its outcome written before anything else happens.
+  const leftTern = log.results.some((r) => !unsent.has(r) && !isSimulated(r.recipient, config.simulatorDomains));
   if (!leftTern) {
     simulatedWrites.push({ emailId: email.id, statements, outbox });
     return { retryIn, next: null };
