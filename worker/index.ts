@@ -34,7 +34,7 @@ import { dashboardApp } from "./dashboard/routes.tsx";
 import type { WebhookQueueMessage } from "./events/outbox.ts";
 import { consumeWebhookBatch, sweepWebhooks } from "./webhooks/consumer.ts";
 import type { QueueMessage } from "./sending/accept.ts";
-import { purgeExpired } from "./retention/purge.ts";
+import { purgeExpired, sweepOrphanedContent } from "./retention/purge.ts";
 import { sweepIdempotencyKeys } from "./sending/idempotency.ts";
 
 export { RateLimiter } from "../durable-objects/rate-limiter.ts";
@@ -86,6 +86,7 @@ export default {
       sweepWebhooks(env, now),
       sweepIdempotencyKeys(env, now),
       purgeExpired(env, readConfig(env).retentionDays, now),
+      sweepOrphanedContent(env, now),
     ]);
     for (const r of results) if (r.status === "rejected") console.error("cron duty failed", r.reason);
   },

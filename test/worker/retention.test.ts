@@ -9,7 +9,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { readConfig } from "../../worker/config.ts";
 import { uuidv7, uuidv7Floor } from "../../worker/ids.ts";
 import worker from "../../worker/index.ts";
-import { deleteExpiredEmails, deleteSettledDeliveries, PURGE_SQL, purgeExpired } from "../../worker/retention/purge.ts";
+import { deleteExpiredEmails, deleteSettledDeliveries, ORPHAN_CURSOR_KEY, PURGE_SQL, purgeExpired, sweepOrphanedContent } from "../../worker/retention/purge.ts";
 import { api, createAccount, type TestAccount } from "./fixtures.ts";
 import { waitFor } from "./wait.ts";
 
@@ -220,6 +220,40 @@ describe("the retention purge", () => {
     const id = await sendSettled({ to: "delivered@simulator.tern.test" });
     expect(await purgeExpired(env, null, Date.now() + 10_000 * DAY)).toEqual({ emails: 0, webhookDeliveries: 0, webhookEvents: 0, inboundEmails: 0, apiLogs: 0, blobs: 0 });
     expect(await row("emails", id)).not.toBeNull();
+  });
+});
+
+describe("orphaned content", () => {
+  it("deletes a sent email's R2 objects left without a row once a day old; a young orphan and a live email's objects stay", async () => {
+    const t = Date.now();
+    // An accept that died after writing its content: objects under an id no row has. (Floors, not
+    // uuidv7(): ids made here must not move this isolate's clock.)
+    const old = uuidv7Floor(t - 3_600_000 + 1), young = uuidv7Floor(t + 2 * 3_600_000 + 1);
+    for (const id of [old, young]) for (const k of ["body.json", "attachments/0"]) await env.BLOBS.put(`emails/${id}/${k}`, "x");
+    const live = await send({ to: ["delivered@simulator.tern.test"], attachments: [{ filename: "a.txt", content: btoa("kept") }] });
+    expect(await blobKeys(`emails/${live}/`)).toHaveLength(1);
+
+    /** Runs the sweep from the first key to the end, two objects a run (pages across runs). */
+    const sweepAll = async (now: number) => {
+      await env.BLOBS.delete(ORPHAN_CURSOR_KEY);
+      let deleted = 0;
+      for (let run = 0; run < 1000; run++) {
+        const r = await sweepOrphanedContent(env, now, 2);
+        deleted += r.deleted;
+        if (r.wrapped) return deleted;
+      }
+      throw new Error("the sweep never reached the end");
+    };
+    // Now, every object was uploaded moments ago: nothing is old enough, whatever its id says.
+    await sweepAll(t);
+    expect(await blobKeys(`emails/${old}/`)).toHaveLength(2);
+    // A day later: the orphan older than a day goes; the one made an hour before the cutoff and
+    // the live email's attachment (its row exists, however old) stay.
+    expect(await sweepAll(t + 25 * 3_600_000)).toBeGreaterThanOrEqual(2);
+    expect(await blobKeys(`emails/${old}/`)).toEqual([]);
+    expect(await blobKeys(`emails/${young}/`)).toHaveLength(2);
+    expect(await blobKeys(`emails/${live}/`)).toHaveLength(1);
+    expect(await row("emails", live)).not.toBeNull();
   });
 });
 

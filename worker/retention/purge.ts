@@ -6,6 +6,8 @@
 //     been fanned out and has no pending delivery left;
 //   - a received email with its raw message, parsed content and attachments in R2;
 //   - an API request log (GET /logs).
+// Apart from the window, and even when retention is off: a sent email's R2 objects left without
+// a row by an accept that died midway (sweepOrphanedContent).
 // Kept whatever their age: accounts, keys, domains, webhooks, contacts, suppressions (a bounce
 // must go on being honoured), monthly usage, metric rollups (counts outlive the history), and an email's tracked links (email_links: a reader
 // may click a link in an old email, and the redirect needs it; a row is a few hundred bytes).
@@ -172,4 +174,57 @@ function attachmentKeys(json: string): string[] {
   } catch {
     return [];
   }
+}
+
+/** An email's content is written to R2 before its row (sending/content.ts), so an isolate that
+ * dies mid-accept leaves objects no row points at. Far longer than any accept takes: an object
+ * this old without its row will never get one. */
+export const ORPHAN_AGE_MS = 24 * 3_600_000;
+/** Objects looked at per run; the next run goes on from where this one stopped. */
+export const ORPHAN_SCAN_PER_RUN = 1_000;
+const CONTENT_PREFIX = "emails/";
+/** Where the sweep keeps its place between runs: R2 itself, so the sweep needs no table. */
+export const ORPHAN_CURSOR_KEY = "sweeps/orphaned-content.json";
+
+export interface OrphanSweep {
+  examined: number;
+  deleted: number;
+  /** The listing reached the end of the prefix: the next run starts again from the first key. */
+  wrapped: boolean;
+}
+
+/** Deletes sent mail's R2 objects (emails/{id}/...) older than ORPHAN_AGE_MS whose email row
+ * does not exist, looking at most `limit` objects per run. An object whose email exists is never
+ * deleted, however old; the retention purge takes it with its row. */
+export async function sweepOrphanedContent(env: Pick<Env, "DB" | "BLOBS">, now: number, limit = ORPHAN_SCAN_PER_RUN): Promise<OrphanSweep> {
+  const stored = await env.BLOBS.get(ORPHAN_CURSOR_KEY);
+  const after = stored ? ((await stored.json()) as { after?: string }).after : undefined;
+  const cutoff = now - ORPHAN_AGE_MS;
+  const old: { key: string; emailId: string }[] = [];
+  let examined = 0;
+  let last: string | undefined = after;
+  let wrapped = false;
+  while (examined < limit) {
+    const page = await env.BLOBS.list({ prefix: CONTENT_PREFIX, limit: Math.min(1000, limit - examined), ...(last ? { startAfter: last } : {}) });
+    for (const o of page.objects) {
+      examined++;
+      last = o.key;
+      const emailId = o.key.slice(CONTENT_PREFIX.length).split("/")[0]!;
+      // Both clocks must say old: the upload's, and the email id's own (a UUIDv7 made at accept).
+      if (o.uploaded.getTime() < cutoff && emailId < uuidv7Floor(cutoff)) old.push({ key: o.key, emailId });
+    }
+    if (!page.truncated) {
+      wrapped = true;
+      break;
+    }
+  }
+  const existing = new Set<string>();
+  for (const c of chunks([...new Set(old.map((o) => o.emailId))])) {
+    const rows = await env.DB.prepare(`SELECT id FROM emails WHERE id IN (${marks(c)})`).bind(...c).all<{ id: string }>();
+    for (const r of rows.results) existing.add(r.id);
+  }
+  const orphans = old.filter((o) => !existing.has(o.emailId)).map((o) => o.key);
+  for (let i = 0; i < orphans.length; i += 1000) await env.BLOBS.delete(orphans.slice(i, i + 1000));
+  await env.BLOBS.put(ORPHAN_CURSOR_KEY, JSON.stringify(wrapped ? {} : { after: last }));
+  return { examined, deleted: orphans.length, wrapped };
 }
