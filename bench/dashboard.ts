@@ -11,12 +11,9 @@
 // The dashboard's JavaScript size is a test, not a bench: test/node/dashboard-assets.test.ts.
 // Run alone: `node bench/dashboard.ts` (BENCH_QUICK=1 for a smoke run), or BENCH_ONLY=dashboard
 // npm run bench. Writes its block of docs/benchmarks.md between its own markers.
-import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import { cpus, loadavg, tmpdir } from "node:os";
+import { cpus, loadavg } from "node:os";
 import { join, resolve } from "node:path";
-import { d1Target, runWrangler, WRANGLER, wranglerEnv } from "../ops/d1.ts";
-import { freePort } from "../test/support/processes.ts";
+import { startBenchWorker } from "./bench-worker.ts";
 import { sampleCpu } from "./cpu.ts";
 import { writeDoc } from "./report.ts";
 import { CASES, TOTAL } from "./dashboard/cases.ts";
@@ -55,34 +52,9 @@ async function timed(url: string, init?: RequestInit): Promise<{ ms: number; bod
 }
 
 export async function runDashboardBench(opts: { quick: boolean; log: (line: string) => void }): Promise<DashboardBenchResult> {
-  const state = mkdtempSync(join(tmpdir(), "tern-bench-dashboard-"));
-  const persistTo = join(state, "wrangler");
-  let child: ChildProcess | null = null;
-  let output = "";
+  const worker = await startBenchWorker("dashboard", root, CONFIG);
+  const { url, port, child } = worker;
   try {
-    runWrangler(["d1", "migrations", "apply", "DB", ...d1Target(false, persistTo), "--config", CONFIG]);
-    const port = await freePort();
-    child = spawn(process.execPath, [WRANGLER, "dev", "-c", CONFIG, "--ip", "127.0.0.1", "--port", String(port), "--persist-to", persistTo, "--show-interactive-dev-session=false"], {
-      cwd: root, env: wranglerEnv(), stdio: ["ignore", "pipe", "pipe"], detached: true,
-    });
-    const group = child.pid!;
-    const stopChild = () => {
-      try {
-        process.kill(-group, "SIGTERM");
-      } catch {}
-    };
-    process.once("exit", stopChild);
-    child.once("exit", () => process.off("exit", stopChild));
-    child.stdout!.on("data", (d) => (output = (output + d).slice(-4000)));
-    child.stderr!.on("data", (d) => (output = (output + d).slice(-4000)));
-    const url = `http://127.0.0.1:${port}`;
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      if (child.exitCode !== null) throw new Error("wrangler dev (dashboard bench) exited early");
-      if (await fetch(`${url}/health`).then((r) => r.ok, () => false)) break;
-      if (Date.now() > deadline) throw new Error("wrangler dev (dashboard bench) did not start");
-      await new Promise((r) => setTimeout(r, 200));
-    }
 
     // 1,000,000 emails (plus others'), in statements of 50,000 rows; the triggers fill
     // email_recipients as they would for sent mail.
@@ -181,16 +153,10 @@ export async function runDashboardBench(opts: { quick: boolean; log: (line: stri
       signIn: { wallP50: quantile(signWall, 0.5), cpuMs: med(signCpu.signIn), bareCpuMs: med(signCpu.bare), wrongCpuMs: med(signCpu.wrong), n: n * rounds },
     };
   } catch (err) {
-    opts.log(`dashboard bench failed; wrangler said:\n${output}`);
+    opts.log(`dashboard bench failed; wrangler said:\n${worker.output()}`);
     throw err;
   } finally {
-    if (child?.pid) {
-      try {
-        process.kill(-child.pid, "SIGTERM");
-      } catch {}
-      await new Promise((r) => (child!.exitCode !== null ? r(null) : child!.once("exit", r)));
-    }
-    rmSync(state, { recursive: true, force: true });
+    await worker.stop();
   }
 }
 

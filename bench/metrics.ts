@@ -14,12 +14,11 @@
 //   3. insights: the checks of a 100 KB html email, per email (n per request minus n = 0).
 // Run alone: `node bench/metrics.ts` (BENCH_QUICK=1 for a smoke run), or BENCH_ONLY=metrics npm
 // run bench. Writes its block of docs/benchmarks.md between its own markers.
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
-import { cpus, loadavg, tmpdir } from "node:os";
+import { execFileSync } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import { cpus, loadavg } from "node:os";
 import { join, resolve } from "node:path";
-import { d1Target, runWrangler, WRANGLER, wranglerEnv } from "../ops/d1.ts";
-import { freePort } from "../test/support/processes.ts";
+import { startBenchWorker } from "./bench-worker.ts";
 import { sampleCpu } from "./cpu.ts";
 import { writeDoc } from "./report.ts";
 
@@ -131,35 +130,9 @@ async function timed(url: string): Promise<number> {
 }
 
 export async function runMetricsBench(opts: { quick: boolean; log: (line: string) => void }): Promise<MetricsBenchResult> {
-  const state = mkdtempSync(join(tmpdir(), "tern-bench-metrics-"));
-  const persistTo = join(state, "wrangler");
-  let child: ChildProcess | null = null;
-  let output = "";
+  const worker = await startBenchWorker("metrics", root, CONFIG);
+  const { url, port, child } = worker;
   try {
-    runWrangler(["d1", "migrations", "apply", "DB", ...d1Target(false, persistTo), "--config", CONFIG]);
-    const port = await freePort();
-    child = spawn(process.execPath, [WRANGLER, "dev", "-c", CONFIG, "--ip", "127.0.0.1", "--port", String(port), "--persist-to", persistTo, "--show-interactive-dev-session=false"], {
-      cwd: root, env: wranglerEnv(), stdio: ["ignore", "pipe", "pipe"], detached: true,
-    });
-    // However this process ends (bench/run.ts exits on Ctrl-C or its time limit), wrangler goes too.
-    const group = child.pid!;
-    const stopChild = () => {
-      try {
-        process.kill(-group, "SIGTERM");
-      } catch {}
-    };
-    process.once("exit", stopChild);
-    child.once("exit", () => process.off("exit", stopChild));
-    child.stdout!.on("data", (d) => (output = (output + d).slice(-4000)));
-    child.stderr!.on("data", (d) => (output = (output + d).slice(-4000)));
-    const url = `http://127.0.0.1:${port}`;
-    const deadline = Date.now() + 60_000;
-    for (;;) {
-      if (child.exitCode !== null) throw new Error("wrangler dev (metrics bench) exited early");
-      if (await fetch(`${url}/health`).then((r) => r.ok, () => false)) break;
-      if (Date.now() > deadline) throw new Error("wrangler dev (metrics bench) did not start");
-      await new Promise((r) => setTimeout(r, 200));
-    }
     const seeded = (await (await fetch(`${url}/setup`, { method: "POST" })).json()) as { rows: number; events: number };
     opts.log(`metrics: seeded ${seeded.rows} rollup rows holding ${seeded.events} events`);
     if (process.env.METRICS_TRACE === "1") {
@@ -306,16 +279,10 @@ export async function runMetricsBench(opts: { quick: boolean; log: (line: string
       insights: { perEmailMs: (median(full) - median(base)) / n, cpuPerEmailMs: cpuPer.length ? median(cpuPer) : null, htmlBytes: info.htmlBytes, checks: info.checks },
     };
   } catch (err) {
-    opts.log(`metrics bench failed; wrangler said:\n${output}`);
+    opts.log(`metrics bench failed; wrangler said:\n${worker.output()}`);
     throw err;
   } finally {
-    if (child?.pid) {
-      try {
-        process.kill(-child.pid, "SIGTERM");
-      } catch {}
-      await new Promise((r) => (child!.exitCode !== null ? r(null) : child!.once("exit", r)));
-    }
-    rmSync(state, { recursive: true, force: true });
+    await worker.stop();
   }
 }
 
