@@ -1,12 +1,12 @@
 // The pre-send review of a draft broadcast, as the dashboard shows it before "Send": what would
-// stop the send (the same checks sendBroadcast makes, all of them at once, plus the unsubscribe
-// link every recipient must get) and the deliverability insights run on the message a contact
-// would receive (the checks GET /emails/{id}/insights runs on a sent email).
+// stop the send (the same checks sendBroadcast makes, all of them at once) and the deliverability
+// insights run on the message a contact would receive (the checks GET /emails/{id}/insights runs
+// on a sent email). No unsubscribe check: renderBroadcastBody adds the link where the author
+// placed none.
 import { and, eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import type { Principal } from "../auth.ts";
 import { readConfig } from "../config.ts";
-import { UNSUBSCRIBE_PLACEHOLDER } from "../contacts/list-unsubscribe.ts";
 import { domains, type BroadcastRow } from "../db/schema.ts";
 import type { DmarcInfo } from "../domains/verification.ts";
 import { deliverabilityInsights, type Insight } from "../insights/checks.ts";
@@ -25,9 +25,6 @@ export interface BroadcastReview {
 export async function reviewBroadcast(env: Env, principal: Principal, row: BroadcastRow, sample: Lookup, now = Date.now()): Promise<BroadcastReview> {
   const blocking = (await sendProblems(env, principal, row, now)).map((e) => e.message);
   const body = renderBroadcastBody(row, sample);
-  if ((body.html !== null && !body.html.includes(UNSUBSCRIBE_PLACEHOLDER)) || (body.text !== null && !body.text.includes(UNSUBSCRIBE_PLACEHOLDER))) {
-    blocking.push("The message has no unsubscribe link. Insert one from the Variables menu (Unsubscribe link).");
-  }
   const from = row.fromAddress ? parseMailbox(row.fromAddress) : null;
   if (!from) return { blocking, insights: [] };
   const host = toAsciiDomain(from.email.slice(from.email.lastIndexOf("@") + 1).toLowerCase());

@@ -2,6 +2,7 @@
 // the segments it belongs to and its topic choices. Every change writes its contact.* event to
 // the webhook outbox in the same D1 batch. Routes and dashboard pages are thin callers of this
 // module: the queries live here.
+import { containsPattern } from "../db/like.ts";
 import { and, eq, inArray, or, sql, type SQL } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
@@ -102,11 +103,9 @@ export async function findContact(db: D1Database, accountId: string, idOrEmail: 
   return drizzle(db).select().from(contacts).where(and(eq(contacts.accountId, accountId), key)).get();
 }
 
-const escapeLike = (s: string) => s.replace(/[\\%_]/g, (ch) => `\\${ch}`);
-
 /** Contacts whose address, first name, last name or full name holds `q` (any case). */
 function matching(q: string): SQL | undefined {
-  const like = `%${escapeLike(q.trim().slice(0, 200))}%`;
+  const like = containsPattern(q.trim().slice(0, 200));
   return or(
     sql`${contacts.email} LIKE ${like} ESCAPE '\\'`,
     sql`${contacts.firstName} LIKE ${like} ESCAPE '\\'`,

@@ -493,9 +493,8 @@ export function registerBroadcastPages(app: Hono<DashEnv>): void {
     const b = await body<{ scheduled_at?: unknown }>(c);
     const row = await findBroadcast(c.env.DB, v.account.id, c.req.param("id"));
     if (!row) throw new DashError(404, "This broadcast is gone.");
-    const { lookup } = await sampleLookup(c.env, v, row);
-    const review = await reviewBroadcast(c.env, principalOf(v), row, lookup);
-    if (review.blocking.length > 0) throw new DashError(422, review.blocking.join(" "));
+    // sendBroadcast makes the review's blocking checks itself (sendProblems); the review panel
+    // has already shown all of them at once.
     const at = typeof b.scheduled_at === "string" && b.scheduled_at.trim() ? b.scheduled_at.trim() : undefined;
     const sent = await sendBroadcast(c.env, principalOf(v), row.id, at);
     await audit(c.env, v, { action: sent!.status === "scheduled" ? "broadcast.scheduled" : "broadcast.sent", target: row.id });

@@ -1,6 +1,7 @@
 // The suppression list as an account manages it: list, add by hand, remove. The REST routes
 // and the dashboard are both thin callers of these; bounces and complaints add themselves
 // through suppress.ts inside their own batches.
+import { containsPattern } from "../db/like.ts";
 import { and, eq, inArray, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { suppressions, type SuppressionRow } from "../db/schema.ts";
@@ -87,7 +88,7 @@ export type SuppressionView = ReturnType<typeof suppressionView>;
 /** A page of the list, newest first; with `search`, only addresses holding it (any case). The
  * walk is the (account_id, id) index, the search checked on the rows it meets. */
 export async function listSuppressions(d1: D1Database, accountId: string, page: Page, origin?: SuppressionReason, search?: string) {
-  const like = search?.trim() ? `%${search.trim().toLowerCase().slice(0, 254).replace(/[\\%_]/g, (ch) => `\\${ch}`)}%` : undefined;
+  const like = search?.trim() ? containsPattern(search.trim().toLowerCase().slice(0, 254)) : undefined;
   const q = pageQuery(suppressions.id, page, and(
     eq(suppressions.accountId, accountId),
     origin ? eq(suppressions.reason, origin) : undefined,
