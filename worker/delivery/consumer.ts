@@ -11,7 +11,7 @@ import { readConfig, type TernConfig } from "../config.ts";
 import { unindexed } from "../db/plan.ts";
 import { emailEvents, emails, type EmailRow } from "../db/schema.ts";
 import { uuidv7 } from "../ids.ts";
-import { parseMailbox, toAsciiEmail, type Address } from "../mime/address.ts";
+import { domainOf, parseMailbox, toAsciiEmail, type Address } from "../mime/address.ts";
 import { composeMessage, UnbuildableMessageError, type ComposedMessage, type MimeMessageInput } from "../mime/build.ts";
 import type { QueueMessage } from "../sending/accept.ts";
 import { ContentMissingError, loadContent, type EmailContent } from "../sending/content.ts";
@@ -414,7 +414,7 @@ async function attemptDelivery(
   // turn for one instead of deadlocking.
   const session = (held.session = await pool.acquire(email.region));
   for (const [i, recipient] of real.entries()) {
-    const domain = recipient.slice(recipient.lastIndexOf("@") + 1);
+    const domain = domainOf(recipient);
     const throttled = pool.throttled(email.region, domain);
     if (throttled) {
       // The relay asked to slow down for this domain: its mail waits for a retry unsent,
