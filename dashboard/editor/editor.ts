@@ -421,7 +421,9 @@ settings.addEventListener("submit", (e) => e.preventDefault());
 /** Saves now (waiting for a save under way first); false when the server refused it. */
 async function save(): Promise<boolean> {
   clearTimeout(timer);
-  if (saving) await saving;
+  // A loop, not one wait: two callers (the autosave timer and Preview) may wake from the same
+  // save, and the second must then wait for the one the first starts, not report saved early.
+  while (saving) await saving;
   if (!dirty) return true;
   dirty = false;
   saveState.textContent = "Saving…";
