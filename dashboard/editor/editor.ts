@@ -145,7 +145,9 @@ const editor = new Editor({
       }
       if ((event.ctrlKey || event.metaKey) && event.key.toLowerCase() === "k") {
         event.preventDefault();
-        void editLink();
+        // After the browser's pending selectionchange: the editor reads a selection made with
+        // the keyboard from it, and a fast Ctrl+K could otherwise find the selection still empty.
+        setTimeout(() => void editLink(), 0);
         return true;
       }
       return false;
