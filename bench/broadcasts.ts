@@ -9,13 +9,14 @@
 // sends during a broadcast keep a p99 within 2x of idle. Progress is read from the local D1 file
 // (read-only). Run alone: `node bench/broadcasts.ts` (BENCH_QUICK=1: 2,000 contacts;
 // BENCH_BROADCAST_CONTACTS=N to choose). Writes its block of docs/benchmarks.md.
-import { readdirSync, readFileSync, rmSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { cpus } from "node:os";
 import { join, resolve } from "node:path";
 import { DatabaseSync } from "node:sqlite";
 import { processTree, sampleCpu, type CpuSample } from "./cpu.ts";
 import { writeDoc } from "./report.ts";
-import { startTern } from "../test/support/processes.ts";
+import { freePort, startTern } from "../test/support/processes.ts";
+import { attachProfilers, summarize, type ProfilerSession } from "./inspector.ts";
 
 const root = resolve(import.meta.dirname, "..");
 const DOC = join(root, "docs", "benchmarks.md");
@@ -31,6 +32,8 @@ export interface PathResult {
   perSecond: number;
   /** CPU seconds of tern's processes (workerd, wrangler, npm start) per 1,000 emails. */
   cpuPer1000: number | null;
+  /** The same, of the Worker's own workerd process only (API, consumers, local D1 and Queues). */
+  workerCpuPer1000: number | null;
   peakRssMb: number | null;
   singles: { p50Ms: number; p99Ms: number; n: number };
 }
@@ -40,10 +43,14 @@ export interface BroadcastBenchResult {
   broadcast: PathResult;
   batch: PathResult;
   idleSingles: { p50Ms: number; p99Ms: number; n: number };
+  /** CPU ms of tern's processes per paced single send (subtracted from each path's figure). */
+  cpuPerSingleMs: number | null;
 }
 
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+/** The pace of the single sends measured beside each path: 20 a second at most. */
+const SINGLE_EVERY_MS = 50;
 
 function d1(stateDir: string): DatabaseSync {
   const dir = join(stateDir, "wrangler", "v3", "d1", "miniflare-D1DatabaseObject");
@@ -76,10 +83,13 @@ function workerdRssMb(pid: number | undefined): number | null {
   return kb / 1024;
 }
 
-export async function runBroadcastBench(opts: { quick: boolean; contacts?: number; log: (line: string) => void }): Promise<BroadcastBenchResult> {
+export async function runBroadcastBench(opts: { quick: boolean; contacts?: number; profile?: boolean; log: (line: string) => void }): Promise<BroadcastBenchResult> {
+  if (opts.profile) mkdirSync("/tmp/prof", { recursive: true });
   const n = opts.contacts ?? (opts.quick ? 2000 : 100_000);
-  const tern = await startTern({ env: { TERN_DEV_PLAN: "scale_2_5m", TERN_DEV_RATE_LIMIT: "100000", TERN_CRON_INTERVAL_MS: "5000" } });
+  const inspectorPort = opts.profile ? await freePort() : undefined;
+  const tern = await startTern({ env: { TERN_DEV_PLAN: "scale_2_5m", TERN_DEV_RATE_LIMIT: "100000", TERN_CRON_INTERVAL_MS: "5000", ...(inspectorPort ? { TERN_INSPECTOR_PORT: String(inspectorPort) } : {}) } });
   const db = d1(tern.stateDir);
+  const profilers: ProfilerSession[] = inspectorPort ? await attachProfilers(inspectorPort) : [];
   try {
     const call = async (method: string, path: string, body?: unknown, init: RequestInit = {}) => {
       const res = await fetch(`${tern.url}${path}`, {
@@ -110,19 +120,36 @@ export async function runBroadcastBench(opts: { quick: boolean; contacts?: numbe
       await call("POST", "/emails", { from: `b@${tern.domain}`, to: "single@simulator.tern.test", subject: "single", text: "t" });
       return performance.now() - t;
     };
-    /** Single sends, one after another, while `busy()` says the other work goes on (or `count` of them). */
+    /** Single sends, one after another and at most one per SINGLE_EVERY_MS, while `busy()` says
+     * the other work goes on (or `count` of them). Paced, so that they are a light, steady
+     * transactional load the same in every phase, whose CPU is subtracted from each path's. */
     const singles = async (busy: () => boolean, count = Infinity) => {
       const ms: number[] = [];
-      while (busy() && ms.length < count) ms.push(await single());
+      while (busy() && ms.length < count) {
+        const t = performance.now();
+        ms.push(await single());
+        await sleep(Math.max(0, SINGLE_EVERY_MS - (performance.now() - t)));
+      }
       ms.sort((a, b) => a - b);
       return { p50Ms: quantile(ms, 0.5), p99Ms: quantile(ms, 0.99), n: ms.length };
     };
     const settled = (where: string, ...params: (string | number)[]) =>
       tryGet<{ n: number }>(db, `SELECT COUNT(*) AS n FROM emails WHERE ${where} AND state NOT IN ('queued', 'sending', 'scheduled')`, ...params)?.n ?? 0;
 
+    // What one paced single send costs, measured with nothing else running (its delivery
+    // included: the run waits for its settlement), so each path's figure can leave them out.
+    const cpuNow = () => sampleCpu(tern.child.pid, Number(new URL(tern.url).port));
+    const idleCpu0 = cpuNow();
+    const idleSingles = await singles(() => true, opts.quick ? 50 : 200);
+    for (let i = 0; i < 50 && settled("to_json = '[\"single@simulator.tern.test\"]'") < idleSingles.n; i++) await sleep(200);
+    const idleCpu1 = cpuNow();
+    const cpuPerSingle = idleCpu0 && idleCpu1 ? (cpuOf(idleCpu1)! - cpuOf(idleCpu0)!) / idleSingles.n : null;
+    const workerCpuPerSingle = idleCpu0 && idleCpu1 ? (idleCpu1["worker runtime"] - idleCpu0["worker runtime"]) / idleSingles.n : null;
+
     const measure = async (label: string, start: () => Promise<void>, recorded: () => boolean, done: () => boolean): Promise<PathResult> => {
       opts.log(`${label}: ${n} emails`);
-      const cpu0 = cpuOf(sampleCpu(tern.child.pid, Number(new URL(tern.url).port)));
+      const s0 = sampleCpu(tern.child.pid, Number(new URL(tern.url).port));
+      const cpu0 = cpuOf(s0);
       let peak = workerdRssMb(tern.child.pid) ?? 0;
       const t0 = performance.now();
       let recordAt = 0;
@@ -135,25 +162,30 @@ export async function runBroadcastBench(opts: { quick: boolean; contacts?: numbe
           await sleep(200);
         }
       })();
+      for (const p of profilers) await p.start();
       await start();
       const during = await singles(() => !finished);
       await watcher;
+      for (const [i, p] of profilers.entries()) {
+        const profile = await p.stop();
+        writeFileSync(`/tmp/prof/broadcasts-${label}-${i}.cpuprofile`, JSON.stringify(profile));
+        summarize(`${label}: ${p.title}`, profile, n, "email");
+      }
       const t1 = performance.now();
-      const cpu1 = cpuOf(sampleCpu(tern.child.pid, Number(new URL(tern.url).port)));
+      const s1 = sampleCpu(tern.child.pid, Number(new URL(tern.url).port));
+      const cpu1 = cpuOf(s1);
       const seconds = (t1 - t0) / 1000;
       return {
         emails: n,
         recordSeconds: (recordAt - t0) / 1000,
         doneSeconds: seconds,
         perSecond: n / seconds,
-        cpuPer1000: cpu0 !== null && cpu1 !== null ? ((cpu1 - cpu0) / n) * 1000 : null,
+        cpuPer1000: cpu0 !== null && cpu1 !== null && cpuPerSingle !== null ? ((cpu1 - cpu0 - during.n * cpuPerSingle) / n) * 1000 : null,
+        workerCpuPer1000: s0 && s1 && workerCpuPerSingle !== null ? ((s1["worker runtime"] - s0["worker runtime"] - during.n * workerCpuPerSingle) / n) * 1000 : null,
         peakRssMb: peak || null,
         singles: during,
       };
     };
-
-    // Idle single sends first, so both paths are compared with the same baseline.
-    const idleSingles = await singles(() => true, opts.quick ? 50 : 300);
 
     let broadcastId = "";
     const broadcast = await measure(
@@ -183,8 +215,9 @@ export async function runBroadcastBench(opts: { quick: boolean; contacts?: numbe
       () => answered >= Math.ceil(n / 100),
       () => settled("broadcast_id IS NULL AND created_at >= ? AND to_json LIKE '[\"batch%'", batchStart) >= n,
     );
-    return { contacts: n, broadcast, batch, idleSingles };
+    return { contacts: n, broadcast, batch, idleSingles, cpuPerSingleMs: cpuPerSingle === null ? null : cpuPerSingle * 1000 };
   } finally {
+    for (const p of profilers) p.close();
     db.close();
     await tern.stop();
     rmSync(tern.stateDir, { recursive: true, force: true });
@@ -193,7 +226,7 @@ export async function runBroadcastBench(opts: { quick: boolean; contacts?: numbe
 
 export function renderBroadcasts(r: BroadcastBenchResult, date: string, machine: string): string {
   const row = (name: string, p: PathResult) =>
-    `| ${name} | ${p.recordSeconds.toFixed(1)} | ${p.doneSeconds.toFixed(1)} | ${p.perSecond.toFixed(0)} | ${p.cpuPer1000?.toFixed(2) ?? "n/a"} | ${p.peakRssMb?.toFixed(0) ?? "n/a"} | ${p.singles.p50Ms.toFixed(0)} / ${p.singles.p99Ms.toFixed(0)} (${p.singles.n}) |`;
+    `| ${name} | ${p.recordSeconds.toFixed(1)} | ${p.doneSeconds.toFixed(1)} | ${p.perSecond.toFixed(0)} | ${p.cpuPer1000?.toFixed(2) ?? "n/a"} (${p.workerCpuPer1000?.toFixed(2) ?? "n/a"}) | ${p.peakRssMb?.toFixed(0) ?? "n/a"} | ${p.singles.p50Ms.toFixed(0)} / ${p.singles.p99Ms.toFixed(0)} (${p.singles.n}) |`;
   const cpuRatio = r.broadcast.cpuPer1000 !== null && r.batch.cpuPer1000 ? r.broadcast.cpuPer1000 / r.batch.cpuPer1000 : null;
   const p99Ratio = r.idleSingles.p99Ms ? r.broadcast.singles.p99Ms / r.idleSingles.p99Ms : null;
   return [
@@ -201,12 +234,12 @@ export function renderBroadcasts(r: BroadcastBenchResult, date: string, machine:
     "",
     `${r.contacts} contacts at the simulator's domain, imported from a CSV; \`node bench/broadcasts.ts\` (or \`BENCH_ONLY=broadcasts npm run bench\`).`,
     "",
-    "| path | recorded (s) | all settled (s) | emails/s | CPU s per 1,000 | peak workerd RSS (MB) | single sends meanwhile p50 / p99 ms (n) |",
+    "| path | recorded (s) | all settled (s) | emails/s | CPU s per 1,000 (of it the Worker's workerd) | peak workerd RSS (MB) | single sends meanwhile p50 / p99 ms (n) |",
     "|---|---|---|---|---|---|---|",
     row("broadcast", r.broadcast),
     row("POST /emails/batch", r.batch),
     "",
-    `Single sends with nothing else running: p50 ${r.idleSingles.p50Ms.toFixed(0)} ms, p99 ${r.idleSingles.p99Ms.toFixed(0)} ms (${r.idleSingles.n}).`,
+    `Single sends (one at a time, at most ${1000 / SINGLE_EVERY_MS} a second, in every phase) with nothing else running: p50 ${r.idleSingles.p50Ms.toFixed(0)} ms, p99 ${r.idleSingles.p99Ms.toFixed(0)} ms (${r.idleSingles.n}); each costs ${r.cpuPerSingleMs?.toFixed(1) ?? "n/a"} ms of CPU, subtracted from both paths' CPU.`,
     `CPU of a broadcast email / a batch-sent one: ${cpuRatio?.toFixed(2) ?? "n/a"} (target at most 0.5). p99 of single sends during the broadcast / idle: ${p99Ratio?.toFixed(2) ?? "n/a"} (target at most 2).`,
   ].join("\n");
 }
@@ -220,7 +253,7 @@ if (import.meta.main) {
   const contacts = process.env.BENCH_BROADCAST_CONTACTS ? Number(process.env.BENCH_BROADCAST_CONTACTS) : undefined;
   const started = performance.now();
   const log = (line: string) => console.log(`[broadcasts ${((performance.now() - started) / 1000).toFixed(0).padStart(3)}s] ${line}`);
-  const result = await runBroadcastBench({ quick, contacts, log });
+  const result = await runBroadcastBench({ quick, contacts, profile: process.env.BENCH_PROFILE === "1", log });
   const block = renderBroadcasts(result, new Date().toISOString().slice(0, 10), `${cpus().length} cores (${cpus()[0]?.model ?? "unknown CPU"})`);
   console.log(block);
   if (!quick) writeBroadcastsDoc(block);

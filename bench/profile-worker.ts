@@ -6,7 +6,7 @@
 // (PROFILE=0: load only; ROUNDS=n: interleaved rounds). Summaries print; the .cpuprofile files
 // go to /tmp/prof/ for Chrome DevTools.
 import { mkdirSync, writeFileSync } from "node:fs";
-import WebSocket from "ws";
+import { attachProfilers, summarize } from "./inspector.ts";
 import { runLoad } from "./load.ts";
 import { htmlOfSize } from "./delivery.ts";
 import { freePort, startTern } from "../test/support/processes.ts";
@@ -23,18 +23,8 @@ mkdirSync("/tmp/prof", { recursive: true });
 const tern = await startTern({ env: { TERN_INSPECTOR_PORT: String(inspectorPort), X_LOCAL_OBSERVABILITY: "false", WRANGLER_SEND_METRICS: "false", TERN_CRON_INTERVAL_MS: "15000", TERN_DEV_RATE_LIMIT: "1000000", TERN_DEV_PLAN: "scale_2_5m" } });
 try {
   const auth = { authorization: `Bearer ${tern.apiKey}`, "content-type": "application/json" };
-  const targets = (await (await fetch(`http://127.0.0.1:${inspectorPort}/json`)).json()) as { id: string; title: string; webSocketDebuggerUrl: string }[];
-  console.log("inspector targets:", targets.map((t) => t.title));
-  const sessions = await Promise.all(targets.map(async (t) => {
-    console.log(t.webSocketDebuggerUrl);
-    const ws = new WebSocket(t.webSocketDebuggerUrl, { origin: "http://127.0.0.1" , headers: { host: `127.0.0.1:${inspectorPort}` } });
-    await new Promise((r, j) => { ws.on("open", r); ws.on("error", j); });
-    let n = 0;
-    const pending = new Map<number, (v: unknown) => void>();
-    ws.on("message", (m: Buffer) => { const d = JSON.parse(String(m)); if (d.id && pending.has(d.id)) { pending.get(d.id)!(d.result); pending.delete(d.id); } });
-    const call = (method: string, params: object = {}) => new Promise<any>((r) => { const id = ++n; pending.set(id, r); ws.send(JSON.stringify({ id, method, params })); });
-    return { t, ws, call };
-  }));
+  const sessions = await attachProfilers(inspectorPort);
+  console.log("inspector targets:", sessions.map((t) => t.title));
   const load = (kind: string, durationMs: number) => runLoad({
     url: kind === "bare" ? `${tern.url}/health` : `${tern.url}/emails`,
     method: kind === "bare" ? "GET" : "POST",
@@ -47,39 +37,18 @@ try {
   });
   for (const kind of kinds) await load(kind, 2000); // warm
   for (let round = 0; round < Number(process.env.ROUNDS ?? 1); round++) for (const kind of kinds) {
-  if (profile) for (const s of sessions) { await s.call("Profiler.enable"); await s.call("Profiler.setSamplingInterval", { interval: 100 }); await s.call("Profiler.start"); }
+  if (profile) for (const s of sessions) await s.start();
   const r = await load(kind, seconds * 1000);
   console.log(`${kind} c=${connections}: ${r.rps.toFixed(0)} req/s p50 ${r.p50.toFixed(2)} ms p99 ${r.p99.toFixed(2)}, ${r.requests} requests, errors ${r.errors}`);
   await new Promise((res) => setTimeout(res, 1500)); // let the queue drain
   if (profile) for (const [i, s] of sessions.entries()) {
-    const { profile } = await s.call("Profiler.stop");
+    const profile = await s.stop();
     writeFileSync(`/tmp/prof/${kind}-${i}.cpuprofile`, JSON.stringify(profile));
-    summarize(s.t.title, profile, r.requests);
+    summarize(s.title, profile, r.requests);
   }
   }
-  for (const s of sessions) s.ws.close();
+  for (const s of sessions) s.close();
 } finally {
   await tern.stop();
 }
 
-function summarize(title: string, p: any, requests: number) {
-  const byId = new Map<number, any>(p.nodes.map((n: any) => [n.id, n]));
-  const dt = new Map<number, number>();
-  for (let i = 0; i < p.samples.length; i++) dt.set(p.samples[i], (dt.get(p.samples[i]) ?? 0) + (p.timeDeltas[i] ?? 0));
-  const total = [...dt.values()].reduce((a, b) => a + b, 0);
-  const self = new Map<string, number>();
-  const byUrl = new Map<string, number>();
-  for (const [id, us] of dt) {
-    const n = byId.get(id);
-    const f = n.callFrame;
-    const key = `${f.functionName || "(anon)"} ${String(f.url).split("/").slice(-2).join("/")}:${f.lineNumber}`;
-    self.set(key, (self.get(key) ?? 0) + us);
-    const u = f.url ? String(f.url).replace(/.*node_modules\//, "nm/").split("/").slice(0, 3).join("/") : f.functionName;
-    byUrl.set(u, (byUrl.get(u) ?? 0) + us);
-  }
-  const idle = self.get("(idle) :-1") ?? 0;
-  console.log(`\n== ${title}: ${(total / 1000).toFixed(0)} ms sampled, busy ${((total - idle) / 1000).toFixed(0)} ms = ${((total - idle) / 1000 / requests).toFixed(3)} ms/request`);
-  for (const [k, v] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 30)) console.log(`${(v / 1000).toFixed(1).padStart(8)} ms  ${(v / 1000 / requests * 1000).toFixed(1).padStart(7)} us/req  ${k}`);
-  console.log("-- by file/package");
-  for (const [k, v] of [...byUrl].sort((a, b) => b[1] - a[1]).slice(0, 15)) console.log(`${(v / 1000).toFixed(1).padStart(8)} ms  ${k}`);
-}
