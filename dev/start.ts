@@ -218,6 +218,7 @@ export async function start(o: StartOptions): Promise<Running> {
   // Another relay than the dev one (a fault test's SMTP peer that outlives tern).
   if (process.env.TERN_RELAY_URL) vars.RELAY_URL = process.env.TERN_RELAY_URL;
   if (process.env.TERN_IDEMPOTENCY_FRONT) vars.IDEMPOTENCY_FRONT = process.env.TERN_IDEMPOTENCY_FRONT;
+  if (process.env.TERN_BROADCAST_RATE) vars.BROADCAST_RATE = process.env.TERN_BROADCAST_RATE;
   // TRANSPORT=cloudflare npm start: mail leaves through wrangler's local send_email simulation.
   for (const [k, v] of Object.entries(process.env)) if (/^TRANSPORT(_[A-Z0-9_]+)?$/.test(k) && v) vars[k] = v;
   const child = spawn(

@@ -6,7 +6,7 @@
 import { env, exports } from "cloudflare:workers";
 import PostalMime from "postal-mime";
 import { beforeAll, describe, expect, it } from "vitest";
-import { runFanout } from "../../worker/broadcasts/fanout.ts";
+import { broadcastRateOf, runFanout } from "../../worker/broadcasts/fanout.ts";
 import { api, call, createAccount, type TestAccount } from "./fixtures.ts";
 import { address, bytesOf, capturedFor, rawText } from "./peers.ts";
 import { waitFor } from "./wait.ts";
@@ -154,6 +154,22 @@ describe("the fan-out", () => {
     expect(rows).toHaveLength(12);
     expect(new Set(rows).size).toBe(12);
     expect(await emailsOf(id)).toHaveLength(12);
+  });
+
+  it("a run records no faster than BROADCAST_RATE", async () => {
+    const t = await createAccount();
+    const { segment } = await segmentWith(t, Array.from({ length: 12 }, (_, i) => `p${i}-${crypto.randomUUID().slice(0, 6)}@simulator.tern.test`));
+    const id = await queuedBroadcast(t, segment);
+    // 20 a second, pages of 4: the second page waits 200 ms, the third 400 ms from the start.
+    const started = Date.now();
+    expect(await runFanout({ ...env, BROADCAST_RATE: "20" }, id, { pageSize: 4, maxPages: 3 })).toMatchObject({ recorded: 12, more: true });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(400);
+    expect(await recipientsOf(id)).toHaveLength(12);
+  });
+
+  it("an unreadable or zero BROADCAST_RATE leaves the fan-out unpaced", async () => {
+    expect([undefined, "", "0", "-5", "fast"].map((v) => broadcastRateOf({ BROADCAST_RATE: v }))).toEqual([0, 0, 0, 0, 0]);
+    expect(broadcastRateOf({ BROADCAST_RATE: "150" })).toBe(150);
   });
 
   it("a cancel mid-way stops the rest", async () => {

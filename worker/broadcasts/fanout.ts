@@ -56,10 +56,23 @@ export interface FanoutOptions {
   pageSize?: number;
 }
 
-type FanoutEnv = Pick<Env, "DB" | "BROADCAST_QUEUE" | "HEALTH_PAUSE">;
+type FanoutEnv = Pick<Env, "DB" | "BROADCAST_QUEUE" | "HEALTH_PAUSE"> & Partial<Pick<Env, "BROADCAST_RATE">>;
 
 async function load(db: D1Database, id: string): Promise<BroadcastRow | undefined> {
   return drizzle(db).select().from(broadcasts).where(eq(broadcasts.id, id)).get();
+}
+
+/** What each page needs to know again (a cancel, another run's checkpoint): not the body. */
+async function progress(db: D1Database, id: string) {
+  return drizzle(db).select({ status: broadcasts.status, checkpoint: broadcasts.checkpoint, recipientCount: broadcasts.recipientCount })
+    .from(broadcasts).where(eq(broadcasts.id, id)).get();
+}
+
+/** BROADCAST_RATE: the most emails a second one run of a fan-out records; 0 when unpaced (unset,
+ * "0" or unreadable: pacing is a protection, and a typo must not stall broadcasts). */
+export function broadcastRateOf(env: Partial<Pick<Env, "BROADCAST_RATE">>): number {
+  const n = Number(env.BROADCAST_RATE);
+  return Number.isFinite(n) && n > 0 ? n : 0;
 }
 
 async function stop(db: D1Database, id: string, status: "sent" | "failed", reason: string | null, now: number): Promise<void> {
@@ -102,10 +115,17 @@ export async function runFanout(env: FanoutEnv, broadcastId: string, opts: Fanou
   }
 
   const fallbacks = new Map([...(await propertiesByKey(env.DB, b.accountId))].map(([k, p]) => [k, fallbackOf(p)]));
+  const rate = broadcastRateOf(env);
+  const started = Date.now();
   let recorded = 0;
   for (let page = 0; page < (opts.maxPages ?? PAGES_PER_RUN); page++) {
-    b = await load(env.DB, broadcastId);
-    if (!b || b.status !== "sending") return { recorded, status: b?.status ?? "missing", more: false };
+    // Paced: the next page waits until the run is back under BROADCAST_RATE. A broadcast has
+    // no deadline a few seconds matter to; transactional mail sharing D1 and the senders does.
+    const due = started + (recorded / (rate || Infinity)) * 1000 - Date.now();
+    if (due > 0) await new Promise((r) => setTimeout(r, due));
+    const p = await progress(env.DB, broadcastId);
+    if (!p || p.status !== "sending") return { recorded, status: p?.status ?? "missing", more: false };
+    b = { ...b, ...p };
     const now = clock();
     const rows = await db.select({
       id: contacts.id, email: contacts.email, firstName: contacts.firstName, lastName: contacts.lastName,
