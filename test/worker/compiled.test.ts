@@ -6,11 +6,11 @@ import { and, eq, inArray, isNull, lte, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { describe, expect, it } from "vitest";
 import {
-  claimEmails, consumeUsage, emailRows, insertEmail, insertEmailEvent, insertWebhookDelivery, insertWebhookEvent, markFannedOut, markInFlight,
+  claimEmails, consumeUsage, emailRows, insertApiLog, insertEmail, insertEmailEvent, insertWebhookDelivery, insertWebhookEvent, markFannedOut, markInFlight,
   pendingEventRows, pendingEvents, prepared, recordProgress, settleEmail, statementOf,
 } from "../../worker/db/compiled.ts";
 import { unindexed } from "../../worker/db/plan.ts";
-import { emailEvents, emails, usage, webhookDeliveries, webhookEvents, webhooks } from "../../worker/db/schema.ts";
+import { apiLogs, emailEvents, emails, usage, webhookDeliveries, webhookEvents, webhooks } from "../../worker/db/schema.ts";
 import { outboxInsert, outboxStatement } from "../../worker/events/outbox.ts";
 import { uuidv7 } from "../../worker/ids.ts";
 import { isQuotaViolation } from "../../worker/sending/quota.ts";
@@ -34,6 +34,8 @@ describe("statements compiled once from the drizzle schema", () => {
     expect(insertEmail.sql).toBe(db.insert(emails).values(row).toSQL().sql);
     expect(insertEmail.sql).toMatch(/^insert into "emails" \(.*"lease_until".*\) values \((\?, ){26}\?\)$/);
     expect(insertEmailEvent.sql).toBe(db.insert(emailEvents).values({ id: "e", emailId: "m", accountId: "a", type: "queued", dataJson: "{}", createdAt: 1, dedupeKey: null }).toSQL().sql);
+    const log = { id: "l", accountId: "a", keyId: null, method: "POST", endpoint: "/emails", status: 200, userAgent: "ua", requestJson: "{}", responseJson: null, createdAt: 1 };
+    expect(insertApiLog.query(log)).toEqual(db.insert(apiLogs).values(log).toSQL());
   });
 
   it("write exactly the row drizzle writes", async () => {

@@ -10,7 +10,7 @@ import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
 import type { SQLiteInsertValue, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { unindexed } from "./plan.ts";
-import { emailEvents, emails, usage, webhookDeliveries, webhookEvents, type EmailRow } from "./schema.ts";
+import { apiLogs, emailEvents, emails, usage, webhookDeliveries, webhookEvents, type EmailRow } from "./schema.ts";
 
 /** A statement's SQL and its parameters, as drizzle's toSQL() answers them. */
 export type Query = { sql: string; params: unknown[] };
@@ -82,6 +82,9 @@ export const insertEmail: Compiled<Row<typeof emails>> = compile(builder.insert(
 
 /** INSERT INTO email_events, every column bound. */
 export const insertEmailEvent: Compiled<Row<typeof emailEvents>> = compile(builder.insert(emailEvents).values(placeholders(emailEvents)));
+
+/** INSERT INTO api_logs, every column bound: a send's log row, in the send's batch. */
+export const insertApiLog: Compiled<Row<typeof apiLogs>> = compile(builder.insert(apiLogs).values(placeholders(apiLogs)));
 
 /** Adds `used` to the account's usage in `period` unless that passes `cap` (the table's CHECK
  * fails the batch); returns the new total as `used`. */
