@@ -1,11 +1,12 @@
 // Statements of the hot paths (accept, delivery, webhook fan-out), compiled from the drizzle
-// schema once per isolate instead of on every request. Drizzle builds a query's SQL each time it is used (walking the table's
-// columns, escaping names, merging chunks): a CPU profile of the Worker put that at about 15%
-// of its time per send. The SQL still comes from drizzle, so the schema stays the one source;
-// the values are named placeholders, and a request only binds them (drizzle's own
-// fillPlaceholders). test/worker/compiled.test.ts checks that a compiled statement writes and
+// schema once per isolate instead of on every request or email. Drizzle builds a query's SQL
+// each time it is used (walking the table's columns, escaping names, merging chunks): a CPU
+// profile of the Worker put that at about 15% of its time per send. The SQL still comes from
+// drizzle, so the schema stays the one source; the values are named placeholders, and a call
+// only binds them (drizzle's own fillPlaceholders). A statement whose text depends on its
+// shape (an IN list's length) is compiled once per shape. test/worker/compiled.test.ts checks that a compiled statement writes and
 // answers exactly what the drizzle query it stands for does.
-import { and, eq, fillPlaceholders, getTableColumns, inArray, isNull, lte, Placeholder, sql, type Column, type SQL } from "drizzle-orm";
+import { and, eq, fillPlaceholders, getTableColumns, inArray, isNull, lte, sql, type Column, type Placeholder, type SQL } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
 import type { SQLiteInsertValue, SQLiteTable } from "drizzle-orm/sqlite-core";
