@@ -4,8 +4,9 @@
 // profile of the Worker put that at about 15% of its time per send. The SQL still comes from
 // drizzle, so the schema stays the one source; the values are named placeholders, and a call
 // only binds them (drizzle's own fillPlaceholders). A statement whose text depends on its
-// shape (an IN list's length) is compiled once per shape. test/worker/compiled.test.ts checks that a compiled statement writes and
-// answers exactly what the drizzle query it stands for does.
+// shape (an IN list's length) is compiled once per shape. test/worker/compiled.test.ts checks
+// that a compiled statement writes and answers exactly what the drizzle query it stands for
+// does.
 import { and, eq, fillPlaceholders, getTableColumns, inArray, isNull, lte, sql, type Column, type Placeholder, type SQL } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
