@@ -6,7 +6,7 @@ import { and, eq, inArray, isNull, lte, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { describe, expect, it } from "vitest";
 import {
-  claimEmails, consumeUsage, emailRows, insertApiLog, insertEmail, insertEmailEvent, insertWebhookDelivery, insertWebhookEvent, markFannedOut, markInFlight,
+  claimEmails, consumeUsage, emailRows, enabledHookRows, enabledHooks, insertApiLog, insertEmail, insertEmailEvent, insertWebhookDelivery, insertWebhookEvent, markFannedOut, markInFlight,
   pendingEventRows, pendingEvents, prepared, recordProgress, settleEmail, statementOf,
 } from "../../worker/db/compiled.ts";
 import { unindexed } from "../../worker/db/plan.ts";
@@ -156,6 +156,9 @@ describe("the delivery and fan-out statements compiled once", () => {
     const fields = { id: webhookEvents.id, accountId: webhookEvents.accountId, type: webhookEvents.type };
     const pending = (list: string[]) => db.select(fields).from(webhookEvents).where(and(inArray(webhookEvents.id, list), isNull(unindexed(webhookEvents.fannedOutAt))));
     expect(pendingEvents(ids)).toEqual(pending(ids).toSQL());
+    const hookFields = { id: webhooks.id, accountId: webhooks.accountId, eventsJson: webhooks.eventsJson };
+    const hooksOf = (accounts: string[]) => db.select(hookFields).from(webhooks).where(and(inArray(webhooks.accountId, accounts), eq(webhooks.status, "enabled")));
+    expect(enabledHooks(["a1", "a2"])).toEqual(hooksOf(["a1", "a2"]).toSQL());
     expect(markFannedOut(ids, 8)).toEqual(db.update(webhookEvents).set({ fannedOutAt: 8 }).where(and(inArray(webhookEvents.id, ids), isNull(unindexed(webhookEvents.fannedOutAt)))).toSQL());
     expect(insertWebhookDelivery.query({ id: "d", webhookId: "w", accountId: "a", eventId: "e", eventType: "email.sent", at: 4 })).toEqual(db.insert(webhookDeliveries).values({
       id: "d", webhookId: "w", accountId: "a", eventId: "e", eventType: "email.sent", status: "pending", attempts: 0, nextAttemptAt: 4, createdAt: 4,
@@ -175,6 +178,11 @@ describe("the delivery and fan-out statements compiled once", () => {
     const delivery = { id: uuidv7(Date.now()), webhookId: hook, accountId, eventId: events[0]!.id, eventType: "email.sent", at: 4 };
     await env.DB.batch([insertWebhookDelivery.bind(env.DB, delivery), insertWebhookDelivery.bind(env.DB, { ...delivery, id: uuidv7(Date.now() + 5) })]);
     const rows = await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.webhookId, hook));
+    const disabled = uuidv7(Date.now() + 1);
+    await db.insert(webhooks).values({ id: disabled, accountId, endpoint: "https://h.example/", eventsJson: "[]", secretSealed: "x", status: "disabled", createdAt: 0, updatedAt: 0 });
+    const hooks = enabledHookRows(await prepared(env.DB, enabledHooks([accountId, "other"])).raw());
+    expect(hooks).toEqual([{ id: hook, accountId, eventsJson: "[]" }]);
+    expect(hooks).toEqual(await hooksOf([accountId, "other"]));
     // The second is ignored: one delivery per endpoint and event.
     expect(rows).toEqual([{ id: delivery.id, webhookId: hook, accountId, eventId: events[0]!.id, eventType: "email.sent", status: "pending", attempts: 0, nextAttemptAt: 4, lastAttemptAt: null, createdAt: 4 }]);
   });

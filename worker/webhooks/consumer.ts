@@ -11,7 +11,7 @@ import { and, eq, inArray, isNull, lt, lte, sql } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
 import { readConfig, type TernConfig } from "../config.ts";
-import { insertWebhookDelivery, markFannedOut, pendingEventRows, pendingEvents, prepared } from "../db/compiled.ts";
+import { enabledHookRows, enabledHooks, insertWebhookDelivery, markFannedOut, pendingEventRows, pendingEvents, prepared } from "../db/compiled.ts";
 import { webhookAttempts, webhookDeliveries, webhookEvents, webhooks, type WebhookDeliveryRow, type WebhookRow } from "../db/schema.ts";
 import type { WebhookQueueMessage } from "../events/outbox.ts";
 import { uuidv7 } from "../ids.ts";
@@ -113,7 +113,6 @@ function subscribed(webhook: Pick<WebhookRow, "eventsJson">, type: string): bool
  */
 export async function fanOut(d1: D1Database, eventIds: string[], t: number): Promise<string[]> {
   if (eventIds.length === 0) return [];
-  const db = drizzle(d1);
   const events: { id: string; accountId: string; type: string }[] = [];
   for (let i = 0; i < eventIds.length; i += 90) {
     events.push(...pendingEventRows(await prepared(d1, pendingEvents(eventIds.slice(i, i + 90))).raw()));
@@ -122,8 +121,7 @@ export async function fanOut(d1: D1Database, eventIds: string[], t: number): Pro
   const accountIds = [...new Set(events.map((e) => e.accountId))];
   const hooks: Pick<WebhookRow, "id" | "accountId" | "eventsJson">[] = [];
   for (let i = 0; i < accountIds.length; i += 90) {
-    hooks.push(...(await db.select({ id: webhooks.id, accountId: webhooks.accountId, eventsJson: webhooks.eventsJson })
-      .from(webhooks).where(and(inArray(webhooks.accountId, accountIds.slice(i, i + 90)), eq(webhooks.status, "enabled")))));
+    hooks.push(...enabledHookRows(await prepared(d1, enabledHooks(accountIds.slice(i, i + 90))).raw()));
   }
   const created: string[] = [];
   // Compiled once (worker/db/compiled.ts): these run for every event.
