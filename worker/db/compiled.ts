@@ -72,20 +72,27 @@ function listOf(name: string, n: number): Placeholder<string>[] {
   return Array.from({ length: n }, (_, i) => sql.placeholder(`${name}${i}`));
 }
 
+/** The names listOf gives, made once. */
+const listNames = new Map<string, string[]>();
+
 /** The values of a list of placeholders named by listOf. */
 function listValues(name: string, values: readonly unknown[]): Record<string, unknown> {
+  let names = listNames.get(name);
+  if (!names) listNames.set(name, (names = []));
+  for (let i = names.length; i < values.length; i++) names.push(`${name}${i}`);
   const out: Record<string, unknown> = {};
-  for (const [i, v] of values.entries()) out[`${name}${i}`] = v;
+  for (let i = 0; i < values.length; i++) out[names[i]!] = values[i];
   return out;
 }
 
 /** Rows as drizzle answers them: D1's raw rows (one array per row, in the order the fields were
  * selected) keyed by the fields' names and read by their columns. */
 function rowsOf<Row>(fields: Record<string, Column>): (raw: unknown[][]) => Row[] {
-  const entries = Object.entries(fields);
+  const keys = Object.keys(fields);
+  const columns = Object.values(fields);
   return (raw) => raw.map((values) => {
     const row: Record<string, unknown> = {};
-    for (const [i, [key, column]] of entries.entries()) row[key] = values[i] === null ? null : column.mapFromDriverValue(values[i]);
+    for (let i = 0; i < keys.length; i++) row[keys[i]!] = values[i] === null ? null : columns[i]!.mapFromDriverValue(values[i]);
     return row as Row;
   });
 }

@@ -461,6 +461,7 @@ function withSuppressed(s: Settlement, suppressed: string[]): RecordedSettlement
  * Permanent bounce counts (reports/classify.ts): a full mailbox or a policy block (5.7.x) is
  * the sender's or the moment's problem, and suppressing it would drop a good address. */
 function suppressionStatements(d1: D1Database, email: EmailRow, events: RecordedEvent[], now: number): D1PreparedStatement[] {
+  if (!events.some((e) => e.type === "bounced" || e.type === "complained")) return [];
   const db = drizzle(d1);
   const out: BatchItem<"sqlite">[] = [];
   for (const e of events) {
