@@ -1,12 +1,17 @@
-// The accept path's statements compiled once (worker/db/compiled.ts) must be the statements
-// drizzle builds for the same values: the same SQL text, the same row written, the same answer
-// and the same failure, on D1.
+// The hot paths' statements compiled once (worker/db/compiled.ts) must be the statements
+// drizzle builds for the same values: the same SQL text and parameters, the same row written,
+// the same answer and the same failure, on D1.
 import { env } from "cloudflare:workers";
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq, inArray, isNull, lte, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { describe, expect, it } from "vitest";
-import { consumeUsage, insertEmail, insertEmailEvent, statementOf } from "../../worker/db/compiled.ts";
-import { emailEvents, emails, usage } from "../../worker/db/schema.ts";
+import {
+  claimEmails, consumeUsage, emailRows, enabledHookRows, enabledHooks, insertApiLog, insertEmail, insertEmailEvent, insertWebhookDelivery, insertWebhookEvent, markFannedOut, markInFlight,
+  pendingEventRows, pendingEvents, prepared, recordProgress, settleEmail, statementOf,
+} from "../../worker/db/compiled.ts";
+import { unindexed } from "../../worker/db/plan.ts";
+import { apiLogs, emailEvents, emails, usage, webhookDeliveries, webhookEvents, webhooks } from "../../worker/db/schema.ts";
+import { outboxInsert, outboxStatement } from "../../worker/events/outbox.ts";
 import { uuidv7 } from "../../worker/ids.ts";
 import { isQuotaViolation } from "../../worker/sending/quota.ts";
 import { createAccount } from "./fixtures.ts";
@@ -29,6 +34,8 @@ describe("statements compiled once from the drizzle schema", () => {
     expect(insertEmail.sql).toBe(db.insert(emails).values(row).toSQL().sql);
     expect(insertEmail.sql).toMatch(/^insert into "emails" \(.*"lease_until".*\) values \((\?, ){26}\?\)$/);
     expect(insertEmailEvent.sql).toBe(db.insert(emailEvents).values({ id: "e", emailId: "m", accountId: "a", type: "queued", dataJson: "{}", createdAt: 1, dedupeKey: null }).toSQL().sql);
+    const log = { id: "l", accountId: "a", keyId: null, method: "POST", endpoint: "/emails", status: 200, userAgent: "ua", requestJson: "{}", responseJson: null, createdAt: 1 };
+    expect(insertApiLog.query(log)).toEqual(db.insert(apiLogs).values(log).toSQL());
   });
 
   it("write exactly the row drizzle writes", async () => {
@@ -67,5 +74,116 @@ describe("statements compiled once from the drizzle schema", () => {
     const { leaseUntil: _, ...partial } = emailRow("acct");
     expect(() => insertEmail.bind(env.DB, partial as never)).toThrow(/leaseUntil/);
     expect(() => statementOf(env.DB, {} as never)).toThrow(/not a query builder/);
+  });
+});
+
+// The delivery consumer's and the webhook fan-out's statements: the SQL and parameters drizzle
+// gives the query each stands for (so the guards are the same), in every shape, and the rows
+// they answer read as drizzle reads them.
+describe("the delivery and fan-out statements compiled once", () => {
+  const leaseShapes = [[5], [5, 6], [5, 6, 7]];
+
+  it("settle an email as drizzle's guarded update does, with and without a last event, for each lease arity", () => {
+    for (const leases of leaseShapes.slice(0, 2)) {
+      for (const lastEvent of ["delivered", null]) {
+        for (const [state, nextAttemptAt] of [["done", null], ["queued", 1234]] as const) {
+          const viaDrizzle = db.update(emails).set({
+            state, attempts: 2, pendingJson: '["x@example.com"]', leaseUntil: null, attemptJson: null, nextAttemptAt,
+            ...(lastEvent ? { lastEvent } : {}),
+          }).where(and(eq(emails.id, "m1"), eq(emails.state, "sending"), inArray(emails.leaseUntil, leases))).toSQL();
+          expect(settleEmail({ id: "m1", state, attempts: 2, pendingJson: '["x@example.com"]', nextAttemptAt, lastEvent, leases })).toEqual(viaDrizzle);
+        }
+      }
+    }
+  });
+
+  it("record an attempt's progress and mark a first message in flight as drizzle's updates do", () => {
+    for (const leases of leaseShapes) {
+      const viaDrizzle = db.update(emails).set({ attemptJson: '{"inFlight":"a"}', leaseUntil: 9 })
+        .where(and(eq(emails.id, "m1"), eq(emails.state, "sending"), inArray(emails.leaseUntil, leases))).toSQL();
+      expect(recordProgress({ id: "m1", attemptJson: '{"inFlight":"a"}', leaseUntil: 9, leases })).toEqual(viaDrizzle);
+    }
+    const viaDrizzle = db.update(emails).set({ attemptJson: '{"inFlight":"a"}', leaseUntil: 9 })
+      .where(and(eq(emails.id, "m1"), eq(emails.state, "sending"), eq(emails.leaseUntil, 5))).toSQL();
+    expect(markInFlight.query({ id: "m1", attemptJson: '{"inFlight":"a"}', leaseUntil: 9, lease: 5 })).toEqual(viaDrizzle);
+  });
+
+  it("claim emails as drizzle's claim does: the same statement, and the rows it answers read the same", async () => {
+    const t = Date.now();
+    const ids = ["a", "b", "c"];
+    const claim = (list: string[]) => db.update(emails).set({ state: "sending", leaseUntil: t + 600_000 })
+      .where(and(inArray(emails.id, list), eq(unindexed(emails.state), "queued"), lte(unindexed(emails.nextAttemptAt), t + 5_000))).returning();
+    expect(claimEmails(ids, { leaseUntil: t + 600_000, due: t + 5_000 })).toEqual(claim(ids).toSQL());
+    expect(claimEmails(ids.slice(0, 1), { leaseUntil: t + 600_000, due: t + 5_000 })).toEqual(claim(ids.slice(0, 1)).toSQL());
+
+    const { accountId } = await createAccount();
+    const [first, second] = [emailRow(accountId), { ...emailRow(accountId), id: uuidv7(Date.now() + 1) }];
+    second.createdAt = first.createdAt;
+    second.nextAttemptAt = first.nextAttemptAt;
+    await db.insert(emails).values([first, second]);
+    const viaDrizzle = await claim([first.id]);
+    const compiled = emailRows(await prepared(env.DB, claimEmails([second.id, "missing"], { leaseUntil: t + 600_000, due: t + 5_000 })).raw());
+    expect(compiled).toHaveLength(1);
+    expect({ ...compiled[0], id: "" }).toEqual({ ...viaDrizzle[0], id: "" });
+    expect(compiled[0]).toMatchObject({ id: second.id, state: "sending", leaseUntil: t + 600_000, subject: "compiled ✓", html: null });
+    // A claimed email is not claimed again.
+    expect(await prepared(env.DB, claimEmails([second.id], { leaseUntil: t + 600_000, due: t + 5_000 })).raw()).toEqual([]);
+  });
+
+  it("settle only an email still sending under one of the leases given", async () => {
+    const { accountId } = await createAccount();
+    const row = { ...emailRow(accountId), state: "sending", leaseUntil: 77 };
+    await db.insert(emails).values(row);
+    const settle = (leases: number[]) => prepared(env.DB, settleEmail({ id: row.id, state: "done", attempts: 1, pendingJson: "[]", nextAttemptAt: null, lastEvent: "delivered", leases }));
+    expect((await settle([76]).run()).meta.changes).toBe(0);
+    expect((await env.DB.batch([settle([70, 77])]))[0]!.meta.changes).toBe(1);
+    const [after] = await db.select().from(emails).where(eq(emails.id, row.id));
+    expect(after).toMatchObject({ state: "done", attempts: 1, pendingJson: "[]", leaseUntil: null, attemptJson: null, nextAttemptAt: null, lastEvent: "delivered" });
+    expect((await settle([77]).run()).meta.changes).toBe(0);
+  });
+
+  it("write the outbox row drizzle's outboxInsert writes", async () => {
+    const e = { id: uuidv7(Date.now()), accountId: "acct", type: "email.sent" as const, body: '{"type":"email.sent"}', createdAt: 3 };
+    const built = (outboxInsert(db, e) as unknown as { toSQL(): { sql: string; params: unknown[] } }).toSQL();
+    expect(insertWebhookEvent.query({ id: e.id, accountId: e.accountId, type: e.type, payloadJson: e.body, createdAt: e.createdAt })).toEqual(built);
+    await env.DB.batch([outboxStatement(env.DB, e)]);
+    const [row] = await db.select().from(webhookEvents).where(eq(webhookEvents.id, e.id));
+    expect(row).toEqual({ id: e.id, accountId: "acct", type: "email.sent", payloadJson: e.body, createdAt: 3, fannedOutAt: null });
+  });
+
+  it("fan out as drizzle's queries do: pending events read the same, deliveries and marks the same statements", async () => {
+    const ids = ["e1", "e2"];
+    const fields = { id: webhookEvents.id, accountId: webhookEvents.accountId, type: webhookEvents.type };
+    const pending = (list: string[]) => db.select(fields).from(webhookEvents).where(and(inArray(webhookEvents.id, list), isNull(unindexed(webhookEvents.fannedOutAt))));
+    expect(pendingEvents(ids)).toEqual(pending(ids).toSQL());
+    const hookFields = { id: webhooks.id, accountId: webhooks.accountId, eventsJson: webhooks.eventsJson };
+    const hooksOf = (accounts: string[]) => db.select(hookFields).from(webhooks).where(and(inArray(webhooks.accountId, accounts), eq(webhooks.status, "enabled")));
+    expect(enabledHooks(["a1", "a2"])).toEqual(hooksOf(["a1", "a2"]).toSQL());
+    expect(markFannedOut(ids, 8)).toEqual(db.update(webhookEvents).set({ fannedOutAt: 8 }).where(and(inArray(webhookEvents.id, ids), isNull(unindexed(webhookEvents.fannedOutAt)))).toSQL());
+    expect(insertWebhookDelivery.query({ id: "d", webhookId: "w", accountId: "a", eventId: "e", eventType: "email.sent", at: 4 })).toEqual(db.insert(webhookDeliveries).values({
+      id: "d", webhookId: "w", accountId: "a", eventId: "e", eventType: "email.sent", status: "pending", attempts: 0, nextAttemptAt: 4, createdAt: 4,
+    }).onConflictDoNothing().toSQL());
+
+    const { accountId } = await createAccount();
+    const events = [0, 1, 2].map((i) => ({ id: uuidv7(Date.now() + i), accountId, type: "email.sent" as const, body: "{}", createdAt: i }));
+    await env.DB.batch(events.map((e) => outboxStatement(env.DB, e)));
+    await env.DB.batch([prepared(env.DB, markFannedOut([events[2]!.id], 9))]);
+    const all = events.map((e) => e.id);
+    const compiled = pendingEventRows(await prepared(env.DB, pendingEvents(all)).raw());
+    expect(compiled).toEqual(await pending(all));
+    expect(compiled.map((e) => e.id).sort()).toEqual(all.slice(0, 2).sort());
+
+    const hook = uuidv7(Date.now());
+    await db.insert(webhooks).values({ id: hook, accountId, endpoint: "https://h.example/", eventsJson: "[]", secretSealed: "x", createdAt: 0, updatedAt: 0 });
+    const delivery = { id: uuidv7(Date.now()), webhookId: hook, accountId, eventId: events[0]!.id, eventType: "email.sent", at: 4 };
+    await env.DB.batch([insertWebhookDelivery.bind(env.DB, delivery), insertWebhookDelivery.bind(env.DB, { ...delivery, id: uuidv7(Date.now() + 5) })]);
+    const rows = await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.webhookId, hook));
+    const disabled = uuidv7(Date.now() + 1);
+    await db.insert(webhooks).values({ id: disabled, accountId, endpoint: "https://h.example/", eventsJson: "[]", secretSealed: "x", status: "disabled", createdAt: 0, updatedAt: 0 });
+    const hooks = enabledHookRows(await prepared(env.DB, enabledHooks([accountId, "other"])).raw());
+    expect(hooks).toEqual([{ id: hook, accountId, eventsJson: "[]" }]);
+    expect(hooks).toEqual(await hooksOf([accountId, "other"]));
+    // The second is ignored: one delivery per endpoint and event.
+    expect(rows).toEqual([{ id: delivery.id, webhookId: hook, accountId, eventId: events[0]!.id, eventType: "email.sent", status: "pending", attempts: 0, nextAttemptAt: 4, lastAttemptAt: null, createdAt: 4 }]);
   });
 });

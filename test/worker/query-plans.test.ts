@@ -4,10 +4,9 @@
 // every queue batch. SQLite decides per statement, so the plans are checked here, on D1, with
 // the very statements the consumers run.
 import { env } from "cloudflare:workers";
-import { drizzle } from "drizzle-orm/d1";
 import { describe, expect, it } from "vitest";
 import { claimQuery } from "../../worker/delivery/consumer.ts";
-import { markFannedOutQuery, pendingEventsQuery } from "../../worker/webhooks/consumer.ts";
+import { markFannedOut, pendingEvents, type Query } from "../../worker/db/compiled.ts";
 import { uuidv7Floor } from "../../worker/ids.ts";
 import { PURGE_SQL } from "../../worker/retention/purge.ts";
 import { parseMetricsQuery } from "../../worker/metrics/query.ts";
@@ -22,20 +21,21 @@ import { listDomains } from "../../worker/domains/service.ts";
 import { listApiKeys } from "../../worker/api-keys/service.ts";
 import { listWebhookAttempts, listWebhookDeliveries, listWebhooks } from "../../worker/webhooks/service.ts";
 
-async function plan(q: { toSQL(): { sql: string; params: unknown[] } }): Promise<string> {
-  const { sql, params } = q.toSQL();
+async function plan({ sql, params }: Query): Promise<string> {
   const rows = await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`).bind(...params).all<{ detail: string }>();
   return rows.results.map((r) => r.detail).join("\n");
 }
 
 const ids = Array.from({ length: 90 }, (_, i) => `00000000-0000-7000-8000-${String(i).padStart(12, "0")}`);
 
+// The statements are the compiled ones the consumers run (worker/db/compiled.ts), one id and a
+// full chunk of them.
 describe("query plans of the consumers' lookups by id", () => {
-  const db = drizzle(env.DB);
   it.each([
-    ["claiming queued emails", claimQuery(db, ids, Date.now(), 600_000), "emails"],
-    ["reading events not yet fanned out", pendingEventsQuery(db, ids), "webhook_events"],
-    ["marking events fanned out", markFannedOutQuery(db, ids, Date.now()), "webhook_events"],
+    ["claiming queued emails", claimQuery(ids, Date.now(), 600_000), "emails"],
+    ["claiming one queued email", claimQuery(ids.slice(0, 1), Date.now(), 600_000), "emails"],
+    ["reading events not yet fanned out", pendingEvents(ids), "webhook_events"],
+    ["marking events fanned out", markFannedOut(ids, Date.now()), "webhook_events"],
   ])("%s uses the primary key", async (_name, query, table) => {
     const detail = await plan(query);
     expect(detail).toContain(`SEARCH ${table} USING INDEX sqlite_autoindex_${table}_1 (id=?)`);

@@ -1,18 +1,26 @@
-// Statements of the accept path, compiled from the drizzle schema once per isolate instead of
-// on every request. Drizzle builds a query's SQL each time it is used (walking the table's
-// columns, escaping names, merging chunks): a CPU profile of the Worker put that at about 15%
-// of its time per send. The SQL still comes from drizzle, so the schema stays the one source;
-// the values are named placeholders, and a request only binds them (drizzle's own
-// fillPlaceholders). test/worker/compiled.test.ts checks that a compiled statement writes and
-// answers exactly what the drizzle query it stands for does.
-import { fillPlaceholders, getTableColumns, sql, type SQL } from "drizzle-orm";
+// Statements of the hot paths (accept, delivery, webhook fan-out), compiled from the drizzle
+// schema once per isolate instead of on every request or email. Drizzle builds a query's SQL
+// each time it is used (walking the table's columns, escaping names, merging chunks): a CPU
+// profile of the Worker put that at about 15% of its time per send. The SQL still comes from
+// drizzle, so the schema stays the one source; the values are named placeholders, and a call
+// only binds them (as drizzle's fillPlaceholders does). A statement whose text depends on its
+// shape (an IN list's length) is compiled once per shape. test/worker/compiled.test.ts checks
+// that a compiled statement writes and answers exactly what the drizzle query it stands for
+// does.
+import { and, eq, getTableColumns, inArray, is, isNull, lte, Param, Placeholder, sql, type Column, type SQL } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
 import type { SQLiteInsertValue, SQLiteTable } from "drizzle-orm/sqlite-core";
-import { emailEvents, emails, usage } from "./schema.ts";
+import { unindexed } from "./plan.ts";
+import { apiLogs, emailEvents, emails, usage, webhookDeliveries, webhookEvents, webhooks, type EmailRow } from "./schema.ts";
+
+/** A statement's SQL and its parameters, as drizzle's toSQL() answers them. */
+export type Query = { sql: string; params: unknown[] };
 
 export interface Compiled<Values> {
   readonly sql: string;
+  /** The SQL and the parameters bound for these values (what drizzle's toSQL() answers). */
+  query(values: Values): Query;
   bind(db: D1Database, values: Values): D1PreparedStatement;
 }
 
@@ -21,7 +29,72 @@ const builder = drizzle({} as D1Database);
 
 function compile<Values extends Record<string, unknown>>(query: { toSQL(): { sql: string; params: unknown[] } }): Compiled<Values> {
   const { sql: text, params } = query.toSQL();
-  return { sql: text, bind: (db, values) => db.prepare(text).bind(...fillPlaceholders(params, values)) };
+  const fill = filler(params);
+  return {
+    sql: text,
+    query: (values) => ({ sql: text, params: fill(values) }),
+    bind: (db, values) => db.prepare(text).bind(...fill(values)),
+  };
+}
+
+/** drizzle's fillPlaceholders, with what each parameter is (a placeholder, a placeholder with
+ * its column's encoder, a value) decided once: fillPlaceholders asks drizzle's `is` for every
+ * parameter on every call, which walks class chains, about 115 us a send in the Worker's CPU
+ * profile. A parameter is filled exactly as fillPlaceholders fills it. */
+function filler(params: unknown[]): (values: Record<string, unknown>) => unknown[] {
+  const slots = params.map((p): { name: string; encoder?: Param["encoder"] } | { value: unknown } => {
+    if (is(p, Placeholder)) return { name: p.name };
+    if (is(p, Param) && is(p.value, Placeholder)) return { name: p.value.name, encoder: p.encoder };
+    return { value: p };
+  });
+  return (values) => slots.map((slot) => {
+    if ("value" in slot) return slot.value;
+    if (!(slot.name in values)) throw new Error(`No value for placeholder "${slot.name}" was provided`);
+    const v = values[slot.name];
+    return slot.encoder ? slot.encoder.mapToDriverValue(v) : v;
+  });
+}
+
+/** A statement whose text depends on its shape (how many values an IN list has, whether an
+ * optional column is set): compiled on its first use in each shape, then kept. The shapes are
+ * few and bounded (lists are chunked), so the cache is too. */
+function perShape<Shape, Values extends Record<string, unknown>>(build: (shape: Shape) => { toSQL(): { sql: string; params: unknown[] } }): (shape: Shape) => Compiled<Values> {
+  const cache = new Map<Shape, Compiled<Values>>();
+  return (shape) => {
+    let c = cache.get(shape);
+    if (!c) cache.set(shape, (c = compile<Values>(build(shape))));
+    return c;
+  };
+}
+
+/** An IN list of `n` placeholders, `${name}0` to `${name}${n - 1}`. */
+function listOf(name: string, n: number): Placeholder<string>[] {
+  return Array.from({ length: n }, (_, i) => sql.placeholder(`${name}${i}`));
+}
+
+/** The names listOf gives, made once. */
+const listNames = new Map<string, string[]>();
+
+/** The values of a list of placeholders named by listOf. */
+function listValues(name: string, values: readonly unknown[]): Record<string, unknown> {
+  let names = listNames.get(name);
+  if (!names) listNames.set(name, (names = []));
+  for (let i = names.length; i < values.length; i++) names.push(`${name}${i}`);
+  const out: Record<string, unknown> = {};
+  for (let i = 0; i < values.length; i++) out[names[i]!] = values[i];
+  return out;
+}
+
+/** Rows as drizzle answers them: D1's raw rows (one array per row, in the order the fields were
+ * selected) keyed by the fields' names and read by their columns. */
+function rowsOf<Row>(fields: Record<string, Column>): (raw: unknown[][]) => Row[] {
+  const keys = Object.keys(fields);
+  const columns = Object.values(fields);
+  return (raw) => raw.map((values) => {
+    const row: Record<string, unknown> = {};
+    for (let i = 0; i < keys.length; i++) row[keys[i]!] = values[i] === null ? null : columns[i]!.mapFromDriverValue(values[i]);
+    return row as Row;
+  });
 }
 
 /** Every column of `table` as a placeholder of its own name: an insert that names them all. */
@@ -38,6 +111,9 @@ export const insertEmail: Compiled<Row<typeof emails>> = compile(builder.insert(
 /** INSERT INTO email_events, every column bound. */
 export const insertEmailEvent: Compiled<Row<typeof emailEvents>> = compile(builder.insert(emailEvents).values(placeholders(emailEvents)));
 
+/** INSERT INTO api_logs, every column bound: a send's log row, in the send's batch. */
+export const insertApiLog: Compiled<Row<typeof apiLogs>> = compile(builder.insert(apiLogs).values(placeholders(apiLogs)));
+
 /** Adds `used` to the account's usage in `period` unless that passes `cap` (the table's CHECK
  * fails the batch); returns the new total as `used`. */
 export const consumeUsage: Compiled<{ accountId: string; period: string; used: number; cap: number }> = compile(
@@ -47,6 +123,113 @@ export const consumeUsage: Compiled<{ accountId: string; period: string; used: n
     .onConflictDoUpdate({ target: [usage.accountId, usage.period], set: { used: sql`${usage.used} + excluded.used`, cap: sql`excluded.cap` } as Record<string, SQL> })
     .returning({ used: usage.used }),
 );
+
+// The delivery consumer's statements (worker/delivery/consumer.ts, progress.ts). Every write to
+// an email being sent is guarded by state = 'sending' and the consumer's lease, which is one
+// value or, when a write that moved it may or may not have committed, several.
+
+/** Claims emails by id: queued ones due by `due`, moved to sending until `leaseUntil`; answers
+ * the rows claimed. By primary key only: see worker/db/plan.ts. */
+const claimShapes = perShape<number, { leaseUntil: number; due: number }>((n) => builder.update(emails)
+  .set({ state: "sending", leaseUntil: sql.placeholder("leaseUntil") as unknown as number })
+  .where(and(inArray(emails.id, listOf("id", n)), eq(unindexed(emails.state), "queued"), lte(unindexed(emails.nextAttemptAt), sql.placeholder("due"))))
+  .returning());
+export function claimEmails(ids: readonly string[], values: { leaseUntil: number; due: number }): Query {
+  return claimShapes(ids.length).query({ ...values, ...listValues("id", ids) });
+}
+export const emailRows = rowsOf<EmailRow>(getTableColumns(emails));
+
+/** The final write of an attempt: its state, what is left to send, when it is due again, and
+ * its last event when it has one. */
+export interface SettleValues {
+  id: string;
+  state: string;
+  attempts: number;
+  pendingJson: string;
+  nextAttemptAt: number | null;
+  lastEvent: string | null;
+  leases: readonly number[];
+}
+const settleShapes = perShape<string, Record<string, unknown>>((shape) => {
+  const [withLastEvent, leases] = shape.split(":");
+  const p = (name: string) => sql.placeholder(name) as unknown as string;
+  return builder.update(emails).set({
+    state: p("state"),
+    attempts: p("attempts") as unknown as number,
+    pendingJson: p("pendingJson"),
+    leaseUntil: null,
+    attemptJson: null,
+    nextAttemptAt: p("nextAttemptAt") as unknown as number,
+    ...(withLastEvent === "1" ? { lastEvent: p("lastEvent") } : {}),
+  }).where(and(eq(emails.id, sql.placeholder("id")), eq(emails.state, "sending"), inArray(emails.leaseUntil, listOf("lease", Number(leases)))));
+});
+export function settleEmail(v: SettleValues): Query {
+  return settleShapes(`${v.lastEvent === null ? 0 : 1}:${v.leases.length}`).query({ ...v, ...listValues("lease", v.leases) });
+}
+
+/** An attempt's progress (its answered results, the message in flight) with its lease renewed
+ * to `leaseUntil`, guarded by the leases it may hold. */
+const progressShapes = perShape<number, Record<string, unknown>>((n) => builder.update(emails)
+  .set({ attemptJson: sql.placeholder("attemptJson") as unknown as string, leaseUntil: sql.placeholder("leaseUntil") as unknown as number })
+  .where(and(eq(emails.id, sql.placeholder("id")), eq(emails.state, "sending"), inArray(emails.leaseUntil, listOf("lease", n)))));
+export function recordProgress(v: { id: string; attemptJson: string; leaseUntil: number; leases: readonly number[] }): Query {
+  return progressShapes(v.leases.length).query({ ...v, ...listValues("lease", v.leases) });
+}
+
+/** An email's first message marked in flight from outside its attempt, guarded by the lease as
+ * claimed (one value). */
+export const markInFlight: Compiled<{ id: string; attemptJson: string; leaseUntil: number; lease: number }> = compile(builder.update(emails)
+  .set({ attemptJson: sql.placeholder("attemptJson") as unknown as string, leaseUntil: sql.placeholder("leaseUntil") as unknown as number })
+  .where(and(eq(emails.id, sql.placeholder("id")), eq(emails.state, "sending"), eq(emails.leaseUntil, sql.placeholder("lease")))));
+
+// The webhook outbox and its fan-out (worker/events/outbox.ts, worker/webhooks/consumer.ts).
+
+/** INSERT INTO webhook_events: a new outbox row (not yet fanned out). */
+export const insertWebhookEvent: Compiled<{ id: string; accountId: string; type: string; payloadJson: string; createdAt: number }> = compile(
+  builder.insert(webhookEvents).values({
+    id: sql.placeholder("id"), accountId: sql.placeholder("accountId"), type: sql.placeholder("type"), payloadJson: sql.placeholder("payloadJson"), createdAt: sql.placeholder("createdAt"),
+  }),
+);
+
+/** The events among some ids not yet fanned out. By primary key only: see worker/db/plan.ts. */
+const pendingEventFields = { id: webhookEvents.id, accountId: webhookEvents.accountId, type: webhookEvents.type };
+const pendingEventShapes = perShape<number, Record<string, unknown>>((n) => builder.select(pendingEventFields)
+  .from(webhookEvents).where(and(inArray(webhookEvents.id, listOf("id", n)), isNull(unindexed(webhookEvents.fannedOutAt)))));
+export function pendingEvents(ids: readonly string[]): Query {
+  return pendingEventShapes(ids.length).query(listValues("id", ids));
+}
+export const pendingEventRows = rowsOf<{ id: string; accountId: string; type: string }>(pendingEventFields);
+
+/** The enabled endpoints of some accounts, with the event types each is subscribed to. */
+const enabledHookFields = { id: webhooks.id, accountId: webhooks.accountId, eventsJson: webhooks.eventsJson };
+const enabledHookShapes = perShape<number, Record<string, unknown>>((n) => builder.select(enabledHookFields)
+  .from(webhooks).where(and(inArray(webhooks.accountId, listOf("account", n)), eq(webhooks.status, "enabled"))));
+export function enabledHooks(accountIds: readonly string[]): Query {
+  return enabledHookShapes(accountIds.length).query(listValues("account", accountIds));
+}
+export const enabledHookRows = rowsOf<{ id: string; accountId: string; eventsJson: string }>(enabledHookFields);
+
+/** Marks events fanned out at `at` (the ones not yet marked). */
+const markFannedOutShapes = perShape<number, Record<string, unknown>>((n) => builder.update(webhookEvents)
+  .set({ fannedOutAt: sql.placeholder("at") as unknown as number })
+  .where(and(inArray(webhookEvents.id, listOf("id", n)), isNull(unindexed(webhookEvents.fannedOutAt)))));
+export function markFannedOut(ids: readonly string[], at: number): Query {
+  return markFannedOutShapes(ids.length).query({ at, ...listValues("id", ids) });
+}
+
+/** A new pending delivery of an event to an endpoint; ignored when one exists (a concurrent
+ * fan-out made it). */
+export const insertWebhookDelivery: Compiled<{ id: string; webhookId: string; accountId: string; eventId: string; eventType: string; at: number }> = compile(
+  builder.insert(webhookDeliveries).values({
+    id: sql.placeholder("id"), webhookId: sql.placeholder("webhookId"), accountId: sql.placeholder("accountId"), eventId: sql.placeholder("eventId"),
+    eventType: sql.placeholder("eventType"), status: "pending", attempts: 0, nextAttemptAt: sql.placeholder("at"), createdAt: sql.placeholder("at"),
+  }).onConflictDoNothing(),
+);
+
+/** A compiled query as a D1 statement. */
+export function prepared(db: D1Database, q: Query): D1PreparedStatement {
+  return db.prepare(q.sql).bind(...q.params);
+}
 
 /** Any other drizzle query (an insert, update or delete builder) as a plain D1 statement, for
  * a batch that mixes both. */

@@ -5,9 +5,10 @@
 // recorded (with the next recipient marked) as soon as it arrives. When a lease ends with a
 // recipient still in flight, the cron records `outcome_unknown` for it and hands the email back;
 // the next attempt sends to that recipient again and skips the ones already answered.
-import { and, eq, inArray, lte, sql } from "drizzle-orm";
+import { and, eq, lte, sql } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
-import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
+import type { DrizzleD1Database } from "drizzle-orm/d1";
+import { markInFlight, prepared, recordProgress } from "../db/compiled.ts";
 import { emailEvents, emails, type EmailRow } from "../db/schema.ts";
 import { uuidv7 } from "../ids.ts";
 import type { AttemptResult } from "./outcome.ts";
@@ -53,9 +54,8 @@ export class AttemptLog {
   async record(next: string | null): Promise<void> {
     const renewed = this.now() + this.leaseMs;
     const progress: AttemptProgress = { inFlight: next, results: this.results };
-    const write = drizzle(this.d1).update(emails)
-      .set({ attemptJson: JSON.stringify(progress), leaseUntil: renewed })
-      .where(and(eq(emails.id, this.emailId), eq(emails.state, "sending"), inArray(emails.leaseUntil, [...this.leases, renewed])));
+    // Compiled once (worker/db/compiled.ts): written once per message that leaves tern.
+    const write = prepared(this.d1, recordProgress({ id: this.emailId, attemptJson: JSON.stringify(progress), leaseUntil: renewed, leases: [...this.leases, renewed] }));
     let last: unknown;
     for (let attempt = 0; attempt < 4; attempt++) {
       try {
@@ -84,10 +84,9 @@ export interface InFlightMark {
   results: AttemptResult[];
 }
 
-export function markInFlightStatement(db: DrizzleD1Database, m: InFlightMark): BatchItem<"sqlite"> {
+export function markInFlightStatement(d1: D1Database, m: InFlightMark): D1PreparedStatement {
   const progress: AttemptProgress = { inFlight: m.inFlight, results: m.results };
-  return db.update(emails).set({ attemptJson: JSON.stringify(progress), leaseUntil: m.renewTo })
-    .where(and(eq(emails.id, m.emailId), eq(emails.state, "sending"), eq(emails.leaseUntil, m.lease)));
+  return markInFlight.bind(d1, { id: m.emailId, attemptJson: JSON.stringify(progress), leaseUntil: m.renewTo, lease: m.lease });
 }
 
 export const OUTCOME_UNKNOWN = "outcome_unknown";

@@ -6,6 +6,7 @@
 import type { BatchItem } from "drizzle-orm/batch";
 import type { DrizzleD1Database } from "drizzle-orm/d1";
 import { eq, sql } from "drizzle-orm";
+import { insertWebhookEvent } from "../db/compiled.ts";
 import { emailEvents, webhookEvents, type EmailRow } from "../db/schema.ts";
 import { uuidv7 } from "../ids.ts";
 import {
@@ -39,6 +40,12 @@ export function outboxEvent(accountId: string, payload: { type: WebhookEventType
 
 export function outboxInsert(db: DrizzleD1Database, e: OutboxEvent): BatchItem<"sqlite"> {
   return db.insert(webhookEvents).values({ id: e.id, accountId: e.accountId, type: e.type, payloadJson: e.body, createdAt: e.createdAt });
+}
+
+/** The same insert as a D1 statement compiled once (worker/db/compiled.ts), for the plain D1
+ * batches of the hot paths. */
+export function outboxStatement(d1: D1Database, e: OutboxEvent): D1PreparedStatement {
+  return insertWebhookEvent.bind(d1, { id: e.id, accountId: e.accountId, type: e.type, payloadJson: e.body, createdAt: e.createdAt });
 }
 
 /** The outbox row of an email event whose insert, earlier in the same batch, may have been

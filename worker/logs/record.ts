@@ -6,7 +6,7 @@
 // answer, with waitUntil.
 import { drizzle } from "drizzle-orm/d1";
 import type { Principal } from "../auth.ts";
-import { statementOf } from "../db/compiled.ts";
+import { insertApiLog } from "../db/compiled.ts";
 import { apiLogs, type ApiLogRow } from "../db/schema.ts";
 import { parsedBody } from "../http.ts";
 import { uuidv7 } from "../ids.ts";
@@ -97,7 +97,7 @@ function responseJsonOf(text: string): string | null {
 
 /** The statement that records a request with its answer. */
 export function logStatement(d1: D1Database, r: LogRequest, status: number, responseBody: string): D1PreparedStatement {
-  return statementOf(d1, drizzle(d1).insert(apiLogs).values(logRow(r, status, responseJsonOf(responseBody))));
+  return insertApiLog.bind(d1, logRow(r, status, responseJsonOf(responseBody)));
 }
 
 /** Writes the request's row (after the answer: the caller defers it). `responseText` is the

@@ -18,7 +18,7 @@ import { asList, type SendEmailRequest } from "./request.ts";
 import { consumeStatements, isQuotaViolation, quotaError, type QuotaUse } from "./quota.ts";
 import { parseScheduledAt } from "./schedule.ts";
 import { authorizeSender } from "./sender.ts";
-import { announce, emailFacts, emailOutboxEvent, outboxInsert } from "../events/outbox.ts";
+import { announce, emailFacts, emailOutboxEvent, outboxStatement } from "../events/outbox.ts";
 import { claimStatements, isKeyTaken, KeyTaken, type KeyClaim } from "./key-claim.ts";
 import { acceptedRollups } from "../metrics/rollup.ts";
 import { assertSendingAllowed } from "../metrics/health.ts";
@@ -307,7 +307,7 @@ async function recordPrepared(env: Env, config: TernConfig, principal: Principal
   // The hot statements are compiled once (db/compiled.ts); the rarer ones are built here.
   const records = [
     ...rows.flatMap((r) => [insertEmail.bind(env.DB, r.email), insertEmailEvent.bind(env.DB, r.event)]),
-    ...outbox.map((e) => statementOf(env.DB, outboxInsert(db, e))),
+    ...outbox.map((e) => outboxStatement(env.DB, e)),
     ...(extra ? [extra] : []),
     ...acceptedRollups(env.DB, rows.map((r) => r.email)),
   ];

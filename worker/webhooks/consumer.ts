@@ -9,9 +9,9 @@
 // redelivered or duplicated message never attempts the same delivery twice at once.
 import { and, eq, inArray, isNull, lt, lte, sql } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
-import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
+import { drizzle } from "drizzle-orm/d1";
 import { readConfig, type TernConfig } from "../config.ts";
-import { unindexed } from "../db/plan.ts";
+import { enabledHookRows, enabledHooks, insertWebhookDelivery, markFannedOut, pendingEventRows, pendingEvents, prepared } from "../db/compiled.ts";
 import { webhookAttempts, webhookDeliveries, webhookEvents, webhooks, type WebhookDeliveryRow, type WebhookRow } from "../db/schema.ts";
 import type { WebhookQueueMessage } from "../events/outbox.ts";
 import { uuidv7 } from "../ids.ts";
@@ -113,48 +113,34 @@ function subscribed(webhook: Pick<WebhookRow, "eventsJson">, type: string): bool
  */
 export async function fanOut(d1: D1Database, eventIds: string[], t: number): Promise<string[]> {
   if (eventIds.length === 0) return [];
-  const db = drizzle(d1);
   const events: { id: string; accountId: string; type: string }[] = [];
   for (let i = 0; i < eventIds.length; i += 90) {
-    events.push(...(await pendingEventsQuery(db, eventIds.slice(i, i + 90))));
+    events.push(...pendingEventRows(await prepared(d1, pendingEvents(eventIds.slice(i, i + 90))).raw()));
   }
   if (events.length === 0) return [];
   const accountIds = [...new Set(events.map((e) => e.accountId))];
   const hooks: Pick<WebhookRow, "id" | "accountId" | "eventsJson">[] = [];
   for (let i = 0; i < accountIds.length; i += 90) {
-    hooks.push(...(await db.select({ id: webhooks.id, accountId: webhooks.accountId, eventsJson: webhooks.eventsJson })
-      .from(webhooks).where(and(inArray(webhooks.accountId, accountIds.slice(i, i + 90)), eq(webhooks.status, "enabled")))));
+    hooks.push(...enabledHookRows(await prepared(d1, enabledHooks(accountIds.slice(i, i + 90))).raw()));
   }
   const created: string[] = [];
-  const statements: BatchItem<"sqlite">[] = [];
+  // Compiled once (worker/db/compiled.ts): these run for every event.
+  const statements: D1PreparedStatement[] = [];
   for (const event of events) {
     for (const hook of hooks) {
       if (hook.accountId !== event.accountId || !subscribed(hook, event.type)) continue;
       const id = uuidv7(t);
       created.push(id);
-      statements.push(db.insert(webhookDeliveries).values({
-        id, webhookId: hook.id, accountId: event.accountId, eventId: event.id, eventType: event.type,
-        status: "pending", attempts: 0, nextAttemptAt: t, createdAt: t,
-      }).onConflictDoNothing());
+      statements.push(insertWebhookDelivery.bind(d1, { id, webhookId: hook.id, accountId: event.accountId, eventId: event.id, eventType: event.type, at: t }));
     }
   }
   // One statement marks a whole chunk fanned out, in the batch that creates its deliveries.
   for (let i = 0; i < events.length; i += 90) {
     const ids = events.slice(i, i + 90).map((e) => e.id);
-    statements.push(markFannedOutQuery(db, ids, t));
+    statements.push(prepared(d1, markFannedOut(ids, t)));
   }
-  await db.batch(statements as [BatchItem<"sqlite">]);
+  await d1.batch(statements);
   return created;
-}
-
-/** The events among `ids` not yet fanned out. By primary key only: see worker/db/plan.ts. */
-export function pendingEventsQuery(db: DrizzleD1Database, ids: string[]) {
-  return db.select({ id: webhookEvents.id, accountId: webhookEvents.accountId, type: webhookEvents.type })
-    .from(webhookEvents).where(and(inArray(webhookEvents.id, ids), isNull(unindexed(webhookEvents.fannedOutAt))));
-}
-
-export function markFannedOutQuery(db: DrizzleD1Database, ids: string[], t: number) {
-  return db.update(webhookEvents).set({ fannedOutAt: t }).where(and(inArray(webhookEvents.id, ids), isNull(unindexed(webhookEvents.fannedOutAt))));
 }
 
 /** Loads deliveries with their endpoint and event body. */
