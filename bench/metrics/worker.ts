@@ -34,7 +34,6 @@ import { announce } from "../../worker/events/outbox.ts";
 import { linkTokenKey } from "../../worker/tracking/outgoing.ts";
 import { loadEmail, recordOpen } from "../../worker/tracking/record.ts";
 import { signOpenToken, verifyOpenToken } from "../../worker/tracking/tokens.ts";
-import type { BatchItem } from "drizzle-orm/batch";
 import type { EmailRow } from "../../worker/db/schema.ts";
 
 interface BenchEnv {
@@ -130,7 +129,7 @@ async function deliveries(env: BenchEnv, n: number, withRollup: boolean, trace?:
     const now = Date.now();
     const s = settleAttempt([{ recipient: "a@example.com", status: "accepted", code: 250, message: "250 2.0.0 OK", final: true }], { attempt: 1, retrySchedule: [60], alreadyDelayed: false });
     const { statements, outbox } = settlementStatements(d1, email, 1, s, now, [1]);
-    const results = (await db.batch(statements as [BatchItem<"sqlite">])) as unknown as D1Result[];
+    const results = await d1.batch(statements);
     if ((results[0] as unknown as { meta?: { changes?: number } }).meta?.changes !== 1) throw new Error("bench: the settlement did not update its email");
     await announce(env, outbox);
   }
