@@ -8,6 +8,7 @@ import { handleEmail } from "../../worker/inbound/email-handler.ts";
 import { returnPathAddress } from "../../worker/sending/return-path.ts";
 import { loadEmail, recordClick, recordOpen, recordUnsubscribe } from "../../worker/tracking/record.ts";
 import { METRICS } from "../../worker/metrics/query.ts";
+import { mergedRollups, rollupStatement, type RollupInput } from "../../worker/metrics/rollup.ts";
 import { api, createAccount, insertDomain, type TestAccount } from "./fixtures.ts";
 import { waitFor } from "./wait.ts";
 
@@ -255,6 +256,29 @@ function incomingReport(to: string, raw: string): ForwardableEmailMessage {
     reply: () => Promise.reject(new Error("not used")),
   } as unknown as ForwardableEmailMessage;
 }
+
+describe("rollups of several settlements written as one", () => {
+  it("count what one statement per settlement counts", async () => {
+    const [one, merged] = [crypto.randomUUID(), crypto.randomUUID()];
+    const t = Date.UTC(2026, 10, 20, 10, 7);
+    const inputs = (accountId: string): RollupInput[] => [
+      { accountId, domainId: "d1", broadcastId: null, at: t, events: [{ type: "sent", data: {} }, { type: "delivered", data: { recipients: ["a@x.test"] } }] },
+      { accountId, domainId: "d1", broadcastId: null, at: t + 60_000, events: [{ type: "bounced", data: { recipients: ["b@x.test"], bounce: { type: "Permanent" } } }] },
+      { accountId, domainId: "d1", broadcastId: "b1", at: t, events: [{ type: "delivered", data: { recipients: ["c@x.test", "d@x.test"] } }] },
+      { accountId, domainId: "d2", broadcastId: null, at: t + 20 * 60_000, events: [{ type: "complained", data: { recipients: ["e@x.test"] } }] },
+    ];
+    await env.DB.batch(inputs(one).flatMap((i) => rollupStatement(env.DB, i)));
+    const statements = mergedRollups(env.DB, inputs(merged));
+    expect(statements.length).toBe(3); // d1 in one bucket, d1's broadcast, d2 in the next bucket
+    await env.DB.batch(statements);
+    const rows = async (accountId: string) =>
+      (await env.DB.prepare("SELECT * FROM metric_rollups WHERE account_id = ? ORDER BY domain_id, broadcast_id, span, bucket").bind(accountId).all<Record<string, unknown>>()).results
+        .map(({ account_id: _, ...rest }) => rest);
+    const expected = await rows(one);
+    expect(expected.length).toBeGreaterThan(0);
+    expect(await rows(merged)).toEqual(expected);
+  });
+});
 
 describe("migration 0014: shifted hour rows for counts recorded before them", () => {
   it("sums the quarter hours into hours from :15 and :30, and sets rows already there to the same sums", async () => {

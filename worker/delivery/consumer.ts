@@ -29,7 +29,7 @@ import { announce, emailFacts, emailOutboxEvent, outboxStatement, type OutboxEve
 import type { Bounce } from "../webhooks/payloads.ts";
 import { suppressedAmong, suppressionKey, suppressStatement } from "../suppressions/suppress.ts";
 import { linkTokenKey, trackedHtml } from "../tracking/outgoing.ts";
-import { rollupStatement } from "../metrics/rollup.ts";
+import { mergedRollups, rollupStatement, type RollupInput } from "../metrics/rollup.ts";
 import { asksForUnsubscribe, UNSUBSCRIBE_PLACEHOLDER, unsubscribeUrl, withUnsubscribeUrl, type MessageParts } from "../contacts/list-unsubscribe.ts";
 import { broadcastContent } from "../broadcasts/content.ts";
 
@@ -130,15 +130,19 @@ export async function deliverBatch(env: Env, emailIds: string[], pool: SessionPo
   );
   await hints.close();
 
-  // Simulated outcomes touch nothing outside tern, so they are written together: one D1 batch
-  // for all of them instead of one each. If that write fails they are simply simulated again.
-  if (simulatedWrites.length > 0) {
+  // Simulated outcomes touch nothing outside tern, so they are written together, their rollups
+  // counted in one statement, SIMULATED_PER_WRITE emails to a D1 batch: D1 runs one write at a
+  // time, and a batch of a whole queue batch's settlements (300 statements) held every other
+  // write, a send's included, for its whole length. If a write fails its emails are simply
+  // simulated again.
+  for (let i = 0; i < simulatedWrites.length; i += SIMULATED_PER_WRITE) {
+    const chunk = simulatedWrites.slice(i, i + SIMULATED_PER_WRITE);
     try {
-      await env.DB.batch(simulatedWrites.flatMap((w) => w.statements));
-      await announce(env, simulatedWrites.flatMap((w) => w.outbox));
+      await env.DB.batch([...chunk.flatMap((w) => w.statements), ...mergedRollups(env.DB, chunk.map((w) => w.rollup))]);
+      await announce(env, chunk.flatMap((w) => w.outbox));
     } catch (err) {
       console.error("recording simulated outcomes failed; will retry", err);
-      for (const w of simulatedWrites) {
+      for (const w of chunk) {
         await releaseClaim(env.DB, w.emailId).catch(() => {});
         outcome.set(w.emailId, "error");
       }
@@ -171,9 +175,14 @@ async function releaseClaim(db: D1Database, emailId: string): Promise<void> {
 
 interface SimulatedWrite {
   emailId: string;
+  /** Its settlement, without the rollup: the chunk's rollups are written as one. */
   statements: D1PreparedStatement[];
   outbox: OutboxEvent[];
+  rollup: RollupInput;
 }
+
+/** Simulated settlements written per D1 batch (about 6 statements each). */
+const SIMULATED_PER_WRITE = 10;
 
 /** Recording failed after the relay took the mail. */
 class UnrecordedDeliveryError extends Error {}
@@ -336,15 +345,16 @@ async function deliverOnHeld(
   }
   const settlement = withSuppressed(settleAttempt(log.results, { attempt, retrySchedule, alreadyDelayed: attempt > 1 }), plan.suppressed);
   const t = now();
-  const { statements, outbox } = settlementStatements(env.DB, email, attempt, settlement, t, log.currentLeases);
+  const { statements, outbox, rollup } = settlementStatements(env.DB, email, attempt, settlement, t, log.currentLeases, { rollup: false });
   statements.push(...suppressionStatements(env.DB, email, settlement.events, t));
   const retryIn = settlement.state === "queued" ? settlement.retryInSeconds : null;
   // Only a message that went out needs its outcome written before anything else happens.
   const leftTern = log.results.some((r) => !unsent.has(r) && !isSimulated(r.recipient, config.simulatorDomains));
   if (!leftTern) {
-    simulatedWrites.push({ emailId: email.id, statements, outbox });
+    simulatedWrites.push({ emailId: email.id, statements, outbox, rollup });
     return { retryIn, next: null };
   }
+  statements.push(...rollupStatement(env.DB, rollup));
   // Mail that left tern is recorded before anything else happens: a crash after this point
   // must not send it again.
   const mark = handoff.nextMark && { ...handoff.nextMark, renewTo: t + config.leaseMs };
@@ -521,7 +531,9 @@ export type RecordedSettlement = Omit<Settlement, "events"> & { events: Recorded
 
 // Its statements are compiled once (worker/db/compiled.ts), not built by drizzle per email: a
 // CPU profile of 10,000 deliveries put drizzle's building at about 170 us an email here.
-export function settlementStatements(d1: D1Database, email: EmailRow, attempt: number, s: RecordedSettlement, now: number, leases: number[]): { statements: D1PreparedStatement[]; outbox: OutboxEvent[] } {
+export function settlementStatements(
+  d1: D1Database, email: EmailRow, attempt: number, s: RecordedSettlement, now: number, leases: number[], opts: { rollup?: boolean } = {},
+): { statements: D1PreparedStatement[]; outbox: OutboxEvent[]; rollup: RollupInput } {
   const update = prepared(d1, settleEmail({
     id: email.id,
     state: s.state,
@@ -541,8 +553,10 @@ export function settlementStatements(d1: D1Database, email: EmailRow, attempt: n
     dedupeKey: null,
   }));
   const outbox = webhookEventsOf(email, s.events, now);
-  const rollup = rollupStatement(d1, { accountId: email.accountId, domainId: email.domainId, broadcastId: email.broadcastId, at: now, events: s.events });
-  return { statements: [update, ...inserts, ...outbox.map((e) => outboxStatement(d1, e)), ...rollup], outbox };
+  // Without the rollup (opts.rollup false) the caller writes it, with others' (mergedRollups).
+  const rollup: RollupInput = { accountId: email.accountId, domainId: email.domainId, broadcastId: email.broadcastId, at: now, events: s.events };
+  const counted = opts.rollup === false ? [] : rollupStatement(d1, rollup);
+  return { statements: [update, ...inserts, ...outbox.map((e) => outboxStatement(d1, e)), ...counted], outbox, rollup };
 }
 
 /** The webhook events of a settlement, for the outbox. */

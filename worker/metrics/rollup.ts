@@ -244,6 +244,25 @@ export function rollupStatement(d1: D1Database, input: RollupInput): D1PreparedS
   return q ? [d1.prepare(q.sql).bind(...q.params)] : [];
 }
 
+/** Several settlements' rollups as one statement per domain, broadcast and bucket: counters
+ * add, so counting their events together counts the same as one statement each (the simulated
+ * outcomes of a queue batch, written together). Inputs with a condition keep their own. */
+export function mergedRollups(d1: D1Database, inputs: readonly RollupInput[]): D1PreparedStatement[] {
+  const groups = new Map<string, RollupInput>();
+  const own: RollupInput[] = [];
+  for (const input of inputs) {
+    if (input.engagement || input.ifRecorded) {
+      own.push(input);
+      continue;
+    }
+    const key = `${input.accountId} ${input.domainId ?? ""} ${input.broadcastId ?? ""} ${bucketOf(input.at)}`;
+    const group = groups.get(key);
+    if (group) (group.events as CountedEvent[]).push(...input.events);
+    else groups.set(key, { ...input, events: [...input.events] });
+  }
+  return [...groups.values(), ...own].flatMap((g) => rollupStatement(d1, g));
+}
+
 /** The accept path's rollups: one statement per domain, broadcast and bucket of the emails a
  * send records (usually one for a whole batch), counting each email's recipients as received. */
 export function acceptedRollups(
