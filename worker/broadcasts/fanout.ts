@@ -30,8 +30,11 @@ import { hint, type BroadcastMessage } from "./broadcasts.ts";
 import { acceptedRollups } from "../metrics/rollup.ts";
 import { runImport, stalledImports, type ImportMessage } from "../contacts/imports.ts";
 
-/** Contacts read per page: one D1 batch of an email insert each, plus a few multi-row inserts. */
-export const PAGE_SIZE = 50;
+/** Contacts read per page: one D1 batch of an email insert each, plus a few multi-row inserts.
+ * D1 runs one write at a time, so a page's batch is as long as any send may wait behind it:
+ * at 50 a page, single sends made during a broadcast had a p99 2.4x their idle one, at 25
+ * 1.5x, for about a tenth more CPU per email (docs/benchmarks.md, "Broadcasts"). */
+export const PAGE_SIZE = 25;
 /** How long a run owns a broadcast without making progress before the cron starts another. */
 export const FANOUT_LEASE_MS = 15_000;
 /** Pages one queue message runs before handing the rest to a fresh message (and invocation):
