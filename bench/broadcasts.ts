@@ -137,6 +137,9 @@ export async function runBroadcastBench(opts: { quick: boolean; contacts?: numbe
       ms.sort((a, b) => a - b);
       return { p50Ms: quantile(ms, 0.5), p99Ms: quantile(ms, 0.99), n: ms.length };
     };
+    /** Webhook events not yet fanned out (of those written by `before`, when given). */
+    const unfanned = (before?: number) =>
+      tryGet<{ n: number }>(db, `SELECT COUNT(*) AS n FROM webhook_events WHERE fanned_out_at IS NULL${before === undefined ? "" : " AND created_at <= ?"}`, ...(before === undefined ? [] : [before]))?.n ?? 1;
     const settled = (where: string, ...params: (string | number)[]) =>
       tryGet<{ n: number }>(db, `SELECT COUNT(*) AS n FROM emails WHERE ${where} AND state NOT IN ('queued', 'sending', 'scheduled')`, ...params)?.n ?? 0;
 
@@ -144,7 +147,7 @@ export async function runBroadcastBench(opts: { quick: boolean; contacts?: numbe
     // included: the run waits for its settlement), so each path's figure can leave them out.
     const cpuNow = () => sampleCpu(tern.child.pid, Number(new URL(tern.url).port));
     // The import's own work (its contact.created events' webhook fan-out) ends first.
-    for (let i = 0; i < 600 && (tryGet<{ n: number }>(db, "SELECT COUNT(*) AS n FROM webhook_events WHERE fanned_out_at IS NULL")?.n ?? 1) > 0; i++) await sleep(500);
+    for (let i = 0; i < 600 && unfanned() > 0; i++) await sleep(500);
     // What tern's processes use with nothing to do (the cron, wrangler's own timers), per
     // second: a paced path runs for minutes, and that much of its CPU is not its own.
     const rest0 = cpuNow();
@@ -159,7 +162,7 @@ export async function runBroadcastBench(opts: { quick: boolean; contacts?: numbe
     // As many as during each path: a p99 of 200 is their second slowest, and swung 19-74 ms.
     const idleSingles = await singles(() => true, opts.quick ? 50 : SINGLES_DURING);
     for (let i = 0; i < 50 && settled("to_json = '[\"single@simulator.tern.test\"]'") < idleSingles.n; i++) await sleep(200);
-    for (let i = 0, t = Date.now(); i < 50 && (tryGet<{ n: number }>(db, "SELECT COUNT(*) AS n FROM webhook_events WHERE fanned_out_at IS NULL AND created_at <= ?", t)?.n ?? 1) > 0; i++) await sleep(200);
+    for (let i = 0, t = Date.now(); i < 50 && unfanned(t) > 0; i++) await sleep(200);
     const idleCpu1 = cpuNow();
     const idleSeconds = (performance.now() - idleT0) / 1000;
     const cpuPerSingle = idleCpu0 && idleCpu1 ? (cpuOf(idleCpu1)! - cpuOf(idleCpu0)! - restRate * idleSeconds) / idleSingles.n : null;
@@ -183,7 +186,7 @@ export async function runBroadcastBench(opts: { quick: boolean; contacts?: numbe
           peak = Math.max(peak, workerdRssMb(tern.child.pid) ?? 0);
           if (!recordAt && recorded()) recordAt = performance.now();
           if (recordAt && !settledAt && done()) [settledAt, settledPerf] = [Date.now(), performance.now()];
-          if (settledAt && (tryGet<{ n: number }>(db, "SELECT COUNT(*) AS n FROM webhook_events WHERE fanned_out_at IS NULL AND created_at <= ?", settledAt)?.n ?? 1) === 0) finished = true;
+          if (settledAt && unfanned(settledAt) === 0) finished = true;
           await sleep(200);
         }
       })();

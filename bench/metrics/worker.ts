@@ -26,7 +26,7 @@ import { emailFacts, emailOutboxEvent, outboxInsert } from "../../worker/events/
 import { uuidv7 } from "../../worker/ids.ts";
 import { deliverabilityInsights } from "../../worker/insights/checks.ts";
 import { parseMetricsQuery } from "../../worker/metrics/query.ts";
-import { BUCKET_MS, rollupItem, rollupQuery, SPANS, type RollupInput } from "../../worker/metrics/rollup.ts";
+import { BUCKET_MS, rollupItem, rollupQuery, rollupStatement, SPANS, type RollupInput } from "../../worker/metrics/rollup.ts";
 import { emailMetrics } from "../../worker/metrics/service.ts";
 import { settlementStatements } from "../../worker/delivery/consumer.ts";
 import { settleAttempt } from "../../worker/delivery/outcome.ts";
@@ -128,8 +128,8 @@ async function deliveries(env: BenchEnv, n: number, withRollup: boolean, trace?:
   for (const email of claimed) {
     const now = Date.now();
     const s = settleAttempt([{ recipient: "a@example.com", status: "accepted", code: 250, message: "250 2.0.0 OK", final: true }], { attempt: 1, retrySchedule: [60], alreadyDelayed: false });
-    const { statements, outbox } = settlementStatements(d1, email, 1, s, now, [1]);
-    const results = await d1.batch(statements);
+    const { statements, outbox, rollup } = settlementStatements(d1, email, 1, s, now, [1]);
+    const results = await d1.batch([...statements, ...rollupStatement(d1, rollup)]);
     if ((results[0] as unknown as { meta?: { changes?: number } }).meta?.changes !== 1) throw new Error("bench: the settlement did not update its email");
     await announce(env, outbox);
   }

@@ -345,7 +345,7 @@ async function deliverOnHeld(
   }
   const settlement = withSuppressed(settleAttempt(log.results, { attempt, retrySchedule, alreadyDelayed: attempt > 1 }), plan.suppressed);
   const t = now();
-  const { statements, outbox, rollup } = settlementStatements(env.DB, email, attempt, settlement, t, log.currentLeases, { rollup: false });
+  const { statements, outbox, rollup } = settlementStatements(env.DB, email, attempt, settlement, t, log.currentLeases);
   statements.push(...suppressionStatements(env.DB, email, settlement.events, t));
   const retryIn = settlement.state === "queued" ? settlement.retryInSeconds : null;
   // Only a message that went out needs its outcome written before anything else happens.
@@ -530,9 +530,10 @@ type RecordedEvent = EventRecord | { type: "suppressed"; data: Record<string, un
 export type RecordedSettlement = Omit<Settlement, "events"> & { events: RecordedEvent[] };
 
 // Its statements are compiled once (worker/db/compiled.ts), not built by drizzle per email: a
-// CPU profile of 10,000 deliveries put drizzle's building at about 170 us an email here.
+// CPU profile of 10,000 deliveries put drizzle's building at about 170 us an email here. The
+// rollup is answered, not written: the caller writes it alone or merged with others'.
 export function settlementStatements(
-  d1: D1Database, email: EmailRow, attempt: number, s: RecordedSettlement, now: number, leases: number[], opts: { rollup?: boolean } = {},
+  d1: D1Database, email: EmailRow, attempt: number, s: RecordedSettlement, now: number, leases: number[],
 ): { statements: D1PreparedStatement[]; outbox: OutboxEvent[]; rollup: RollupInput } {
   const update = prepared(d1, settleEmail({
     id: email.id,
@@ -553,10 +554,8 @@ export function settlementStatements(
     dedupeKey: null,
   }));
   const outbox = webhookEventsOf(email, s.events, now);
-  // Without the rollup (opts.rollup false) the caller writes it, with others' (mergedRollups).
   const rollup: RollupInput = { accountId: email.accountId, domainId: email.domainId, broadcastId: email.broadcastId, at: now, events: s.events };
-  const counted = opts.rollup === false ? [] : rollupStatement(d1, rollup);
-  return { statements: [update, ...inserts, ...outbox.map((e) => outboxStatement(d1, e)), ...counted], outbox, rollup };
+  return { statements: [update, ...inserts, ...outbox.map((e) => outboxStatement(d1, e))], outbox, rollup };
 }
 
 /** The webhook events of a settlement, for the outbox. */

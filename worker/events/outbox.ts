@@ -39,13 +39,18 @@ export function outboxEvent(accountId: string, payload: { type: WebhookEventType
 }
 
 export function outboxInsert(db: DrizzleD1Database, e: OutboxEvent): BatchItem<"sqlite"> {
-  return db.insert(webhookEvents).values({ id: e.id, accountId: e.accountId, type: e.type, payloadJson: e.body, createdAt: e.createdAt });
+  return db.insert(webhookEvents).values(outboxRow(e));
+}
+
+/** The webhook_events row of an outbox event. */
+function outboxRow(e: OutboxEvent) {
+  return { id: e.id, accountId: e.accountId, type: e.type, payloadJson: e.body, createdAt: e.createdAt };
 }
 
 /** The same insert as a D1 statement compiled once (worker/db/compiled.ts), for the plain D1
  * batches of the hot paths. */
 export function outboxStatement(d1: D1Database, e: OutboxEvent): D1PreparedStatement {
-  return insertWebhookEvent.bind(d1, { id: e.id, accountId: e.accountId, type: e.type, payloadJson: e.body, createdAt: e.createdAt });
+  return insertWebhookEvent.bind(d1, outboxRow(e));
 }
 
 /** The outbox row of an email event whose insert, earlier in the same batch, may have been

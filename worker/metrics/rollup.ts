@@ -244,9 +244,9 @@ export function rollupStatement(d1: D1Database, input: RollupInput): D1PreparedS
   return q ? [d1.prepare(q.sql).bind(...q.params)] : [];
 }
 
-/** Several settlements' rollups as one statement per domain, broadcast and bucket: counters
- * add, so counting their events together counts the same as one statement each (the simulated
- * outcomes of a queue batch, written together). Inputs with a condition keep their own. */
+/** Several rollups as one statement per domain, broadcast and bucket: counters add, so
+ * counting their events together counts the same as one statement each (a send's emails, the
+ * simulated outcomes of a queue batch). Inputs with a condition keep their own. */
 export function mergedRollups(d1: D1Database, inputs: readonly RollupInput[]): D1PreparedStatement[] {
   const groups = new Map<string, RollupInput>();
   const own: RollupInput[] = [];
@@ -269,12 +269,8 @@ export function acceptedRollups(
   d1: D1Database,
   emails: readonly { accountId: string; domainId: string | null; broadcastId: string | null; createdAt: number; pendingJson: string }[],
 ): D1PreparedStatement[] {
-  const groups = new Map<string, RollupInput>();
-  for (const e of emails) {
-    const key = `${e.accountId} ${e.domainId ?? ""} ${e.broadcastId ?? ""} ${bucketOf(e.createdAt)}`;
-    let group = groups.get(key);
-    if (!group) groups.set(key, (group = { accountId: e.accountId, domainId: e.domainId, broadcastId: e.broadcastId, at: e.createdAt, events: [] }));
-    (group.events as CountedEvent[]).push({ type: "queued", data: { recipients: JSON.parse(e.pendingJson) as string[] } });
-  }
-  return [...groups.values()].flatMap((g) => rollupStatement(d1, g));
+  return mergedRollups(d1, emails.map((e) => ({
+    accountId: e.accountId, domainId: e.domainId, broadcastId: e.broadcastId, at: e.createdAt,
+    events: [{ type: "queued", data: { recipients: JSON.parse(e.pendingJson) as string[] } }],
+  })));
 }
