@@ -36,11 +36,22 @@ export async function attachProfilers(inspectorPort: number): Promise<ProfilerSe
   }));
 }
 
+/** Samples are taken every 100 us (attachProfilers); a gap of over 1 ms is a pause in sampling. */
+const MAX_SAMPLE_US = 1_000;
+
 /** Prints where a profile's samples went, per unit of work (`units`: requests, emails). */
 export function summarize(title: string, p: any, units: number, unitName = "req"): void {
   const byId = new Map<number, any>(p.nodes.map((n: any) => [n.id, n]));
+  // A sample stands for the time until the next one (as DevTools reads it), but at most
+  // MAX_SAMPLE_US: workerd stops sampling while the isolate waits (a timer, a D1 reply), and the
+  // whole wait would otherwise be billed to whichever function ran just before or after it.
   const dt = new Map<number, number>();
-  for (let i = 0; i < p.samples.length; i++) dt.set(p.samples[i], (dt.get(p.samples[i]) ?? 0) + (p.timeDeltas[i] ?? 0));
+  let unsampled = 0;
+  for (let i = 0; i < p.samples.length; i++) {
+    const gap = p.timeDeltas[i + 1] ?? 0;
+    dt.set(p.samples[i], (dt.get(p.samples[i]) ?? 0) + Math.min(gap, MAX_SAMPLE_US));
+    unsampled += Math.max(0, gap - MAX_SAMPLE_US);
+  }
   const total = [...dt.values()].reduce((a, b) => a + b, 0);
   const self = new Map<string, number>();
   const byUrl = new Map<string, number>();
@@ -53,7 +64,7 @@ export function summarize(title: string, p: any, units: number, unitName = "req"
     byUrl.set(u, (byUrl.get(u) ?? 0) + us);
   }
   const idle = self.get("(idle) :-1") ?? 0;
-  console.log(`\n== ${title}: ${(total / 1000).toFixed(0)} ms sampled, busy ${((total - idle) / 1000).toFixed(0)} ms = ${((total - idle) / 1000 / units).toFixed(3)} ms/${unitName}`);
+  console.log(`\n== ${title}: ${(total / 1000).toFixed(0)} ms sampled (${(unsampled / 1000).toFixed(0)} ms waiting unsampled), busy ${((total - idle) / 1000).toFixed(0)} ms = ${((total - idle) / 1000 / units).toFixed(3)} ms/${unitName}`);
   for (const [k, v] of [...self].sort((a, b) => b[1] - a[1]).slice(0, 30)) console.log(`${(v / 1000).toFixed(1).padStart(8)} ms  ${(v / 1000 / units * 1000).toFixed(1).padStart(7)} us/${unitName}  ${k}`);
   console.log("-- by file/package");
   for (const [k, v] of [...byUrl].sort((a, b) => b[1] - a[1]).slice(0, 15)) console.log(`${(v / 1000).toFixed(1).padStart(8)} ms  ${k}`);
