@@ -11,7 +11,7 @@ import {
 } from "../../worker/db/compiled.ts";
 import { unindexed } from "../../worker/db/plan.ts";
 import { apiLogs, emailEvents, emails, usage, webhookDeliveries, webhookEvents, webhooks } from "../../worker/db/schema.ts";
-import { outboxInsert, outboxStatement } from "../../worker/events/outbox.ts";
+import { outboxInsert, outboxStatement, eventsToFanOut } from "../../worker/events/outbox.ts";
 import { uuidv7 } from "../../worker/ids.ts";
 import { isQuotaViolation } from "../../worker/sending/quota.ts";
 import { createAccount } from "./fixtures.ts";
@@ -142,13 +142,41 @@ describe("the delivery and fan-out statements compiled once", () => {
     expect((await settle([77]).run()).meta.changes).toBe(0);
   });
 
-  it("write the outbox row drizzle's outboxInsert writes", async () => {
-    const e = { id: uuidv7(Date.now()), accountId: "acct", type: "email.sent" as const, body: '{"type":"email.sent"}', createdAt: 3 };
+  it("write the outbox row drizzle's outboxInsert writes, waiting for its fan-out only while an enabled endpoint subscribes", async () => {
+    const { accountId } = await createAccount();
+    const { accountId: other } = await createAccount();
+    const hook = (account: string, eventsJson: string, status: "enabled" | "disabled" = "enabled") =>
+      db.insert(webhooks).values({ id: uuidv7(Date.now()), accountId: account, endpoint: "https://h.example/", eventsJson, status, secretSealed: "x", createdAt: 0, updatedAt: 0 });
+    let n = 0;
+    const event = (type: "email.sent" | "email.opened", account = accountId) => ({ id: uuidv7(Date.now() + n++), accountId: account, type, body: `{"type":"${type}"}`, createdAt: 3 });
+    const e = event("email.sent");
     const built = (outboxInsert(db, e) as unknown as { toSQL(): { sql: string; params: unknown[] } }).toSQL();
-    expect(insertWebhookEvent.query({ id: e.id, accountId: e.accountId, type: e.type, payloadJson: e.body, createdAt: e.createdAt })).toEqual(built);
+    expect({ sql: insertWebhookEvent.sql.replace(/ returning .*$/, ""), params: insertWebhookEvent.query({ id: e.id, accountId: e.accountId, type: e.type, payloadJson: e.body, createdAt: e.createdAt }).params }).toEqual(built);
+    const rowOf = async (id: string) => (await db.select().from(webhookEvents).where(eq(webhookEvents.id, id)))[0];
+
+    // Nobody listens yet (an endpoint of another account, a disabled one, one for other types):
+    // the row is the event's record, already fanned out, and needs no hint.
+    await hook(other, '["email.sent"]');
+    await hook(accountId, '["email.sent"]', "disabled");
+    await hook(accountId, '["email.delivered","email.opened"]');
     await env.DB.batch([outboxStatement(env.DB, e)]);
-    const [row] = await db.select().from(webhookEvents).where(eq(webhookEvents.id, e.id));
-    expect(row).toEqual({ id: e.id, accountId: "acct", type: "email.sent", payloadJson: e.body, createdAt: 3, fannedOutAt: null });
+    expect(await rowOf(e.id)).toEqual({ id: e.id, accountId, type: "email.sent", payloadJson: e.body, createdAt: 3, fannedOutAt: 3 });
+    const unheard = [outboxStatement(env.DB, event("email.sent")), outboxStatement(env.DB, event("email.opened", other))];
+    expect(eventsToFanOut(unheard, await env.DB.batch(unheard))).toEqual([]);
+    const viaDrizzle = event("email.sent");
+    await db.batch([outboxInsert(db, viaDrizzle)]);
+    expect((await rowOf(viaDrizzle.id))!.fannedOutAt).toBe(3);
+
+    // Heard: waits for the fan-out however many endpoints subscribe; only those are hinted.
+    await hook(accountId, '["email.sent"]');
+    await hook(accountId, '["email.bounced","email.sent"]');
+    const [sent, opened, elsewhere] = [event("email.sent"), event("email.opened"), event("email.sent", other)];
+    const heard = [outboxStatement(env.DB, sent), insertWebhookEvent.bind(env.DB, { id: uuidv7(Date.now() + n++), accountId, type: "email.sent", payloadJson: "{}", createdAt: 1 }), outboxStatement(env.DB, opened), outboxStatement(env.DB, elsewhere)];
+    expect(eventsToFanOut(heard, await env.DB.batch(heard))).toEqual([sent, opened, elsewhere]);
+    expect(await rowOf(sent.id)).toEqual({ id: sent.id, accountId, type: "email.sent", payloadJson: sent.body, createdAt: 3, fannedOutAt: null });
+    const heardViaDrizzle = event("email.sent");
+    await db.batch([outboxInsert(db, heardViaDrizzle)]);
+    expect((await rowOf(heardViaDrizzle.id))!.fannedOutAt).toBeNull();
   });
 
   it("fan out as drizzle's queries do: pending events read the same, deliveries and marks the same statements", async () => {
@@ -165,6 +193,8 @@ describe("the delivery and fan-out statements compiled once", () => {
     }).onConflictDoNothing().toSQL());
 
     const { accountId } = await createAccount();
+    const hook = uuidv7(Date.now());
+    await db.insert(webhooks).values({ id: hook, accountId, endpoint: "https://h.example/", eventsJson: '["email.sent"]', secretSealed: "x", createdAt: 0, updatedAt: 0 });
     const events = [0, 1, 2].map((i) => ({ id: uuidv7(Date.now() + i), accountId, type: "email.sent" as const, body: "{}", createdAt: i }));
     await env.DB.batch(events.map((e) => outboxStatement(env.DB, e)));
     await env.DB.batch([prepared(env.DB, markFannedOut([events[2]!.id], 9))]);
@@ -173,15 +203,13 @@ describe("the delivery and fan-out statements compiled once", () => {
     expect(compiled).toEqual(await pending(all));
     expect(compiled.map((e) => e.id).sort()).toEqual(all.slice(0, 2).sort());
 
-    const hook = uuidv7(Date.now());
-    await db.insert(webhooks).values({ id: hook, accountId, endpoint: "https://h.example/", eventsJson: "[]", secretSealed: "x", createdAt: 0, updatedAt: 0 });
     const delivery = { id: uuidv7(Date.now()), webhookId: hook, accountId, eventId: events[0]!.id, eventType: "email.sent", at: 4 };
     await env.DB.batch([insertWebhookDelivery.bind(env.DB, delivery), insertWebhookDelivery.bind(env.DB, { ...delivery, id: uuidv7(Date.now() + 5) })]);
     const rows = await db.select().from(webhookDeliveries).where(eq(webhookDeliveries.webhookId, hook));
     const disabled = uuidv7(Date.now() + 1);
     await db.insert(webhooks).values({ id: disabled, accountId, endpoint: "https://h.example/", eventsJson: "[]", secretSealed: "x", status: "disabled", createdAt: 0, updatedAt: 0 });
     const hooks = enabledHookRows(await prepared(env.DB, enabledHooks([accountId, "other"])).raw());
-    expect(hooks).toEqual([{ id: hook, accountId, eventsJson: "[]" }]);
+    expect(hooks).toEqual([{ id: hook, accountId, eventsJson: '["email.sent"]' }]);
     expect(hooks).toEqual(await hooksOf([accountId, "other"]));
     // The second is ignored: one delivery per endpoint and event.
     expect(rows).toEqual([{ id: delivery.id, webhookId: hook, accountId, eventId: events[0]!.id, eventType: "email.sent", status: "pending", attempts: 0, nextAttemptAt: 4, lastAttemptAt: null, createdAt: 4 }]);

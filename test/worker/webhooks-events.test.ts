@@ -1,6 +1,7 @@
 // Real events from their real sources, through the background queue consumers (send and
 // webhooks) on the real clock, to a receiver that verifies each delivery with svix and
 // standardwebhooks against the live clock.
+import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { WebhookPayloadSchema } from "../../worker/webhooks/payloads.ts";
 import { api, createAccount, type TestAccount } from "./fixtures.ts";
@@ -70,5 +71,37 @@ describe("events from real sources arrive signed", () => {
     const log = (await (await api(acct.token, "GET", `/webhooks/${hooks.data[0]!.id}/events?limit=100`)).json()) as { data: { status: string; attempts: number; type: string }[] };
     expect(log.data.length).toBeGreaterThanOrEqual(4);
     expect(log.data.every((e) => e.status === "delivered" && e.attempts === 1)).toBe(true);
+  });
+});
+
+describe("events no endpoint subscribes to", () => {
+  it("are recorded already fanned out, and an endpoint hears what happens from its creation on", async () => {
+    const quiet = await createAccount();
+    const sendFrom = async (to: string) => {
+      const res = await api(quiet.token, "POST", "/emails", { from: `Acme <news@${quiet.domain}>`, to, subject: "Nobody listens", text: "hi" });
+      expect(res.status).toBe(200);
+      return ((await res.json()) as { id: string }).id;
+    };
+    const events = (emailId: string) => env.DB.prepare("SELECT type, fanned_out_at AS fannedOutAt, created_at AS createdAt FROM webhook_events WHERE account_id = ? AND json_extract(payload_json, '$.data.email_id') = ?")
+      .bind(quiet.accountId, emailId).all<{ type: string; fannedOutAt: number | null; createdAt: number }>();
+    const before = await sendFrom("delivered@simulator.tern.test");
+    const unheard = await waitFor("the unheard email's events", async () => {
+      const { results } = await events(before);
+      return results.length === 2 ? results : undefined;
+    }, 15_000);
+    // The record of each event is kept; none waits for a fan-out (nor for the cron's sweep).
+    expect(unheard.map((e) => e.type).sort()).toEqual(["email.delivered", "email.sent"]);
+    for (const e of unheard) expect(e.fannedOutAt).toBe(e.createdAt);
+
+    const target = receiverUrl("real", "from-creation");
+    const hook = await createWebhook(quiet.token, target.url, ["email.sent", "email.delivered"]);
+    await setSecrets("real", target.path, [hook.signing_secret]);
+    const after = await sendFrom("delivered@simulator.tern.test");
+    const got = await waitFor("the heard email's deliveries", async () => {
+      const list = (await deliveriesAt("real", target.path)).map((d) => JSON.parse(d.body) as { type: string; data: { email_id: string } });
+      return list.filter((p) => p.data.email_id === after).length === 2 ? list : undefined;
+    }, 15_000);
+    expect(got.filter((p) => p.data.email_id === before)).toEqual([]);
+    for (const e of (await events(after)).results) expect(e.fannedOutAt).not.toBeNull();
   });
 });

@@ -185,11 +185,27 @@ export const markInFlight: Compiled<{ id: string; attemptJson: string; leaseUnti
 // The webhook outbox and its fan-out (worker/events/outbox.ts, worker/webhooks/consumer.ts).
 
 /** INSERT INTO webhook_events: a new outbox row (not yet fanned out). */
+/** An outbox row. One no enabled endpoint of the account subscribes to is written already
+ * fanned out (at its creation), so nothing reads it back to fan it out to nobody; the statement
+ * answers fanned_out_at, which says whether the event needs a hint (writtenEvents). */
 export const insertWebhookEvent: Compiled<{ id: string; accountId: string; type: string; payloadJson: string; createdAt: number }> = compile(
   builder.insert(webhookEvents).values({
     id: sql.placeholder("id"), accountId: sql.placeholder("accountId"), type: sql.placeholder("type"), payloadJson: sql.placeholder("payloadJson"), createdAt: sql.placeholder("createdAt"),
-  }),
+    fannedOutAt: fannedOutUnlessHeard(sql.placeholder("accountId"), sql.placeholder("type"), sql.placeholder("createdAt")),
+  }).returning({ fannedOutAt: webhookEvents.fannedOutAt }),
 );
+
+/** An outbox row's fanned_out_at: null (to be fanned out) while an enabled endpoint of the
+ * account subscribes to its type, else its creation time. */
+export function fannedOutUnlessHeard(accountId: Placeholder | string, type: Placeholder | string, createdAt: Placeholder | number): SQL {
+  return sql`case when ${subscribedTo(accountId, type)} then null else ${createdAt} end`;
+}
+
+/** Whether an enabled endpoint of the account subscribes to events of this type (the condition
+ * of every outbox row; the fan-out matches endpoints the same way, webhooks/consumer.ts). */
+export function subscribedTo(accountId: Placeholder | string, type: Placeholder | string): SQL {
+  return sql`exists (select 1 from ${webhooks}, json_each(${webhooks.eventsJson}) where ${webhooks.accountId} = ${accountId} and ${webhooks.status} = 'enabled' and json_each.value = ${type})`;
+}
 
 /** The events among some ids not yet fanned out. By primary key only: see worker/db/plan.ts. */
 const pendingEventFields = { id: webhookEvents.id, accountId: webhookEvents.accountId, type: webhookEvents.type };

@@ -25,7 +25,7 @@ import { joinedBytes, type MessageChunks, type Transport, type TransportSession 
 import { settleAttempt, type AttemptResult, type EventRecord, type Settlement } from "./outcome.ts";
 import { AttemptLog, LeaseLostError, markInFlightStatement, progressOf, type InFlightMark } from "./progress.ts";
 import { canonicalRecipient } from "../sending/return-path.ts";
-import { announce, emailFacts, emailOutboxEvent, outboxStatement, type OutboxEvent } from "../events/outbox.ts";
+import { announce, emailFacts, emailOutboxEvent, outboxStatement, eventsToFanOut, type OutboxEvent } from "../events/outbox.ts";
 import type { Bounce } from "../webhooks/payloads.ts";
 import { suppressedAmong, suppressionKey, suppressStatement } from "../suppressions/suppress.ts";
 import { linkTokenKey, trackedHtml } from "../tracking/outgoing.ts";
@@ -138,8 +138,8 @@ export async function deliverBatch(env: Env, emailIds: string[], pool: SessionPo
   for (let i = 0; i < simulatedWrites.length; i += SIMULATED_PER_WRITE) {
     const chunk = simulatedWrites.slice(i, i + SIMULATED_PER_WRITE);
     try {
-      await env.DB.batch([...chunk.flatMap((w) => w.statements), ...mergedRollups(env.DB, chunk.map((w) => w.rollup))]);
-      await announce(env, chunk.flatMap((w) => w.outbox));
+      const statements = [...chunk.flatMap((w) => w.statements), ...mergedRollups(env.DB, chunk.map((w) => w.rollup))];
+      await announce(env, eventsToFanOut(statements, await env.DB.batch(statements)));
     } catch (err) {
       console.error("recording simulated outcomes failed; will retry", err);
       for (const w of chunk) {
@@ -177,7 +177,6 @@ interface SimulatedWrite {
   emailId: string;
   /** Its settlement, without the rollup: the chunk's rollups are written as one. */
   statements: D1PreparedStatement[];
-  outbox: OutboxEvent[];
   rollup: RollupInput;
 }
 
@@ -351,7 +350,7 @@ async function deliverOnHeld(
   // Only a message that went out needs its outcome written before anything else happens.
   const leftTern = log.results.some((r) => !unsent.has(r) && !isSimulated(r.recipient, config.simulatorDomains));
   if (!leftTern) {
-    simulatedWrites.push({ emailId: email.id, statements, outbox, rollup });
+    simulatedWrites.push({ emailId: email.id, statements, rollup });
     return { retryIn, next: null };
   }
   statements.push(...rollupStatement(env.DB, rollup));
@@ -360,7 +359,9 @@ async function deliverOnHeld(
   const mark = handoff.nextMark && { ...handoff.nextMark, renewTo: t + config.leaseMs };
   if (mark) statements.push(markInFlightStatement(env.DB, mark));
   const written = await recordAfterSend(env.DB, email.id, statements);
-  hints.add(outbox);
+  // A batch that may have committed on an earlier try says nothing of its rows: every event is
+  // hinted (a hint for a row not written finds nothing to fan out).
+  hints.add(written === null ? outbox : eventsToFanOut(statements, written));
   if (!mark) return { retryIn, next: null };
   // A batch retried after it may have committed does not say whether the mark was written.
   if (written === null) return { retryIn, next: { marked: false, leases: [mark.lease, mark.renewTo] } };

@@ -1,12 +1,14 @@
 // The webhook outbox: every event a webhook may hear about is written as a webhook_events row
-// in the same D1 batch as the change it reports, with the payload as it is at that moment.
-// After the batch, a hint goes to the webhook queue; the webhook consumer fans each event out
+// in the same D1 batch as the change it reports, with the payload as it is at that moment. One
+// no enabled endpoint subscribes to is written already fanned out (the insert itself asks), so
+// an account without endpoints pays no hint, read or write of a fan-out per event, and an
+// endpoint hears of what happens from its creation on. After the batch, a hint goes to the webhook queue; the webhook consumer fans each event out
 // to the account's subscribed endpoints once. A lost hint is found by the cron (fanned_out_at
 // still null), so an event is never lost between the change and its webhooks.
 import type { BatchItem } from "drizzle-orm/batch";
 import type { DrizzleD1Database } from "drizzle-orm/d1";
 import { eq, sql } from "drizzle-orm";
-import { insertWebhookEvent } from "../db/compiled.ts";
+import { fannedOutUnlessHeard, insertWebhookEvent } from "../db/compiled.ts";
 import { emailEvents, webhookEvents, type EmailRow } from "../db/schema.ts";
 import { uuidv7 } from "../ids.ts";
 import {
@@ -39,7 +41,7 @@ export function outboxEvent(accountId: string, payload: { type: WebhookEventType
 }
 
 export function outboxInsert(db: DrizzleD1Database, e: OutboxEvent): BatchItem<"sqlite"> {
-  return db.insert(webhookEvents).values(outboxRow(e));
+  return db.insert(webhookEvents).values({ ...outboxRow(e), fannedOutAt: fannedOutUnlessHeard(e.accountId, e.type, e.createdAt) });
 }
 
 /** The webhook_events row of an outbox event. */
@@ -47,17 +49,34 @@ function outboxRow(e: OutboxEvent) {
   return { id: e.id, accountId: e.accountId, type: e.type, payloadJson: e.body, createdAt: e.createdAt };
 }
 
+/** Which event each compiled outbox statement writes, so that a hot path hints only the events
+ * that wait for their fan-out (eventsToFanOut). */
+const eventOf = new WeakMap<D1PreparedStatement, OutboxEvent>();
+
 /** The same insert as a D1 statement compiled once (worker/db/compiled.ts), for the plain D1
  * batches of the hot paths. */
 export function outboxStatement(d1: D1Database, e: OutboxEvent): D1PreparedStatement {
-  return insertWebhookEvent.bind(d1, outboxRow(e));
+  const statement = insertWebhookEvent.bind(d1, outboxRow(e));
+  eventOf.set(statement, e);
+  return statement;
+}
+
+/** The events a batch of `statements` wrote waiting for their fan-out (an endpoint subscribes
+ * to them): the ones worth a hint to the webhook queue. */
+export function eventsToFanOut(statements: readonly D1PreparedStatement[], results: readonly D1Result[]): OutboxEvent[] {
+  const out: OutboxEvent[] = [];
+  for (let i = 0; i < statements.length; i++) {
+    const e = eventOf.get(statements[i]!);
+    if (e && (results[i]?.results[0] as { fanned_out_at?: unknown } | undefined)?.fanned_out_at === null) out.push(e);
+  }
+  return out;
 }
 
 /** The outbox row of an email event whose insert, earlier in the same batch, may have been
  * ignored as a duplicate: written only if email event `emailEventId` is there. */
 export function outboxInsertIfRecorded(db: DrizzleD1Database, e: OutboxEvent, emailEventId: string): BatchItem<"sqlite"> {
   return db.insert(webhookEvents).select(
-    db.select({ id: sql`${e.id}`.as("id"), accountId: sql`${e.accountId}`.as("account_id"), type: sql`${e.type}`.as("type"), payloadJson: sql`${e.body}`.as("payload_json"), createdAt: sql`${e.createdAt}`.as("created_at"), fannedOutAt: sql`null`.as("fanned_out_at") })
+    db.select({ id: sql`${e.id}`.as("id"), accountId: sql`${e.accountId}`.as("account_id"), type: sql`${e.type}`.as("type"), payloadJson: sql`${e.body}`.as("payload_json"), createdAt: sql`${e.createdAt}`.as("created_at"), fannedOutAt: sql`${fannedOutUnlessHeard(e.accountId, e.type, e.createdAt)}`.as("fanned_out_at") })
       .from(emailEvents).where(eq(emailEvents.id, emailEventId)),
   );
 }

@@ -18,7 +18,7 @@ import { asList, type SendEmailRequest } from "./request.ts";
 import { consumeStatements, isQuotaViolation, quotaError, type QuotaUse } from "./quota.ts";
 import { parseScheduledAt } from "./schedule.ts";
 import { authorizeSender } from "./sender.ts";
-import { announce, emailFacts, emailOutboxEvent, outboxStatement } from "../events/outbox.ts";
+import { announce, emailFacts, emailOutboxEvent, outboxStatement, eventsToFanOut } from "../events/outbox.ts";
 import { claimStatements, isKeyTaken, KeyTaken, type KeyClaim } from "./key-claim.ts";
 import { acceptedRollups } from "../metrics/rollup.ts";
 import { assertSendingAllowed } from "../metrics/health.ts";
@@ -312,10 +312,12 @@ async function recordPrepared(env: Env, config: TernConfig, principal: Principal
     ...acceptedRollups(env.DB, rows.map((r) => r.email)),
   ];
   let results: D1Result[];
+  let statements: D1PreparedStatement[];
   try {
     // The key first: a key already taken fails the batch before the quota is looked at, so a
     // replay still replays when the quota is full.
-    results = await env.DB.batch([...keyStatements, quota.monthly, ...(quota.daily ? [quota.daily] : []), ...records]);
+    statements = [...keyStatements, quota.monthly, ...(quota.daily ? [quota.daily] : []), ...records];
+    results = await env.DB.batch(statements);
     progress.committed = true;
   } catch (err) {
     // recordEmails deletes what the emails put in R2.
@@ -332,7 +334,7 @@ async function recordPrepared(env: Env, config: TernConfig, principal: Principal
   // answer need not wait for them.
   const due = prepared.filter((p) => p.scheduledAt === null);
   const hints = Promise.all([
-    announce(env, outbox),
+    announce(env, eventsToFanOut(statements, results)),
     due.length === 0
       ? undefined
       : enqueueEmails(env, due).catch((err: unknown) => {
