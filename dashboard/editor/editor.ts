@@ -384,6 +384,7 @@ function lineField(input: HTMLInputElement): Editor {
   button.append("{ } Variable", hidden);
   row.append(box, button);
   const hint = label.querySelector(".hint");
+  if (hint) hint.id ||= `${input.name}-hint`;
   field.append(name, row, ...(hint ? [hint] : []));
   label.replaceWith(field);
   input.type = "hidden";
@@ -398,6 +399,7 @@ function lineField(input: HTMLInputElement): Editor {
       attributes: {
         class: "line-input", role: "textbox", "aria-multiline": "false", "aria-labelledby": name.id, spellcheck: "true",
         ...(input.required ? { "aria-required": "true" } : {}),
+        ...(hint ? { "aria-describedby": hint.id } : {}),
       },
       // One line: Enter (with any modifier) inserts nothing; the form has no submit to make.
       handleKeyDown: (_view, event) => event.key === "Enter",

@@ -1,9 +1,10 @@
 // The Broadcasts and Templates pages in a real headless Chromium against `npm start`: a person,
-// with the mouse and keyboard only, writes a broadcast in the block editor (a heading, a
-// paragraph with a variable, a button and an uploaded image), previews it at desktop and phone
-// widths, sends a test to themselves, reviews it and sends it to a segment of dev-relay
-// addresses; each recipient's message shows their own name, the button's link, the image tern
-// serves and a working one-click unsubscribe. Then a template is written and published.
+// with the mouse and keyboard only, writes a broadcast in the block editor (a subject and a
+// paragraph with variables shown as chips, a heading, a button and an uploaded image), previews
+// it at desktop and phone widths, sends a test to themselves, reviews it and sends it to a
+// segment of dev-relay addresses; each recipient's message shows their own name, the button's
+// link, the image tern serves and a working one-click unsubscribe. Then a template is written
+// (its subject pasted in Resend's syntax) and published.
 // Screenshots: test-results/dashboard/5x-*.png.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -308,12 +309,18 @@ describe("the Broadcasts page and the block editor", () => {
     await page.keyboard.press("Control+V");
     expect(await subject.innerText()).toBe("Your order ORDER is on its way");
     expect(await subject.locator(".variable-chip").innerText()).toBe("ORDER");
+    // "{{" opens the same menu there; Escape leaves the subject as it was.
+    await page.keyboard.type("{{");
+    const dialog = page.getByRole("dialog", { name: "Insert a variable" });
+    await dialog.waitFor();
+    await page.keyboard.press("Escape");
+    await expect.poll(() => dialog.isVisible()).toBe(false);
+    expect(await subject.textContent()).toBe("Your order ORDER is on its way");
     await page.getByRole("textbox", { name: "Email content" }).locator("h1").click();
     await page.keyboard.type("On its way");
     await page.keyboard.press("Enter");
     await page.keyboard.type("Order ");
     await page.getByRole("button", { name: "Insert variable" }).click();
-    const dialog = page.getByRole("dialog", { name: "Insert a variable" });
     await dialog.getByLabel("Variable").selectOption({ label: "Another key…" });
     await dialog.getByLabel("Key", { exact: true }).fill("ORDER");
     await dialog.getByLabel(/Fallback/).fill("soon");
