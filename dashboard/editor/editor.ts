@@ -429,8 +429,13 @@ function lineField(input: HTMLInputElement): Editor {
     input.value = line.getText().replace(/[\r\n]+/g, " ");
     input.dispatchEvent(new Event("input", { bubbles: true }));
   });
-  // Clicking the name focuses the field, as a label does for an input.
+  // Clicking the name, or the box's padding, focuses the field, as for an input.
   name.addEventListener("click", () => line.commands.focus("end"));
+  box.addEventListener("mousedown", (e) => {
+    if (e.target !== box) return;
+    e.preventDefault();
+    line.commands.focus("end");
+  });
   button.addEventListener("click", () => {
     // Never clicked into yet: the variable goes at the end, where a person would expect it.
     if (!touched) line.commands.setTextSelection(line.state.doc.content.size - 1);
