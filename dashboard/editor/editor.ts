@@ -8,7 +8,7 @@
 import { Editor, Extension, Node, mergeAttributes, type JSONContent } from "@tiptap/core";
 import Image from "@tiptap/extension-image";
 import StarterKit from "@tiptap/starter-kit";
-import { Placeholder } from "@tiptap/extensions";
+import { Placeholder, UndoRedo } from "@tiptap/extensions";
 import { NodeSelection } from "@tiptap/pm/state";
 
 interface Variable { key: string; label: string; fallback: string }
@@ -20,7 +20,22 @@ const base = `/dashboard/api/${data.kind}s/${data.id}`;
 const $ = <T extends Element = HTMLElement>(sel: string, root: ParentNode = document) => root.querySelector(sel) as T;
 const UNSUBSCRIBE = "{{{RESEND_UNSUBSCRIBE_URL}}}";
 const PLACEHOLDER = /^\{\{\{\s*[A-Za-z_][A-Za-z0-9_.]*\s*(\|[^}]*)?\}\}\}$/;
+// The same grammar as the Worker's renderer (worker/templates/render.ts), to find them in text.
+const PLACEHOLDERS = /\{\{\{\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(?:\|([^}]*))?\}\}\}/g;
 const labels = new Map(data.variables.map((v) => [v.key, v.label]));
+
+/** Text in Resend's syntax as inline content: text, and a variable node for each placeholder. */
+function inlineContent(source: string): JSONContent[] {
+  const out: JSONContent[] = [];
+  let at = 0;
+  for (const m of source.matchAll(PLACEHOLDERS)) {
+    if (m.index > at) out.push({ type: "text", text: source.slice(at, m.index) });
+    out.push({ type: "variable", attrs: { key: m[1], fallback: (m[2] ?? "").trim() } });
+    at = m.index + m[0].length;
+  }
+  if (at < source.length) out.push({ type: "text", text: source.slice(at) });
+  return out;
+}
 
 // ---- nodes the email has beyond the starter kit ---------------------------------------------
 
@@ -85,12 +100,16 @@ const VariableNode = Node.create({
   atom: true,
   selectable: true,
   addAttributes() {
-    return { key: { default: "FIRST_NAME", renderHTML: () => ({}) }, fallback: { default: "", renderHTML: () => ({}) } };
+    // Read back from the chip's own markup, so a chip copied and pasted keeps its key.
+    return {
+      key: { default: "FIRST_NAME", parseHTML: (el) => el.getAttribute("data-variable"), renderHTML: () => ({}) },
+      fallback: { default: "", parseHTML: (el) => el.getAttribute("data-fallback") ?? "", renderHTML: () => ({}) },
+    };
   },
   parseHTML: () => [{ tag: "span[data-variable]" }],
   renderHTML({ node }) {
     const name = labels.get(node.attrs.key) ?? node.attrs.key;
-    return ["span", { "data-variable": node.attrs.key, class: "variable-chip", title: `{{{${node.attrs.key}${node.attrs.fallback ? `|${node.attrs.fallback}` : ""}}}}` },
+    return ["span", { "data-variable": node.attrs.key, "data-fallback": node.attrs.fallback, class: "variable-chip", title: `{{{${node.attrs.key}${node.attrs.fallback ? `|${node.attrs.fallback}` : ""}}}}` },
       node.attrs.fallback ? `${name} (or “${node.attrs.fallback}”)` : name];
   },
   renderText: ({ node }) => `{{{${node.attrs.key}${node.attrs.fallback ? `|${node.attrs.fallback}` : ""}}}}`,
@@ -157,17 +176,17 @@ const editor = new Editor({
       void (node.type.name === "button" ? editButton() : editImage());
       return true;
     },
-    // "{{" opens the variable menu, as people who know Resend's syntax expect.
-    handleTextInput(view, from, _to, text) {
-      if (text === "{" && from > 0 && view.state.doc.textBetween(from - 1, from) === "{") {
-        view.dispatch(view.state.tr.delete(from - 1, from));
-        void insertVariable();
-        return true;
-      }
-      return false;
-    },
+    handleTextInput: (view, from, _to, text) => doubleBrace(view, from, text, () => editor),
   },
 });
+
+/** "{{" opens the variable menu, as people who know Resend's syntax expect. */
+function doubleBrace(view: Editor["view"], from: number, text: string, target: () => Editor): boolean {
+  if (text !== "{" || from === 0 || view.state.doc.textBetween(from - 1, from) !== "{") return false;
+  view.dispatch(view.state.tr.delete(from - 1, from));
+  void insertVariable(target());
+  return true;
+}
 
 // ---- dialogs ---------------------------------------------------------------------------------
 
@@ -181,7 +200,7 @@ function showDialogError(dialog: HTMLDialogElement, message: string | null) {
 
 /** Opens a dialog with `initial` values; resolves with the button pressed and the values, or
  * null when cancelled. `check` may refuse the values with a message shown in the dialog. */
-function ask(id: string, initial: Values, check?: (v: Values, action: string) => string | null | Promise<string | null>): Promise<{ action: string; values: Values } | null> {
+function ask(id: string, initial: Values, check?: (v: Values, action: string) => string | null | Promise<string | null>, returnTo: Editor = editor): Promise<{ action: string; values: Values } | null> {
   const dialog = document.getElementById(id) as HTMLDialogElement;
   const form = $<HTMLFormElement>("form", dialog);
   form.reset();
@@ -211,7 +230,7 @@ function ask(id: string, initial: Values, check?: (v: Values, action: string) =>
       form.removeEventListener("submit", onSubmit);
       dialog.removeEventListener("close", onClose);
       resolve(r);
-      editor.commands.focus();
+      returnTo.commands.focus();
     };
     form.addEventListener("submit", onSubmit);
     dialog.addEventListener("close", onClose);
@@ -316,8 +335,12 @@ function syncVariableDialog() {
 variableKey.addEventListener("change", syncVariableDialog);
 variableDialog.addEventListener("dialog-open", () => queueMicrotask(syncVariableDialog));
 
-async function insertVariable() {
-  const r = await ask("dlg-variable", {}, (v) => (v.key === "" && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(v.other ?? "") ? "A key is letters, digits and underscores, like ORDER_ID." : null));
+/** The variable menu, inserting into the body or into a one-line field (`target`). */
+async function insertVariable(target: Editor) {
+  // An unsubscribe link belongs in the body; a subject has no links.
+  const unsubscribe = variableKey.querySelector<HTMLOptionElement>("option[value=RESEND_UNSUBSCRIBE_URL]");
+  if (unsubscribe) unsubscribe.hidden = unsubscribe.disabled = target !== editor;
+  const r = await ask("dlg-variable", {}, (v) => (v.key === "" && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(v.other ?? "") ? "A key is letters, digits and underscores, like ORDER_ID." : null), target);
   if (!r) return;
   const key = r.values.key || r.values.other!;
   if (key === "RESEND_UNSUBSCRIBE_URL") {
@@ -325,8 +348,102 @@ async function insertVariable() {
     return;
   }
   if (!labels.has(key)) labels.set(key, key);
-  editor.chain().focus().insertContent({ type: "variable", attrs: { key, fallback: (r.values.fallback ?? "").replace(/[{}|]/g, "") } }).run();
+  target.chain().focus().insertContent({ type: "variable", attrs: { key, fallback: (r.values.fallback ?? "").replace(/[{}|]/g, "") } }).run();
 }
+
+// ---- one-line fields with variables (the subject) --------------------------------------------
+
+// A one-line document: one paragraph of text and variable chips, nothing else (no marks, no
+// breaks). Its own tiny schema rather than the body's: a subject has no formatting to offer.
+const LineDoc = Node.create({ name: "doc", topNode: true, content: "paragraph" });
+const LineParagraph = Node.create({ name: "paragraph", content: "inline*", parseHTML: () => [{ tag: "p" }], renderHTML: () => ["p", 0] });
+const LineText = Node.create({ name: "text", group: "inline" });
+
+/** Replaces the server-rendered `<label>Subject<input name=subject></label>` with the label, a
+ * one-line editor showing variables as the body's chips and a "{ } Variable" button. The input
+ * stays in the form, hidden, holding the string form ({{{FIRST_NAME|friend}}}) the API takes:
+ * without this script it is the field itself. */
+function lineField(input: HTMLInputElement): Editor {
+  const label = input.closest("label")!;
+  const field = document.createElement("div");
+  field.className = `line-field ${label.className}`.trim();
+  const name = document.createElement("span");
+  name.id = `${input.name}-label`;
+  name.textContent = Array.from(label.childNodes).filter((n) => n.nodeType === 3 /* text */).map((n) => n.textContent).join("").trim();
+  const row = document.createElement("div");
+  row.className = "line-row";
+  const box = document.createElement("div");
+  box.className = "line-box";
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = "secondary line-variable";
+  button.title = "Insert a variable (or type {{ in the field)";
+  const hidden = document.createElement("span");
+  hidden.className = "sr-only";
+  hidden.textContent = ` in ${name.textContent}`;
+  button.append("{ } Variable", hidden);
+  row.append(box, button);
+  const hint = label.querySelector(".hint");
+  if (hint) hint.id ||= `${input.name}-hint`;
+  field.append(name, row, ...(hint ? [hint] : []));
+  label.replaceWith(field);
+  input.type = "hidden";
+  field.append(input);
+
+  let touched = false;
+  const line: Editor = new Editor({
+    element: box,
+    extensions: [LineDoc, LineParagraph, LineText, VariableNode, UndoRedo],
+    content: { type: "doc", content: [{ type: "paragraph", content: inlineContent(input.value) }] },
+    editorProps: {
+      attributes: {
+        class: "line-input", role: "textbox", "aria-multiline": "false", "aria-labelledby": name.id, spellcheck: "true",
+        ...(input.required ? { "aria-required": "true" } : {}),
+        ...(hint ? { "aria-describedby": hint.id } : {}),
+      },
+      // One line: Enter (with any modifier) inserts nothing; the form has no submit to make.
+      handleKeyDown: (_view, event) => event.key === "Enter",
+      handleTextInput: (view, from, _to, text) => doubleBrace(view, from, text, () => line),
+      // Pasted or dropped text, in Resend's syntax or not, becomes text and chips on this one
+      // line (a chip dragged within the field moves as it is).
+      handlePaste: (_view, event) => dropText(event.clipboardData),
+      handleDrop(view, event, _slice, moved) {
+        if (moved) return false;
+        const at = view.posAtCoords({ left: event.clientX, top: event.clientY });
+        return dropText(event.dataTransfer, at?.pos);
+      },
+    },
+  });
+  function dropText(data: DataTransfer | null, at?: number): boolean {
+    const text = data?.getData("text/plain");
+    if (!text) return false;
+    const content = inlineContent(text.replace(/\s*[\r\n]+\s*/g, " ").replace(/\t/g, " "));
+    const chain = line.chain().focus();
+    if (at !== undefined) chain.setTextSelection(at);
+    if (content.length) chain.insertContent(content);
+    chain.run();
+    return true;
+  }
+  line.on("focus", () => (touched = true));
+  line.on("update", () => {
+    input.value = line.getText().replace(/[\r\n]+/g, " ");
+    input.dispatchEvent(new Event("input", { bubbles: true }));
+  });
+  // Clicking the name, or the box's padding, focuses the field, as for an input.
+  name.addEventListener("click", () => line.commands.focus("end"));
+  box.addEventListener("mousedown", (e) => {
+    if (e.target !== box) return;
+    e.preventDefault();
+    line.commands.focus("end");
+  });
+  button.addEventListener("click", () => {
+    // Never clicked into yet: the variable goes at the end, where a person would expect it.
+    if (!touched) line.commands.setTextSelection(line.state.doc.content.size - 1);
+    void insertVariable(line);
+  });
+  return line;
+}
+document.querySelectorAll<HTMLInputElement>("#editor-settings input[data-variable-field]").forEach(lineField);
 
 // ---- toolbar ---------------------------------------------------------------------------------
 
@@ -347,7 +464,7 @@ const commands: Record<string, () => unknown> = {
     { type: "columns", content: [{ type: "column", content: [{ type: "paragraph" }] }, { type: "column", content: [{ type: "paragraph" }] }] },
     { type: "paragraph" },
   ]).run(),
-  variable: insertVariable,
+  variable: () => insertVariable(editor),
   undo: () => editor.chain().focus().undo().run(),
   redo: () => editor.chain().focus().redo().run(),
 };

@@ -1,9 +1,10 @@
 // The Broadcasts and Templates pages in a real headless Chromium against `npm start`: a person,
-// with the mouse and keyboard only, writes a broadcast in the block editor (a heading, a
-// paragraph with a variable, a button and an uploaded image), previews it at desktop and phone
-// widths, sends a test to themselves, reviews it and sends it to a segment of dev-relay
-// addresses; each recipient's message shows their own name, the button's link, the image tern
-// serves and a working one-click unsubscribe. Then a template is written and published.
+// with the mouse and keyboard only, writes a broadcast in the block editor (a subject and a
+// paragraph with variables shown as chips, a heading, a button and an uploaded image), previews
+// it at desktop and phone widths, sends a test to themselves, reviews it and sends it to a
+// segment of dev-relay addresses; each recipient's message shows their own name, the button's
+// link, the image tern serves and a working one-click unsubscribe. Then a template is written
+// (its subject pasted in Resend's syntax) and published.
 // Screenshots: test-results/dashboard/5x-*.png.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -108,11 +109,33 @@ describe("the Broadcasts page and the block editor", () => {
 
     await page.getByLabel("Name").fill("November news");
     await page.getByLabel("From").fill(`News <news@${tern.domain}>`);
-    await page.getByLabel("Subject").fill("What's new, {{{FIRST_NAME|friend}}}");
+    await page.getByLabel("Subject").fill("What's new");
     await page.getByLabel("Send to segment").selectOption({ label: `Readers ${tag}` });
     await page.getByRole("button", { name: "Create and edit" }).click();
     await page.waitForURL(/\/dashboard\/broadcasts\/[0-9a-f-]{36}$/);
     const broadcastId = page.url().split("/").pop()!;
+
+    // The subject, with the keyboard only: its own Variable button, the same menu as the body's;
+    // the variable shows as a chip, Enter adds no line, the form holds Resend's syntax.
+    const subject = page.getByRole("textbox", { name: "Subject", exact: true });
+    await subject.focus();
+    await page.keyboard.press("End");
+    await page.keyboard.type(", ");
+    await page.keyboard.press("Tab");
+    expect(await page.evaluate("document.activeElement.textContent")).toBe("{ } Variable in Subject");
+    await page.keyboard.press("Enter");
+    const varDialog = page.getByRole("dialog", { name: "Insert a variable" });
+    await varDialog.waitFor();
+    expect(await varDialog.getByLabel("Variable").inputValue()).toBe("FIRST_NAME");
+    await page.keyboard.press("Tab"); // to the fallback, "there", selected
+    await page.keyboard.type("friend");
+    await page.keyboard.press("Enter");
+    await expect.poll(() => varDialog.isVisible()).toBe(false);
+    expect(await subject.locator(".variable-chip").innerText()).toBe("First name (or “friend”)");
+    await page.keyboard.press("Enter");
+    expect(await subject.locator("p").count()).toBe(1);
+    expect(await subject.textContent()).toBe("What's new, First name (or “friend”)");
+    expect(await page.locator("input[name=subject]").inputValue()).toBe("What's new, {{{FIRST_NAME|friend}}}");
 
     // A heading, then a paragraph with the first name from the Variable menu.
     const canvas = page.getByRole("textbox", { name: "Email content" });
@@ -121,7 +144,6 @@ describe("the Broadcasts page and the block editor", () => {
     await page.keyboard.press("Enter");
     await page.keyboard.type("Hi ");
     await page.getByRole("button", { name: "Insert variable" }).click();
-    const varDialog = page.getByRole("dialog", { name: "Insert a variable" });
     await varDialog.getByLabel("Variable").selectOption({ label: "First name" });
     expect(await varDialog.getByLabel(/Fallback/).inputValue()).toBe("there");
     await varDialog.getByRole("button", { name: "Insert" }).click();
@@ -187,6 +209,11 @@ describe("the Broadcasts page and the block editor", () => {
     await page.getByRole("button", { name: "Mobile" }).click();
     await page.waitForTimeout(300); // the frame's width eases over 200 ms
     await previewPanel.screenshot({ path: join(SCREENSHOTS, "53-broadcast-preview-mobile.png") });
+    // Preview saved it: the stored subject is the string, shown again as a chip after a reload.
+    expect((await api(`/broadcasts/${broadcastId}`)).subject).toBe("What's new, {{{FIRST_NAME|friend}}}");
+    await page.reload();
+    expect(await subject.locator(".variable-chip").innerText()).toBe("First name (or “friend”)");
+    await page.locator(".editor-settings").screenshot({ path: join(SCREENSHOTS, "51-broadcast-subject.png") });
 
     // A test to the signed-in person's own address.
     await page.getByRole("button", { name: `Send a test to ${me}` }).click();
@@ -267,7 +294,7 @@ describe("the Broadcasts page and the block editor", () => {
   }, 180_000);
 
   it("writes and publishes a template in the same editor", async () => {
-    const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: "en-US" })).newPage();
+    const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: "en-US", permissions: ["clipboard-read", "clipboard-write"] })).newPage();
     await signIn(page);
     await page.goto(`${tern.url}/dashboard/templates`);
     expect(await page.locator("main").innerText()).toContain("No templates yet.");
@@ -275,13 +302,25 @@ describe("the Broadcasts page and the block editor", () => {
     await page.getByLabel("Alias (optional)").fill("order-shipped");
     await page.getByRole("button", { name: "Create and edit" }).click();
     await page.waitForURL(/\/dashboard\/templates\/[0-9a-f-]{36}$/);
-    await page.getByLabel("Subject").fill("Your order {{{ORDER}}} is on its way");
+    // A subject pasted in Resend's syntax (with a line break) becomes one line with a chip.
+    await page.evaluate(`navigator.clipboard.writeText(${JSON.stringify("Your order {{{ORDER}}}\nis on its way")})`);
+    const subject = page.getByRole("textbox", { name: "Subject", exact: true });
+    await subject.click();
+    await page.keyboard.press("Control+V");
+    expect(await subject.innerText()).toBe("Your order ORDER is on its way");
+    expect(await subject.locator(".variable-chip").innerText()).toBe("ORDER");
+    // "{{" opens the same menu there; Escape leaves the subject as it was.
+    await page.keyboard.type("{{");
+    const dialog = page.getByRole("dialog", { name: "Insert a variable" });
+    await dialog.waitFor();
+    await page.keyboard.press("Escape");
+    await expect.poll(() => dialog.isVisible()).toBe(false);
+    expect(await subject.textContent()).toBe("Your order ORDER is on its way");
     await page.getByRole("textbox", { name: "Email content" }).locator("h1").click();
     await page.keyboard.type("On its way");
     await page.keyboard.press("Enter");
     await page.keyboard.type("Order ");
     await page.getByRole("button", { name: "Insert variable" }).click();
-    const dialog = page.getByRole("dialog", { name: "Insert a variable" });
     await dialog.getByLabel("Variable").selectOption({ label: "Another key…" });
     await dialog.getByLabel("Key", { exact: true }).fill("ORDER");
     await dialog.getByLabel(/Fallback/).fill("soon");

@@ -294,10 +294,12 @@ export function EditorWorkspace(props: { kind: "broadcast" | "template"; id: str
   );
 }
 
-function Field(props: { label: string; name: string; value?: string | null; placeholder?: string; required?: boolean; size?: number; maxlength?: number; hint?: string }) {
+/** A labelled input; with `variables`, editor.js turns it into a one-line field showing
+ * placeholders as chips (the input keeps the string form and is what the form sends). */
+function Field(props: { label: string; name: string; value?: string | null; placeholder?: string; required?: boolean; size?: number; maxlength?: number; hint?: string; variables?: boolean; wide?: boolean }) {
   return (
-    <label>{props.label}
-      <input name={props.name} value={props.value ?? ""} placeholder={props.placeholder} required={props.required} size={props.size} maxlength={props.maxlength} data-keep-empty />
+    <label class={props.wide ? "wide" : undefined}>{props.label}
+      <input name={props.name} value={props.value ?? ""} placeholder={props.placeholder} required={props.required} size={props.size} maxlength={props.maxlength} data-keep-empty data-variable-field={props.variables ? "" : undefined} />
       {props.hint ? <span class="hint">{props.hint}</span> : null}
     </label>
   );
@@ -323,8 +325,9 @@ async function broadcastPage(c: DashCtx) {
       <div class="settings-grid">
         <Field label="Name" name="name" value={row.name} maxlength={256} hint="Only you see it." />
         <Field label="From" name="from" value={row.fromAddress} required placeholder="News <news@your-domain>" />
-        <Field label="Subject" name="subject" value={row.subject} required maxlength={998} />
-        <Field label="Preview text" name="preview_text" value={row.previewText} maxlength={500} hint="Shown after the subject in the inbox." />
+        <Field label="Reply-To" name="reply_to" value={replyTo} placeholder="optional" />
+        <Field label="Subject" name="subject" value={row.subject} required maxlength={998} variables wide />
+        <Field label="Preview text" name="preview_text" value={row.previewText} maxlength={500} hint="Shown after the subject in the inbox." wide />
         <label>Segment
           <select name="segment_id">{segs.data.map((s) => <option value={s.id} selected={s.id === row.segmentId}>{s.name}</option>)}</select>
         </label>
@@ -335,7 +338,6 @@ async function broadcastPage(c: DashCtx) {
           </select>
           <span class="hint" id="topic-hint">With a topic, contacts who left it are skipped.</span>
         </label>
-        <Field label="Reply-To" name="reply_to" value={replyTo} placeholder="optional" />
       </div>
     </>
   );

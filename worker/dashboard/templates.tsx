@@ -59,7 +59,7 @@ async function templatePage(c: DashCtx) {
       <label>Name<input name="name" value={row.name} required maxlength={256} /></label>
       <label>Alias<input name="alias" value={row.alias ?? ""} placeholder="order-shipped" maxlength={100} data-keep-empty /><span class="hint">Sends may name the template by it.</span></label>
       <label>From<input name="from" value={draft.from ?? ""} placeholder="Shop <shop@your-domain>" data-keep-empty /><span class="hint">Optional; a send's own from wins.</span></label>
-      <label>Subject<input name="subject" value={draft.subject ?? ""} maxlength={998} data-keep-empty /></label>
+      <label class="wide">Subject<input name="subject" value={draft.subject ?? ""} maxlength={998} data-keep-empty data-variable-field /></label>
       <label>Reply-To<input name="reply_to" value={(draft.reply_to ?? []).join(", ")} placeholder="optional" data-keep-empty /></label>
     </div>
   );
