@@ -280,7 +280,7 @@ describe("a broadcast's messages", () => {
     const ada = address("ada"), bob = address("bob");
     const { segment, contacts } = await segmentWith(t, [{ email: ada, first_name: "Ada <3", properties: { company: "Initech" } }, bob]);
     const id = (await call(t, "POST", "/broadcasts", {
-      segment_id: segment, topic_id: topic, from: `News <news@${domain}>`, subject: "For {{{FIRST_NAME|you}}}", preview_text: "Fresh notes",
+      segment_id: segment, topic_id: topic, from: `News <news@${domain}>`, subject: "For {{{FIRST_NAME|you}}}", preview_text: "Fresh notes for {{{company}}}, {{{FIRST_NAME|friend}}}",
       html: "<html><body><p>Hi {{{FIRST_NAME|there}}} at {{{company}}} ({{{EMAIL}}})</p></body></html>", send: true,
     })).body.id;
     const [ma, mb] = [await waitFor("ada's mail", async () => (await capturedFor(ada))[0], 15_000), await waitFor("bob's mail", async () => (await capturedFor(bob))[0], 15_000)];
@@ -289,7 +289,9 @@ describe("a broadcast's messages", () => {
     expect(pa.subject).toBe("For Ada <3");
     expect(pa.html).toContain(`Hi Ada &lt;3 at Initech (${ada})`);
     expect(pb.html).toContain(`Hi there at your team (${bob})`);
-    expect(pa.html).toContain("Fresh notes");
+    // The preview text is personalised too, escaped once in the HTML around it.
+    expect(pa.html).toMatch(/<div style="display:none;[^"]*">Fresh notes for Initech, Ada &lt;3<\/div>/);
+    expect(pb.html).toContain(">Fresh notes for your team, friend</div>");
     expect(pa.text).toMatch(/Unsubscribe or choose what you receive.*https:\/\/t\.tern\.test\/u\//);
     const raw = rawText(ma);
     const lu = raw.replace(/\r\n[ \t]+/g, " ").match(/^List-Unsubscribe: <https:\/\/t\.tern\.test\/u\/([A-Za-z0-9_-]+)>\r$/m);

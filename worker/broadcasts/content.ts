@@ -51,7 +51,8 @@ function place(html: string, fragment: string, where: "start" | "end"): string {
 export function renderBroadcastBody(b: Pick<BroadcastRow, "html" | "text" | "previewText">, lookup: Parameters<typeof render>[1]): { html: string | null; text: string | null } {
   let html = b.html ? render(b.html, lookup, "html").output : null;
   if (html !== null) {
-    if (b.previewText) html = place(html, `<div style="display:none;max-height:0;overflow:hidden">${escapeHtml(b.previewText)}</div>`, "start");
+    // Personalised as the subject is (its values raw), then escaped once for the HTML around it.
+    if (b.previewText) html = place(html, `<div style="display:none;max-height:0;overflow:hidden">${escapeHtml(render(b.previewText, lookup, "text").output)}</div>`, "start");
     if (!html.includes(UNSUBSCRIBE_PLACEHOLDER)) html = place(html, FOOTER_HTML, "end");
   }
   let text = b.text ? render(b.text, lookup, "text").output : html !== null ? htmlToText(html) : null;
