@@ -2,15 +2,18 @@
 // drizzle builds for the same values: the same SQL text and parameters, the same row written,
 // the same answer and the same failure, on D1.
 import { env } from "cloudflare:workers";
-import { and, eq, inArray, isNull, lte, sql } from "drizzle-orm";
+import { and, asc, eq, gt, inArray, isNull, lte, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { describe, expect, it } from "vitest";
 import {
-  claimEmails, consumeUsage, emailRows, enabledHookRows, enabledHooks, insertApiLog, insertEmail, insertEmailEvent, insertWebhookDelivery, insertWebhookEvent, markFannedOut, markInFlight,
-  pendingEventRows, pendingEvents, prepared, recordProgress, settleEmail, statementOf,
+  broadcastProgress, broadcastProgressRows, claimEmails, consumeUsage, emailRows, enabledHookRows, enabledHooks, fanoutPage, fanoutPageRows, insertApiLog, insertBroadcastRecipients,
+  insertEmail, insertEmailEvent, insertEmailEvents, insertWebhookDelivery, insertWebhookEvent, markFannedOut, markInFlight, pendingEventRows, pendingEvents, prepared, recordProgress,
+  settleEmail, statementOf,
 } from "../../worker/db/compiled.ts";
 import { unindexed } from "../../worker/db/plan.ts";
-import { apiLogs, emailEvents, emails, usage, webhookDeliveries, webhookEvents, webhooks } from "../../worker/db/schema.ts";
+import {
+  apiLogs, broadcastRecipients, broadcasts, contactSegments, contactTopics, contacts, emailEvents, emails, segments, suppressions, topics, usage, webhookDeliveries, webhookEvents, webhooks,
+} from "../../worker/db/schema.ts";
 import { outboxInsert, outboxStatement, eventsToFanOut } from "../../worker/events/outbox.ts";
 import { uuidv7 } from "../../worker/ids.ts";
 import { isQuotaViolation } from "../../worker/sending/quota.ts";
@@ -213,5 +216,56 @@ describe("the delivery and fan-out statements compiled once", () => {
     expect(hooks).toEqual(await hooksOf([accountId, "other"]));
     // The second is ignored: one delivery per endpoint and event.
     expect(rows).toEqual([{ id: delivery.id, webhookId: hook, accountId, eventId: events[0]!.id, eventType: "email.sent", status: "pending", attempts: 0, nextAttemptAt: 4, lastAttemptAt: null, createdAt: 4 }]);
+  });
+
+  it("read a fan-out page and write its recipients and queued events as drizzle's queries do", async () => {
+    const { accountId } = await createAccount();
+    const now = Date.now();
+    const [segment, topic, broadcast] = [uuidv7(now), uuidv7(now + 1), uuidv7(now + 2)];
+    await db.insert(segments).values({ id: segment, accountId, name: "s", createdAt: now });
+    await db.insert(topics).values({ id: topic, accountId, name: "t", defaultSubscription: "opt_in", createdAt: now, updatedAt: now });
+    const people = Array.from({ length: 6 }, (_, i) => ({
+      id: uuidv7(now + 10 + i), accountId, email: `p${i}@example.test`, firstName: i === 2 ? null : `P${i}`, lastName: null,
+      unsubscribed: i === 3, propertiesJson: i === 1 ? '{"plan":"pro"}' : "{}", createdAt: now, updatedAt: now,
+    }));
+    await db.insert(contacts).values(people);
+    await db.insert(contactSegments).values(people.map((p) => ({ segmentId: segment, contactId: p.id, accountId, createdAt: now })));
+    await db.insert(contactTopics).values({ contactId: people[4]!.id, topicId: topic, accountId, subscription: "opt_out", updatedAt: now });
+    await db.insert(suppressions).values({ id: uuidv7(now + 30), accountId, email: people[5]!.email, reason: "manual", createdAt: now });
+    await db.insert(broadcasts).values({ id: broadcast, accountId, segmentId: segment, topicId: topic, status: "sending", checkpoint: people[0]!.id, recipientCount: 1, createdAt: now, updatedAt: now });
+
+    // drizzle's select, with the checkpoint passed as a value (as the fan-out read it before).
+    const drizzlePage = (checkpoint: string, limit: number) => db.select({
+      id: contacts.id, email: contacts.email, firstName: contacts.firstName, lastName: contacts.lastName, unsubscribed: contacts.unsubscribed,
+      propertiesJson: contacts.propertiesJson, own: contactTopics.subscription, suppressed: suppressions.id,
+    }).from(contactSegments).innerJoin(contacts, eq(contacts.id, contactSegments.contactId))
+      .leftJoin(contactTopics, and(eq(contactTopics.contactId, contactSegments.contactId), eq(contactTopics.topicId, topic)))
+      .leftJoin(suppressions, and(eq(suppressions.accountId, contacts.accountId), eq(suppressions.email, contacts.email)))
+      .where(and(eq(contactSegments.segmentId, segment), gt(contactSegments.contactId, checkpoint))).orderBy(asc(contactSegments.contactId)).limit(limit);
+    const read = async (limit: number) => {
+      const [p, page] = await env.DB.batch([broadcastProgress.bind(env.DB, { id: broadcast }), fanoutPage.bind(env.DB, { broadcastId: broadcast, segmentId: segment, topicId: topic, limit })]);
+      return { progress: broadcastProgressRows(p!.results as Record<string, unknown>[]), page: fanoutPageRows(page!.results as Record<string, unknown>[]) };
+    };
+    const first = await read(3);
+    expect(first.progress).toEqual([{ status: "sending", checkpoint: people[0]!.id, recipientCount: 1 }]);
+    expect(first.page).toEqual(await drizzlePage(people[0]!.id, 3));
+    expect(first.page.map((r) => r.id)).toEqual(people.slice(1, 4).map((p) => p.id));
+    await db.update(broadcasts).set({ checkpoint: people[3]!.id }).where(eq(broadcasts.id, broadcast));
+    const rest = await read(25);
+    // Past the new checkpoint: the opted-out and the suppressed contact, with what says so.
+    expect(rest.page).toEqual(await drizzlePage(people[3]!.id, 25));
+    expect(rest.page.map((r) => [r.own, r.suppressed !== null])).toEqual([["opt_out", false], [null, true]]);
+    expect(first.page.find((r) => r.id === people[3]!.id)!.unsubscribed).toBe(true);
+
+    // Several rows to a statement, as drizzle's multi-row insert writes them.
+    const emailIds = people.slice(0, 3).map((_, i) => uuidv7(now + 40 + i));
+    await env.DB.batch(emailIds.map((id) => insertEmail.bind(env.DB, { ...emailRow(accountId), id })));
+    const recipientRows = emailIds.map((emailId, i) => ({ broadcastId: broadcast, contactId: people[i]!.id, accountId, emailId, email: people[i]!.email, createdAt: now }));
+    const eventRows = emailIds.map((emailId, i) => ({ id: uuidv7(now + 50 + i), emailId, accountId, type: "queued", dataJson: `{"recipients":["${people[i]!.email}"]}`, createdAt: now, dedupeKey: null }));
+    expect(insertBroadcastRecipients.perStatement).toBe(16);
+    expect(insertEmailEvents.perStatement).toBe(14);
+    await env.DB.batch([insertBroadcastRecipients.bind(env.DB, recipientRows), insertEmailEvents.bind(env.DB, eventRows)]);
+    expect(await db.select().from(broadcastRecipients).where(eq(broadcastRecipients.broadcastId, broadcast)).orderBy(asc(broadcastRecipients.contactId))).toEqual(recipientRows);
+    expect(await db.select().from(emailEvents).where(inArray(emailEvents.emailId, emailIds)).orderBy(asc(emailEvents.id))).toEqual(eventRows);
   });
 });

@@ -6,7 +6,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { claimQuery } from "../../worker/delivery/consumer.ts";
-import { markFannedOut, pendingEvents, type Query } from "../../worker/db/compiled.ts";
+import { fanoutPage, markFannedOut, pendingEvents, type Query } from "../../worker/db/compiled.ts";
 import { uuidv7Floor } from "../../worker/ids.ts";
 import { PURGE_SQL } from "../../worker/retention/purge.ts";
 import { parseMetricsQuery } from "../../worker/metrics/query.ts";
@@ -40,6 +40,17 @@ describe("query plans of the consumers' lookups by id", () => {
     const detail = await plan(query);
     expect(detail).toContain(`SEARCH ${table} USING INDEX sqlite_autoindex_${table}_1 (id=?)`);
     expect(detail).not.toMatch(/emails_due|webhook_events_pending|SCAN/);
+  });
+});
+
+// A fan-out page reads the segment's next contacts from the checkpoint: a range of the
+// contact_segments primary key, whatever the segment's size, never the whole segment.
+describe("query plan of a broadcast's fan-out page", () => {
+  it("walks the segment from its checkpoint by the primary key, each contact by its own", async () => {
+    const detail = await plan(fanoutPage.query({ broadcastId: "b", segmentId: "s", topicId: "t", limit: 25 }));
+    expect(detail).toMatch(/SEARCH contact_segments USING (COVERING )?INDEX sqlite_autoindex_contact_segments_1 \(segment_id=\? AND contact_id>\?\)/);
+    expect(detail).toMatch(/SEARCH contacts USING INDEX sqlite_autoindex_contacts_1 \(id=\?\)/);
+    expect(detail).not.toMatch(/SCAN|TEMP B-TREE/);
   });
 });
 

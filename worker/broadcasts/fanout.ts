@@ -10,11 +10,11 @@
 // - a quota that runs out fails the page; the broadcast stops as `failed`, saying why.
 // The emails then take the normal path: send queue, consumer (which personalises each from the
 // broadcast's one stored body, content.ts), DKIM, tracking, events.
-import { and, eq, gt, inArray, lt, or, isNull, sql } from "drizzle-orm";
+import { and, eq, inArray, lt, or, isNull, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import type { Principal } from "../auth.ts";
-import { insertEmail, statementOf } from "../db/compiled.ts";
-import { accounts, broadcastRecipients, broadcasts, contactSegments, contactTopics, contacts, emailEvents, suppressions, topics, type BroadcastRow } from "../db/schema.ts";
+import { broadcastProgress, broadcastProgressRows, fanoutPage, fanoutPageRows, insertBroadcastRecipients, insertEmail, insertEmailEvents, statementOf } from "../db/compiled.ts";
+import { accounts, broadcastRecipients, broadcasts, emailEvents, topics, type BroadcastRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
 import { uuidv7 } from "../ids.ts";
 import { parseMailbox } from "../mime/address.ts";
@@ -63,12 +63,6 @@ type FanoutEnv = Pick<Env, "DB" | "BROADCAST_QUEUE" | "HEALTH_PAUSE"> & Partial<
 
 async function load(db: D1Database, id: string): Promise<BroadcastRow | undefined> {
   return drizzle(db).select().from(broadcasts).where(eq(broadcasts.id, id)).get();
-}
-
-/** What each page needs to know again (a cancel, another run's checkpoint): not the body. */
-async function progress(db: D1Database, id: string) {
-  return drizzle(db).select({ status: broadcasts.status, checkpoint: broadcasts.checkpoint, recipientCount: broadcasts.recipientCount })
-    .from(broadcasts).where(eq(broadcasts.id, id)).get();
 }
 
 /** BROADCAST_RATE: the most emails a second one run of a fan-out records; 0 when unpaced (unset,
@@ -126,20 +120,16 @@ export async function runFanout(env: FanoutEnv, broadcastId: string, opts: Fanou
     // no deadline a few seconds matter to; transactional mail sharing D1 and the senders does.
     const due = started + (recorded / (rate || Infinity)) * 1000 - Date.now();
     if (due > 0) await new Promise((r) => setTimeout(r, due));
-    const p = await progress(env.DB, broadcastId);
+    // The progress and the page after its checkpoint, in one D1 call (a batch reads one state).
+    const [progressRead, pageRead] = await env.DB.batch([
+      broadcastProgress.bind(env.DB, { id: broadcastId }),
+      fanoutPage.bind(env.DB, { broadcastId, segmentId: b.segmentId ?? "", topicId: b.topicId ?? "", limit: pageSize }),
+    ]);
+    const p = broadcastProgressRows(progressRead!.results as Record<string, unknown>[])[0];
     if (!p || p.status !== "sending") return { recorded, status: p?.status ?? "missing", more: false };
-    b = { ...b, ...p };
+    b = { ...b, ...p } as BroadcastRow;
     const now = clock();
-    const rows = await db.select({
-      id: contacts.id, email: contacts.email, firstName: contacts.firstName, lastName: contacts.lastName,
-      unsubscribed: contacts.unsubscribed, propertiesJson: contacts.propertiesJson,
-      own: contactTopics.subscription, suppressed: suppressions.id,
-    }).from(contactSegments)
-      .innerJoin(contacts, eq(contacts.id, contactSegments.contactId))
-      .leftJoin(contactTopics, and(eq(contactTopics.contactId, contactSegments.contactId), eq(contactTopics.topicId, b.topicId ?? "")))
-      .leftJoin(suppressions, and(eq(suppressions.accountId, contacts.accountId), eq(suppressions.email, contacts.email)))
-      .where(and(eq(contactSegments.segmentId, b.segmentId ?? ""), gt(contactSegments.contactId, b.checkpoint ?? "")))
-      .orderBy(contactSegments.contactId).limit(pageSize);
+    const rows = fanoutPageRows(pageRead!.results as Record<string, unknown>[]);
     if (rows.length === 0) {
       await stop(env.DB, b.id, "sent", null, now);
       return { recorded, status: "sent", more: false };
@@ -153,8 +143,8 @@ export async function runFanout(env: FanoutEnv, broadcastId: string, opts: Fanou
     }
     const quotaStatements = statements.length;
     const emailIds: string[] = [];
-    const recipientRows: (typeof broadcastRecipients.$inferInsert)[] = [];
-    const eventRows: (typeof emailEvents.$inferInsert)[] = [];
+    const recipientRows: (typeof broadcastRecipients.$inferSelect)[] = [];
+    const eventRows: (typeof emailEvents.$inferSelect)[] = [];
     for (const [i, c] of eligible.entries()) {
       const emailId = uuidv7(now + i);
       emailIds.push(emailId);
@@ -173,8 +163,9 @@ export async function runFanout(env: FanoutEnv, broadcastId: string, opts: Fanou
     }
     // Many rows a statement where D1's 100 bound parameters allow: fewer statements a page.
     // The recipients come first: their primary key and trigger decide whether the page counts.
-    for (let i = 0; i < recipientRows.length; i += 16) statements.splice(quotaStatements + i / 16, 0, statementOf(env.DB, db.insert(broadcastRecipients).values(recipientRows.slice(i, i + 16))));
-    for (let i = 0; i < eventRows.length; i += 14) statements.push(statementOf(env.DB, db.insert(emailEvents).values(eventRows.slice(i, i + 14))));
+    const recipientsAt = insertBroadcastRecipients.perStatement, eventsAt = insertEmailEvents.perStatement;
+    for (let i = 0; i < recipientRows.length; i += recipientsAt) statements.splice(quotaStatements + i / recipientsAt, 0, insertBroadcastRecipients.bind(env.DB, recipientRows.slice(i, i + recipientsAt)));
+    for (let i = 0; i < eventRows.length; i += eventsAt) statements.push(insertEmailEvents.bind(env.DB, eventRows.slice(i, i + eventsAt)));
     // The page's emails count as received in the broadcast's metrics, in the page's batch.
     const counted = { accountId: b.accountId, domainId: domain.id, broadcastId: b.id, createdAt: now };
     statements.push(...acceptedRollups(env.DB, eligible.map((c) => ({ ...counted, pendingJson: JSON.stringify([c.email]) }))));

@@ -7,12 +7,12 @@
 // shape (an IN list's length) is compiled once per shape. test/worker/compiled.test.ts checks
 // that a compiled statement writes and answers exactly what the drizzle query it stands for
 // does.
-import { and, eq, getTableColumns, inArray, is, isNull, lte, Param, Placeholder, sql, type Column, type SQL } from "drizzle-orm";
+import { and, eq, getTableColumns, gt, inArray, is, isNull, lte, Param, Placeholder, SQL, sql, type Column } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
 import type { SQLiteInsertValue, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { unindexed } from "./plan.ts";
-import { apiLogs, emailEvents, emails, usage, webhookDeliveries, webhookEvents, webhooks, type EmailRow } from "./schema.ts";
+import { apiLogs, broadcastRecipients, broadcasts, contactSegments, contactTopics, contacts, emailEvents, emails, suppressions, usage, webhookDeliveries, webhookEvents, webhooks, type EmailRow } from "./schema.ts";
 
 /** A statement's SQL and its parameters, as drizzle's toSQL() answers them. */
 export type Query = { sql: string; params: unknown[] };
@@ -97,6 +97,19 @@ function rowsOf<Row>(fields: Record<string, Column>): (raw: unknown[][]) => Row[
   });
 }
 
+/** Rows as drizzle answers them, from rows keyed by column name (what a D1 batch answers; its
+ * statements cannot ask for raw rows), read by their columns. The fields' names must differ. */
+function namedRowsOf<Row>(fields: Record<string, Column | SQL.Aliased>): (rows: readonly Record<string, unknown>[]) => Row[] {
+  const read = Object.entries(fields).map(([key, f]) => is(f, SQL.Aliased)
+    ? { key, name: f.fieldAlias, map: (v: unknown) => v }
+    : { key, name: (f as Column).name, map: (v: unknown) => (f as Column).mapFromDriverValue(v) });
+  return (rows) => rows.map((r) => {
+    const row: Record<string, unknown> = {};
+    for (const c of read) row[c.key] = r[c.name] === null || r[c.name] === undefined ? null : c.map(r[c.name]);
+    return row as Row;
+  });
+}
+
 /** Every column of `table` as a placeholder of its own name: an insert that names them all. */
 function placeholders<T extends SQLiteTable>(table: T): SQLiteInsertValue<T> {
   return Object.fromEntries(Object.keys(getTableColumns(table)).map((k) => [k, sql.placeholder(k)])) as unknown as SQLiteInsertValue<T>;
@@ -110,6 +123,54 @@ export const insertEmail: Compiled<Row<typeof emails>> = compile(builder.insert(
 
 /** INSERT INTO email_events, every column bound. */
 export const insertEmailEvent: Compiled<Row<typeof emailEvents>> = compile(builder.insert(emailEvents).values(placeholders(emailEvents)));
+
+/** INSERT of `rows.length` rows into `table`, every column bound (`${column}${i}`), compiled per
+ * row count: a fan-out page writes its recipients and queued events this way, several to a
+ * statement (D1 binds at most 100 values to one). */
+function rowsInsert<T extends SQLiteTable>(table: T): { perStatement: number; bind(d1: D1Database, rows: readonly Row<T>[]): D1PreparedStatement } {
+  const keys = Object.keys(getTableColumns(table));
+  const shapes = perShape<number, Record<string, unknown>>((n) => builder.insert(table).values(
+    Array.from({ length: n }, (_, i) => Object.fromEntries(keys.map((k) => [k, sql.placeholder(`${k}${i}`)])) as unknown as SQLiteInsertValue<T>),
+  ));
+  return {
+    perStatement: Math.floor(100 / keys.length),
+    bind(d1, rows) {
+      const values: Record<string, unknown> = {};
+      rows.forEach((row, i) => { for (const k of keys) values[`${k}${i}`] = (row as Record<string, unknown>)[k]; });
+      return shapes(rows.length).bind(d1, values);
+    },
+  };
+}
+
+/** A fan-out page's broadcast_recipients rows. */
+export const insertBroadcastRecipients = rowsInsert(broadcastRecipients);
+/** Email events, several to a statement (a fan-out page's queued events). */
+export const insertEmailEvents = rowsInsert(emailEvents);
+
+/** What a fan-out page needs to know again of its broadcast (a cancel, another run's checkpoint). */
+const broadcastProgressFields = { status: broadcasts.status, checkpoint: broadcasts.checkpoint, recipientCount: broadcasts.recipientCount };
+export const broadcastProgress: Compiled<{ id: string }> = compile(builder.select(broadcastProgressFields).from(broadcasts).where(eq(broadcasts.id, sql.placeholder("id"))));
+export const broadcastProgressRows = namedRowsOf<{ status: string; checkpoint: string | null; recipientCount: number }>(broadcastProgressFields);
+
+/** A fan-out page: the segment's next contacts after the broadcast's checkpoint (read in the same
+ * statement, so one D1 batch reads the progress and the page that follows it), with what decides
+ * whether each gets the broadcast: unsubscribed, their choice for its topic, a suppression. */
+const fanoutPageFields = {
+  id: contacts.id, email: contacts.email, firstName: contacts.firstName, lastName: contacts.lastName,
+  unsubscribed: contacts.unsubscribed, propertiesJson: contacts.propertiesJson, own: contactTopics.subscription,
+  // Named apart from contacts.id: a batch answers rows as objects keyed by column name.
+  suppressed: sql<string | null>`${suppressions.id}`.as("suppressed"),
+};
+export const fanoutPage: Compiled<{ broadcastId: string; segmentId: string; topicId: string; limit: number }> = compile(builder.select(fanoutPageFields).from(contactSegments)
+  .innerJoin(contacts, eq(contacts.id, contactSegments.contactId))
+  .leftJoin(contactTopics, and(eq(contactTopics.contactId, contactSegments.contactId), eq(contactTopics.topicId, sql.placeholder("topicId"))))
+  .leftJoin(suppressions, and(eq(suppressions.accountId, contacts.accountId), eq(suppressions.email, contacts.email)))
+  .where(and(
+    eq(contactSegments.segmentId, sql.placeholder("segmentId")),
+    gt(contactSegments.contactId, sql`coalesce((select ${broadcasts.checkpoint} from ${broadcasts} where ${broadcasts.id} = ${sql.placeholder("broadcastId")}), '')`),
+  ))
+  .orderBy(contactSegments.contactId).limit(sql.placeholder("limit")));
+export const fanoutPageRows = namedRowsOf<{ id: string; email: string; firstName: string | null; lastName: string | null; unsubscribed: boolean; propertiesJson: string; own: string | null; suppressed: string | null }>(fanoutPageFields);
 
 /** INSERT INTO api_logs, every column bound: a send's log row, in the send's batch. */
 export const insertApiLog: Compiled<Row<typeof apiLogs>> = compile(builder.insert(apiLogs).values(placeholders(apiLogs)));
