@@ -5,11 +5,12 @@
 // JSON; the Worker renders the email's html and text from it (worker/broadcasts/document.ts),
 // so previews, tests and sends all show what the server made.
 // Bundled by dev/build-editor.ts into assets/editor/, loaded only on the editor's pages.
-import { Editor, Extension, Node, mergeAttributes, type JSONContent } from "@tiptap/core";
+import { Editor, Extension, Node, getText, getTextSerializersFromSchema, mergeAttributes, type JSONContent } from "@tiptap/core";
 import Image from "@tiptap/extension-image";
 import StarterKit from "@tiptap/starter-kit";
 import { Placeholder, UndoRedo } from "@tiptap/extensions";
-import { NodeSelection } from "@tiptap/pm/state";
+import { NodeSelection, Plugin } from "@tiptap/pm/state";
+import type { Node as PMNode } from "@tiptap/pm/model";
 
 interface Variable { key: string; label: string; fallback: string }
 interface PageData { kind: "broadcast" | "template"; id: string; document: JSONContent; variables: Variable[] }
@@ -337,7 +338,7 @@ variableDialog.addEventListener("dialog-open", () => queueMicrotask(syncVariable
 
 /** The variable menu, inserting into the body or into a one-line field (`target`). */
 async function insertVariable(target: Editor) {
-  // An unsubscribe link belongs in the body; a subject has no links.
+  // An unsubscribe link belongs in the body; a one-line field (subject, preview text) has none.
   const unsubscribe = variableKey.querySelector<HTMLOptionElement>("option[value=RESEND_UNSUBSCRIBE_URL]");
   if (unsubscribe) unsubscribe.hidden = unsubscribe.disabled = target !== editor;
   const r = await ask("dlg-variable", {}, (v) => (v.key === "" && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(v.other ?? "") ? "A key is letters, digits and underscores, like ORDER_ID." : null), target);
@@ -351,18 +352,24 @@ async function insertVariable(target: Editor) {
   target.chain().focus().insertContent({ type: "variable", attrs: { key, fallback: (r.values.fallback ?? "").replace(/[{}|]/g, "") } }).run();
 }
 
-// ---- one-line fields with variables (the subject) --------------------------------------------
+// ---- one-line fields with variables (subject, preview text) ---------------------------------
 
 // A one-line document: one paragraph of text and variable chips, nothing else (no marks, no
-// breaks). Its own tiny schema rather than the body's: a subject has no formatting to offer.
+// breaks). Its own tiny schema rather than the body's: a subject or a preview text has no
+// formatting to offer.
 const LineDoc = Node.create({ name: "doc", topNode: true, content: "paragraph" });
 const LineParagraph = Node.create({ name: "paragraph", content: "inline*", parseHTML: () => [{ tag: "p" }], renderHTML: () => ["p", 0] });
 const LineText = Node.create({ name: "text", group: "inline" });
 
-/** Replaces the server-rendered `<label>Subject<input name=subject></label>` with the label, a
- * one-line editor showing variables as the body's chips and a "{ } Variable" button. The input
- * stays in the form, hidden, holding the string form ({{{FIRST_NAME|friend}}}) the API takes:
- * without this script it is the field itself. */
+/** The string form of a one-line document: its text, each chip as its placeholder. */
+function lineText(doc: PMNode): string {
+  return getText(doc, { blockSeparator: " ", textSerializers: getTextSerializersFromSchema(doc.type.schema) }).replace(/[\r\n]+/g, " ");
+}
+
+/** Replaces a server-rendered `<label>Subject<input name=subject data-variable-field></label>`
+ * (the subject, the preview text) with the label, a one-line editor showing variables as the
+ * body's chips and a "{ } Variable" button. The input stays in the form, hidden, holding the
+ * string form ({{{FIRST_NAME|friend}}}) the API takes: without this script it is the field. */
 function lineField(input: HTMLInputElement): Editor {
   const label = input.closest("label")!;
   const field = document.createElement("div");
@@ -390,10 +397,19 @@ function lineField(input: HTMLInputElement): Editor {
   input.type = "hidden";
   field.append(input);
 
+  // The input's maxlength, kept as an input keeps it: no edit makes the string form longer (a
+  // paste that would is refused whole rather than cut inside a placeholder).
+  const limit = input.maxLength;
+  const MaxLength = Extension.create({
+    name: "maxLength",
+    addProseMirrorPlugins: () => limit > 0 ? [new Plugin({
+      filterTransaction: (tr, state) => !tr.docChanged || lineText(tr.doc).length <= Math.max(limit, lineText(state.doc).length),
+    })] : [],
+  });
   let touched = false;
   const line: Editor = new Editor({
     element: box,
-    extensions: [LineDoc, LineParagraph, LineText, VariableNode, UndoRedo],
+    extensions: [LineDoc, LineParagraph, LineText, VariableNode, UndoRedo, MaxLength],
     content: { type: "doc", content: [{ type: "paragraph", content: inlineContent(input.value) }] },
     editorProps: {
       attributes: {
@@ -426,7 +442,7 @@ function lineField(input: HTMLInputElement): Editor {
   }
   line.on("focus", () => (touched = true));
   line.on("update", () => {
-    input.value = line.getText().replace(/[\r\n]+/g, " ");
+    input.value = lineText(line.state.doc);
     input.dispatchEvent(new Event("input", { bubbles: true }));
   });
   // Clicking the name, or the box's padding, focuses the field, as for an input.

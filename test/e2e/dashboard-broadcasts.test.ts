@@ -1,9 +1,10 @@
 // The Broadcasts and Templates pages in a real headless Chromium against `npm start`: a person,
-// with the mouse and keyboard only, writes a broadcast in the block editor (a subject and a
-// paragraph with variables shown as chips, a heading, a button and an uploaded image), previews
-// it at desktop and phone widths, sends a test to themselves, reviews it and sends it to a
-// segment of dev-relay addresses; each recipient's message shows their own name, the button's
-// link, the image tern serves and a working one-click unsubscribe. Then a template is written
+// with the mouse and keyboard only, writes a broadcast in the block editor (a subject, a preview
+// text and a paragraph with variables shown as chips, a heading, a button and an uploaded
+// image), previews it at desktop and phone widths, sends a test to themselves, reviews it and
+// sends it to a segment of dev-relay addresses; each recipient's message shows their own name
+// (in the subject, the preheader and the body), the button's link, the image tern serves and a
+// working one-click unsubscribe. Then a template is written
 // (its subject pasted in Resend's syntax) and published.
 // Screenshots: test-results/dashboard/5x-*.png.
 import { readFileSync } from "node:fs";
@@ -136,6 +137,20 @@ describe("the Broadcasts page and the block editor", () => {
     expect(await subject.locator("p").count()).toBe(1);
     expect(await subject.textContent()).toBe("What's new, First name (or “friend”)");
     expect(await page.locator("input[name=subject]").inputValue()).toBe("What's new, {{{FIRST_NAME|friend}}}");
+    // The preview text is the same kind of field: "{{" there opens the menu; Enter adds nothing.
+    const previewText = page.getByRole("textbox", { name: "Preview text", exact: true });
+    await previewText.focus();
+    await page.keyboard.type("A note for {{");
+    await varDialog.waitFor();
+    await page.keyboard.press("Tab");
+    await page.keyboard.type("friend");
+    await page.keyboard.press("Enter");
+    await expect.poll(() => varDialog.isVisible()).toBe(false);
+    await page.keyboard.type(" on what changed");
+    await page.keyboard.press("Enter");
+    expect(await previewText.locator("p").count()).toBe(1);
+    expect(await previewText.textContent()).toBe("A note for First name (or “friend”) on what changed");
+    expect(await page.locator("input[name=preview_text]").inputValue()).toBe("A note for {{{FIRST_NAME|friend}}} on what changed");
 
     // A heading, then a paragraph with the first name from the Variable menu.
     const canvas = page.getByRole("textbox", { name: "Email content" });
@@ -192,7 +207,7 @@ describe("the Broadcasts page and the block editor", () => {
     expect(await axeViolations(page)).toEqual([]);
 
     // Preview at both widths: the first contact's name, the button and the image.
-    await page.getByRole("button", { name: "Preview" }).click();
+    await page.getByRole("button", { name: "Preview", exact: true }).click();
     const frame = page.locator("#preview-frame");
     await expect.poll(() => frame.getAttribute("srcdoc"), { timeout: 15_000 }).toContain("Hi Ada, the editor has landed.");
     const srcdoc = (await frame.getAttribute("srcdoc"))!;
@@ -210,9 +225,10 @@ describe("the Broadcasts page and the block editor", () => {
     await page.waitForTimeout(300); // the frame's width eases over 200 ms
     await previewPanel.screenshot({ path: join(SCREENSHOTS, "53-broadcast-preview-mobile.png") });
     // Preview saved it: the stored subject is the string, shown again as a chip after a reload.
-    expect((await api(`/broadcasts/${broadcastId}`)).subject).toBe("What's new, {{{FIRST_NAME|friend}}}");
+    expect(await api(`/broadcasts/${broadcastId}`)).toMatchObject({ subject: "What's new, {{{FIRST_NAME|friend}}}", preview_text: "A note for {{{FIRST_NAME|friend}}} on what changed" });
     await page.reload();
     expect(await subject.locator(".variable-chip").innerText()).toBe("First name (or “friend”)");
+    expect(await previewText.locator(".variable-chip").innerText()).toBe("First name (or “friend”)");
     await page.locator(".editor-settings").screenshot({ path: join(SCREENSHOTS, "51-broadcast-subject.png") });
 
     // A test to the signed-in person's own address.
@@ -247,6 +263,8 @@ describe("the Broadcasts page and the block editor", () => {
       const mail = await simpleParser(raw);
       expect(mail.subject).toBe(`What's new, ${r.name}`);
       const html = String(mail.html);
+      // The preheader (the hidden div the html starts with), personalised as the subject is.
+      expect(/<div style="display:none;max-height:0;overflow:hidden">([^<]*)<\/div>/.exec(html)?.[1]).toBe(`A note for ${r.name} on what changed`);
       expect(html).toContain(`Hi ${r.name}, the editor has landed.`);
       expect(mail.text).toContain(`Hi ${r.name}, the editor has landed.`);
       // The button's link (through click tracking, if the domain has it on).
@@ -315,6 +333,10 @@ describe("the Broadcasts page and the block editor", () => {
     await dialog.waitFor();
     await page.keyboard.press("Escape");
     await expect.poll(() => dialog.isVisible()).toBe(false);
+    expect(await subject.textContent()).toBe("Your order ORDER is on its way");
+    // Its maxlength holds as the input's would: a paste past 998 characters changes nothing.
+    await page.evaluate(`navigator.clipboard.writeText("${"x".repeat(990)}")`);
+    await subject.press("Control+V");
     expect(await subject.textContent()).toBe("Your order ORDER is on its way");
     await page.getByRole("textbox", { name: "Email content" }).locator("h1").click();
     await page.keyboard.type("On its way");

@@ -327,7 +327,7 @@ async function broadcastPage(c: DashCtx) {
         <Field label="From" name="from" value={row.fromAddress} required placeholder="News <news@your-domain>" />
         <Field label="Reply-To" name="reply_to" value={replyTo} placeholder="optional" />
         <Field label="Subject" name="subject" value={row.subject} required maxlength={998} variables wide />
-        <Field label="Preview text" name="preview_text" value={row.previewText} maxlength={500} hint="Shown after the subject in the inbox." wide />
+        <Field label="Preview text" name="preview_text" value={row.previewText} maxlength={500} hint="Shown after the subject in the inbox." variables wide />
         <label>Segment
           <select name="segment_id">{segs.data.map((s) => <option value={s.id} selected={s.id === row.segmentId}>{s.name}</option>)}</select>
         </label>
