@@ -43,3 +43,38 @@ describe("render", () => {
     expect([asText(undefined), asText(Symbol("s")), asText(() => 1), asText(null), asText(1n), asText(["x"])]).toEqual(["", "", "", "", "1", '["x"]']);
   });
 });
+
+describe("a broadcast's text without one of its own", () => {
+  // Derived once per broadcast (prepareBody) and rendered per recipient; it must read as the
+  // recipient's rendered html converted to text did (the text part's definition).
+  const bodies = [
+    "<p>Hi {{{FIRST_NAME|there}}} of {{{company}}}</p><p>Read <a href=\"https://example.com/?u={{{EMAIL}}}\">the notes</a>.</p>",
+    "<html><body><h1>News for {{{ FIRST_NAME | you }}}</h1><table><tr><td>{{{seats}}} seats</td><td>{{{plan}}}</td></tr></table><img src=\"x.png\" alt=\"x\"></body></html>",
+    "<p>Leave any time: <a href=\"{{{RESEND_UNSUBSCRIBE_URL}}}\">unsubscribe</a>, {{{LAST_NAME|friend}}} &amp; co.</p><div style=\"display:none\">{{{EMAIL}}}</div>",
+    "<p>{{{FIRST_NAME|A &amp; B}}}</p><ul><li>{{{company}}}</li><li><a href=\"https://x.test/\">https://x.test/</a></li></ul>",
+    // Empty values mid-line, at a line's edges and in list items; values with runs of whitespace.
+    "<p>Hi {{{LAST_NAME}}} there {{{seats}}}</p><p>{{{LAST_NAME}}} first</p><ol><li>{{{LAST_NAME}}} item {{{company}}}</li><li>{{{FIRST_NAME}}}</li></ol>",
+  ];
+  const people = [
+    ada,
+    { email: "bob@example.com", firstName: null, lastName: "O'Hara", properties: {} },
+    { email: "c@example.com", firstName: "Chloé \"C\"", lastName: null, properties: { company: "<b>bold</b> & more", seats: 0 } },
+    { email: "d@example.com", firstName: "  Dee\n  Dee ", lastName: "", properties: { company: "two  spaces\tand a tab", seats: "" } },
+  ];
+  it.each(bodies)("reads as the recipient's html converted: %s", async (html) => {
+    const { htmlToText } = await import("../../worker/mime/html-to-text.ts");
+    const { prepareBody, renderBroadcastBody } = await import("../../worker/broadcasts/content.ts");
+    const b = { html, text: null, previewText: "Hello {{{FIRST_NAME|you}}}" };
+    const prepared = prepareBody(b);
+    for (const person of people) {
+      const look = contactLookup(person, new Map<string, string | number | null>([["plan", "free"], ["company", "your company"]]));
+      const body = renderBroadcastBody(b, look, prepared);
+      // What the text was before: the rendered html (preview and footer included) as text, up
+      // to spaces at the end of a line (an empty last value leaves none now).
+      const lines = (t: string) => t.split("\n").map((l) => l.trimEnd()).join("\n");
+      const expected = lines(htmlToText(body.html!));
+      expect(body.text).toBe(expected.includes("{{{RESEND_UNSUBSCRIBE_URL}}}") ? expected : expected + "\n\n--\nUnsubscribe or choose what you receive: {{{RESEND_UNSUBSCRIBE_URL}}}");
+    }
+    expect(prepared.footer).toBe(!html.includes("RESEND_UNSUBSCRIBE_URL"));
+  });
+});
