@@ -6,13 +6,13 @@ import { and, asc, eq, gt, inArray, isNull, lte, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { describe, expect, it } from "vitest";
 import {
-  broadcastProgress, broadcastProgressRows, claimEmails, consumeUsage, emailRows, enabledHookRows, enabledHooks, fanoutPage, fanoutPageRows, insertApiLog, insertBroadcastRecipients,
+  broadcastProgress, broadcastProgressRows, claimDelivery, claimEmails, insertWebhookAttempt, markDelivered, consumeUsage, emailRows, enabledHookRows, enabledHooks, fanoutPage, fanoutPageRows, insertApiLog, insertBroadcastRecipients,
   insertEmail, insertEmailEvent, insertEmailEvents, insertWebhookDelivery, insertWebhookEvent, markFannedOut, markInFlight, pendingEventRows, pendingEvents, prepared, recordProgress,
   settleEmail, statementOf,
 } from "../../worker/db/compiled.ts";
 import { unindexed } from "../../worker/db/plan.ts";
 import {
-  apiLogs, broadcastRecipients, broadcasts, contactSegments, contactTopics, contacts, emailEvents, emails, segments, suppressions, topics, usage, webhookDeliveries, webhookEvents, webhooks,
+  apiLogs, webhookAttempts, broadcastRecipients, broadcasts, contactSegments, contactTopics, contacts, emailEvents, emails, segments, suppressions, topics, usage, webhookDeliveries, webhookEvents, webhooks,
 } from "../../worker/db/schema.ts";
 import { outboxInsert, outboxStatement, eventsToFanOut } from "../../worker/events/outbox.ts";
 import { uuidv7 } from "../../worker/ids.ts";
@@ -267,5 +267,25 @@ describe("the delivery and fan-out statements compiled once", () => {
     await env.DB.batch([insertBroadcastRecipients.bind(env.DB, recipientRows), insertEmailEvents.bind(env.DB, eventRows)]);
     expect(await db.select().from(broadcastRecipients).where(eq(broadcastRecipients.broadcastId, broadcast)).orderBy(asc(broadcastRecipients.contactId))).toEqual(recipientRows);
     expect(await db.select().from(emailEvents).where(inArray(emailEvents.emailId, emailIds)).orderBy(asc(emailEvents.id))).toEqual(eventRows);
+  });
+
+  it("claim and settle a webhook attempt as drizzle's queries do, in each shape", async () => {
+    const v = { id: "d1", attempts: 2, t: 1000, lease: 31_000, due: 6000 };
+    for (const mode of ["scheduled", "replay"] as const) {
+      for (const pending of [true, false]) {
+        const drizzled = db.update(webhookDeliveries)
+          .set({ attempts: sql`${webhookDeliveries.attempts} + 1`, lastAttemptAt: v.t, ...(pending ? { nextAttemptAt: v.lease } : {}) })
+          .where(and(
+            eq(webhookDeliveries.id, v.id),
+            eq(webhookDeliveries.attempts, v.attempts),
+            mode === "scheduled" ? and(eq(webhookDeliveries.status, "pending"), lte(webhookDeliveries.nextAttemptAt, v.due)) : undefined,
+          ))
+          .returning({ attempts: webhookDeliveries.attempts, status: webhookDeliveries.status });
+        expect(claimDelivery(mode, pending, v)).toEqual(drizzled.toSQL());
+      }
+    }
+    const attempt = { id: "a", deliveryId: "d1", webhookId: "w", attempt: 3, startedAt: 5, durationMs: 7, statusCode: null, ok: false, responseExcerpt: null, error: "timeout" };
+    expect(insertWebhookAttempt.query(attempt)).toEqual(db.insert(webhookAttempts).values(attempt).toSQL());
+    expect(markDelivered.query({ id: "d1" })).toEqual(db.update(webhookDeliveries).set({ status: "delivered", nextAttemptAt: null }).where(eq(webhookDeliveries.id, "d1")).toSQL());
   });
 });

@@ -55,7 +55,7 @@ describe("a broadcast's text without one of its own", () => {
     // Empty values mid-line, at a line's edges and in list items; values with runs of whitespace.
     "<p>Hi {{{LAST_NAME}}} there {{{seats}}}</p><p>{{{LAST_NAME}}} first</p><ol><li>{{{LAST_NAME}}} item {{{company}}}</li><li>{{{FIRST_NAME}}}</li></ol>",
   ];
-  const people = [
+  const people: Parameters<typeof contactLookup>[0][] = [
     ada,
     { email: "bob@example.com", firstName: null, lastName: "O'Hara", properties: {} },
     { email: "c@example.com", firstName: "Chloé \"C\"", lastName: null, properties: { company: "<b>bold</b> & more", seats: 0 } },

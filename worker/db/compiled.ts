@@ -12,7 +12,7 @@ import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
 import type { SQLiteInsertValue, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { unindexed } from "./plan.ts";
-import { apiLogs, broadcastRecipients, broadcasts, contactSegments, contactTopics, contacts, emailEvents, emails, suppressions, usage, webhookDeliveries, webhookEvents, webhooks, type EmailRow } from "./schema.ts";
+import { apiLogs, broadcastRecipients, broadcasts, contactSegments, contactTopics, contacts, emailEvents, emails, suppressions, usage, webhookAttempts, webhookDeliveries, webhookEvents, webhooks, type EmailRow } from "./schema.ts";
 
 /** A statement's SQL and its parameters, as drizzle's toSQL() answers them. */
 export type Query = { sql: string; params: unknown[] };
@@ -245,10 +245,9 @@ export const markInFlight: Compiled<{ id: string; attemptJson: string; leaseUnti
 
 // The webhook outbox and its fan-out (worker/events/outbox.ts, worker/webhooks/consumer.ts).
 
-/** INSERT INTO webhook_events: a new outbox row (not yet fanned out). */
-/** An outbox row. One no enabled endpoint of the account subscribes to is written already
+/** INSERT INTO webhook_events: an outbox row. One no enabled endpoint of the account subscribes to is written already
  * fanned out (at its creation), so nothing reads it back to fan it out to nobody; the statement
- * answers fanned_out_at, which says whether the event needs a hint (writtenEvents). */
+ * answers fanned_out_at, which says whether the event needs a hint (eventsToFanOut). */
 export const insertWebhookEvent: Compiled<{ id: string; accountId: string; type: string; payloadJson: string; createdAt: number }> = compile(
   builder.insert(webhookEvents).values({
     id: sql.placeholder("id"), accountId: sql.placeholder("accountId"), type: sql.placeholder("type"), payloadJson: sql.placeholder("payloadJson"), createdAt: sql.placeholder("createdAt"),
@@ -302,6 +301,34 @@ export const insertWebhookDelivery: Compiled<{ id: string; webhookId: string; ac
     eventType: sql.placeholder("eventType"), status: "pending", attempts: 0, nextAttemptAt: sql.placeholder("at"), createdAt: sql.placeholder("at"),
   }).onConflictDoNothing(),
 );
+
+/** Claims one attempt of a webhook delivery: counts it, guarded by the attempts read with it
+ * (and, for a scheduled attempt, by the delivery being pending and due); a pending delivery is
+ * leased until `lease`. Answers the new count and the status, or no row when the claim is lost.
+ * Compiled per shape: scheduled or a replay, pending or settled. */
+const claimDeliveryShapes = perShape<string, Record<string, unknown>>((shape) => {
+  const [scheduled, pending] = [shape.includes("scheduled"), shape.includes("pending")];
+  return builder.update(webhookDeliveries)
+    .set({ attempts: sql`${webhookDeliveries.attempts} + 1`, lastAttemptAt: sql.placeholder("t") as unknown as number, ...(pending ? { nextAttemptAt: sql.placeholder("lease") as unknown as number } : {}) })
+    .where(and(
+      eq(webhookDeliveries.id, sql.placeholder("id")),
+      eq(webhookDeliveries.attempts, sql.placeholder("attempts")),
+      scheduled ? and(eq(webhookDeliveries.status, "pending"), lte(webhookDeliveries.nextAttemptAt, sql.placeholder("due"))) : undefined,
+    ))
+    .returning({ attempts: webhookDeliveries.attempts, status: webhookDeliveries.status });
+});
+export function claimDelivery(mode: "scheduled" | "replay", pending: boolean, v: { id: string; attempts: number; t: number; lease: number; due: number }): Query {
+  const values: Record<string, unknown> = { id: v.id, attempts: v.attempts, t: v.t };
+  if (pending) values.lease = v.lease;
+  if (mode === "scheduled") values.due = v.due;
+  return claimDeliveryShapes(`${mode}:${pending ? "pending" : "settled"}`).query(values);
+}
+
+/** INSERT INTO webhook_attempts, every column bound. */
+export const insertWebhookAttempt: Compiled<Row<typeof webhookAttempts>> = compile(builder.insert(webhookAttempts).values(placeholders(webhookAttempts)));
+
+/** A delivery the endpoint took: settled whoever else is attempting it. */
+export const markDelivered: Compiled<{ id: string }> = compile(builder.update(webhookDeliveries).set({ status: "delivered", nextAttemptAt: null }).where(eq(webhookDeliveries.id, sql.placeholder("id"))));
 
 /** A compiled query as a D1 statement. */
 export function prepared(db: D1Database, q: Query): D1PreparedStatement {

@@ -11,8 +11,8 @@ import { and, eq, inArray, isNull, lt, lte, sql } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
 import { readConfig, type TernConfig } from "../config.ts";
-import { enabledHookRows, enabledHooks, insertWebhookDelivery, markFannedOut, pendingEventRows, pendingEvents, prepared } from "../db/compiled.ts";
-import { webhookAttempts, webhookDeliveries, webhookEvents, webhooks, type WebhookDeliveryRow, type WebhookRow } from "../db/schema.ts";
+import { claimDelivery, enabledHookRows, enabledHooks, insertWebhookAttempt, insertWebhookDelivery, markDelivered, markFannedOut, pendingEventRows, pendingEvents, prepared, statementOf } from "../db/compiled.ts";
+import { webhookDeliveries, webhookEvents, webhooks, type WebhookDeliveryRow, type WebhookRow } from "../db/schema.ts";
 import type { WebhookQueueMessage } from "../events/outbox.ts";
 import { uuidv7 } from "../ids.ts";
 import { attemptDelivery, type AttemptRecord } from "./attempt.ts";
@@ -227,17 +227,13 @@ export async function claimAndAttempt(
   }
   if (work.body === null) return null;
 
-  const claimed = await db.update(webhookDeliveries)
-    .set({ attempts: sql`${webhookDeliveries.attempts} + 1`, lastAttemptAt: t, ...(delivery.status === "pending" ? { nextAttemptAt: t + ATTEMPT_LEASE_MS } : {}) })
-    .where(and(
-      eq(webhookDeliveries.id, delivery.id),
-      eq(webhookDeliveries.attempts, delivery.attempts),
-      mode === "scheduled" ? and(eq(webhookDeliveries.status, "pending"), lte(webhookDeliveries.nextAttemptAt, t + EARLY_SLACK_MS)) : undefined,
-    ))
-    .returning({ attempts: webhookDeliveries.attempts, status: webhookDeliveries.status });
-  if (claimed.length === 0) return null;
-  const attempt = claimed[0]!.attempts;
-  const pending = claimed[0]!.status === "pending";
+  // The statements of every attempt are compiled once (db/compiled.ts); the rarer ones are built here.
+  const claimed = await prepared(env.DB, claimDelivery(mode, delivery.status === "pending", {
+    id: delivery.id, attempts: delivery.attempts, t, lease: t + ATTEMPT_LEASE_MS, due: t + EARLY_SLACK_MS,
+  })).first<{ attempts: number; status: string }>();
+  if (!claimed) return null;
+  const attempt = claimed.attempts;
+  const pending = claimed.status === "pending";
 
   const headers = await signWebhook({ id: delivery.id, timestamp: Math.floor(t / 1000), body: work.body }, await secrets.get(webhook, t));
   const record = await attemptDelivery(
@@ -245,8 +241,8 @@ export async function claimAndAttempt(
     { policy: endpointPolicy({ allowLocalTargets: config.webhookAllowPrivateTargets }), fetch: deps.fetch, now },
   );
 
-  const statements: BatchItem<"sqlite">[] = [
-    db.insert(webhookAttempts).values({
+  const statements: D1PreparedStatement[] = [
+    insertWebhookAttempt.bind(env.DB, {
       id: uuidv7(record.startedAt), deliveryId: delivery.id, webhookId: webhook.id, attempt,
       startedAt: record.startedAt, durationMs: record.durationMs, statusCode: record.status, ok: record.ok,
       responseExcerpt: record.responseExcerpt || null, error: record.error,
@@ -255,19 +251,18 @@ export async function claimAndAttempt(
   let retryInSeconds: number | null = null;
   const mine = and(eq(webhookDeliveries.id, delivery.id), eq(webhookDeliveries.attempts, attempt), eq(webhookDeliveries.status, "pending"));
   if (record.ok) {
-    // A success settles the delivery whoever else is attempting it.
-    statements.push(db.update(webhookDeliveries).set({ status: "delivered", nextAttemptAt: null }).where(eq(webhookDeliveries.id, delivery.id)));
+    statements.push(markDelivered.bind(env.DB, { id: delivery.id }));
   } else if (pending) {
     const next = afterFailedAttempt(attempt, record.startedAt + record.durationMs);
     if (next.retry) {
       retryInSeconds = Math.min(Math.ceil(next.delayMs / 1000), MAX_QUEUE_DELAY_S);
-      statements.push(db.update(webhookDeliveries).set({ nextAttemptAt: next.nextAttemptAt }).where(mine));
+      statements.push(statementOf(env.DB, db.update(webhookDeliveries).set({ nextAttemptAt: next.nextAttemptAt }).where(mine)));
     } else {
-      statements.push(db.update(webhookDeliveries).set({ status: "failed", nextAttemptAt: null }).where(mine));
+      statements.push(statementOf(env.DB, db.update(webhookDeliveries).set({ status: "failed", nextAttemptAt: null }).where(mine)));
     }
   }
-  statements.push(...healthStatements(env.DB, webhook, record));
-  await db.batch(statements as [BatchItem<"sqlite">]);
+  statements.push(...healthStatements(env.DB, webhook, record).map((q) => statementOf(env.DB, q)));
+  await env.DB.batch(statements);
   return { record, attempt, retryInSeconds };
 }
 
