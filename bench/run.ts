@@ -18,7 +18,7 @@
 //   9. metrics: the rollup's cost per recorded event, GET /emails/metrics over 1,000,000 events
 //      next to a primary-key read, insights per 100 KB email (bench/metrics.ts). BENCH_ONLY=metrics.
 //  10. broadcasts: a broadcast to 100,000 contacts next to the same emails by /emails/batch
-//      (bench/broadcasts.ts, its own tern; about half an hour). BENCH_ONLY=broadcasts runs it;
+//      (bench/broadcasts.ts, its own tern; about 15 minutes). BENCH_ONLY=broadcasts runs it;
 //      the full run leaves it out for its length.
 //  11. dashboard: the Emails page's list over 1,000,000 emails next to a primary-key read, and a
 //      password sign-in's CPU (bench/dashboard.ts). BENCH_ONLY=dashboard.

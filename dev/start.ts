@@ -233,6 +233,10 @@ export async function start(o: StartOptions): Promise<Running> {
   );
   // Tests that kill tern hard need wrangler's process group (it is detached from this one).
   writeFileSync(join(o.stateDir, "wrangler.pid"), String(child.pid));
+  // Detached, wrangler dev outlives this process unless killed: an exit before stop() (a
+  // failed start, a Ctrl-C while starting) takes its group down, synchronously.
+  const lastResort = () => killGroup(child, "SIGKILL");
+  process.on("exit", lastResort);
   const forward = (chunk: Buffer) => {
     for (const line of chunk.toString().split("\n")) if (line.trim()) o.log(`[worker] ${line}`);
   };
@@ -251,6 +255,7 @@ export async function start(o: StartOptions): Promise<Running> {
       const timer = setTimeout(() => killGroup(child, "SIGKILL"), 5_000);
       await exited;
       clearTimeout(timer);
+      process.off("exit", lastResort);
       await relay.close();
     })());
   // wrangler dev does not fire cron triggers by itself; this stands in for Cloudflare's scheduler.
@@ -269,7 +274,19 @@ export async function start(o: StartOptions): Promise<Running> {
 
 if (import.meta.main) {
   const o = optionsFromEnv();
-  const running = await start(o).catch((err) => {
+  // One handler from the start: until tern is running there is nothing to stop gracefully, so
+  // a signal ends the start and the exit takes wrangler dev down (start()'s last resort).
+  // (Swapping handlers later would drop a signal that arrives during the swap.)
+  let running: Running | undefined;
+  let signals = 0;
+  const shutdown = () => {
+    if (!running || ++signals > 1) process.exit(running ? 1 : 130);
+    console.log("\nstopping...");
+    running.stop().then(() => process.exit(0));
+  };
+  process.on("SIGINT", shutdown);
+  process.on("SIGTERM", shutdown);
+  running = await start(o).catch((err) => {
     console.error(String(err?.message ?? err));
     process.exit(1);
   });
@@ -291,12 +308,4 @@ tern is running.
     -d '{"from":"Tern <hello@${running.domain}>","to":"you@example.com","subject":"Hi","html":"<p>It works</p>"}'
 
 Ctrl-C stops everything.`);
-  let signals = 0;
-  const shutdown = () => {
-    if (++signals > 1) process.exit(1);
-    console.log("\nstopping...");
-    running.stop().then(() => process.exit(0));
-  };
-  process.on("SIGINT", shutdown);
-  process.on("SIGTERM", shutdown);
 }

@@ -44,6 +44,14 @@ export interface TernConfig {
   /** Refuse new sends while the account's bounce or complaint rate is over its limit
    * (worker/metrics/health.ts); off unless HEALTH_PAUSE = "true". */
   healthPause: boolean;
+  /** How much the editor's uploaded images of one account may hold (worker/media/images.ts). */
+  mediaLimits: MediaLimits;
+}
+
+/** null: no limit (the setting is "0"). */
+export interface MediaLimits {
+  bytes: number | null;
+  images: number | null;
 }
 
 // 1 min, 5 min, 15 min, 30 min, 1 h, 2 h, 4 h, 8 h, 8 h: about a day, like an MTA's queue.
@@ -87,7 +95,24 @@ export function readConfig(env: Env): TernConfig {
     retentionDays: retentionDaysOf(env.RETENTION_DAYS),
     region: (name) => resolveRegion(env, regionDefaults, name),
     healthPause: healthPauseOn(env),
+    mediaLimits: mediaLimitsOf(env),
   };
+}
+
+/** MEDIA_ACCOUNT_LIMIT_MB and MEDIA_ACCOUNT_LIMIT_IMAGES, for the upload that needs no other
+ * setting. 500 MB holds thousands of email images (best under 500 KB each); the count bounds an
+ * account of many tiny files, each an R2 object and a row. An unreadable value keeps the default. */
+export function mediaLimitsOf(env: Partial<Pick<Env, "MEDIA_ACCOUNT_LIMIT_MB" | "MEDIA_ACCOUNT_LIMIT_IMAGES">>): MediaLimits {
+  const mb = limitOf("MEDIA_ACCOUNT_LIMIT_MB", env.MEDIA_ACCOUNT_LIMIT_MB, 500);
+  return { bytes: mb === null ? null : Math.floor(mb * 1024 * 1024), images: limitOf("MEDIA_ACCOUNT_LIMIT_IMAGES", env.MEDIA_ACCOUNT_LIMIT_IMAGES, 10_000) };
+}
+
+function limitOf(name: string, value: string | undefined, fallback: number): number | null {
+  if (value === undefined || value.trim() === "") return fallback;
+  const n = Number(value);
+  if (n === 0) return null;
+  if (!Number.isFinite(n) || n < 0) return warnOnce(`${name}=${JSON.stringify(value)} is not a positive number: keeping ${fallback}`, fallback);
+  return n;
 }
 
 /** Days (fractions allowed), at least MIN_RETENTION_DAYS; "0" (or "Infinity") for ever; unset:

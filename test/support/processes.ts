@@ -1,7 +1,7 @@
 // Starting tern the way `npm start` does, as real processes, on free ports and in a temporary
 // state directory, for end-to-end tests and benchmarks.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -32,6 +32,47 @@ export async function freePort(): Promise<number> {
   throw new Error("no free port found between 20000 and 32000");
 }
 
+// wrangler dev runs in its own process group (dev/start.ts spawns it detached), so nothing
+// takes it down with npm start or with this process: every tern started here that may still
+// be running is killed, synchronously, when this process exits (a failed bench calling
+// process.exit, vitest ending a worker), since no timer or promise runs after 'exit'.
+const live = new Set<{ stateDir: string; child: ChildProcess }>();
+let exitHook = false;
+
+/** wrangler dev's pid (its group's id), as dev/start.ts wrote it; null before it is spawned. */
+function wranglerPid(stateDir: string): number | null {
+  try {
+    const pid = Number(readFileSync(join(stateDir, "tern", "wrangler.pid"), "utf8"));
+    return pid > 0 ? pid : null;
+  } catch {
+    return null;
+  }
+}
+
+/** SIGKILL to wrangler dev's whole group (workerd too) and to npm start; synchronous. */
+function killHard(stateDir: string, child: ChildProcess): number | null {
+  const pid = wranglerPid(stateDir);
+  if (pid) {
+    try {
+      process.kill(-pid, "SIGKILL");
+    } catch {}
+  }
+  if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  return pid;
+}
+
+/** Resolves once no process of the group is left (at most 5 s), so the state can be reused. */
+async function groupGone(pid: number | null): Promise<void> {
+  for (let i = 0; pid && i < 100; i++) {
+    try {
+      process.kill(-pid, 0);
+    } catch {
+      return;
+    }
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 export interface TernProcess {
   url: string;
   apiKey: string;
@@ -56,6 +97,8 @@ export async function startTern(opts: { stateDir?: string; env?: Record<string, 
   const [port, smtp, http] = [opts.port ?? (await freePort()), await freePort(), await freePort()];
   const [bridgeTls, bridgeStartTls, bridgeHealth] = [await freePort(), await freePort(), await freePort()];
   const apiKey = "tern_" + "e2e0".repeat(10);
+  // A restart on the same state: the last run's pid file names a group that is gone.
+  rmSync(join(stateDir, "tern", "wrangler.pid"), { force: true });
   const child = spawn(process.execPath, [join(root, "dev", "start.ts")], {
     cwd: root,
     env: {
@@ -79,33 +122,47 @@ export async function startTern(opts: { stateDir?: string; env?: Record<string, 
   });
   // wrangler logs a line per request, and a benchmark makes hundreds of thousands of requests
   const tail = keepTail(child, 128 * 1024);
-  const exited = new Promise<number | null>((r) => child.once("exit", (code) => r(code)));
-  await new Promise<void>((res, rej) => {
-    const timer = setTimeout(() => {
-      // Take down what did start, so a slow start leaves no wrangler behind: SIGINT lets
-      // dev/start.ts stop its children; the kill after it covers a start too stuck to hear it.
-      child.kill("SIGINT");
-      setTimeout(() => {
-        try {
-          process.kill(-Number(readFileSync(join(stateDir, "tern", "wrangler.pid"), "utf8")), "SIGKILL");
-        } catch {}
-        if (child.exitCode === null) child.kill("SIGKILL");
-      }, 5_000).unref();
-      rej(new Error(`tern did not start in time:\n${tail.text()}`));
-    }, opts.timeoutMs ?? 90_000);
+  const entry = { stateDir, child };
+  live.add(entry);
+  if (!exitHook) {
+    exitHook = true;
+    process.on("exit", () => {
+      for (const t of live) killHard(t.stateDir, t.child);
+    });
+  }
+  const exited = new Promise<number | null>((r) =>
+    child.once("exit", (code) => {
+      // npm start stops wrangler dev before it exits; if it died instead, this is the last
+      // resort (a no-op after a clean stop: the group is gone).
+      killHard(stateDir, child);
+      live.delete(entry);
+      r(code);
+    }),
+  );
+  // A failed start takes everything down before it is reported: npm start may be dead (a
+  // crash) or deaf to SIGINT (it handles signals only once tern is running).
+  const fail = async (message: string): Promise<never> => {
+    const pid = killHard(stateDir, child);
+    await exited;
+    await groupGone(pid);
+    throw new Error(`${message}:\n${tail.text()}`);
+  };
+  const outcome = await new Promise<string | null>((res) => {
+    const timer = setTimeout(() => res("tern did not start in time"), opts.timeoutMs ?? 90_000);
     const check = () => {
       if (tail.text().includes("tern is running.")) {
         clearTimeout(timer);
         child.stdout!.off("data", check);
-        res();
+        res(null);
       }
     };
     child.stdout!.on("data", check);
-    child.once("exit", (code) => {
+    child.once("exit", (code, signal) => {
       clearTimeout(timer);
-      rej(new Error(`tern exited with ${code} before it was ready:\n${tail.text()}`));
+      res(`tern exited with ${code ?? signal} before it was ready`);
     });
   });
+  if (outcome) await fail(outcome);
   return {
     url: `http://127.0.0.1:${port}`,
     apiKey,
@@ -121,21 +178,10 @@ export async function startTern(opts: { stateDir?: string; env?: Record<string, 
       return exited;
     },
     async kill() {
-      const wranglerPid = Number(readFileSync(join(stateDir, "tern", "wrangler.pid"), "utf8"));
-      try {
-        process.kill(-wranglerPid, "SIGKILL");
-      } catch {}
-      if (child.exitCode === null) child.kill("SIGKILL");
+      const pid = killHard(stateDir, child);
       await exited;
       // Wait until the group is gone, so the next start can bind the same state.
-      for (let i = 0; i < 100; i++) {
-        try {
-          process.kill(-wranglerPid, 0);
-        } catch {
-          return;
-        }
-        await new Promise((r) => setTimeout(r, 50));
-      }
+      await groupGone(pid);
     },
   };
 }

@@ -7,7 +7,11 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { sendProblems, updateBroadcast, findBroadcast } from "../../worker/broadcasts/broadcasts.ts";
 import { documentToHtml, documentToText, DocumentError, hasUnsubscribeLink, parseDocument, type DocNode } from "../../worker/broadcasts/document.ts";
 import { reviewBroadcast } from "../../worker/broadcasts/review.ts";
-import { ImageError, MAX_IMAGE_BYTES, sniffImage, storeImage } from "../../worker/media/images.ts";
+import { mediaLimitsOf } from "../../worker/config.ts";
+import { dashboardSecret } from "../../worker/dashboard/auth.ts";
+import { storedSessionToken } from "../../worker/dashboard/session-tokens.ts";
+import { csrfToken } from "../../worker/dashboard/viewer.ts";
+import { ImageError, MAX_IMAGE_BYTES, MediaLimitError, sniffImage, storeImage } from "../../worker/media/images.ts";
 import { call, createAccount, type TestAccount } from "./fixtures.ts";
 
 const text = (t: string, marks?: DocNode["marks"]): DocNode => ({ type: "text", text: t, ...(marks ? { marks } : {}) });
@@ -80,7 +84,7 @@ describe("editor images", () => {
   });
 
   it("stores an upload under its account and serves it only at its signed URL, with a safe type", async () => {
-    const account = "00000000-0000-4000-8000-0000000ed170";
+    const account = (await createAccount()).accountId;
     const stored = await storeImage(env, account, PNG, "https://tern.example");
     const path = new URL(stored.url).pathname;
     expect(path).toMatch(new RegExp(`^/media/${account}/[0-9a-f]{32}/[A-Za-z0-9_-]{22}\\.png$`));
@@ -109,6 +113,100 @@ describe("editor images", () => {
     const big = new Uint8Array(MAX_IMAGE_BYTES + 1);
     big.set(PNG);
     await expect(storeImage(env, "acct", big, "https://t")).rejects.toThrow(ImageError);
+  });
+});
+
+/** A PNG of exactly `size` bytes (the signature, then padding). */
+const pngOf = (size: number) => {
+  const b = new Uint8Array(size);
+  b.set(PNG);
+  return b;
+};
+const stored = async (accountId: string) => ({
+  objects: (await env.BLOBS.list({ prefix: `media/${accountId}/` })).objects.length,
+  rows: (await env.DB.prepare("SELECT count(*) AS n, coalesce(sum(bytes), 0) AS bytes FROM media_images WHERE account_id = ?").bind(accountId).first<{ n: number; bytes: number }>())!,
+});
+
+describe("an account's media limit", () => {
+  // 2,500 bytes: two images of 1,000 fit, a third does not.
+  const small = { ...env, MEDIA_ACCOUNT_LIMIT_MB: String(2500 / 1048576), MEDIA_ACCOUNT_LIMIT_IMAGES: "10" };
+
+  it("reads the operator's settings: 500 MB and 10,000 images unless set, 0 for no limit", () => {
+    expect(mediaLimitsOf({})).toEqual({ bytes: 500 * 1048576, images: 10_000 });
+    expect(mediaLimitsOf({ MEDIA_ACCOUNT_LIMIT_MB: "0", MEDIA_ACCOUNT_LIMIT_IMAGES: "0" })).toEqual({ bytes: null, images: null });
+    expect(mediaLimitsOf({ MEDIA_ACCOUNT_LIMIT_MB: "1.5", MEDIA_ACCOUNT_LIMIT_IMAGES: "nope" })).toEqual({ bytes: 1.5 * 1048576, images: 10_000 });
+  });
+
+  it("stores uploads under the limit, refuses the one past it and stores nothing of it; other accounts' images do not count", async () => {
+    const a = (await createAccount()).accountId;
+    const b = (await createAccount()).accountId;
+    await storeImage(small, a, pngOf(1000), "https://t");
+    await storeImage(small, a, pngOf(1000), "https://t");
+    expect(await stored(a)).toEqual({ objects: 2, rows: { n: 2, bytes: 2000 } });
+
+    const refused = storeImage(small, a, pngOf(1000), "https://t");
+    await expect(refused).rejects.toThrow(MediaLimitError);
+    await expect(refused).rejects.toThrow("This account's uploaded images take 2 KB of its 3 KB, and this image (1 KB) does not fit. Reuse an image already uploaded (its URL works in any email), or ask the operator to raise MEDIA_ACCOUNT_LIMIT_MB.");
+    expect(await stored(a)).toEqual({ objects: 2, rows: { n: 2, bytes: 2000 } });
+    // What still fits is taken.
+    await storeImage(small, a, pngOf(500), "https://t");
+    expect(await stored(a)).toEqual({ objects: 3, rows: { n: 3, bytes: 2500 } });
+
+    // Account b starts at nothing, whatever a holds.
+    await storeImage(small, b, pngOf(1000), "https://t");
+    await storeImage(small, b, pngOf(1000), "https://t");
+    expect(await stored(b)).toEqual({ objects: 2, rows: { n: 2, bytes: 2000 } });
+  });
+
+  it("counts images too: past MEDIA_ACCOUNT_LIMIT_IMAGES an upload is refused", async () => {
+    const a = (await createAccount()).accountId;
+    const two = { ...env, MEDIA_ACCOUNT_LIMIT_IMAGES: "2" };
+    await storeImage(two, a, PNG, "https://t");
+    await storeImage(two, a, PNG, "https://t");
+    await expect(storeImage(two, a, PNG, "https://t")).rejects.toThrow(/already has 2 uploaded images, its limit\. .*MEDIA_ACCOUNT_LIMIT_IMAGES/);
+    expect(await stored(a)).toEqual({ objects: 2, rows: { n: 2, bytes: 2 * PNG.length } });
+  });
+
+  it("lets no more than the limit through when uploads race", async () => {
+    const a = (await createAccount()).accountId;
+    const results = await Promise.allSettled(Array.from({ length: 6 }, () => storeImage(small, a, pngOf(1000), "https://t")));
+    expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(2);
+    expect(results.filter((r) => r.status === "rejected" && r.reason instanceof MediaLimitError)).toHaveLength(4);
+    expect(await stored(a)).toEqual({ objects: 2, rows: { n: 2, bytes: 2000 } });
+  });
+
+  it("gives the room back when R2 refuses the bytes", async () => {
+    const a = (await createAccount()).accountId;
+    const failing = { ...small, BLOBS: { put: () => Promise.reject(new Error("R2 is down")) } as unknown as R2Bucket };
+    await expect(storeImage(failing, a, pngOf(1000), "https://t")).rejects.toThrow("R2 is down");
+    expect(await stored(a)).toEqual({ objects: 0, rows: { n: 0, bytes: 0 } });
+  });
+
+  it("answers the dashboard's upload past the limit with a 422 that says how to fix it", async () => {
+    // A signed-in owner, made as test/worker/dashboard.test.ts makes one.
+    const accountId = (await createAccount()).accountId;
+    const [user, session, token, now] = [crypto.randomUUID(), crypto.randomUUID(), crypto.randomUUID().replace(/-/g, ""), Date.now()];
+    await env.DB.batch([
+      env.DB.prepare("INSERT INTO auth_users (id, name, email, email_verified, created_at, updated_at) VALUES (?, 'P', ?, 1, ?, ?)").bind(user, `${user}@people.test`, now, now),
+      env.DB.prepare("INSERT INTO memberships (account_id, user_id, role, created_at) VALUES (?, ?, 'owner', 0)").bind(accountId, user),
+      env.DB.prepare("INSERT INTO auth_sessions (id, expires_at, token, created_at, updated_at, user_id) VALUES (?, ?, ?, ?, ?, ?)").bind(session, now + 3600_000, await storedSessionToken(token), now, now, user),
+    ]);
+    const key = await crypto.subtle.importKey("raw", new TextEncoder().encode(await dashboardSecret(env)), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+    const sig = btoa(String.fromCharCode(...new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(token)))));
+    const cookie = `__Secure-tern.session_token=${encodeURIComponent(`${token}.${sig}`)}`;
+    const BASE = "https://t.tern.test";
+    const headers = { origin: BASE, cookie, "x-csrf-token": await csrfToken(env, session), "content-type": "image/png" };
+    const upload = () => exports.default.fetch(`${BASE}/dashboard/api/media`, { method: "POST", headers, body: pngOf(1000) });
+
+    // Rows of images already uploaded, 1,000 bytes short of the deployment's 500 MB.
+    const limit = mediaLimitsOf(env).bytes!;
+    await env.DB.prepare("INSERT INTO media_images (id, account_id, bytes, ext, created_at) VALUES (?1, ?2, ?3, 'png', 0), (?4, ?2, ?5, 'png', 0)").bind(crypto.randomUUID(), accountId, limit - 4000, crypto.randomUUID(), 3000).run();
+    const first = await upload();
+    expect(first.status, await first.clone().text()).toBe(201);
+    const res = await upload();
+    expect(res.status).toBe(422);
+    expect(await res.json()).toEqual({ message: "This account's uploaded images take 500.0 MB of its 500.0 MB, and this image (1 KB) does not fit. Reuse an image already uploaded (its URL works in any email), or ask the operator to raise MEDIA_ACCOUNT_LIMIT_MB." });
+    expect(await stored(accountId)).toEqual({ objects: 1, rows: { n: 3, bytes: limit - 4000 + 3000 + 1000 } });
   });
 });
 

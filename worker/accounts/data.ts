@@ -64,6 +64,8 @@ export const ACCOUNT_DATA: TableNode[] = [
   root("contacts"),
   root("contact_properties"),
   root("templates"),
+  // The editor's images: their objects go with the account's media/ prefix below.
+  root("media_images"),
   root("suppressions"),
   // Claims are rare (one per contested domain name): found by a scan, not worth an index.
   root("domain_claims"),

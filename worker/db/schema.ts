@@ -548,6 +548,23 @@ export const contactProperties = sqliteTable(
   (t) => [uniqueIndex("contact_properties_account_key").on(t.accountId, t.key), index("contact_properties_account").on(t.accountId, t.id)],
 );
 
+/** An image the dashboard editor uploaded (its bytes are in R2 at media/{account_id}/{id}). The
+ * rows are what the per-account media limit counts: an upload's row is inserted only when the
+ * account's sum and count stay within the limit, in one statement (worker/media/images.ts). */
+export const mediaImages = sqliteTable(
+  "media_images",
+  {
+    id: text("id").primaryKey(),
+    accountId: text("account_id").notNull().references(() => accounts.id),
+    bytes: integer("bytes").notNull(),
+    /** The format read from the bytes: png, jpg, gif or webp. */
+    ext: text("ext").notNull(),
+    createdAt: integer("created_at").notNull(),
+  },
+  // Covers the limit's SUM and COUNT: an upload reads the account's index entries, not its rows.
+  (t) => [index("media_images_account").on(t.accountId, t.bytes)],
+);
+
 /** An email template: the draft being edited and, once published, the version sends use. */
 export const templates = sqliteTable(
   "templates",

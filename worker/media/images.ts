@@ -5,8 +5,11 @@
 // cannot be made up or walked, and a request with a bad signature never reaches R2. The type
 // is read from the bytes, never from the browser, and only PNG, JPEG, GIF and WebP are kept
 // (SVG can carry script); they are served with that type, nosniff and a sandboxing CSP.
+// Each image has a media_images row, and an account's rows may hold at most the operator's
+// MEDIA_ACCOUNT_LIMIT_MB and MEDIA_ACCOUNT_LIMIT_IMAGES, so one tenant cannot fill the bucket.
 import { constantTimeEqual, toBase64Url } from "../bytes.ts";
 import { macKey } from "../crypto/master-key.ts";
+import { mediaLimitsOf } from "../config.ts";
 
 /** Email images beyond a few hundred KB slow every reader's download; 5 MB is a hard limit. */
 export const MAX_IMAGE_BYTES = 5 * 1024 * 1024;
@@ -15,6 +18,8 @@ export const IMAGE_TYPES = { png: "image/png", jpg: "image/jpeg", gif: "image/gi
 export type ImageExt = keyof typeof IMAGE_TYPES;
 
 export class ImageError extends Error {}
+/** The upload would take the account past its media limit: nothing was stored. */
+export class MediaLimitError extends ImageError {}
 
 /** The image format the bytes start with (their magic numbers), or null. */
 export function sniffImage(b: Uint8Array): ImageExt | null {
@@ -39,15 +44,46 @@ export function objectKey(accountId: string, id: string): string {
   return `media/${accountId}/${id}`;
 }
 
-/** Checks and stores an uploaded image; answers its public URL under `origin`. */
-export async function storeImage(env: Pick<Env, "BLOBS" | "MASTER_KEY">, accountId: string, bytes: Uint8Array, origin: string): Promise<{ url: string; bytes: number; type: string }> {
+type StoreEnv = Pick<Env, "BLOBS" | "MASTER_KEY" | "DB"> & Partial<Pick<Env, "MEDIA_ACCOUNT_LIMIT_MB" | "MEDIA_ACCOUNT_LIMIT_IMAGES">>;
+
+/** Checks and stores an uploaded image; answers its public URL under `origin`. Throws
+ * MediaLimitError, storing nothing, when the account's images would pass its limit. */
+export async function storeImage(env: StoreEnv, accountId: string, bytes: Uint8Array, origin: string): Promise<{ url: string; bytes: number; type: string }> {
   if (bytes.length === 0) throw new ImageError("The file is empty. Choose an image file.");
   if (bytes.length > MAX_IMAGE_BYTES) throw new ImageError(`The image is ${(bytes.length / 1048576).toFixed(1)} MB; at most 5 MB is accepted. Make it smaller (email images are best under 500 KB).`);
   const ext = sniffImage(bytes);
   if (!ext) throw new ImageError("That file is not a PNG, JPEG, GIF or WebP image. Save it in one of those formats and upload it again.");
   const id = [...crypto.getRandomValues(new Uint8Array(16))].map((x) => x.toString(16).padStart(2, "0")).join("");
-  await env.BLOBS.put(objectKey(accountId, id), bytes, { httpMetadata: { contentType: IMAGE_TYPES[ext] }, customMetadata: { account: accountId, ext } });
+  // The row is the reservation: the check and the insert are one statement, and D1 runs one
+  // statement at a time, so two uploads at once cannot both pass the limit. It is written
+  // before the bytes, so a refused upload never reaches R2.
+  const limits = mediaLimitsOf(env);
+  const reserved = await env.DB.prepare(
+    `INSERT INTO media_images (id, account_id, bytes, ext, created_at)
+     SELECT ?1, ?2, ?3, ?4, ?5
+     WHERE (SELECT (?6 IS NULL OR coalesce(sum(bytes), 0) + ?3 <= ?6) AND (?7 IS NULL OR count(*) < ?7) FROM media_images WHERE account_id = ?2)
+     RETURNING id`,
+  ).bind(id, accountId, bytes.length, ext, Date.now(), limits.bytes, limits.images).first();
+  if (!reserved) throw await limitError(env.DB, accountId, bytes.length, limits);
+  try {
+    await env.BLOBS.put(objectKey(accountId, id), bytes, { httpMetadata: { contentType: IMAGE_TYPES[ext] }, customMetadata: { account: accountId, ext } });
+  } catch (err) {
+    // A Worker that dies right here leaves a row without bytes: it counts against the limit
+    // until the account is deleted, at most 5 MB an occurrence, the safe side of the limit.
+    await env.DB.prepare(`DELETE FROM media_images WHERE id = ?1`).bind(id).run();
+    throw err;
+  }
   return { url: `${origin}/media/${accountId}/${id}/${await signature(env.MASTER_KEY, accountId, id)}.${ext}`, bytes: bytes.length, type: IMAGE_TYPES[ext] };
+}
+
+async function limitError(db: D1Database, accountId: string, size: number, limits: { bytes: number | null; images: number | null }): Promise<MediaLimitError> {
+  const used = await db.prepare(`SELECT coalesce(sum(bytes), 0) AS bytes, count(*) AS images FROM media_images WHERE account_id = ?1`).bind(accountId).first<{ bytes: number; images: number }>();
+  const mb = (n: number) => (n < 1048576 ? `${Math.ceil(n / 1024)} KB` : `${(n / 1048576).toFixed(1)} MB`);
+  const fix = "Reuse an image already uploaded (its URL works in any email), or ask the operator to raise";
+  if (limits.images !== null && (used?.images ?? 0) >= limits.images) {
+    return new MediaLimitError(`This account already has ${used?.images} uploaded images, its limit. ${fix} MEDIA_ACCOUNT_LIMIT_IMAGES.`);
+  }
+  return new MediaLimitError(`This account's uploaded images take ${mb(used?.bytes ?? 0)} of its ${mb(limits.bytes ?? 0)}, and this image (${mb(size)}) does not fit. ${fix} MEDIA_ACCOUNT_LIMIT_MB.`);
 }
 
 /** The response for GET /media/{account}/{id}/{sig}.{ext}: the image, or a 404 that says nothing. */
