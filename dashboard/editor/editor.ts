@@ -11,6 +11,7 @@ import StarterKit from "@tiptap/starter-kit";
 import { Placeholder, UndoRedo } from "@tiptap/extensions";
 import { NodeSelection, Plugin } from "@tiptap/pm/state";
 import type { Node as PMNode } from "@tiptap/pm/model";
+import { placeholderParts, variableLabel } from "../../worker/templates/variables.ts";
 
 interface Variable { key: string; label: string; fallback: string }
 interface PageData { kind: "broadcast" | "template"; id: string; document: JSONContent; variables: Variable[] }
@@ -21,21 +22,11 @@ const base = `/dashboard/api/${data.kind}s/${data.id}`;
 const $ = <T extends Element = HTMLElement>(sel: string, root: ParentNode = document) => root.querySelector(sel) as T;
 const UNSUBSCRIBE = "{{{RESEND_UNSUBSCRIBE_URL}}}";
 const PLACEHOLDER = /^\{\{\{\s*[A-Za-z_][A-Za-z0-9_.]*\s*(\|[^}]*)?\}\}\}$/;
-// The same grammar as the Worker's renderer (worker/templates/render.ts), to find them in text.
-const PLACEHOLDERS = /\{\{\{\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(?:\|([^}]*))?\}\}\}/g;
 const labels = new Map(data.variables.map((v) => [v.key, v.label]));
 
 /** Text in Resend's syntax as inline content: text, and a variable node for each placeholder. */
 function inlineContent(source: string): JSONContent[] {
-  const out: JSONContent[] = [];
-  let at = 0;
-  for (const m of source.matchAll(PLACEHOLDERS)) {
-    if (m.index > at) out.push({ type: "text", text: source.slice(at, m.index) });
-    out.push({ type: "variable", attrs: { key: m[1], fallback: (m[2] ?? "").trim() } });
-    at = m.index + m[0].length;
-  }
-  if (at < source.length) out.push({ type: "text", text: source.slice(at) });
-  return out;
+  return placeholderParts(source).map((p) => ("text" in p ? { type: "text", text: p.text } : { type: "variable", attrs: { key: p.key, fallback: p.fallback } }));
 }
 
 // ---- nodes the email has beyond the starter kit ---------------------------------------------
@@ -111,7 +102,7 @@ const VariableNode = Node.create({
   renderHTML({ node }) {
     const name = labels.get(node.attrs.key) ?? node.attrs.key;
     return ["span", { "data-variable": node.attrs.key, "data-fallback": node.attrs.fallback, class: "variable-chip", title: `{{{${node.attrs.key}${node.attrs.fallback ? `|${node.attrs.fallback}` : ""}}}}` },
-      node.attrs.fallback ? `${name} (or “${node.attrs.fallback}”)` : name];
+      variableLabel(name, node.attrs.fallback)];
   },
   renderText: ({ node }) => `{{{${node.attrs.key}${node.attrs.fallback ? `|${node.attrs.fallback}` : ""}}}}`,
 });
@@ -602,7 +593,14 @@ async function preview() {
   const r = await call(`${base}/preview`);
   frame.srcdoc = String(r.html ?? `<pre>${String(r.text ?? "").replace(/[&<]/g, (c) => (c === "&" ? "&amp;" : "&lt;"))}</pre>`);
   $("#preview-text").textContent = String(r.text ?? "");
-  $("#preview-who").textContent = data.kind === "broadcast" ? `Subject: ${String(r.subject)} · as ${String(r.who)} will see it.` : String(r.who);
+  if (data.kind === "broadcast") {
+    // As an inbox lists it: the subject, then the preview text in grey, for the same contact.
+    $("#preview-subject").textContent = String(r.subject ?? "");
+    const preheader = $("#preview-preheader");
+    preheader.textContent = typeof r.preview_text === "string" ? r.preview_text : "";
+    preheader.hidden = !preheader.textContent;
+    $("#preview-who").textContent = `As ${String(r.who)} will see it.`;
+  } else $("#preview-who").textContent = String(r.who);
   previewPanel.hidden = false;
   showError(null);
   previewPanel.scrollIntoView({ behavior: "smooth", block: "start" });

@@ -216,6 +216,9 @@ describe("the Broadcasts page and the block editor", () => {
     expect(srcdoc).toMatch(/on <a href="https:\/\/tern.test\/blog"[^>]*>our blog<\/a>\./);
     expect(srcdoc).toContain("<hr");
     expect(await page.locator("#preview-who").innerText()).toContain(readers[0]!.email);
+    // The inbox's line for that contact: subject, then the preheader, as the sends render them.
+    expect(await page.locator("#preview-subject").innerText()).toBe("What's new, Ada");
+    expect(await page.locator("#preview-preheader").innerText()).toBe("A note for Ada on what changed");
     await page.frameLocator("#preview-frame").getByRole("link", { name: "Read the changelog" }).waitFor();
     // The panels alone: a full-page shot taken scrolled down paints the sticky toolbar mid-page,
     // and one scrolled to the top leaves the off-screen preview frame unpainted.
@@ -253,6 +256,14 @@ describe("the Broadcasts page and the block editor", () => {
       return page.locator("main .badge").first().innerText();
     }, { timeout: 60_000, interval: 1000 }).toBe("sent");
     await shot(page, "55-broadcast-sent");
+    // The summary reads as the editor's chips do, never in the placeholder syntax; what
+    // recipients get starts with the inbox's line for the first contact.
+    const field = (name: string) => page.locator("dl.fields dt", { hasText: new RegExp(`^${name}$`) }).locator("xpath=following-sibling::dd[1]");
+    expect(await field("Subject").innerText()).toBe("What's new, First name (or “friend”)");
+    expect(await field("Preview text").innerText()).toBe("A note for First name (or “friend”) on what changed");
+    expect(await page.locator("main").innerText()).not.toContain("{{{");
+    expect(await page.locator(".inbox-line .inbox-subject").innerText()).toBe("What's new, Ada");
+    expect(await page.locator(".inbox-line .inbox-preheader").innerText()).toBe("A note for Ada on what changed");
     expect(await axeViolations(page)).toEqual([]);
 
     // Each recipient's own message at the dev relay.
@@ -299,6 +310,7 @@ describe("the Broadcasts page and the block editor", () => {
     await page.goto(`${tern.url}/dashboard/broadcasts`);
     const row = page.locator("tbody tr", { hasText: "November news" });
     expect(await row.locator(".badge").innerText()).toBe("sent");
+    expect(await row.locator("td").first().innerText()).toBe("November news\nWhat's new, First name (or “friend”)");
     await expect.poll(async () => {
       await page.reload();
       return page.locator("tbody tr", { hasText: "November news" }).locator("td[data-stat=delivered]").innerText();

@@ -1,7 +1,8 @@
 // Personalisation without HTTP: {{{KEY}}} and {{{KEY|fallback}}} filled from a lookup, escaped
 // in html and raw in text, the unsubscribe placeholder left for the consumer.
 import { describe, expect, it } from "vitest";
-import { asText, contactLookup, escapeHtml, placeholderKeys, render } from "../../worker/templates/render.ts";
+import { asText, contactLookup, escapeHtml, placeholderKeys, render, type ContactForPersonalisation } from "../../worker/templates/render.ts";
+import { placeholderParts, readableText } from "../../worker/templates/variables.ts";
 
 const ada = { email: "ada@example.com", firstName: "Ada <Countess>", lastName: null, properties: { company: "Analytical & Co", seats: 3 } };
 const lookup = contactLookup(ada, new Map<string, string | number | null>([["plan", "free"], ["company", "your company"]]));
@@ -42,6 +43,14 @@ describe("render", () => {
     expect(render("[{{{f}}}]", () => (() => 1) as never, "html").output).toBe("[]");
     expect([asText(undefined), asText(Symbol("s")), asText(() => 1), asText(null), asText(1n), asText(["x"])]).toEqual(["", "", "", "", "1", '["x"]']);
   });
+
+  it("reads variables as the editor's chips name them, for pages that show a subject", () => {
+    // The renderer's grammar: what it fills is exactly what reads as a variable.
+    const src = "What's new, {{{ FIRST_NAME | friend }}} at {{{company}}}{{ x }}{{{9x}}}";
+    expect(placeholderParts(src)).toEqual([{ text: "What's new, " }, { key: "FIRST_NAME", fallback: "friend" }, { text: " at " }, { key: "company", fallback: "" }, { text: "{{ x }}{{{9x}}}" }]);
+    expect(readableText(src, new Map([["FIRST_NAME", "First name"]]))).toBe("What's new, First name (or “friend”) at company{{ x }}{{{9x}}}");
+    expect(render(src, lookup, "text").output).toBe("What's new, Ada <Countess> at Analytical & Co{{ x }}{{{9x}}}");
+  });
 });
 
 describe("a broadcast's text without one of its own", () => {
@@ -55,7 +64,7 @@ describe("a broadcast's text without one of its own", () => {
     // Empty values mid-line, at a line's edges and in list items; values with runs of whitespace.
     "<p>Hi {{{LAST_NAME}}} there {{{seats}}}</p><p>{{{LAST_NAME}}} first</p><ol><li>{{{LAST_NAME}}} item {{{company}}}</li><li>{{{FIRST_NAME}}}</li></ol>",
   ];
-  const people: Parameters<typeof contactLookup>[0][] = [
+  const people: ContactForPersonalisation[] = [
     ada,
     { email: "bob@example.com", firstName: null, lastName: "O'Hara", properties: {} },
     { email: "c@example.com", firstName: "Chloé \"C\"", lastName: null, properties: { company: "<b>bold</b> & more", seats: 0 } },

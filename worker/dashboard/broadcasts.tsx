@@ -27,6 +27,7 @@ import { emailMetrics } from "../metrics/service.ts";
 import { CreateBroadcastRequest, fieldsOf, UpdateBroadcastRequest } from "../routes/broadcasts.ts";
 import { performSend } from "../sending/send.ts";
 import { contactLookup, render, type Lookup } from "../templates/render.ts";
+import { CONTACT_FIELDS, placeholderParts, propertyLabel, readableText, variableLabel } from "../templates/variables.ts";
 import { UNSUBSCRIBE_PLACEHOLDER } from "../contacts/list-unsubscribe.ts";
 import { Badge, Empty, Time } from "./layout.tsx";
 import { body, DashError, json, page, type DashCtx, type DashEnv } from "./routes.tsx";
@@ -96,11 +97,13 @@ function StatCells(props: { stats: Record<Stat, number> | undefined; recipients:
 
 async function broadcastsPage(c: DashCtx) {
   const v = c.get("viewer");
-  const [list, segs, doms] = await Promise.all([
+  const [list, segs, doms, variables] = await Promise.all([
     listBroadcasts(c.env.DB, v.account.id, { limit: 100, after: c.req.query("after") || undefined }),
     listSegments(c.env.DB, v.account.id, { limit: 100 }),
     listDomains(c.env.DB, v.account.id, { limit: 100 }),
+    contactVariables(c.env, v.account.id),
   ]);
+  const labels = new Map(variables.map((x) => [x.key, x.label]));
   // The example sender is at a domain the account can send from, when it has one.
   const sendable = doms.data.find((d) => d.status === "verified")?.name ?? "your-domain";
   const stats = await broadcastStats(c.env, v.account.id, list.data);
@@ -134,7 +137,7 @@ async function broadcastsPage(c: DashCtx) {
           <thead><tr><th scope="col">Broadcast</th><th scope="col">Status</th><th scope="col" class="num">Recipients</th>{STATS.map(([, label]) => <th scope="col" class="num">{label}</th>)}<th scope="col">Created</th></tr></thead>
           <tbody>{list.data.map((b) => (
             <tr>
-              <td><a href={`/dashboard/broadcasts/${b.id}`}>{b.name || b.subject || "(untitled)"}</a>{b.subject && b.name ? <div class="muted">{b.subject}</div> : null}</td>
+              <td><a href={`/dashboard/broadcasts/${b.id}`}>{b.name || readableText(b.subject ?? "", labels) || "(untitled)"}</a>{b.subject && b.name ? <div class="muted"><Readable source={b.subject} labels={labels} /></div> : null}</td>
               <td><Badge value={b.status} />{b.status === "scheduled" && b.scheduledAt ? <div class="muted"><Time at={b.scheduledAt} /></div> : null}{b.statusReason ? <div class="muted">{b.statusReason}</div> : null}</td>
               <td class="num">{b.recipientCount.toLocaleString("en-US")}</td>
               <StatCells stats={stats.get(b.id)} recipients={b.recipientCount} />
@@ -151,11 +154,29 @@ async function broadcastsPage(c: DashCtx) {
 async function contactVariables(env: Env, accountId: string) {
   const props = await propertiesByKey(env.DB, accountId);
   return [
-    { key: "FIRST_NAME", label: "First name", fallback: "there" },
-    { key: "LAST_NAME", label: "Last name", fallback: "" },
-    { key: "EMAIL", label: "Email address", fallback: "" },
-    ...[...props.values()].map((p) => ({ key: p.key, label: `Property: ${p.key}`, fallback: String(fallbackOf(p) ?? "") })),
+    ...CONTACT_FIELDS,
+    ...[...props.values()].map((p) => ({ key: p.key, label: propertyLabel(p.key), fallback: String(fallbackOf(p) ?? "") })),
   ];
+}
+
+/** A subject or preview text as written, each variable a chip reading as in the editor. */
+function Readable(props: { source: string; labels: ReadonlyMap<string, string> }) {
+  return (
+    <>{placeholderParts(props.source).map((p) => ("text" in p ? p.text : (
+      <span class="variable-chip" title={`{{{${p.key}${p.fallback ? `|${p.fallback}` : ""}}}}`}>{variableLabel(props.labels.get(p.key) ?? p.key, p.fallback)}</span>
+    )))}</>
+  );
+}
+
+/** An inbox's line for the message: the subject, then the preview text in grey. The editor's
+ * preview fills the same markup (by id) from /preview; a sent broadcast's page fills it here. */
+function InboxLine(props: { subject?: string; preheader?: string | null; ids?: boolean }) {
+  return (
+    <p class="inbox-line" id={props.ids ? "preview-inbox" : undefined}>
+      <span class="inbox-subject" id={props.ids ? "preview-subject" : undefined}>{props.subject}</span>
+      <span class="inbox-preheader" id={props.ids ? "preview-preheader" : undefined} hidden={!props.ids && !props.preheader}>{props.preheader}</span>
+    </p>
+  );
 }
 
 /** The first contact of the segment, for the preview (so the preview shows real data); the
@@ -176,6 +197,13 @@ async function sampleLookup(env: Env, v: Viewer, row: BroadcastRow): Promise<{ l
 /** The subject as the contact gets it (the fan-out's rule: variables filled, one line). */
 function subjectFor(row: BroadcastRow, lookup: Lookup): string {
   return render(row.subject ?? "", lookup, "text").output.replace(/[\r\n\0]+/g, " ").slice(0, 998);
+}
+
+/** The preview text as the contact's inbox shows it: as renderBroadcastBody renders it into
+ * the html's hidden preheader (there is none without html), its whitespace as html shows it. */
+function preheaderFor(row: BroadcastRow, lookup: Lookup): string | null {
+  if (!row.html || !row.previewText) return null;
+  return render(row.previewText, lookup, "text").output.replace(/\s+/g, " ").trim() || null;
 }
 
 /** The editor's toolbar, dialogs, preview and (for broadcasts) review: server-rendered markup
@@ -238,6 +266,7 @@ export function EditorWorkspace(props: { kind: "broadcast" | "template"; id: str
             <button type="button" class="secondary" data-width="mobile" aria-pressed="false">Mobile</button>
           </div>
         </div>
+        {props.kind === "broadcast" ? <InboxLine ids /> : null}
         <p class="muted" id="preview-who"></p>
         <div class="preview-stage"><iframe id="preview-frame" class="email-preview" title="Preview of the email" sandbox="" referrerpolicy="no-referrer"></iframe></div>
         <details><summary>Plain-text version</summary><pre id="preview-text"></pre></details>
@@ -312,12 +341,13 @@ async function broadcastPage(c: DashCtx) {
     c.status(404);
     return page(c, "Broadcast not found", <Empty title="There is no such broadcast in this account."><p><a href="/dashboard/broadcasts">All broadcasts</a></p></Empty>);
   }
-  const title = row.name || row.subject || "Broadcast";
-  if (row.status !== "draft") return sentBroadcastPage(c, row, title);
-  const [segs, tops, variables] = await Promise.all([
+  const variables = await contactVariables(c.env, v.account.id);
+  const labels = new Map(variables.map((x) => [x.key, x.label]));
+  const title = row.name || readableText(row.subject ?? "", labels) || "Broadcast";
+  if (row.status !== "draft") return sentBroadcastPage(c, row, title, labels);
+  const [segs, tops] = await Promise.all([
     listSegments(c.env.DB, v.account.id, { limit: 100 }),
     listTopics(c.env.DB, v.account.id, { limit: 100 }),
-    contactVariables(c.env, v.account.id),
   ]);
   const replyTo = (JSON.parse(row.replyToJson) as string[]).join(", ");
   const settings = (
@@ -376,10 +406,10 @@ async function broadcastPage(c: DashCtx) {
   ));
 }
 
-async function sentBroadcastPage(c: DashCtx, row: BroadcastRow, title: string) {
+async function sentBroadcastPage(c: DashCtx, row: BroadcastRow, title: string, labels: ReadonlyMap<string, string>) {
   const v = c.get("viewer");
   const stats = (await broadcastStats(c.env, v.account.id, [row])).get(row.id);
-  const { lookup } = await sampleLookup(c.env, v, row);
+  const { lookup, who } = await sampleLookup(c.env, v, row);
   const preview = renderBroadcastBody(row, lookup);
   const canCancel = ["scheduled", "queued", "sending"].includes(row.status);
   return page(c, title, (
@@ -389,7 +419,8 @@ async function sentBroadcastPage(c: DashCtx, row: BroadcastRow, title: string) {
         <h2 id="summary">Summary</h2>
         <dl class="fields">
           <dt>Status</dt><dd><Badge value={row.status} />{row.statusReason ? <span class="muted"> {row.statusReason}</span> : null}</dd>
-          <dt>Subject</dt><dd>{row.subject}</dd>
+          <dt>Subject</dt><dd><Readable source={row.subject ?? ""} labels={labels} /></dd>
+          <dt>Preview text</dt><dd>{row.previewText ? <Readable source={row.previewText} labels={labels} /> : <span class="muted">None (inboxes show the email's first words)</span>}</dd>
           <dt>From</dt><dd>{row.fromAddress}</dd>
           {row.scheduledAt ? (<><dt>Scheduled for</dt><dd><Time at={row.scheduledAt} /></dd></>) : null}
           {row.sentAt ? (<><dt>Sent</dt><dd><Time at={row.sentAt} /></dd></>) : null}
@@ -405,6 +436,8 @@ async function sentBroadcastPage(c: DashCtx, row: BroadcastRow, title: string) {
       </section>
       <section class="panel" aria-labelledby="sent-preview">
         <h2 id="sent-preview">What recipients get</h2>
+        <InboxLine subject={subjectFor(row, lookup)} preheader={preheaderFor(row, lookup)} />
+        <p class="muted">Personalised for {who}; each recipient gets their own name and details.</p>
         {preview.html ? <iframe class="preview" title="The broadcast's HTML" sandbox="" srcdoc={preview.html.replaceAll(UNSUBSCRIBE_PLACEHOLDER, "#unsubscribe")} referrerpolicy="no-referrer"></iframe> : <pre>{preview.text}</pre>}
       </section>
     </>
@@ -448,7 +481,7 @@ export function registerBroadcastPages(app: Hono<DashEnv>): void {
     const { lookup, who } = await sampleLookup(c.env, v, row);
     const out = renderBroadcastBody(row, lookup);
     // Links in the preview go nowhere (sandboxed); the unsubscribe link shows where it would be.
-    return c.json({ html: out.html?.replaceAll(UNSUBSCRIBE_PLACEHOLDER, "#unsubscribe") ?? null, text: out.text, who, subject: subjectFor(row, lookup) });
+    return c.json({ html: out.html?.replaceAll(UNSUBSCRIBE_PLACEHOLDER, "#unsubscribe") ?? null, text: out.text, who, subject: subjectFor(row, lookup), preview_text: preheaderFor(row, lookup) });
   });
 
   // A test: the message as the first contact of the segment would get it, to the signed-in

@@ -4,13 +4,13 @@
 // recipient its own signed link when the message is built (contacts/list-unsubscribe.ts).
 // Pure: no I/O, tested without HTTP (test/worker/personalize.test.ts).
 import { UNSUBSCRIBE_PLACEHOLDER } from "../contacts/list-unsubscribe.ts";
+import { PLACEHOLDER } from "./variables.ts";
 
 export type VariableValue = string | number | boolean | null | readonly unknown[] | { readonly [k: string]: unknown };
 /** A key's value, or undefined when the caller has none for it. */
 export type Lookup = (key: string) => VariableValue | undefined;
 export type RenderMode = "html" | "text";
 
-const PLACEHOLDER = /\{\{\{\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(?:\|([^}]*))?\}\}\}/g;
 const UNSUBSCRIBE_KEY = "RESEND_UNSUBSCRIBE_URL";
 
 export function escapeHtml(s: string): string {
