@@ -7,7 +7,7 @@ import { drizzle } from "drizzle-orm/d1";
 import { describe, expect, it } from "vitest";
 import {
   broadcastProgress, broadcastProgressRows, claimDelivery, claimEmails, insertWebhookAttempt, markDelivered, consumeUsage, emailRows, enabledHookRows, enabledHooks, fanoutPage, fanoutPageRows, insertApiLog, insertBroadcastRecipients,
-  insertEmail, insertEmailEvent, insertEmailEvents, insertWebhookDelivery, insertWebhookEvent, markFannedOut, markInFlight, pendingEventRows, pendingEvents, prepared, recordProgress,
+  insertBroadcastEmails, insertEmail, insertEmailEvent, insertQueuedEvents, insertWebhookDelivery, insertWebhookEvent, markFannedOut, markInFlight, pendingEventRows, pendingEvents, prepared, recordProgress,
   settleEmail, statementOf,
 } from "../../worker/db/compiled.ts";
 import { unindexed } from "../../worker/db/plan.ts";
@@ -257,16 +257,30 @@ describe("the delivery and fan-out statements compiled once", () => {
     expect(rest.page.map((r) => [r.own, r.suppressed !== null])).toEqual([["opt_out", false], [null, true]]);
     expect(first.page.find((r) => r.id === people[3]!.id)!.unsubscribed).toBe(true);
 
-    // Several rows to a statement, as drizzle's multi-row insert writes them.
-    const emailIds = people.slice(0, 3).map((_, i) => uuidv7(now + 40 + i));
-    await env.DB.batch(emailIds.map((id) => insertEmail.bind(env.DB, { ...emailRow(accountId), id })));
-    const recipientRows = emailIds.map((emailId, i) => ({ broadcastId: broadcast, contactId: people[i]!.id, accountId, emailId, email: people[i]!.email, createdAt: now }));
-    const eventRows = emailIds.map((emailId, i) => ({ id: uuidv7(now + 50 + i), emailId, accountId, type: "queued", dataJson: `{"recipients":["${people[i]!.email}"]}`, createdAt: now, dedupeKey: null }));
-    expect(insertBroadcastRecipients.perStatement).toBe(16);
-    expect(insertEmailEvents.perStatement).toBe(14);
-    await env.DB.batch([insertBroadcastRecipients.bind(env.DB, recipientRows), insertEmailEvents.bind(env.DB, eventRows)]);
+    // A page's rows, each kind in one statement of shared values and a JSON array of each row's
+    // own: the same rows the per-row inserts (drizzle's, and the compiled insertEmail) write.
+    const ids = people.slice(0, 3).map((_, i) => uuidv7(now + 40 + i));
+    const perRow = ids.map((id, i) => ({ ...emailRow(accountId), id, toJson: JSON.stringify([people[i]!.email]), pendingJson: JSON.stringify([people[i]!.email]), subject: `Hi "P${i}" ✓`, messageId: `${id}@x.test`, broadcastId: broadcast, headersJson: "{}" }));
+    const { id: _i, toJson: _t, pendingJson: _p, subject: _s, messageId: _m, ...shared } = perRow[0]!;
+    await env.DB.batch([insertBroadcastEmails.bind(env.DB, shared, perRow.map((r) => [r.id, r.toJson, r.pendingJson, r.subject, r.messageId]))]);
+    const viaJson = await db.select().from(emails).where(inArray(emails.id, ids)).orderBy(asc(emails.id));
+    expect(viaJson).toEqual(perRow.map((r) => ({ ...r })));
+    const twins = perRow.map((r, i) => ({ ...r, id: uuidv7(now + 60 + i) }));
+    await env.DB.batch(twins.map((r) => insertEmail.bind(env.DB, r)));
+    expect((await db.select().from(emails).where(inArray(emails.id, twins.map((r) => r.id))).orderBy(asc(emails.id))).map(({ id: _, ...rest }) => rest))
+      .toEqual(viaJson.map(({ id: _, ...rest }) => rest));
+
+    const recipientRows = ids.map((emailId, i) => ({ broadcastId: broadcast, contactId: people[i]!.id, accountId, emailId, email: people[i]!.email, createdAt: now }));
+    const eventRows = ids.map((emailId, i) => ({ id: uuidv7(now + 50 + i), emailId, accountId, type: "queued", dataJson: `{"recipients":["${people[i]!.email}"]}`, createdAt: now, dedupeKey: null }));
+    await env.DB.batch([
+      insertBroadcastRecipients.bind(env.DB, { broadcastId: broadcast, accountId, createdAt: now }, recipientRows.map((r) => [r.contactId, r.emailId, r.email])),
+      insertQueuedEvents.bind(env.DB, { accountId, type: "queued", createdAt: now, dedupeKey: null }, eventRows.map((r) => [r.id, r.emailId, r.dataJson])),
+    ]);
     expect(await db.select().from(broadcastRecipients).where(eq(broadcastRecipients.broadcastId, broadcast)).orderBy(asc(broadcastRecipients.contactId))).toEqual(recipientRows);
-    expect(await db.select().from(emailEvents).where(inArray(emailEvents.emailId, emailIds)).orderBy(asc(emailEvents.id))).toEqual(eventRows);
+    expect(await db.select().from(emailEvents).where(inArray(emailEvents.emailId, ids)).orderBy(asc(emailEvents.id))).toEqual(eventRows);
+    // A row already recorded fails the whole statement (a replayed page records nothing).
+    await expect(env.DB.batch([insertBroadcastRecipients.bind(env.DB, { broadcastId: broadcast, accountId, createdAt: now }, [[people[5]!.id, "e-new", "x@y.z"], [people[0]!.id, ids[0], people[0]!.email]])])).rejects.toThrow(/UNIQUE/);
+    expect(await db.select().from(broadcastRecipients).where(eq(broadcastRecipients.contactId, people[5]!.id))).toEqual([]);
   });
 
   it("claim and settle a webhook attempt as drizzle's queries do, in each shape", async () => {

@@ -13,8 +13,8 @@
 import { and, eq, inArray, lt, or, isNull, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import type { Principal } from "../auth.ts";
-import { broadcastProgress, broadcastProgressRows, fanoutPage, fanoutPageRows, insertBroadcastRecipients, insertEmail, insertEmailEvents, statementOf } from "../db/compiled.ts";
-import { accounts, broadcastRecipients, broadcasts, emailEvents, topics, type BroadcastRow } from "../db/schema.ts";
+import { broadcastProgress, broadcastProgressRows, fanoutPage, fanoutPageRows, insertBroadcastEmails, insertBroadcastRecipients, insertQueuedEvents, statementOf } from "../db/compiled.ts";
+import { accounts, broadcasts, topics, type BroadcastRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
 import { uuidv7 } from "../ids.ts";
 import { parseMailbox } from "../mime/address.ts";
@@ -141,31 +141,32 @@ export async function runFanout(env: FanoutEnv, broadcastId: string, opts: Fanou
       const quota = consumeStatements(env.DB, b.accountId, principal.plan, eligible.length, now);
       statements.push(quota.monthly, ...(quota.daily ? [quota.daily] : []));
     }
-    const quotaStatements = statements.length;
+    // The page's rows, each kind in one statement whose shared values are bound once. The
+    // recipients come first: their primary key and trigger decide whether the page counts.
     const emailIds: string[] = [];
-    const recipientRows: (typeof broadcastRecipients.$inferSelect)[] = [];
-    const eventRows: (typeof emailEvents.$inferSelect)[] = [];
+    const recipientRows: unknown[][] = [], emailRows: unknown[][] = [], eventRows: unknown[][] = [];
     for (const [i, c] of eligible.entries()) {
       const emailId = uuidv7(now + i);
       emailIds.push(emailId);
       const lookup = contactLookup({ email: c.email, firstName: c.firstName, lastName: c.lastName, properties: JSON.parse(c.propertiesJson) }, fallbacks);
-      recipientRows.push({ broadcastId: b.id, contactId: c.id, accountId: b.accountId, emailId, email: c.email, createdAt: now });
-      eventRows.push({ id: uuidv7(now + i), emailId, accountId: b.accountId, type: "queued", dataJson: JSON.stringify({ recipients: [c.email] }), createdAt: now, dedupeKey: null });
-      statements.push(insertEmail.bind(env.DB, {
-        id: emailId, accountId: b.accountId, fromAddress: b.fromAddress!, toJson: JSON.stringify([c.email]), ccJson: "[]", bccJson: "[]",
-        replyToJson: b.replyToJson, subject: render(b.subject ?? "", lookup, "text").output.replace(/[\r\n\0]+/g, " ").slice(0, 998),
-        // The body is the broadcast's, stored once; the consumer renders it for this contact.
-        html: null, text: null, headersJson: BROADCAST_HEADERS, tagsJson: "[]", attachmentsJson: "[]", contentKey: null,
-        domainId: domain.id, region: domain.region, state: "queued", lastEvent: "queued", scheduledAt: null,
-        pendingJson: JSON.stringify([c.email]), attempts: 0, nextAttemptAt: now, leaseUntil: null, attemptJson: null,
-        messageId: `${emailId}@${domain.name}`, createdAt: now, broadcastId: b.id,
-      }));
+      const to = JSON.stringify([c.email]);
+      recipientRows.push([c.id, emailId, c.email]);
+      emailRows.push([emailId, to, to, render(b.subject ?? "", lookup, "text").output.replace(/[\r\n\0]+/g, " ").slice(0, 998), `${emailId}@${domain.name}`]);
+      eventRows.push([uuidv7(now + i), emailId, JSON.stringify({ recipients: [c.email] })]);
     }
-    // Many rows a statement where D1's 100 bound parameters allow: fewer statements a page.
-    // The recipients come first: their primary key and trigger decide whether the page counts.
-    const recipientsAt = insertBroadcastRecipients.perStatement, eventsAt = insertEmailEvents.perStatement;
-    for (let i = 0; i < recipientRows.length; i += recipientsAt) statements.splice(quotaStatements + i / recipientsAt, 0, insertBroadcastRecipients.bind(env.DB, recipientRows.slice(i, i + recipientsAt)));
-    for (let i = 0; i < eventRows.length; i += eventsAt) statements.push(insertEmailEvents.bind(env.DB, eventRows.slice(i, i + eventsAt)));
+    if (eligible.length > 0) {
+      statements.push(
+        insertBroadcastRecipients.bind(env.DB, { broadcastId: b.id, accountId: b.accountId, createdAt: now }, recipientRows),
+        insertBroadcastEmails.bind(env.DB, {
+          accountId: b.accountId, fromAddress: b.fromAddress!, ccJson: "[]", bccJson: "[]", replyToJson: b.replyToJson,
+          // The body is the broadcast's, stored once; the consumer renders it for each contact.
+          html: null, text: null, headersJson: BROADCAST_HEADERS, tagsJson: "[]", attachmentsJson: "[]", contentKey: null,
+          domainId: domain.id, region: domain.region, state: "queued", lastEvent: "queued", scheduledAt: null,
+          attempts: 0, nextAttemptAt: now, leaseUntil: null, attemptJson: null, createdAt: now, broadcastId: b.id,
+        }, emailRows),
+        insertQueuedEvents.bind(env.DB, { accountId: b.accountId, type: "queued", createdAt: now, dedupeKey: null }, eventRows),
+      );
+    }
     // The page's emails count as received in the broadcast's metrics, in the page's batch.
     const counted = { accountId: b.accountId, domainId: domain.id, broadcastId: b.id, createdAt: now };
     statements.push(...acceptedRollups(env.DB, eligible.map((c) => ({ ...counted, pendingJson: JSON.stringify([c.email]) }))));
