@@ -11,7 +11,7 @@ import StarterKit from "@tiptap/starter-kit";
 import { Placeholder, UndoRedo } from "@tiptap/extensions";
 import { NodeSelection, Plugin } from "@tiptap/pm/state";
 import type { Node as PMNode } from "@tiptap/pm/model";
-import { placeholderParts, variableLabel } from "../../worker/templates/variables.ts";
+import { PLACEHOLDER, placeholderParts, variableLabel } from "../../worker/templates/variables.ts";
 
 interface Variable { key: string; label: string; fallback: string }
 interface PageData { kind: "broadcast" | "template"; id: string; document: JSONContent; variables: Variable[] }
@@ -21,7 +21,8 @@ const csrf = document.querySelector('meta[name="csrf-token"]')?.getAttribute("co
 const base = `/dashboard/api/${data.kind}s/${data.id}`;
 const $ = <T extends Element = HTMLElement>(sel: string, root: ParentNode = document) => root.querySelector(sel) as T;
 const UNSUBSCRIBE = "{{{RESEND_UNSUBSCRIBE_URL}}}";
-const PLACEHOLDER = /^\{\{\{\s*[A-Za-z_][A-Za-z0-9_.]*\s*(\|[^}]*)?\}\}\}$/;
+/** A whole value that is one placeholder (a link or image to be filled per contact). */
+const WHOLE_PLACEHOLDER = new RegExp(`^${PLACEHOLDER.source}$`);
 const labels = new Map(data.variables.map((v) => [v.key, v.label]));
 
 /** Text in Resend's syntax as inline content: text, and a variable node for each placeholder. */
@@ -129,7 +130,7 @@ const editor = new Editor({
         defaultProtocol: "https",
         protocols: ["http", "https", "mailto", "tel"],
         // A placeholder ({{{RESEND_UNSUBSCRIBE_URL}}}, a property holding a URL) is a link too.
-        isAllowedUri: (url, ctx) => PLACEHOLDER.test(url) || ctx.defaultValidate(url),
+        isAllowedUri: (url, ctx) => WHOLE_PLACEHOLDER.test(url) || ctx.defaultValidate(url),
       },
     }),
     // What to type where, in empty blocks: a non-programmer sees where the heading goes.
@@ -231,12 +232,12 @@ function ask(id: string, initial: Values, check?: (v: Values, action: string) =>
 }
 
 function normalUrl(s: string): string {
-  if (!s || PLACEHOLDER.test(s) || /^(https?:|mailto:|tel:)/i.test(s)) return s;
+  if (!s || WHOLE_PLACEHOLDER.test(s) || /^(https?:|mailto:|tel:)/i.test(s)) return s;
   return s.includes("@") && !s.includes("/") ? `mailto:${s}` : `https://${s}`;
 }
 function badUrl(s: string, required: boolean): string | null {
   if (!s) return required ? "Enter the address it should open, like https://example.com/page." : null;
-  if (PLACEHOLDER.test(s)) return null;
+  if (WHOLE_PLACEHOLDER.test(s)) return null;
   try {
     const u = new URL(normalUrl(s));
     return ["http:", "https:", "mailto:", "tel:"].includes(u.protocol) ? null : "Use a web address (https://…), an email address or a phone number.";

@@ -260,7 +260,8 @@ describe("the delivery and fan-out statements compiled once", () => {
     // A page's rows, each kind in one statement of shared values and a JSON array of each row's
     // own: the same rows the per-row inserts (drizzle's, and the compiled insertEmail) write.
     const ids = people.slice(0, 3).map((_, i) => uuidv7(now + 40 + i));
-    const perRow = ids.map((id, i) => ({ ...emailRow(accountId), id, toJson: JSON.stringify([people[i]!.email]), pendingJson: JSON.stringify([people[i]!.email]), subject: `Hi "P${i}" ✓`, messageId: `${id}@x.test`, broadcastId: broadcast, headersJson: "{}" }));
+    const base = emailRow(accountId); // one clock reading: the rows share their times
+    const perRow = ids.map((id, i) => ({ ...base, id, toJson: JSON.stringify([people[i]!.email]), pendingJson: JSON.stringify([people[i]!.email]), subject: `Hi "P${i}" ✓`, messageId: `${id}@x.test`, broadcastId: broadcast, headersJson: "{}" }));
     const { id: _i, toJson: _t, pendingJson: _p, subject: _s, messageId: _m, ...shared } = perRow[0]!;
     await env.DB.batch([insertBroadcastEmails.bind(env.DB, shared, perRow.map((r) => [r.id, r.toJson, r.pendingJson, r.subject, r.messageId]))]);
     const viaJson = await db.select().from(emails).where(inArray(emails.id, ids)).orderBy(asc(emails.id));

@@ -146,7 +146,7 @@ describe("an account's media limit", () => {
 
     const refused = storeImage(small, a, pngOf(1000), "https://t");
     await expect(refused).rejects.toThrow(MediaLimitError);
-    await expect(refused).rejects.toThrow("This account's uploaded images take 2 KB of its 3 KB, and this image (1 KB) does not fit. Reuse an image already uploaded (its URL works in any email), or ask the operator to raise MEDIA_ACCOUNT_LIMIT_MB.");
+    await expect(refused).rejects.toThrow("This account's uploaded images leave 500 bytes of its 3 KB, and this image takes 1 KB. Reuse an image already uploaded (its URL works in any email), or ask the operator to raise MEDIA_ACCOUNT_LIMIT_MB.");
     expect(await stored(a)).toEqual({ objects: 2, rows: { n: 2, bytes: 2000 } });
     // What still fits is taken.
     await storeImage(small, a, pngOf(500), "https://t");
@@ -205,7 +205,7 @@ describe("an account's media limit", () => {
     expect(first.status, await first.clone().text()).toBe(201);
     const res = await upload();
     expect(res.status).toBe(422);
-    expect(await res.json()).toEqual({ message: "This account's uploaded images take 500.0 MB of its 500.0 MB, and this image (1 KB) does not fit. Reuse an image already uploaded (its URL works in any email), or ask the operator to raise MEDIA_ACCOUNT_LIMIT_MB." });
+    expect(await res.json()).toEqual({ message: "This account's uploaded images leave 0 bytes of its 500.0 MB, and this image takes 1 KB. Reuse an image already uploaded (its URL works in any email), or ask the operator to raise MEDIA_ACCOUNT_LIMIT_MB." });
     expect(await stored(accountId)).toEqual({ objects: 1, rows: { n: 3, bytes: limit - 4000 + 3000 + 1000 } });
   });
 });

@@ -63,6 +63,10 @@ describe("a broadcast's text without one of its own", () => {
     "<p>{{{FIRST_NAME|A &amp; B}}}</p><ul><li>{{{company}}}</li><li><a href=\"https://x.test/\">https://x.test/</a></li></ul>",
     // Empty values mid-line, at a line's edges and in list items; values with runs of whitespace.
     "<p>Hi {{{LAST_NAME}}} there {{{seats}}}</p><p>{{{LAST_NAME}}} first</p><ol><li>{{{LAST_NAME}}} item {{{company}}}</li><li>{{{FIRST_NAME}}}</li></ol>",
+    // Converted per recipient (a template cannot give these exactly): spaces html-to-text
+    // keeps, and links whose href shows or hides by what a variable holds.
+    "<p>Hi&nbsp;&nbsp;{{{FIRST_NAME}}}</p><pre>Name:    {{{FIRST_NAME}}}</pre>",
+    "<p><a href=\"https://acme.test/\">{{{SITE|https://acme.test/}}}</a> and <a href=\"https://x.test/\">{{{LAST_NAME}}}</a> end</p>",
   ];
   const people: ContactForPersonalisation[] = [
     ada,
@@ -82,8 +86,22 @@ describe("a broadcast's text without one of its own", () => {
       // to spaces at the end of a line (an empty last value leaves none now).
       const lines = (t: string) => t.split("\n").map((l) => l.trimEnd()).join("\n");
       const expected = lines(htmlToText(body.html!));
-      expect(body.text).toBe(expected.includes("{{{RESEND_UNSUBSCRIBE_URL}}}") ? expected : expected + "\n\n--\nUnsubscribe or choose what you receive: {{{RESEND_UNSUBSCRIBE_URL}}}");
+      expect(lines(body.text!)).toBe(expected);
     }
     expect(prepared.footer).toBe(!html.includes("RESEND_UNSUBSCRIBE_URL"));
+    expect(prepared.textTemplate === null).toBe(/&nbsp;|<a [^>]*\{\{\{|<a [^>]*>[^<]*\{\{\{/.test(html));
+  });
+
+  it("adds the unsubscribe footer by the body as written, whatever a contact's values hold", async () => {
+    const { prepareBody, renderBroadcastBody } = await import("../../worker/broadcasts/content.ts");
+    const sly = contactLookup({ email: "s@example.com", firstName: "{{{RESEND_UNSUBSCRIBE_URL}}}", lastName: null, properties: {} }, new Map());
+    for (const b of [{ html: null, text: "Hello {{{FIRST_NAME}}}", previewText: null }, { html: "<p>Hello {{{FIRST_NAME}}}</p>", text: null, previewText: null }]) {
+      const body = renderBroadcastBody(b, sly, prepareBody(b));
+      expect(body.text).toMatch(/Unsubscribe or choose what you receive/);
+      if (b.html) expect(body.html).toMatch(/Unsubscribe or choose what you receive/);
+    }
+    // A body that places the link itself gets no second one.
+    const own = { html: null, text: "Leave: {{{ RESEND_UNSUBSCRIBE_URL }}}", previewText: null };
+    expect(renderBroadcastBody(own, sly).text).toBe("Leave: {{{RESEND_UNSUBSCRIBE_URL}}}");
   });
 });

@@ -53,24 +53,38 @@ function placesUnsubscribe(html: string): boolean {
   return render(html, () => undefined, "html").output.includes(UNSUBSCRIBE_PLACEHOLDER);
 }
 
-/** What a broadcast's body needs to know once, not per recipient: whether its html gets the
- * footer with the unsubscribe link, and the text it reads as without a text of its own (its
- * html, footer included, as text with its variables left in place: html-to-text took 0.47 ms
- * of a 5 KB send's CPU in the Worker's profile). Rendering that text in text mode for a
- * recipient gives what converting their rendered html gave (values raw). */
+/** What a broadcast's body needs to know once, not per recipient: whether its html and its own
+ * text get the footer with the unsubscribe link (decided from the body as written, so no
+ * contact's value decides it), and, without a text of its own, the text its html reads as (the
+ * html, footer included, as text with its variables left in place: html-to-text took 0.47 ms of
+ * a 5 KB send's CPU in the Worker's profile). */
 export interface PreparedBody {
   footer: boolean;
+  textFooter: boolean;
+  /** Null when each recipient's rendered html must be converted (textOnceUnsafe). */
   textTemplate: string | null;
 }
 
-export function prepareBody(b: Pick<BroadcastRow, "html" | "text">): PreparedBody {
-  const footer = b.html !== null && b.html !== "" && !placesUnsubscribe(b.html);
-  return { footer, textTemplate: b.text || !b.html ? null : htmlToText(footer ? place(b.html, FOOTER_HTML, "end") : b.html) };
+/** Bodies whose text a template cannot give exactly: html-to-text keeps the spaces of <pre> and
+ * of non-breaking spaces, and hides a link's href when its text is the same, which a variable
+ * in a link decides per recipient. Each recipient's html is converted for these. */
+function textOnceUnsafe(html: string): boolean {
+  return /<pre\b|&nbsp;|&#160;|&#xa0;|\u00a0/i.test(html) || /<a\b[^>]*\{\{\{|<a\b[^>]*>(?:(?!<\/a>)[\s\S])*?\{\{\{/i.test(html);
 }
 
-/** A recipient's text from the text their html reads as: laid out as html-to-text lays out
- * their rendered html, where values' whitespace is one space, and an empty value leaves no
- * doubled space or space at a line's edge (a line keeps its own indent: list items). */
+export function prepareBody(b: Pick<BroadcastRow, "html" | "text">): PreparedBody {
+  const footer = !!b.html && !placesUnsubscribe(b.html);
+  // The text as written, or as the html (with its footer) reads: the text gets its own footer
+  // only when the link is nowhere in it (a link html-to-text leaves out, in a hidden element).
+  const source = b.text ? b.text : b.html ? htmlToText(footer ? place(b.html, FOOTER_HTML, "end") : b.html) : null;
+  const textFooter = source !== null && !render(source, () => undefined, "text").output.includes(UNSUBSCRIBE_PLACEHOLDER);
+  return { footer, textFooter, textTemplate: !b.text && b.html && !textOnceUnsafe(b.html) ? source : null };
+}
+
+/** A recipient's text from the text their html reads as, laid out as html-to-text lays out their
+ * rendered html: a value's whitespace as one space, and an empty value leaving no doubled space
+ * or space at a line's edge (a line keeps its own indent: list items). Exact for any body
+ * textOnceUnsafe lets through, whose lines html-to-text leaves with single spaces. */
 function renderTextOfHtml(template: string, lookup: Lookup): string {
   const inline: Lookup = (key) => {
     const v = lookup(key);
@@ -83,17 +97,31 @@ function renderTextOfHtml(template: string, lookup: Lookup): string {
   }).join("\n");
 }
 
+/** A contact's subject: one line, at most 998 characters (RFC 5322), never half a character. */
+export function personalSubject(subject: string | null, lookup: Lookup): string {
+  return render(subject ?? "", lookup, "text").output.replace(/[\r\n\0]+/g, " ").slice(0, 998).toWellFormed();
+}
+
+/** The preview text as the contact's inbox shows it (null without html to carry it). */
+export function preheaderOf(b: Pick<BroadcastRow, "html" | "previewText">, lookup: Lookup): string | null {
+  if (!b.html || !b.previewText) return null;
+  return render(b.previewText, lookup, "text").output.replace(/\s+/g, " ").trim() || null;
+}
+
 /** What a contact's broadcast email says, from the stored body (`prepared`: prepareBody's, when
  * the caller keeps it for many recipients). */
 export function renderBroadcastBody(b: Pick<BroadcastRow, "html" | "text" | "previewText">, lookup: Parameters<typeof render>[1], prepared = prepareBody(b)): { html: string | null; text: string | null } {
   let html = b.html ? render(b.html, lookup, "html").output : null;
   if (html !== null) {
     // Personalised as the subject is (its values raw), then escaped once for the HTML around it.
-    if (b.previewText) html = place(html, `<div style="display:none;max-height:0;overflow:hidden">${escapeHtml(render(b.previewText, lookup, "text").output)}</div>`, "start");
+    const preheader = preheaderOf(b, lookup);
+    if (preheader) html = place(html, `<div style="display:none;max-height:0;overflow:hidden">${escapeHtml(preheader)}</div>`, "start");
     if (prepared.footer) html = place(html, FOOTER_HTML, "end");
   }
-  let text = b.text ? render(b.text, lookup, "text").output : prepared.textTemplate !== null ? renderTextOfHtml(prepared.textTemplate, lookup) : null;
-  if (text !== null && !text.includes(UNSUBSCRIBE_PLACEHOLDER)) text += FOOTER_TEXT;
+  let text = b.text ? render(b.text, lookup, "text").output
+    : html === null ? null
+    : prepared.textTemplate !== null ? renderTextOfHtml(prepared.textTemplate, lookup) : htmlToText(html);
+  if (text !== null && prepared.textFooter) text += FOOTER_TEXT;
   return { html, text };
 }
 

@@ -25,7 +25,8 @@ import { healthPauseOn } from "../config.ts";
 import { assertSendingAllowed } from "../metrics/health.ts";
 import { propertiesByKey, fallbackOf } from "../contacts/properties.ts";
 import { receivesTopic, type Subscription } from "../contacts/contacts.ts";
-import { contactLookup, render } from "../templates/render.ts";
+import { contactLookup } from "../templates/render.ts";
+import { personalSubject } from "./content.ts";
 import { hint, type BroadcastMessage } from "./broadcasts.ts";
 import { acceptedRollups } from "../metrics/rollup.ts";
 import { runImport, stalledImports, type ImportMessage } from "../contacts/imports.ts";
@@ -137,10 +138,6 @@ export async function runFanout(env: FanoutEnv, broadcastId: string, opts: Fanou
     const eligible = rows.filter((r) => !r.unsubscribed && r.suppressed === null && (!topic || receivesTopic(r.own as Subscription | null, topic.defaultSubscription)));
     const last = rows[rows.length - 1]!.id;
     const statements: D1PreparedStatement[] = [];
-    if (eligible.length > 0) {
-      const quota = consumeStatements(env.DB, b.accountId, principal.plan, eligible.length, now);
-      statements.push(quota.monthly, ...(quota.daily ? [quota.daily] : []));
-    }
     // The page's rows, each kind in one statement whose shared values are bound once. The
     // recipients come first: their primary key and trigger decide whether the page counts.
     const emailIds: string[] = [];
@@ -151,12 +148,16 @@ export async function runFanout(env: FanoutEnv, broadcastId: string, opts: Fanou
       const lookup = contactLookup({ email: c.email, firstName: c.firstName, lastName: c.lastName, properties: JSON.parse(c.propertiesJson) }, fallbacks);
       const to = JSON.stringify([c.email]);
       recipientRows.push([c.id, emailId, c.email]);
-      emailRows.push([emailId, to, to, render(b.subject ?? "", lookup, "text").output.replace(/[\r\n\0]+/g, " ").slice(0, 998), `${emailId}@${domain.name}`]);
+      emailRows.push([emailId, to, to, personalSubject(b.subject, lookup), `${emailId}@${domain.name}`]);
       eventRows.push([uuidv7(now + i), emailId, JSON.stringify({ recipients: [c.email] })]);
     }
     if (eligible.length > 0) {
+      // The recipients before the quota: a replayed page (its run's lease lapsed after it
+      // committed) fails on their key, not on a quota its first commit may have used up.
+      const quota = consumeStatements(env.DB, b.accountId, principal.plan, eligible.length, now);
       statements.push(
         insertBroadcastRecipients.bind(env.DB, { broadcastId: b.id, accountId: b.accountId, createdAt: now }, recipientRows),
+        quota.monthly, ...(quota.daily ? [quota.daily] : []),
         insertBroadcastEmails.bind(env.DB, {
           accountId: b.accountId, fromAddress: b.fromAddress!, ccJson: "[]", bccJson: "[]", replyToJson: b.replyToJson,
           // The body is the broadcast's, stored once; the consumer renders it for each contact.

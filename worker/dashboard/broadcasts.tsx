@@ -12,7 +12,7 @@ import { and, asc, eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import type { Principal } from "../auth.ts";
 import { cancelBroadcast, createBroadcast, deleteBroadcast, duplicateBroadcast, findBroadcast, listBroadcasts, sendBroadcast, updateBroadcast } from "../broadcasts/broadcasts.ts";
-import { renderBroadcastBody } from "../broadcasts/content.ts";
+import { personalSubject, preheaderOf, renderBroadcastBody } from "../broadcasts/content.ts";
 import { documentToHtml, documentToText, DocumentError, EMPTY_DOCUMENT, parseDocument, type DocNode } from "../broadcasts/document.ts";
 import { reviewBroadcast } from "../broadcasts/review.ts";
 import { fallbackOf, propertiesByKey } from "../contacts/properties.ts";
@@ -26,7 +26,7 @@ import { BUCKET_MS } from "../metrics/rollup.ts";
 import { emailMetrics } from "../metrics/service.ts";
 import { CreateBroadcastRequest, fieldsOf, UpdateBroadcastRequest } from "../routes/broadcasts.ts";
 import { performSend } from "../sending/send.ts";
-import { contactLookup, render, type Lookup } from "../templates/render.ts";
+import { contactLookup, type Lookup } from "../templates/render.ts";
 import { CONTACT_FIELDS, placeholderParts, propertyLabel, readableText, variableLabel } from "../templates/variables.ts";
 import { UNSUBSCRIBE_PLACEHOLDER } from "../contacts/list-unsubscribe.ts";
 import { Badge, Empty, Time } from "./layout.tsx";
@@ -192,18 +192,6 @@ async function sampleLookup(env: Env, v: Viewer, row: BroadcastRow): Promise<{ l
   }
   const [first, ...rest] = (v.user.name || "").split(" ");
   return { lookup: contactLookup({ email: v.user.email, firstName: first || null, lastName: rest.join(" ") || null, properties: {} }, fallbacks), who: v.user.email };
-}
-
-/** The subject as the contact gets it (the fan-out's rule: variables filled, one line). */
-function subjectFor(row: BroadcastRow, lookup: Lookup): string {
-  return render(row.subject ?? "", lookup, "text").output.replace(/[\r\n\0]+/g, " ").slice(0, 998);
-}
-
-/** The preview text as the contact's inbox shows it: as renderBroadcastBody renders it into
- * the html's hidden preheader (there is none without html), its whitespace as html shows it. */
-function preheaderFor(row: BroadcastRow, lookup: Lookup): string | null {
-  if (!row.html || !row.previewText) return null;
-  return render(row.previewText, lookup, "text").output.replace(/\s+/g, " ").trim() || null;
 }
 
 /** The editor's toolbar, dialogs, preview and (for broadcasts) review: server-rendered markup
@@ -436,7 +424,7 @@ async function sentBroadcastPage(c: DashCtx, row: BroadcastRow, title: string, l
       </section>
       <section class="panel" aria-labelledby="sent-preview">
         <h2 id="sent-preview">What recipients get</h2>
-        <InboxLine subject={subjectFor(row, lookup)} preheader={preheaderFor(row, lookup)} />
+        <InboxLine subject={personalSubject(row.subject, lookup)} preheader={preheaderOf(row, lookup)} />
         <p class="muted">Personalised for {who}; each recipient gets their own name and details.</p>
         {preview.html ? <iframe class="preview" title="The broadcast's HTML" sandbox="" srcdoc={preview.html.replaceAll(UNSUBSCRIBE_PLACEHOLDER, "#unsubscribe")} referrerpolicy="no-referrer"></iframe> : <pre>{preview.text}</pre>}
       </section>
@@ -481,7 +469,7 @@ export function registerBroadcastPages(app: Hono<DashEnv>): void {
     const { lookup, who } = await sampleLookup(c.env, v, row);
     const out = renderBroadcastBody(row, lookup);
     // Links in the preview go nowhere (sandboxed); the unsubscribe link shows where it would be.
-    return c.json({ html: out.html?.replaceAll(UNSUBSCRIBE_PLACEHOLDER, "#unsubscribe") ?? null, text: out.text, who, subject: subjectFor(row, lookup), preview_text: preheaderFor(row, lookup) });
+    return c.json({ html: out.html?.replaceAll(UNSUBSCRIBE_PLACEHOLDER, "#unsubscribe") ?? null, text: out.text, who, subject: personalSubject(row.subject, lookup), preview_text: preheaderOf(row, lookup) });
   });
 
   // A test: the message as the first contact of the segment would get it, to the signed-in
@@ -497,7 +485,7 @@ export function registerBroadcastPages(app: Hono<DashEnv>): void {
       kind: "single",
       batchMode: "strict",
       body: {
-        from: row.fromAddress, to: [v.user.email], subject: `[Test] ${subjectFor(row, lookup)}`,
+        from: row.fromAddress, to: [v.user.email], subject: `[Test] ${personalSubject(row.subject, lookup)}`,
         ...(out.html ? { html: out.html } : {}), ...(out.text ? { text: out.text } : {}),
         // The same one-click unsubscribe a recipient gets, for the tester's own address.
         headers: { "List-Unsubscribe": `<${UNSUBSCRIBE_PLACEHOLDER}>` },

@@ -249,9 +249,11 @@ export const markInFlight: Compiled<{ id: string; attemptJson: string; leaseUnti
 
 // The webhook outbox and its fan-out (worker/events/outbox.ts, worker/webhooks/consumer.ts).
 
-/** INSERT INTO webhook_events: an outbox row. One no enabled endpoint of the account subscribes to is written already
- * fanned out (at its creation), so nothing reads it back to fan it out to nobody; the statement
- * answers fanned_out_at, which says whether the event needs a hint (eventsToFanOut). */
+/** INSERT INTO webhook_events: an outbox row. When no enabled endpoint of the account subscribes
+ * to its type, the row is written already fanned out (at its creation), so nothing reads it back
+ * to fan it out to nobody. The statement answers fanned_out_at, which says whether the event
+ * needs a hint: bind it through outbox.ts's outboxStatement, whose statements eventsToFanOut
+ * knows (one bound here directly is never hinted, and waits for the cron's sweep). */
 export const insertWebhookEvent: Compiled<{ id: string; accountId: string; type: string; payloadJson: string; createdAt: number }> = compile(
   builder.insert(webhookEvents).values({
     id: sql.placeholder("id"), accountId: sql.placeholder("accountId"), type: sql.placeholder("type"), payloadJson: sql.placeholder("payloadJson"), createdAt: sql.placeholder("createdAt"),

@@ -70,7 +70,8 @@ export async function storeImage(env: StoreEnv, accountId: string, bytes: Uint8A
   } catch (err) {
     // A Worker that dies right here leaves a row without bytes: it counts against the limit
     // until the account is deleted, at most 5 MB an occurrence, the safe side of the limit.
-    await env.DB.prepare(`DELETE FROM media_images WHERE id = ?1`).bind(id).run();
+    await env.DB.prepare(`DELETE FROM media_images WHERE id = ?1`).bind(id).run()
+      .catch((e: unknown) => console.error("could not give back the space of an image R2 refused", id, e));
     throw err;
   }
   return { url: `${origin}/media/${accountId}/${id}/${await signature(env.MASTER_KEY, accountId, id)}.${ext}`, bytes: bytes.length, type: IMAGE_TYPES[ext] };
@@ -83,7 +84,10 @@ async function limitError(db: D1Database, accountId: string, size: number, limit
   if (limits.images !== null && (used?.images ?? 0) >= limits.images) {
     return new MediaLimitError(`This account already has ${used?.images} uploaded images, its limit. ${fix} MEDIA_ACCOUNT_LIMIT_IMAGES.`);
   }
-  return new MediaLimitError(`This account's uploaded images take ${mb(used?.bytes ?? 0)} of its ${mb(limits.bytes ?? 0)}, and this image (${mb(size)}) does not fit. ${fix} MEDIA_ACCOUNT_LIMIT_MB.`);
+  // The room left, rounded down, so the sentence never reads as if the image would fit.
+  const left = Math.max(0, (limits.bytes ?? 0) - (used?.bytes ?? 0));
+  const down = (n: number) => (n < 1024 ? `${n} bytes` : n < 1048576 ? `${Math.floor(n / 1024)} KB` : `${(Math.floor(n / 104857.6) / 10).toFixed(1)} MB`);
+  return new MediaLimitError(`This account's uploaded images leave ${down(left)} of its ${mb(limits.bytes ?? 0)}, and this image takes ${mb(size)}. ${fix} MEDIA_ACCOUNT_LIMIT_MB.`);
 }
 
 /** The response for GET /media/{account}/{id}/{sig}.{ext}: the image, or a 404 that says nothing. */
