@@ -156,6 +156,20 @@ describe("the fan-out", () => {
     expect(await emailsOf(id)).toHaveLength(12);
   });
 
+  it("a page replayed after its first commit spent the quota fails on its recipients, not on the quota", async () => {
+    const t = await createAccount();
+    const { segment } = await segmentWith(t, Array.from({ length: 8 }, (_, i) => `s${i}-${crypto.randomUUID().slice(0, 6)}@simulator.tern.test`));
+    const id = await queuedBroadcast(t, segment);
+    expect(await runFanout(env, id, { pageSize: 4, maxPages: 1 })).toMatchObject({ recorded: 4, more: true });
+    // The quota is now spent, and a run whose lease lapsed replays the first page.
+    expect((await env.DB.prepare("UPDATE usage SET used = cap WHERE account_id = ?").bind(t.accountId).run()).meta.changes).toBeGreaterThan(0);
+    await env.DB.prepare("UPDATE broadcasts SET checkpoint = NULL WHERE id = ?").bind(id).run();
+    expect(await runFanout(env, id, { pageSize: 4, maxPages: 1 })).toMatchObject({ recorded: 0, status: "sending", more: true });
+    // Nobody got a second email, and the broadcast was not stopped for a quota it did not use.
+    expect((await call(t, "GET", `/broadcasts/${id}`)).body).toMatchObject({ status: "sending", recipients: 4 });
+    expect(await recipientsOf(id)).toHaveLength(4);
+  });
+
   it("a run records no faster than BROADCAST_RATE", async () => {
     const t = await createAccount();
     const { segment } = await segmentWith(t, Array.from({ length: 12 }, (_, i) => `p${i}-${crypto.randomUUID().slice(0, 6)}@simulator.tern.test`));
