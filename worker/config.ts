@@ -44,8 +44,6 @@ export interface TernConfig {
   /** Refuse new sends while the account's bounce or complaint rate is over its limit
    * (worker/metrics/health.ts); off unless HEALTH_PAUSE = "true". */
   healthPause: boolean;
-  /** How much the editor's uploaded images of one account may hold (worker/media/images.ts). */
-  mediaLimits: MediaLimits;
 }
 
 /** null: no limit (the setting is "0"). */
@@ -95,7 +93,6 @@ export function readConfig(env: Env): TernConfig {
     retentionDays: retentionDaysOf(env.RETENTION_DAYS),
     region: (name) => resolveRegion(env, regionDefaults, name),
     healthPause: healthPauseOn(env),
-    mediaLimits: mediaLimitsOf(env),
   };
 }
 

@@ -11,7 +11,7 @@ import StarterKit from "@tiptap/starter-kit";
 import { Placeholder, UndoRedo } from "@tiptap/extensions";
 import { NodeSelection, Plugin } from "@tiptap/pm/state";
 import type { Node as PMNode } from "@tiptap/pm/model";
-import { PLACEHOLDER, placeholderParts, variableLabel } from "../../worker/templates/variables.ts";
+import { PLACEHOLDER, placeholderParts, placeholderText, variableLabel } from "../../worker/templates/variables.ts";
 
 interface Variable { key: string; label: string; fallback: string }
 interface PageData { kind: "broadcast" | "template"; id: string; document: JSONContent; variables: Variable[] }
@@ -102,10 +102,10 @@ const VariableNode = Node.create({
   parseHTML: () => [{ tag: "span[data-variable]" }],
   renderHTML({ node }) {
     const name = labels.get(node.attrs.key) ?? node.attrs.key;
-    return ["span", { "data-variable": node.attrs.key, "data-fallback": node.attrs.fallback, class: "variable-chip", title: `{{{${node.attrs.key}${node.attrs.fallback ? `|${node.attrs.fallback}` : ""}}}}` },
+    return ["span", { "data-variable": node.attrs.key, "data-fallback": node.attrs.fallback, class: "variable-chip", title: placeholderText(node.attrs.key, node.attrs.fallback) },
       variableLabel(name, node.attrs.fallback)];
   },
-  renderText: ({ node }) => `{{{${node.attrs.key}${node.attrs.fallback ? `|${node.attrs.fallback}` : ""}}}}`,
+  renderText: ({ node }) => placeholderText(node.attrs.key, node.attrs.fallback),
 });
 
 const EmailImage = Image.extend({

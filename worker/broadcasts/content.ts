@@ -10,7 +10,7 @@ import { broadcastRecipients, broadcasts, contacts, type BroadcastRow, type Emai
 import { htmlToText } from "../mime/html-to-text.ts";
 import type { EmailContent } from "../sending/content.ts";
 import { ContentMissingError } from "../sending/content.ts";
-import { contactLookup, escapeHtml, render, type Lookup } from "../templates/render.ts";
+import { contactLookup, escapeHtml, render, type Lookup, type RenderMode } from "../templates/render.ts";
 
 interface Cached {
   broadcast: BroadcastRow;
@@ -48,9 +48,9 @@ function place(html: string, fragment: string, where: "start" | "end"): string {
   return i >= 0 ? html.slice(0, i) + fragment + html.slice(i) : html + fragment;
 }
 
-/** Whether an html body places the unsubscribe link itself (in any of the variable's spellings). */
-function placesUnsubscribe(html: string): boolean {
-  return render(html, () => undefined, "html").output.includes(UNSUBSCRIBE_PLACEHOLDER);
+/** Whether a body places the unsubscribe link itself (in any of the variable's spellings). */
+function placesUnsubscribe(source: string, mode: RenderMode): boolean {
+  return render(source, () => undefined, mode).output.includes(UNSUBSCRIBE_PLACEHOLDER);
 }
 
 /** What a broadcast's body needs to know once, not per recipient: whether its html and its own
@@ -73,11 +73,11 @@ function textOnceUnsafe(html: string): boolean {
 }
 
 export function prepareBody(b: Pick<BroadcastRow, "html" | "text">): PreparedBody {
-  const footer = !!b.html && !placesUnsubscribe(b.html);
+  const footer = !!b.html && !placesUnsubscribe(b.html, "html");
   // The text as written, or as the html (with its footer) reads: the text gets its own footer
   // only when the link is nowhere in it (a link html-to-text leaves out, in a hidden element).
   const source = b.text ? b.text : b.html ? htmlToText(footer ? place(b.html, FOOTER_HTML, "end") : b.html) : null;
-  const textFooter = source !== null && !render(source, () => undefined, "text").output.includes(UNSUBSCRIBE_PLACEHOLDER);
+  const textFooter = source !== null && !placesUnsubscribe(source, "text");
   return { footer, textFooter, textTemplate: !b.text && b.html && !textOnceUnsafe(b.html) ? source : null };
 }
 
@@ -110,7 +110,7 @@ export function preheaderOf(b: Pick<BroadcastRow, "html" | "previewText">, looku
 
 /** What a contact's broadcast email says, from the stored body (`prepared`: prepareBody's, when
  * the caller keeps it for many recipients). */
-export function renderBroadcastBody(b: Pick<BroadcastRow, "html" | "text" | "previewText">, lookup: Parameters<typeof render>[1], prepared = prepareBody(b)): { html: string | null; text: string | null } {
+export function renderBroadcastBody(b: Pick<BroadcastRow, "html" | "text" | "previewText">, lookup: Lookup, prepared = prepareBody(b)): { html: string | null; text: string | null } {
   let html = b.html ? render(b.html, lookup, "html").output : null;
   if (html !== null) {
     // Personalised as the subject is (its values raw), then escaped once for the HTML around it.

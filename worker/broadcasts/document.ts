@@ -5,6 +5,7 @@
 // attribute is checked, so whatever a browser sends, the html is ours. The Worker renders on
 // every save, so the stored html always matches the stored document, and previews, tests and
 // sends all show what the server made.
+import { placeholderText } from "../templates/variables.ts";
 
 export interface DocMark {
   type: string;
@@ -89,7 +90,7 @@ function color(v: unknown, fallback: string): string {
 export function placeholderOf(key: unknown, fallback: unknown): string | null {
   if (typeof key !== "string" || !VARIABLE_KEY.test(key)) return null;
   const fb = typeof fallback === "string" ? fallback.replace(/[{}|]/g, "").trim().slice(0, 200) : "";
-  return fb ? `{{{${key}|${fb}}}}` : `{{{${key}}}}`;
+  return placeholderText(key, fb);
 }
 
 const FONT = "-apple-system,BlinkMacSystemFont,'Segoe UI',Roboto,Helvetica,Arial,sans-serif";

@@ -27,7 +27,7 @@ import { emailMetrics } from "../metrics/service.ts";
 import { CreateBroadcastRequest, fieldsOf, UpdateBroadcastRequest } from "../routes/broadcasts.ts";
 import { performSend } from "../sending/send.ts";
 import { contactLookup, type Lookup } from "../templates/render.ts";
-import { CONTACT_FIELDS, placeholderParts, propertyLabel, readableText, variableLabel } from "../templates/variables.ts";
+import { CONTACT_FIELDS, placeholderParts, placeholderText, propertyLabel, readableText, variableLabel } from "../templates/variables.ts";
 import { UNSUBSCRIBE_PLACEHOLDER } from "../contacts/list-unsubscribe.ts";
 import { Badge, Empty, Time } from "./layout.tsx";
 import { body, DashError, json, page, type DashCtx, type DashEnv } from "./routes.tsx";
@@ -163,7 +163,7 @@ async function contactVariables(env: Env, accountId: string) {
 function Readable(props: { source: string; labels: ReadonlyMap<string, string> }) {
   return (
     <>{placeholderParts(props.source).map((p) => ("text" in p ? p.text : (
-      <span class="variable-chip" title={`{{{${p.key}${p.fallback ? `|${p.fallback}` : ""}}}}`}>{variableLabel(props.labels.get(p.key) ?? p.key, p.fallback)}</span>
+      <span class="variable-chip" title={placeholderText(p.key, p.fallback)}>{variableLabel(props.labels.get(p.key) ?? p.key, p.fallback)}</span>
     )))}</>
   );
 }

@@ -269,7 +269,7 @@ export function fannedOutUnlessHeard(accountId: Placeholder | string, type: Plac
 
 /** Whether an enabled endpoint of the account subscribes to events of this type (the condition
  * of every outbox row; the fan-out matches endpoints the same way, webhooks/consumer.ts). */
-export function subscribedTo(accountId: Placeholder | string, type: Placeholder | string): SQL {
+function subscribedTo(accountId: Placeholder | string, type: Placeholder | string): SQL {
   return sql`exists (select 1 from ${webhooks}, json_each(${webhooks.eventsJson}) where ${webhooks.accountId} = ${accountId} and ${webhooks.status} = 'enabled' and json_each.value = ${type})`;
 }
 

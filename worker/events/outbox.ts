@@ -1,9 +1,10 @@
 // The webhook outbox: every event a webhook may hear about is written as a webhook_events row
-// in the same D1 batch as the change it reports, with the payload as it is at that moment. One
-// no enabled endpoint subscribes to is written already fanned out (the insert itself asks), so
-// an account without endpoints pays no hint, read or write of a fan-out per event, and an
-// endpoint hears of what happens from its creation on. After the batch, a hint goes to the webhook queue; the webhook consumer fans each event out
-// to the account's subscribed endpoints once. A lost hint is found by the cron (fanned_out_at
+// in the same D1 batch as the change it reports, with the payload as it is at that moment. An
+// event no enabled endpoint subscribes to is written already fanned out (the insert itself
+// asks), so an account without endpoints pays no hint, read or write of a fan-out per event,
+// and an endpoint hears of what happens from its creation on. After the batch, a hint goes to
+// the webhook queue; the webhook consumer fans each event out to the account's subscribed
+// endpoints once. A lost hint is found by the cron (fanned_out_at
 // still null), so an event is never lost between the change and its webhooks.
 import type { BatchItem } from "drizzle-orm/batch";
 import type { DrizzleD1Database } from "drizzle-orm/d1";

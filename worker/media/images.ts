@@ -77,17 +77,18 @@ export async function storeImage(env: StoreEnv, accountId: string, bytes: Uint8A
   return { url: `${origin}/media/${accountId}/${id}/${await signature(env.MASTER_KEY, accountId, id)}.${ext}`, bytes: bytes.length, type: IMAGE_TYPES[ext] };
 }
 
-async function limitError(db: D1Database, accountId: string, size: number, limits: { bytes: number | null; images: number | null }): Promise<MediaLimitError> {
+async function limitError(db: D1Database, accountId: string, bytes: number, limits: { bytes: number | null; images: number | null }): Promise<MediaLimitError> {
   const used = await db.prepare(`SELECT coalesce(sum(bytes), 0) AS bytes, count(*) AS images FROM media_images WHERE account_id = ?1`).bind(accountId).first<{ bytes: number; images: number }>();
-  const mb = (n: number) => (n < 1048576 ? `${Math.ceil(n / 1024)} KB` : `${(n / 1048576).toFixed(1)} MB`);
+  // Sizes rounded up, and the room left rounded down, so the sentence never reads as if the
+  // image would fit.
+  const size = (n: number, round: (x: number) => number = Math.ceil) =>
+    n < 1024 && round === Math.floor ? `${n} bytes` : n < 1048576 ? `${round(n / 1024)} KB` : `${(round(n / 104857.6) / 10).toFixed(1)} MB`;
   const fix = "Reuse an image already uploaded (its URL works in any email), or ask the operator to raise";
   if (limits.images !== null && (used?.images ?? 0) >= limits.images) {
     return new MediaLimitError(`This account already has ${used?.images} uploaded images, its limit. ${fix} MEDIA_ACCOUNT_LIMIT_IMAGES.`);
   }
-  // The room left, rounded down, so the sentence never reads as if the image would fit.
   const left = Math.max(0, (limits.bytes ?? 0) - (used?.bytes ?? 0));
-  const down = (n: number) => (n < 1024 ? `${n} bytes` : n < 1048576 ? `${Math.floor(n / 1024)} KB` : `${(Math.floor(n / 104857.6) / 10).toFixed(1)} MB`);
-  return new MediaLimitError(`This account's uploaded images leave ${down(left)} of its ${mb(limits.bytes ?? 0)}, and this image takes ${mb(size)}. ${fix} MEDIA_ACCOUNT_LIMIT_MB.`);
+  return new MediaLimitError(`This account's uploaded images leave ${size(left, Math.floor)} of its ${size(limits.bytes ?? 0)}, and this image takes ${size(bytes)}. ${fix} MEDIA_ACCOUNT_LIMIT_MB.`);
 }
 
 /** The response for GET /media/{account}/{id}/{sig}.{ext}: the image, or a 404 that says nothing. */

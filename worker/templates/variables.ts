@@ -20,6 +20,11 @@ export function propertyLabel(key: string): string {
   return `Property: ${key}`;
 }
 
+/** A variable in Resend's syntax: {{{KEY}}} or {{{KEY|fallback}}}. */
+export function placeholderText(key: string, fallback: string): string {
+  return fallback ? `{{{${key}|${fallback}}}}` : `{{{${key}}}}`;
+}
+
 /** How one variable reads: its label (the key itself when it has none), and its fallback. */
 export function variableLabel(label: string, fallback: string): string {
   return fallback ? `${label} (or “${fallback}”)` : label;

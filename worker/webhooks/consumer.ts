@@ -249,10 +249,10 @@ export async function claimAndAttempt(
     }),
   ];
   let retryInSeconds: number | null = null;
-  const mine = and(eq(webhookDeliveries.id, delivery.id), eq(webhookDeliveries.attempts, attempt), eq(webhookDeliveries.status, "pending"));
   if (record.ok) {
     statements.push(markDelivered.bind(env.DB, { id: delivery.id }));
   } else if (pending) {
+    const mine = and(eq(webhookDeliveries.id, delivery.id), eq(webhookDeliveries.attempts, attempt), eq(webhookDeliveries.status, "pending"));
     const next = afterFailedAttempt(attempt, record.startedAt + record.durationMs);
     if (next.retry) {
       retryInSeconds = Math.min(Math.ceil(next.delayMs / 1000), MAX_QUEUE_DELAY_S);
