@@ -100,8 +100,8 @@ function cleanup(): Promise<void> {
     if (!t) return;
     log("stopping tern...");
     // A Ctrl-C in the terminal reaches dev/start.ts too (same process group), and a second
-    // SIGINT makes it exit at once without stopping wrangler: signal it only if it is not
-    // already on its way out.
+    // SIGINT makes it exit at once (its exit hook then SIGKILLs wrangler instead of stopping
+    // it): signal it only if it is not already on its way out.
     await sleep(300);
     const stopping = t.child.exitCode !== null || t.child.signalCode !== null || t.output().includes("\nstopping...");
     const slow = setTimeout(() => log("tern is slow to stop (waiting for wrangler dev and the relay)..."), 15_000);

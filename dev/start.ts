@@ -3,7 +3,7 @@
 // first start, runs `wrangler dev` with the dev settings, and fires the cron locally.
 // Ctrl-C stops everything it started; state (.wrangler/, .tern/) survives restarts.
 import { spawn, type ChildProcess } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { WRANGLER, apiKeyInsert, d1Execute, d1Target, generateToken, isTokenShape, runWrangler, sqlString, wranglerEnv } from "../ops/d1.ts";
 import { PLANS, isPlan } from "../worker/plans.ts";
@@ -13,6 +13,7 @@ import { generateDkimKey, newSelector, sealPrivateKey } from "../worker/dkim/key
 import { bridgeSettings, startDevBridge, type DevBridge } from "./bridge.ts";
 import { startDevRelay, type DevRelay } from "./relay.ts";
 import { deliverReport, reportsFor } from "./reports.ts";
+import { buildEditor, editorStale } from "./build-editor.ts";
 
 const root = resolve(import.meta.dirname, "..");
 
@@ -180,6 +181,11 @@ function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
 export async function start(o: StartOptions): Promise<Running> {
   mkdirSync(o.stateDir, { recursive: true });
   mkdirSync(o.persistTo, { recursive: true });
+  const stale = editorStale();
+  if (stale) {
+    o.log(`building the editor (${stale})...`);
+    o.log(await buildEditor());
+  }
   o.log("applying D1 migrations...");
   runWrangler(["d1", "migrations", "apply", "DB", ...d1Target(false, o.persistTo)]);
   const masterKey = devMasterKey(o);
@@ -232,7 +238,8 @@ export async function start(o: StartOptions): Promise<Running> {
     { cwd: root, env: { ...wranglerEnv(), MASTER_KEY: masterKey }, stdio: ["ignore", "pipe", "pipe"], detached: true },
   );
   // Tests that kill tern hard need wrangler's process group (it is detached from this one).
-  writeFileSync(join(o.stateDir, "wrangler.pid"), String(child.pid));
+  const pidFile = join(o.stateDir, "wrangler.pid");
+  writeFileSync(pidFile, String(child.pid));
   // Detached, wrangler dev outlives this process unless killed: an exit before stop() (a
   // failed start, a Ctrl-C while starting) takes its group down, synchronously.
   const lastResort = () => killGroup(child, "SIGKILL");
@@ -255,6 +262,10 @@ export async function start(o: StartOptions): Promise<Running> {
       const timer = setTimeout(() => killGroup(child, "SIGKILL"), 5_000);
       await exited;
       clearTimeout(timer);
+      // Whatever of wrangler's group outlived it goes too; then the pid file is removed, so no
+      // later clean-up (test/support/processes.ts) signals a group id the system may reuse.
+      killGroup(child, "SIGKILL");
+      rmSync(pidFile, { force: true });
       process.off("exit", lastResort);
       await relay.close();
     })());

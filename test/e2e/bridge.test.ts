@@ -3,7 +3,8 @@
 // Python's smtplib, a line-by-line dialog), and mail read back from the relay by mailparser.
 import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import { authenticate } from "mailauth";
 import { simpleParser, type ParsedMail } from "mailparser";
 import nodemailer from "nodemailer";
@@ -29,6 +30,9 @@ beforeAll(async () => {
 
 afterAll(async () => {
   expect(await tern?.stop()).toBe(0);
+  // A clean stop leaves no pid file naming wrangler's (now gone) process group for a later
+  // clean-up to signal.
+  if (tern) expect(existsSync(join(tern.stateDir, "tern", "wrangler.pid"))).toBe(false);
 });
 
 type Mode = "starttls" | "tls";

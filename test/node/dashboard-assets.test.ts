@@ -1,10 +1,12 @@
 // The dashboard's budget: the JavaScript a page loads before it is usable stays under 200 KB
 // gzipped. Every page's <head> comes from worker/dashboard/layout.tsx; the scripts it names are
 // files under dashboard/public, served as static assets.
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { gzipSync } from "node:zlib";
 import { describe, expect, it } from "vitest";
+import { buildEditor, editorStale } from "../../dev/build-editor.ts";
 
 const root = resolve(import.meta.dirname, "..", "..");
 
@@ -28,5 +30,28 @@ describe("the Metrics page's chart scripts", () => {
     const total = ["/dashboard/assets/app.js", ...scripts].reduce((n, src) => n + gzipSync(readFileSync(join(root, "dashboard/public", src))).length, 0);
     expect(total).toBeLessThan(200 * 1024);
     expect(total).toBeLessThan(32 * 1024); // uPlot is about 22 KB gzipped
+  });
+});
+
+describe("the editor bundle", () => {
+  it("is built again by npm start once one of its own sources is newer than it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "tern-editor-"));
+    try {
+      const paths = { outdir: join(dir, "editor"), inputsFile: join(dir, "inputs.json") };
+      expect(editorStale(paths)).toBe("the editor bundle has not been built");
+      expect(await buildEditor(paths)).toMatch(/editor bundled to .*KB gzipped/);
+      expect(readdirSync(paths.outdir).sort()).toEqual(expect.arrayContaining(["editor.css", "editor.js"]));
+      expect(readdirSync(dir).sort()).toEqual(["editor", "inputs.json"]); // no scratch folder left
+      // The sources it was built from, the editor's and the worker module it shares, not node_modules.
+      const inputs = JSON.parse(readFileSync(paths.inputsFile, "utf8")) as string[];
+      expect(inputs).toEqual(expect.arrayContaining(["dashboard/editor/editor.ts", "worker/templates/variables.ts"]));
+      expect(inputs.some((p) => p.includes("node_modules"))).toBe(false);
+      expect(editorStale(paths)).toBeNull();
+      // A source edited after the build (here: the bundle made older than every source).
+      utimesSync(join(paths.outdir, "editor.js"), new Date(0), new Date(0));
+      expect(editorStale(paths)).toMatch(/ changed$/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
