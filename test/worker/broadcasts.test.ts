@@ -7,6 +7,10 @@ import { env, exports } from "cloudflare:workers";
 import PostalMime from "postal-mime";
 import { beforeAll, describe, expect, it } from "vitest";
 import { broadcastRateOf, runFanout } from "../../worker/broadcasts/fanout.ts";
+import { readConfig } from "../../worker/config.ts";
+import { deliverBatch } from "../../worker/delivery/consumer.ts";
+import { SessionPool } from "../../worker/delivery/session-pool.ts";
+import { transportFor } from "../../worker/transports/select.ts";
 import { api, call, createAccount, type TestAccount } from "./fixtures.ts";
 import { address, bytesOf, capturedFor, rawText } from "./peers.ts";
 import { waitFor } from "./wait.ts";
@@ -286,6 +290,38 @@ describe("a broadcast's messages", () => {
     const created = (await (await api(t.token, "POST", "/domains", { name: domain })).json()) as { id: string; records: DomainRecord[] };
     await publishRecords(domain, created.records);
     expect(((await (await api(t.token, "POST", `/domains/${created.id}/verify`)).json()) as { status: string }).status).toBe("verified");
+  });
+
+  it("a consumer batch reads its broadcast emails' contacts in one query, each message still its contact's", async () => {
+    const people = ["ann", "ben", "cat", "dan"].map((n) => ({ email: address(n), first_name: n.toUpperCase() }));
+    const { segment, contacts } = await segmentWith(t, people);
+    // One contact deleted after the fan-out still gets what was recorded for it, with fallbacks.
+    const id = await queuedBroadcast(t, segment, { from: `News <news@${domain}>`, html: "<p>Dear {{{FIRST_NAME|reader}}}</p>" });
+    // Only this test delivers: the fan-out's queue hints go nowhere.
+    const quiet = new Proxy(env, { get: (target, prop) => (typeof prop === "string" && prop.startsWith("SEND_QUEUE_") ? { sendBatch: async () => {} } : Reflect.get(target, prop)) });
+    expect((await runFanout(quiet, id)).recorded).toBe(4);
+    await call(t, "DELETE", `/contacts/${contacts[3]}`);
+    const contactReads: string[] = [];
+    const db = new Proxy(env.DB, {
+      get(target, prop) {
+        if (prop === "prepare") return (sql: string) => (/from "broadcast_recipients"/i.test(sql) && contactReads.push(sql), target.prepare(sql));
+        const v = Reflect.get(target, prop);
+        return typeof v === "function" ? v.bind(target) : v;
+      },
+    });
+    const config = readConfig(env);
+    const pool = new SessionPool((region) => transportFor(env, config, region));
+    try {
+      const outcome = await deliverBatch({ ...env, DB: db }, (await emailsOf(id)).map((e) => e.id), pool);
+      expect([...outcome.values()]).toEqual([null, null, null, null]);
+    } finally {
+      await pool.closeAll();
+    }
+    expect(contactReads).toHaveLength(1);
+    for (const [i, p] of people.entries()) {
+      const [m] = await capturedFor(p.email);
+      expect((await PostalMime.parse(bytesOf(m!.rawBase64))).html).toContain(i === 3 ? "Dear reader" : `Dear ${p.first_name}`);
+    }
   });
 
   it("are personalised per contact, signed, with one-click unsubscribe and a preference page that leaves the topic", async () => {

@@ -6,6 +6,7 @@
 import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { claimQuery } from "../../worker/delivery/consumer.ts";
+import { recipientContactsQuery } from "../../worker/broadcasts/content.ts";
 import { fanoutPage, markFannedOut, pendingEvents, type Query } from "../../worker/db/compiled.ts";
 import { uuidv7Floor } from "../../worker/ids.ts";
 import { PURGE_SQL } from "../../worker/retention/purge.ts";
@@ -51,6 +52,17 @@ describe("query plan of a broadcast's fan-out page", () => {
     expect(detail).toMatch(/SEARCH contact_segments USING (COVERING )?INDEX sqlite_autoindex_contact_segments_1 \(segment_id=\? AND contact_id>\?\)/);
     expect(detail).toMatch(/SEARCH contacts USING INDEX sqlite_autoindex_contacts_1 \(id=\?\)/);
     expect(detail).not.toMatch(/SCAN|TEMP B-TREE/);
+  });
+});
+
+// A consumer batch reads its broadcast emails' contacts by their email ids: each through the
+// recipients' email_id index and the contact's primary key, never a walk of the broadcast.
+describe("query plan of a consumer batch's broadcast contacts", () => {
+  it("finds each email's recipient row by its index and its contact by the primary key", async () => {
+    const detail = await plan(recipientContactsQuery(env.DB, ids).toSQL());
+    expect(detail).toMatch(/SEARCH broadcast_recipients USING INDEX broadcast_recipients_email \(email_id=\?\)/);
+    expect(detail).toMatch(/SEARCH contacts USING INDEX sqlite_autoindex_contacts_1 \(id=\?\)/);
+    expect(detail).not.toMatch(/SCAN/);
   });
 });
 

@@ -31,7 +31,7 @@ import { suppressedAmong, suppressionKey, suppressStatement } from "../suppressi
 import { linkTokenKey, trackedHtml } from "../tracking/outgoing.ts";
 import { mergedRollups, rollupStatement, type RollupInput } from "../metrics/rollup.ts";
 import { asksForUnsubscribe, UNSUBSCRIBE_PLACEHOLDER, unsubscribeUrl, withUnsubscribeUrl, type MessageParts } from "../contacts/list-unsubscribe.ts";
-import { broadcastContent } from "../broadcasts/content.ts";
+import { broadcastContent, primeBroadcastContacts } from "../broadcasts/content.ts";
 
 /** A queue message may arrive a little before its email is due. */
 const EARLY_SLACK_MS = 5_000;
@@ -84,6 +84,10 @@ export async function deliverBatch(env: Env, emailIds: string[], pool: SessionPo
   const now = clock ?? Date.now;
   const claimed = await claimEmails(env.DB, [...new Set(emailIds)], now(), config.leaseMs);
   const suppressed = await suppressedInBatch(env.DB, claimed);
+  // The contacts of broadcast emails bound for a relay, in one read for the batch (a failed
+  // read only means each email reads its own).
+  const rendered = claimed.filter((e) => e.broadcastId !== null && (JSON.parse(e.pendingJson) as string[]).some((r) => !isSimulated(r, config.simulatorDomains)));
+  await primeBroadcastContacts(env.DB, rendered).catch((err: unknown) => console.error("reading the batch's broadcast contacts failed", err));
   const outcome = new Map<string, DeliveryOutcome>();
 
   // A few workers take the claimed emails in turn; each message's reply is recorded as soon as
