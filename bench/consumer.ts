@@ -6,16 +6,29 @@
 // commit (`git archive <commit> | tar -x -C dir`, node_modules linked), that commit's tern runs
 // beside this one in the same rounds and the two are compared as ratios to nodemailer. The
 // consumer's own rate is its messages over the summed durations of its queue batches (wrangler
-// dev's `QUEUE tern-<region>-send` lines).
+// dev's `QUEUE tern-<region>-send` lines). Each phase's CPU is read per process (bench/cpu.ts),
+// nodemailer's too: on this 2-core machine the sum, not only the Worker's share, bounds the rate.
 import { join, resolve } from "node:path";
 import { startTern as startThis, type TernProcess } from "../test/support/processes.ts";
-import { cpuDelta, sampleCpu } from "./cpu.ts";
+import { cpuDelta, PARTS, sampleCpu, type CpuSample, type Part } from "./cpu.ts";
 import { clearRelay, consumerLog, directToRelay, htmlOfSize, throughTern, type DeliveryResult, type Target } from "./delivery.ts";
 
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
 const COUNT = Number(process.env.COUNT ?? 300);
 const BASELINE = process.env.BASELINE_ROOT;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[xs.length >> 1]!;
+
+type PartsPerEmail = Record<Part, number>;
+/** CPU milliseconds per email of each process, from a delta of bench/cpu.ts's samples. */
+function perEmail(cpu: NonNullable<CpuSample>, count: number): PartsPerEmail {
+  return Object.fromEntries(PARTS.map((p) => [p, (cpu[p] * 1000) / count])) as PartsPerEmail;
+}
+/** The median of each part over rounds, to two decimals. */
+function medianParts(rounds: PartsPerEmail[]): Record<Part, number> | null {
+  return rounds.length ? (Object.fromEntries(PARTS.map((p) => [p, Number(median(rounds.map((r) => r[p])).toFixed(2))])) as Record<Part, number>) : null;
+}
+// Where the CPU goes with nodemailer: the generator is nodemailer itself, start+relay the relay.
+const directParts: PartsPerEmail[] = [];
 const env = { TERN_DEV_PLAN: "pro_50k", TERN_DEV_RATE_LIMIT: "100000" };
 
 interface Subject {
@@ -30,6 +43,8 @@ interface Subject {
   /** CPU milliseconds per email: the Worker's workerd (API, local D1 and Queues, consumers), and
    * all of tern's processes. */
   cpu: Array<{ worker: number; total: number }>;
+  /** The same by process (bench/cpu.ts's parts), per round. */
+  parts: PartsPerEmail[];
   runs: DeliveryResult[];
   ratios: number[];
 }
@@ -45,7 +60,7 @@ function subject(name: string, t: TernProcess): Subject {
     }
   });
   const target = { url: t.url, apiKey: t.apiKey, relayHttp: t.relayHttp, relaySmtpPort: t.relaySmtpPort, mailDir: join(t.stateDir, "tern", "mailbox") };
-  return { name, t, target, queueLines: () => lines, webhookLines: () => webhookLines, runs: [], webhookBatches: [], cpu: [], ratios: [] };
+  return { name, t, target, queueLines: () => lines, webhookLines: () => webhookLines, runs: [], webhookBatches: [], cpu: [], parts: [], ratios: [] };
 }
 
 const subjects: Subject[] = [subject("this", await startThis({ env }))];
@@ -64,7 +79,10 @@ try {
       const cpuBefore = sampleCpu(s.t.child.pid, port);
       const r = await throughTern(s.target, o, () => "");
       const cpu = cpuDelta(cpuBefore, sampleCpu(s.t.child.pid, port));
-      if (cpu) s.cpu.push({ worker: (cpu["worker runtime"] * 1000) / o.count, total: ((cpu["worker runtime"] + cpu["dev proxy"] + cpu.wrangler + cpu["start+relay"]) * 1000) / o.count });
+      if (cpu) {
+        s.cpu.push({ worker: (cpu["worker runtime"] * 1000) / o.count, total: ((cpu["worker runtime"] + cpu["dev proxy"] + cpu.wrangler + cpu["start+relay"]) * 1000) / o.count });
+        s.parts.push(perEmail(cpu, o.count));
+      }
       s.runs.push({ ...r, consumer: consumerLog(s.queueLines().slice(from)) });
       s.webhookBatches.push(s.webhookLines().slice(hooksFrom).split("\n").filter(Boolean).length);
       return `${s.name} ${r.rate.toFixed(0)}/s (accepted in ${r.acceptSeconds!.toFixed(2)} s)`;
@@ -73,7 +91,11 @@ try {
     phases.push(async () => {
       const s = subjects[0]!;
       await clearRelay(s.t.relayHttp, s.target.mailDir);
+      const port = Number(new URL(s.t.url).port);
+      const cpuBefore = sampleCpu(s.t.child.pid, port);
       direct = await directToRelay(s.target, o);
+      const cpu = cpuDelta(cpuBefore, sampleCpu(s.t.child.pid, port));
+      if (cpu) directParts.push(perEmail(cpu, o.count));
       return `nodemailer ${direct.rate.toFixed(0)}/s`;
     });
     const order = phases.map((_, i) => phases[(i + round) % phases.length]!);
@@ -91,11 +113,12 @@ try {
     webhookBatches: median(s.webhookBatches),
     workerCpuMsPerEmail: s.cpu.length ? Number(median(s.cpu.map((c) => c.worker)).toFixed(2)) : null,
     ternCpuMsPerEmail: s.cpu.length ? Number(median(s.cpu.map((c) => c.total)).toFixed(2)) : null,
+    cpuMsPerEmailByProcess: medianParts(s.parts),
     ratioToNodemailer: median(s.ratios),
     ratios: s.ratios.map((r) => Number(r.toFixed(3))),
   }));
   const thisVsBaseline = subjects.length === 2 ? subjects[0]!.ratios.map((r, i) => r / subjects[1]!.ratios[i]!) : [];
-  console.log(JSON.stringify({ rounds: ROUNDS, count: COUNT, summary, thisVsBaseline: thisVsBaseline.map((r) => Number(r.toFixed(3))), thisVsBaselineMedian: thisVsBaseline.length ? median(thisVsBaseline) : null }));
+  console.log(JSON.stringify({ rounds: ROUNDS, count: COUNT, summary, nodemailerCpuMsPerEmailByProcess: medianParts(directParts), thisVsBaseline: thisVsBaseline.map((r) => Number(r.toFixed(3))), thisVsBaselineMedian: thisVsBaseline.length ? median(thisVsBaseline) : null }));
 } finally {
   for (const s of subjects) await s.t.stop();
 }
