@@ -21,9 +21,10 @@ function label(img: LibraryImage): string {
   return img.name ?? `Image uploaded ${img.created_at.slice(0, 10)}`;
 }
 
-/** A share of a limit, 0 to 100 (null limit: no bar). */
+/** A share of a limit, 0 to 100 (null limit: no bar); any use at all shows as a sliver. */
 function share(used: number, limit: number | null): number | null {
-  return limit === null ? null : Math.min(100, limit === 0 ? 100 : (used / limit) * 100);
+  if (limit === null) return null;
+  return used === 0 ? 0 : Math.max(0.5, Math.min(100, limit === 0 ? 100 : (used / limit) * 100));
 }
 
 function Usage(props: { usage: MediaUsage }) {
