@@ -6,7 +6,8 @@
 // (in the subject, the preheader and the body), the button's link, the image tern serves and a
 // working one-click unsubscribe. Then a template is written (its subject pasted in Resend's
 // syntax, the broadcast's image picked again from the image dialog) and published, and that
-// image is seen and deleted on the Images page. Screenshots: test-results/dashboard/5x-*.png and 6x-images*.png.
+// image is seen and deleted on the Images page.
+// Screenshots: test-results/dashboard/5x-*.png and 6x-images*.png.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { crc32, deflateSync } from "node:zlib";
