@@ -12,6 +12,7 @@ import { Placeholder, UndoRedo } from "@tiptap/extensions";
 import { NodeSelection, Plugin } from "@tiptap/pm/state";
 import type { Node as PMNode } from "@tiptap/pm/model";
 import { PLACEHOLDER, placeholderParts, placeholderText, variableLabel } from "../../worker/templates/variables.ts";
+import { formatBytes } from "../../worker/media/sizes.ts";
 
 interface Variable { key: string; label: string; fallback: string }
 interface PageData { kind: "broadcast" | "template"; id: string; document: JSONContent; variables: Variable[] }
@@ -273,24 +274,110 @@ async function editButton() {
 let uploading: Promise<string | null> | null = null;
 const imageDialog = document.getElementById("dlg-image") as HTMLDialogElement;
 const uploadState = $("[data-upload-state]", imageDialog);
+const srcInput = $<HTMLInputElement>("input[name=src]", imageDialog);
+const fileInput = $<HTMLInputElement>("input[name=file]", imageDialog);
 imageDialog.addEventListener("dialog-open", () => {
   uploadState.textContent = "";
   uploading = null;
+  void loadPicker();
 });
-$<HTMLInputElement>("input[name=file]", imageDialog).addEventListener("change", (e) => {
+
+// ---- the picker of images uploaded before (the account's library, newest first) -------------
+
+interface LibraryImage { id: string; url: string; name: string | null; bytes: number; created_at: string }
+const pickerList = $("[data-picker-list]", imageDialog);
+const pickerState = $("[data-picker-state]", imageDialog);
+const pickerMore = $<HTMLButtonElement>("[data-picker-more]", imageDialog);
+let pickerAfter: string | null = null;
+/** Counts uploads and picks: an upload that finishes after a later choice leaves it alone. */
+let uploadTurn = 0;
+let pickerLoad = 0;
+
+async function loadPicker(more = false) {
+  const load = ++pickerLoad;
+  if (!more) {
+    pickerList.replaceChildren();
+    pickerAfter = null;
+  }
+  pickerMore.hidden = true;
+  pickerState.textContent = "Loading your uploaded images…";
+  try {
+    const res = await fetch(`/dashboard/api/media?limit=24${pickerAfter ? `&after=${pickerAfter}` : ""}`, { credentials: "same-origin", headers: { accept: "application/json" } });
+    const body = (await res.json().catch(() => ({}))) as { data?: LibraryImage[]; has_more?: boolean; message?: string };
+    if (!res.ok || !body.data) throw new Error(body.message ?? `Your uploaded images could not be loaded (${res.status}).`);
+    // The dialog was opened again meanwhile: that load fills the list.
+    if (load !== pickerLoad) return;
+    for (const img of body.data) pickerList.append(pickerItem(img));
+    pickerAfter = body.data.at(-1)?.id ?? null;
+    pickerMore.hidden = !body.has_more;
+    pickerState.textContent = pickerList.childElementCount ? "" : "No uploaded images yet: upload one above, and it can be picked here next time.";
+  } catch (err) {
+    if (load !== pickerLoad) return;
+    pickerState.textContent = `${err instanceof Error ? err.message : String(err)} Upload the image or give its web address instead.`;
+  }
+}
+
+function pickerItem(img: LibraryImage): HTMLLabelElement {
+  const name = img.name ?? `Image uploaded ${img.created_at.slice(0, 10)}`;
+  const item = document.createElement("label");
+  item.className = "pick";
+  item.title = name;
+  const radio = document.createElement("input");
+  radio.type = "radio";
+  radio.name = "pick";
+  radio.value = img.url;
+  radio.checked = srcInput.value === img.url;
+  const thumb = document.createElement("img");
+  thumb.src = img.url;
+  thumb.alt = "";
+  thumb.loading = "lazy";
+  const caption = document.createElement("span");
+  caption.className = "pick-name";
+  caption.textContent = name;
+  const size = document.createElement("span");
+  size.className = "pick-size";
+  size.textContent = formatBytes(img.bytes);
+  item.append(radio, thumb, caption, size);
+  radio.addEventListener("change", () => {
+    if (!radio.checked) return;
+    srcInput.value = img.url;
+    fileInput.value = "";
+    uploading = null;
+    uploadTurn++;
+    showDialogError(imageDialog, null);
+    uploadState.textContent = `Picked ${name}.`;
+  });
+  return item;
+}
+
+pickerMore.addEventListener("click", () => {
+  // Keyboard focus stays in the list: on the first of the older images once they are in.
+  const before = pickerList.childElementCount;
+  void loadPicker(true).then(() => pickerList.querySelectorAll<HTMLInputElement>("input[type=radio]")[before]?.focus());
+});
+// An address typed or an upload chosen replaces a pick.
+const unpick = () => pickerList.querySelectorAll<HTMLInputElement>("input[type=radio]").forEach((r) => (r.checked = false));
+srcInput.addEventListener("input", unpick);
+
+fileInput.addEventListener("change", (e) => {
   const file = (e.target as HTMLInputElement).files?.[0];
   if (!file) return;
+  unpick();
   showDialogError(imageDialog, null);
   uploadState.textContent = `Uploading ${file.name}…`;
+  const mine = ++uploadTurn;
   uploading = (async () => {
     try {
-      const res = await fetch("/dashboard/api/media", { method: "POST", headers: { "x-csrf-token": csrf, "content-type": file.type || "application/octet-stream" }, body: file, credentials: "same-origin" });
+      const res = await fetch("/dashboard/api/media", { method: "POST", headers: { "x-csrf-token": csrf, "content-type": file.type || "application/octet-stream", "x-file-name": encodeURIComponent(file.name) }, body: file, credentials: "same-origin" });
       const body = (await res.json().catch(() => ({}))) as { url?: string; message?: string };
       if (!res.ok || !body.url) throw new Error(body.message ?? `The upload failed (${res.status}).`);
-      $<HTMLInputElement>("input[name=src]", imageDialog).value = body.url;
+      // An image picked (or another file chosen) meanwhile is what the person wants now.
+      if (mine !== uploadTurn) return null;
+      srcInput.value = body.url;
       uploadState.textContent = `Uploaded ${file.name}.`;
       return body.url;
     } catch (err) {
+      if (mine !== uploadTurn) return null;
       uploadState.textContent = "";
       showDialogError(imageDialog, err instanceof Error ? err.message : String(err));
       return null;

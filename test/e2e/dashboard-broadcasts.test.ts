@@ -4,9 +4,10 @@
 // image), previews it at desktop and phone widths, sends a test to themselves, reviews it and
 // sends it to a segment of dev-relay addresses; each recipient's message shows their own name
 // (in the subject, the preheader and the body), the button's link, the image tern serves and a
-// working one-click unsubscribe. Then a template is written
-// (its subject pasted in Resend's syntax) and published.
-// Screenshots: test-results/dashboard/5x-*.png.
+// working one-click unsubscribe. Then a template is written (its subject pasted in Resend's
+// syntax, the broadcast's image picked again from the image dialog) and published, and that
+// image is seen and deleted on the Images page.
+// Screenshots: test-results/dashboard/5x-*.png and 6x-images*.png.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { crc32, deflateSync } from "node:zlib";
@@ -365,6 +366,27 @@ describe("the Broadcasts page and the block editor", () => {
     await dialog.getByLabel(/Fallback/).fill("soon");
     await dialog.getByRole("button", { name: "Insert" }).click();
     await page.keyboard.type(" has shipped.");
+    // The banner uploaded for the broadcast, picked from the image dialog with the keyboard:
+    // Tab from the upload to the newest image, Space picks it, Tab Tab to the alt text.
+    await page.keyboard.press("Enter");
+    await page.getByRole("button", { name: "Insert image" }).click();
+    const imgDialog = page.getByRole("dialog", { name: "Image" });
+    const banner = imgDialog.getByRole("radio", { name: /banner\.png/ });
+    await banner.waitFor();
+    await imgDialog.getByLabel(/Upload an image/).focus();
+    await page.keyboard.press("Tab");
+    await page.keyboard.press("Space");
+    expect(await banner.isChecked()).toBe(true);
+    const bannerUrl = await imgDialog.getByLabel(/web address/).inputValue();
+    expect(bannerUrl).toMatch(new RegExp(`^${tern.url}/media/`));
+    await page.keyboard.press("Tab");
+    await page.keyboard.press("Tab");
+    await page.keyboard.type("The banner");
+    await imgDialog.screenshot({ path: join(SCREENSHOTS, "58-template-image-picker.png") });
+    expect(await axeViolations(page)).toEqual([]);
+    await page.keyboard.press("Enter");
+    await expect.poll(() => imgDialog.isVisible()).toBe(false);
+    expect(await page.getByRole("textbox", { name: "Email content" }).locator("img").getAttribute("src")).toBe(bannerUrl);
     await page.getByRole("button", { name: "Publish" }).click();
     await page.waitForLoadState("load");
     await expect.poll(() => page.locator("main p .badge").first().innerText()).toBe("published");
@@ -380,6 +402,7 @@ describe("the Broadcasts page and the block editor", () => {
     const t = await api("/templates/order-shipped");
     expect(t).toMatchObject({ status: "published", subject: "Your order {{{ORDER}}} is on its way" });
     expect(t.html).toContain("Order {{{ORDER|soon}}} has shipped.");
+    expect(t.html).toContain(`src="${bannerUrl}"`);
     // A send with it fills the variable, as any API send.
     const to = `order-${crypto.randomUUID().slice(0, 6)}@example.com`;
     await api("/emails", { method: "POST", body: JSON.stringify({ from: `Shop <shop@${tern.domain}>`, to, template: { id: "order-shipped", variables: { ORDER: "#42" } } }) });
@@ -388,5 +411,24 @@ describe("the Broadcasts page and the block editor", () => {
     expect(String(mail.html)).toContain("Order #42 has shipped.");
     await page.goto(`${tern.url}/dashboard/templates`);
     await shot(page, "59-templates-list");
+
+    // The Images page: the banner with its size and the account's use of its limits; deleting
+    // it (an owner, after the warning) empties the page and its URL answers 404.
+    await page.getByRole("link", { name: "Images" }).click();
+    await page.waitForURL("**/dashboard/images");
+    const card = page.locator(".media-card", { hasText: "banner.png" });
+    const size = png(480, 120).length;
+    expect(await card.innerText()).toContain(`PNG · ${size} bytes`);
+    expect(await page.locator(".usage-line").innerText()).toBe(`${size} bytes of 500 MB, 1 of 10,000 images`);
+    await expect.poll(() => card.locator("img").evaluate((img) => (img as unknown as { naturalWidth: number }).naturalWidth)).toBe(480);
+    await shot(page, "60-images");
+    expect(await axeViolations(page)).toEqual([]);
+    let warning = "";
+    page.once("dialog", (d) => { warning = d.message(); void d.accept(); });
+    await card.getByRole("button", { name: "Delete banner.png" }).click();
+    await expect.poll(() => page.locator("main").innerText()).toContain("No images uploaded yet.");
+    expect(warning).toContain("Emails already sent that show it will show a broken image");
+    expect((await fetch(bannerUrl)).status).toBe(404);
+    await shot(page, "61-images-empty");
   }, 90_000);
 });

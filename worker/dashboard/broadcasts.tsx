@@ -21,7 +21,7 @@ import { listDomains } from "../domains/service.ts";
 import { listTopics } from "../contacts/topics.ts";
 import { contacts, contactSegments, type BroadcastRow } from "../db/schema.ts";
 import { validate } from "../http.ts";
-import { ImageError, MAX_IMAGE_BYTES, storeImage } from "../media/images.ts";
+import { MAX_IMAGE_BYTES } from "../media/images.ts";
 import { BUCKET_MS } from "../metrics/rollup.ts";
 import { emailMetrics } from "../metrics/service.ts";
 import { CreateBroadcastRequest, fieldsOf, UpdateBroadcastRequest } from "../routes/broadcasts.ts";
@@ -30,9 +30,8 @@ import { contactLookup, type Lookup } from "../templates/render.ts";
 import { CONTACT_FIELDS, placeholderParts, placeholderText, propertyLabel, readableText, variableLabel } from "../templates/variables.ts";
 import { UNSUBSCRIBE_PLACEHOLDER } from "../contacts/list-unsubscribe.ts";
 import { Badge, Empty, Time } from "./layout.tsx";
-import { body, DashError, json, page, type DashCtx, type DashEnv } from "./routes.tsx";
+import { body, DashError, page, type DashCtx, type DashEnv } from "./routes.tsx";
 import { audit, type Viewer } from "./viewer.ts";
-import { dashboardOrigin } from "./auth.ts";
 
 /** The viewer acting as the account, as an API key with full access would. */
 export function principalOf(v: Viewer): Principal {
@@ -282,6 +281,13 @@ export function EditorWorkspace(props: { kind: "broadcast" | "template"; id: str
         <form method="dialog">
           <h2 id="dlg-image-title">Image</h2>
           <label>Upload an image (PNG, JPEG, GIF or WebP, at most {MAX_IMAGE_BYTES / 1048576} MB)<input name="file" type="file" accept="image/png,image/jpeg,image/gif,image/webp" /></label>
+          {/* Filled by editor.js from GET /dashboard/api/media each time the dialog opens. */}
+          <fieldset class="image-picker" data-image-picker>
+            <legend>Or pick one uploaded before</legend>
+            <div class="picker-grid" data-picker-list></div>
+            <p class="muted small" data-picker-state role="status"></p>
+            <button type="button" class="secondary" data-picker-more hidden>Show older images</button>
+          </fieldset>
           <label>Or its web address<input name="src" type="text" inputmode="url" placeholder="https://example.com/photo.jpg" /></label>
           <label>Description for people who cannot see it (alt text)<input name="alt" maxlength={300} /></label>
           <label>Link (optional)<input name="href" type="text" inputmode="url" placeholder="https://example.com" /></label>
@@ -541,22 +547,6 @@ export function registerBroadcastPages(app: Hono<DashEnv>): void {
     if (!(await deleteBroadcast(c.env.DB, v.account.id, c.req.param("id")))) throw new DashError(404, "This broadcast is gone.");
     await audit(c.env, v, { action: "broadcast.deleted", target: c.req.param("id") });
     return c.json({ ok: true });
-  });
-
-  // An image for the editor: the file's bytes as the body (the type is read from them).
-  app.post("/api/media", async (c) => {
-    const v = c.get("viewer");
-    const declared = Number(c.req.header("content-length") ?? "0");
-    if (declared > MAX_IMAGE_BYTES) throw new DashError(422, `The image is ${(declared / 1048576).toFixed(1)} MB; at most 5 MB is accepted. Make it smaller (email images are best under 500 KB).`);
-    const bytes = new Uint8Array(await c.req.arrayBuffer());
-    try {
-      const stored = await storeImage(c.env, v.account.id, bytes, dashboardOrigin(c.env, c.req.url));
-      await audit(c.env, v, { action: "media.uploaded", target: stored.url, detail: { bytes: stored.bytes, type: stored.type } });
-      return json(stored, 201);
-    } catch (err) {
-      if (err instanceof ImageError) throw new DashError(422, err.message);
-      throw err;
-    }
   });
 }
 

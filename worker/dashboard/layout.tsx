@@ -17,6 +17,7 @@ export const NAV: NavItem[] = [
   { href: "/dashboard/metrics", label: "Metrics" },
   { href: "/dashboard/broadcasts", label: "Broadcasts" },
   { href: "/dashboard/templates", label: "Templates" },
+  { href: "/dashboard/images", label: "Images" },
   { href: "/dashboard/contacts", label: "Contacts" },
   { href: "/dashboard/domains", label: "Domains" },
   { href: "/dashboard/api-keys", label: "API keys" },

@@ -559,10 +559,14 @@ export const mediaImages = sqliteTable(
     bytes: integer("bytes").notNull(),
     /** The format read from the bytes: png, jpg, gif or webp. */
     ext: text("ext").notNull(),
+    /** The file's name as the browser gave it (shown in the library and the editor's picker;
+     * never part of the URL or the stored key). Null for uploads made before it was kept. */
+    name: text("name"),
     createdAt: integer("created_at").notNull(),
   },
-  // Covers the limit's SUM and COUNT: an upload reads the account's index entries, not its rows.
-  (t) => [index("media_images_account").on(t.accountId, t.bytes)],
+  // The first covers the limit's SUM and COUNT: an upload reads the account's index entries,
+  // not its rows. The second walks the library newest first, a page at a time.
+  (t) => [index("media_images_account").on(t.accountId, t.bytes), index("media_images_account_created").on(t.accountId, t.createdAt, t.id)],
 );
 
 /** An email template: the draft being edited and, once published, the version sends use. */

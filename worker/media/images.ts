@@ -44,11 +44,25 @@ export function objectKey(accountId: string, id: string): string {
   return `media/${accountId}/${id}`;
 }
 
+/** The public, signed URL of an account's image under `origin`. */
+export async function imageUrl(masterKey: string | undefined, origin: string, accountId: string, id: string, ext: string): Promise<string> {
+  return `${origin}/media/${accountId}/${id}/${await signature(masterKey, accountId, id)}.${ext}`;
+}
+
+/** A file name as the browser gave it, fit to show: the last path part, no control
+ * characters, at most 200 characters; null when nothing is left. */
+export function cleanImageName(name: string | null | undefined): string | null {
+  if (!name) return null;
+  const base = (name.split(/[\\/]/).pop() ?? "").replace(/[\u0000-\u001f\u007f]/g, "").replace(/\s+/g, " ").trim();
+  return base ? base.slice(0, 200) : null;
+}
+
 type StoreEnv = Pick<Env, "BLOBS" | "MASTER_KEY" | "DB"> & Partial<Pick<Env, "MEDIA_ACCOUNT_LIMIT_MB" | "MEDIA_ACCOUNT_LIMIT_IMAGES">>;
 
-/** Checks and stores an uploaded image; answers its public URL under `origin`. Throws
- * MediaLimitError, storing nothing, when the account's images would pass its limit. */
-export async function storeImage(env: StoreEnv, accountId: string, bytes: Uint8Array, origin: string): Promise<{ url: string; bytes: number; type: string }> {
+/** Checks and stores an uploaded image (`name`: the file's, shown in the library); answers its
+ * public URL under `origin`. Throws MediaLimitError, storing nothing, when the account's images
+ * would pass its limit. */
+export async function storeImage(env: StoreEnv, accountId: string, bytes: Uint8Array, origin: string, name?: string | null): Promise<{ id: string; url: string; bytes: number; type: string; name: string | null }> {
   if (bytes.length === 0) throw new ImageError("The file is empty. Choose an image file.");
   if (bytes.length > MAX_IMAGE_BYTES) throw new ImageError(`The image is ${(bytes.length / 1048576).toFixed(1)} MB; at most 5 MB is accepted. Make it smaller (email images are best under 500 KB).`);
   const ext = sniffImage(bytes);
@@ -59,11 +73,11 @@ export async function storeImage(env: StoreEnv, accountId: string, bytes: Uint8A
   // before the bytes, so a refused upload never reaches R2.
   const limits = mediaLimitsOf(env);
   const reserved = await env.DB.prepare(
-    `INSERT INTO media_images (id, account_id, bytes, ext, created_at)
-     SELECT ?1, ?2, ?3, ?4, ?5
+    `INSERT INTO media_images (id, account_id, bytes, ext, name, created_at)
+     SELECT ?1, ?2, ?3, ?4, ?8, ?5
      WHERE (SELECT (?6 IS NULL OR coalesce(sum(bytes), 0) + ?3 <= ?6) AND (?7 IS NULL OR count(*) < ?7) FROM media_images WHERE account_id = ?2)
      RETURNING id`,
-  ).bind(id, accountId, bytes.length, ext, Date.now(), limits.bytes, limits.images).first();
+  ).bind(id, accountId, bytes.length, ext, Date.now(), limits.bytes, limits.images, cleanImageName(name)).first();
   if (!reserved) throw await limitError(env.DB, accountId, bytes.length, limits);
   try {
     await env.BLOBS.put(objectKey(accountId, id), bytes, { httpMetadata: { contentType: IMAGE_TYPES[ext] }, customMetadata: { account: accountId, ext } });
@@ -74,7 +88,7 @@ export async function storeImage(env: StoreEnv, accountId: string, bytes: Uint8A
       .catch((e: unknown) => console.error("could not give back the space of an image R2 refused", id, e));
     throw err;
   }
-  return { url: `${origin}/media/${accountId}/${id}/${await signature(env.MASTER_KEY, accountId, id)}.${ext}`, bytes: bytes.length, type: IMAGE_TYPES[ext] };
+  return { id, url: await imageUrl(env.MASTER_KEY, origin, accountId, id, ext), bytes: bytes.length, type: IMAGE_TYPES[ext], name: cleanImageName(name) };
 }
 
 async function limitError(db: D1Database, accountId: string, bytes: number, limits: { bytes: number | null; images: number | null }): Promise<MediaLimitError> {

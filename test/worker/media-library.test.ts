@@ -1,0 +1,262 @@
+// An account's uploaded images as a library (worker/media/library.ts): listed newest first a
+// page at a time with their URLs, counted against the account's limits, and deleted (bytes,
+// then row) so their URLs answer 404; never across accounts. Then the dashboard's Images page
+// and its endpoints, with the dashboard's session, CSRF and role checks.
+import { env, exports } from "cloudflare:workers";
+import { describe, expect, it } from "vitest";
+import { dashboardSecret } from "../../worker/dashboard/auth.ts";
+import { storedSessionToken } from "../../worker/dashboard/session-tokens.ts";
+import { csrfToken } from "../../worker/dashboard/viewer.ts";
+import { objectKey, storeImage } from "../../worker/media/images.ts";
+import { deleteImage, imagePageQuery, listImages, mediaUsage } from "../../worker/media/library.ts";
+import { formatBytes } from "../../worker/media/sizes.ts";
+import { createAccount } from "./fixtures.ts";
+
+const ORIGIN = "https://t.tern.test";
+const PNG = Uint8Array.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52, 1, 2, 3]);
+const GIF = new TextEncoder().encode("GIF89a-a-tiny-gif");
+const pngOf = (size: number) => {
+  const b = new Uint8Array(size);
+  b.set(PNG);
+  return b;
+};
+const fetchPath = (url: string) => exports.default.fetch(url);
+const held = async (accountId: string) => ({
+  objects: (await env.BLOBS.list({ prefix: `media/${accountId}/` })).objects.length,
+  rows: (await env.DB.prepare("SELECT count(*) AS n FROM media_images WHERE account_id = ?").bind(accountId).first<{ n: number }>())!.n,
+});
+
+/** Uploads `n` images a millisecond apart (their upload times differ), oldest first. */
+async function upload(accountId: string, n: number, name = (i: number) => `image-${i}.png`) {
+  const out = [];
+  for (let i = 0; i < n; i++) {
+    out.push(await storeImage(env, accountId, pngOf(100 + i), ORIGIN, name(i)));
+    await new Promise((r) => setTimeout(r, 2));
+  }
+  return out;
+}
+
+describe("an account's image library", () => {
+  it("lists the account's images newest first, a page at a time, each with its URL, name, size, type and time", async () => {
+    const a = (await createAccount()).accountId;
+    const b = (await createAccount()).accountId;
+    const mine = await upload(a, 5);
+    await storeImage(env, b, GIF, ORIGIN, "theirs.gif");
+
+    const first = await listImages(env, a, ORIGIN, { limit: 2 });
+    expect(first.has_more).toBe(true);
+    expect(first.data.map((x) => x.name)).toEqual(["image-4.png", "image-3.png"]);
+    expect(first.data[0]).toEqual({ id: mine[4]!.id, url: mine[4]!.url, name: "image-4.png", bytes: 104, type: "image/png", created_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) });
+    const second = await listImages(env, a, ORIGIN, { limit: 2, after: first.data[1]!.id });
+    expect(second.data.map((x) => x.name)).toEqual(["image-2.png", "image-1.png"]);
+    const third = await listImages(env, a, ORIGIN, { limit: 2, after: second.data[1]!.id });
+    expect(third).toMatchObject({ has_more: false, data: [{ name: "image-0.png" }] });
+    // The URLs listed are the ones the upload gave, and they serve the image.
+    expect((await fetchPath(first.data[0]!.url)).status).toBe(200);
+
+    // The other account sees only its own; a cursor from another account gives nothing.
+    expect((await listImages(env, b, ORIGIN)).data.map((x) => [x.name, x.type])).toEqual([["theirs.gif", "image/gif"]]);
+    expect((await listImages(env, b, ORIGIN, { after: mine[3]!.id })).data).toEqual([]);
+    // Bad paging says what it takes.
+    await expect(listImages(env, a, ORIGIN, { limit: 0 })).rejects.toThrow("`limit` is a whole number from 1 to 100.");
+    await expect(listImages(env, a, ORIGIN, { after: "../x" })).rejects.toThrow(/`after` is the id of an image/);
+  });
+
+  it("pages through images uploaded in the same millisecond without skipping or repeating one", async () => {
+    const a = (await createAccount()).accountId;
+    const prefix = crypto.randomUUID().replace(/-/g, "").slice(0, 31);
+    const ids = Array.from({ length: 5 }, (_, i) => `${prefix}${i}`);
+    await env.DB.batch(ids.map((id) => env.DB.prepare("INSERT INTO media_images (id, account_id, bytes, ext, created_at) VALUES (?, ?, 10, 'png', 1000)").bind(id, a)));
+    const seen: string[] = [];
+    let after: string | undefined;
+    for (;;) {
+      const p = await listImages(env, a, ORIGIN, { limit: 2, after });
+      seen.push(...p.data.map((x) => x.id));
+      if (!p.has_more) break;
+      after = p.data.at(-1)!.id;
+    }
+    expect(seen).toEqual([...ids].reverse());
+    // Rows from before names were kept list without one.
+    expect((await listImages(env, a, ORIGIN, { limit: 1 })).data[0]!.name).toBeNull();
+  });
+
+  it("walks the (account, upload time) index: a page reads its rows, not the account's", async () => {
+    for (const after of [undefined, "0".repeat(32)]) {
+      const q = imagePageQuery("acct", 49, after);
+      const plan = (await env.DB.prepare(`EXPLAIN QUERY PLAN ${q.sql}`).bind(...q.params).all<{ detail: string }>()).results.map((r) => r.detail).join("\n");
+      expect(plan).toContain("USING INDEX media_images_account_created (account_id=?");
+      expect(plan).not.toMatch(/TEMP B-TREE|SCAN media_images/);
+    }
+  });
+
+  it("counts what the account uses beside its limits", async () => {
+    const a = (await createAccount()).accountId;
+    expect(await mediaUsage(env, a)).toEqual({ bytes: 0, images: 0, limits: { bytes: 500 * 1048576, images: 10_000 } });
+    await storeImage(env, a, pngOf(1500), ORIGIN);
+    await storeImage(env, a, pngOf(500), ORIGIN);
+    await storeImage(env, (await createAccount()).accountId, pngOf(9999), ORIGIN);
+    expect(await mediaUsage({ ...env, MEDIA_ACCOUNT_LIMIT_MB: "0", MEDIA_ACCOUNT_LIMIT_IMAGES: "5" }, a)).toEqual({ bytes: 2000, images: 2, limits: { bytes: null, images: 5 } });
+  });
+
+  it("writes sizes as people read them", () => {
+    expect([512, 48 * 1024, 12.34 * 1048576, 500 * 1048576, 1048576].map(formatBytes)).toEqual(["512 bytes", "48 KB", "12.3 MB", "500 MB", "1 MB"]);
+  });
+});
+
+describe("deleting an image", () => {
+  it("removes its bytes and its row, gives its space back, and its URL answers 404", async () => {
+    const a = (await createAccount()).accountId;
+    const [keep, gone] = await upload(a, 2);
+    const r = await deleteImage(env, a, gone!.id);
+    expect(r).toEqual({ ok: true, value: { id: gone!.id, name: "image-1.png", bytes: 101, ext: "png", type: "image/png" } });
+    expect(await env.BLOBS.head(objectKey(a, gone!.id))).toBeNull();
+    expect(await held(a)).toEqual({ objects: 1, rows: 1 });
+    expect((await mediaUsage(env, a)).bytes).toBe(100);
+    expect((await fetchPath(gone!.url)).status).toBe(404);
+    expect((await fetchPath(keep!.url)).status).toBe(200);
+    // Again: nothing left to delete, and it says so.
+    expect(await deleteImage(env, a, gone!.id)).toEqual({ ok: false, message: expect.stringContaining("There is no such image in this account") });
+  });
+
+  it("never deletes another account's image, and answers it as it answers an unknown id", async () => {
+    const a = (await createAccount()).accountId;
+    const b = (await createAccount()).accountId;
+    const [theirs] = await upload(b, 1);
+    const other = await deleteImage(env, a, theirs!.id);
+    const unknown = await deleteImage(env, a, "f".repeat(32));
+    const malformed = await deleteImage(env, a, "../../etc");
+    expect(other.ok).toBe(false);
+    expect(other).toEqual(unknown);
+    expect(malformed).toEqual(unknown);
+    expect(await held(b)).toEqual({ objects: 1, rows: 1 });
+    expect((await fetchPath(theirs!.url)).status).toBe(200);
+  });
+
+  it("never leaves bytes in R2 that no row counts: a failure between the two leaves the row, and deleting again finishes", async () => {
+    const a = (await createAccount()).accountId;
+    const [img] = await upload(a, 1);
+    // R2 fails: nothing changed.
+    const r2Down = { ...env, BLOBS: { delete: () => Promise.reject(new Error("R2 is down")) } as unknown as R2Bucket };
+    await expect(deleteImage(r2Down, a, img!.id)).rejects.toThrow("R2 is down");
+    expect(await held(a)).toEqual({ objects: 1, rows: 1 });
+    // D1 fails after the bytes went: the row still counts them (the safe side of the limit).
+    const d1Down = {
+      ...env,
+      DB: new Proxy(env.DB, {
+        get: (db, k) => (k === "prepare" ? (sql: string) => (sql.startsWith("DELETE") ? { bind: () => ({ first: () => Promise.reject(new Error("D1 is down")) }) } : db.prepare(sql)) : Reflect.get(db, k)),
+      }),
+    };
+    await expect(deleteImage(d1Down, a, img!.id)).rejects.toThrow("D1 is down");
+    expect(await held(a)).toEqual({ objects: 0, rows: 1 });
+    expect((await fetchPath(img!.url)).status).toBe(404);
+    expect((await deleteImage(env, a, img!.id)).ok).toBe(true);
+    expect(await held(a)).toEqual({ objects: 0, rows: 0 });
+  });
+});
+
+// ---- the Images page and its endpoints ----------------------------------------------------
+
+/** A signed-in person (as test/worker/dashboard.test.ts makes one). */
+async function person(role: "owner" | "admin" | "member", accountId: string) {
+  const [user, session, token, now] = [crypto.randomUUID(), crypto.randomUUID(), crypto.randomUUID().replace(/-/g, ""), Date.now()];
+  await env.DB.batch([
+    env.DB.prepare("INSERT INTO auth_users (id, name, email, email_verified, created_at, updated_at) VALUES (?, 'P', ?, 1, ?, ?)").bind(user, `${user}@people.test`, now, now),
+    env.DB.prepare("INSERT INTO memberships (account_id, user_id, role, created_at) VALUES (?, ?, ?, 0)").bind(accountId, user, role),
+    env.DB.prepare("INSERT INTO auth_sessions (id, expires_at, token, created_at, updated_at, user_id) VALUES (?, ?, ?, ?, ?, ?)").bind(session, now + 3600_000, await storedSessionToken(token), now, now, user),
+  ]);
+  const key = await crypto.subtle.importKey("raw", new TextEncoder().encode(await dashboardSecret(env)), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const sig = btoa(String.fromCharCode(...new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(token)))));
+  const cookie = `__Secure-tern.session_token=${encodeURIComponent(`${token}.${sig}`)}`;
+  const csrf = await csrfToken(env, session);
+  return {
+    get: (path: string) => exports.default.fetch(`${ORIGIN}${path}`, { headers: { cookie } }),
+    post: (path: string, init: { csrf?: string | null; body?: BodyInit; headers?: Record<string, string> } = {}) =>
+      exports.default.fetch(`${ORIGIN}/dashboard/api${path}`, {
+        method: "POST",
+        headers: { cookie, origin: ORIGIN, "content-type": "application/json", ...(init.csrf === null ? {} : { "x-csrf-token": init.csrf ?? csrf }), ...init.headers },
+        body: init.body ?? "{}",
+      }),
+  };
+}
+
+const auditOf = async (accountId: string, action: string) =>
+  (await env.DB.prepare("SELECT target, detail_json FROM audit_log WHERE account_id = ? AND action = ?").bind(accountId, action).all<{ target: string; detail_json: string }>()).results;
+
+describe("the Images page", () => {
+  it("says how images get there when there are none", async () => {
+    const a = (await createAccount()).accountId;
+    const owner = await person("owner", a);
+    const html = await (await owner.get("/dashboard/images")).text();
+    expect(html).toContain("No images uploaded yet.");
+    expect(html).toMatch(/Upload one in the editor of a <a href="\/dashboard\/broadcasts">broadcast<\/a>/);
+    expect(html).toContain("0 bytes of 500 MB</strong>, 0 of 10,000 images");
+    expect(html).toContain('href="/dashboard/images" aria-current="page"');
+  });
+
+  it("uploads with the file's name, shows the grid with usage, and deletes with CSRF, the owner's role and an audit entry", async () => {
+    const a = (await createAccount()).accountId;
+    const b = (await createAccount()).accountId;
+    const owner = await person("owner", a);
+    const member = await person("member", a);
+    const stranger = await person("owner", b);
+
+    const up = await member.post("/media", { body: pngOf(2048), headers: { "content-type": "image/png", "x-file-name": encodeURIComponent("Spring sale\u0007 banner.png") } });
+    expect(up.status, await up.clone().text()).toBe(201);
+    const stored = (await up.json()) as { id: string; url: string; name: string };
+    expect(stored.name).toBe("Spring sale banner.png");
+
+    const html = await (await member.get("/dashboard/images")).text();
+    expect(html).toContain(`<img src="${stored.url}" alt="Spring sale banner.png (opens full size)"`);
+    expect(html).toContain(`data-copy="${stored.url}"`);
+    expect(html).toContain("2 KB of 500 MB</strong>, 1 of 10,000 images");
+    // A member sees and copies, and is told who deletes; the owner gets the button and its warning.
+    expect(html).not.toContain("/delete");
+    expect(html).toContain("Only owners and admins delete images.");
+    const ownerHtml = await (await owner.get("/dashboard/images")).text();
+    expect(ownerHtml).toContain(`data-api="/dashboard/api/media/${stored.id}/delete"`);
+    expect(ownerHtml).toContain("Emails already sent that show it will show a broken image");
+    // Another account's page and list do not show it.
+    expect(await (await stranger.get("/dashboard/images")).text()).not.toContain(stored.id);
+    expect(((await (await stranger.get("/dashboard/api/media")).json()) as { data: unknown[] }).data).toEqual([]);
+    // The editor's list.
+    const list = (await (await member.get("/dashboard/api/media?limit=5")).json()) as { data: { id: string; name: string }[]; has_more: boolean };
+    expect(list).toMatchObject({ has_more: false, data: [{ id: stored.id, name: "Spring sale banner.png", bytes: 2048, type: "image/png" }] });
+    expect((await member.get("/dashboard/api/media?limit=500")).status).toBe(422);
+
+    // Refused: without the page's token, from a member, from another account (nothing changes).
+    expect((await owner.post(`/media/${stored.id}/delete`, { csrf: null })).status).toBe(403);
+    const byMember = await member.post(`/media/${stored.id}/delete`);
+    expect(byMember.status).toBe(403);
+    expect(((await byMember.json()) as { message: string }).message).toMatch(/Only owners and admins delete images/);
+    const byStranger = await stranger.post(`/media/${stored.id}/delete`);
+    expect(byStranger.status).toBe(404);
+    expect(((await byStranger.json()) as { message: string }).message).toMatch(/There is no such image in this account/);
+    expect(await held(a)).toEqual({ objects: 1, rows: 1 });
+    expect(await auditOf(b, "media.deleted")).toEqual([]);
+
+    const del = await owner.post(`/media/${stored.id}/delete`);
+    expect(del.status, await del.clone().text()).toBe(200);
+    expect(await held(a)).toEqual({ objects: 0, rows: 0 });
+    expect((await fetchPath(stored.url)).status).toBe(404);
+    expect(await auditOf(a, "media.deleted")).toEqual([{ target: stored.url, detail_json: JSON.stringify({ bytes: 2048, type: "image/png", name: "Spring sale banner.png" }) }]);
+    expect((await owner.post(`/media/${stored.id}/delete`)).status).toBe(404);
+    expect(await (await owner.get("/dashboard/images")).text()).toContain("No images uploaded yet.");
+  });
+
+  it("pages with Older and Newest, and answers a made-up cursor with a way back", async () => {
+    const a = (await createAccount()).accountId;
+    const owner = await person("admin", a);
+    const prefix = crypto.randomUUID().replace(/-/g, "").slice(0, 28);
+    await env.DB.batch(Array.from({ length: 50 }, (_, i) => env.DB.prepare("INSERT INTO media_images (id, account_id, bytes, ext, name, created_at) VALUES (?, ?, 10, 'png', ?, ?)").bind(`${prefix}${i.toString(16).padStart(4, "0")}`, a, `n${i}.png`, 1000 + i)));
+    const first = await (await owner.get("/dashboard/images")).text();
+    expect(first.match(/class="media-card"/g)).toHaveLength(48);
+    const older = /href="(\/dashboard\/images\?after=[0-9a-f]{32})"/.exec(first)![1]!;
+    const second = await (await owner.get(older)).text();
+    expect(second.match(/class="media-card"/g)).toHaveLength(2);
+    expect(second).toContain("n1.png");
+    expect(second).toContain(">Newest</a>");
+    const bad = await owner.get("/dashboard/images?after=nonsense");
+    expect(bad.status).toBe(400);
+    expect(await bad.text()).toContain("Show the newest images");
+  });
+});
