@@ -26,6 +26,7 @@ import { registerMetricsPages } from "./metrics.tsx";
 import { registerBroadcastPages } from "./broadcasts.tsx";
 import { registerTemplatePages } from "./templates.tsx";
 import { registerContactPages } from "./contacts.tsx";
+import { registerLogPages } from "./logs.tsx";
 import { deleteAccountData, exportStream } from "../accounts/data.ts";
 import { d1Runner, r2Store } from "../accounts/bindings.ts";
 
@@ -421,6 +422,7 @@ export function dashboardApp(): Hono<DashEnv> {
   registerBroadcastPages(app);
   registerTemplatePages(app);
   registerContactPages(app);
+  registerLogPages(app);
 
   app.all("*", (c) => {
     if (new URL(c.req.url).pathname.startsWith("/dashboard/api/")) return json({ message: "No such dashboard endpoint." }, 404);
