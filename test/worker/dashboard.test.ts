@@ -406,4 +406,18 @@ describe("the Logs pages", () => {
     expect(empty).not.toContain(sendLog);
     expect((await exports.default.fetch(`${DASH}/dashboard/logs`, { redirect: "manual" })).status).toBe(303);
   });
+
+  it("say where a rare filter's search stopped on a long history, and go on from there", async () => {
+    const { SEARCH_WINDOW } = await import("../../worker/logs/search.ts");
+    const p = await person("member");
+    await env.DB.prepare(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?2)
+      INSERT INTO api_logs (id, account_id, key_id, method, endpoint, status, created_at)
+      SELECT printf('0193a8a3-0000-7000-8000-%012d', i), ?1, NULL, 'GET', '/domains', CASE i WHEN 1 THEN 502 ELSE 200 END, i FROM n`).bind(p.account, SEARCH_WINDOW + 10).run();
+    const first = await (await p.get("/dashboard/logs?status=server_error")).text();
+    expect(first).toContain(`No match among the ${SEARCH_WINDOW.toLocaleString("en-US")} requests searched`);
+    const older = first.match(/href="(\/dashboard\/logs\?[^"]+)">Search older requests</)![1]!.replace(/&amp;/g, "&");
+    const next = await (await p.get(older)).text();
+    expect(next).toContain('class="badge s5xx">502<');
+    expect(next).not.toContain("Search older requests");
+  });
 });

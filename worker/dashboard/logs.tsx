@@ -99,7 +99,7 @@ async function logsPage(c: DashCtx) {
           {result.data.length ? (
             <table class="logs">
               <caption class="muted" style="text-align:left;padding:6px 0">Newest first</caption>
-              <thead><tr><th scope="col">Time</th><th scope="col">Status</th><th scope="col">Request</th><th scope="col">API key</th><th scope="col">User agent</th></tr></thead>
+              <thead><tr><th scope="col">Time</th><th scope="col">Status</th><th scope="col">Request</th><th scope="col">API key</th><th scope="col" class="ua">User agent</th></tr></thead>
               <tbody>
                 {result.data.map((l) => (
                   <tr>
@@ -107,7 +107,7 @@ async function logsPage(c: DashCtx) {
                     <td><Status code={l.response_status} /></td>
                     <td><a class="mono" href={`/dashboard/logs/${l.id}`}><strong>{l.method}</strong> {l.endpoint}</a></td>
                     <td><KeyName id={l.key_id} name={l.key_name} /></td>
-                    <td><Agent ua={l.user_agent} /></td>
+                    <td class="ua"><Agent ua={l.user_agent} /></td>
                   </tr>
                 ))}
               </tbody>
