@@ -14,7 +14,8 @@ import { apiKeys, apiLogs, type ApiLogRow } from "../db/schema.ts";
 import { summary } from "./service.ts";
 
 /** Rows of the account one request reads at most. A row's filter columns sit before its JSON
- * bodies, so a row costs one page read, never its overflow pages. */
+ * bodies, so a row costs one page read, never its overflow pages: a full window of 6 KB rows
+ * took about 6 ms of SQL in local D1 (test/worker/logs-search.test.ts counts the rows read). */
 export const SEARCH_WINDOW = 5_000;
 
 export const STATUS_CLASSES = {
