@@ -258,6 +258,16 @@ describe("the dashboard in a browser", () => {
     expect(await page.locator("main").innerText()).toContain("Dashboard proof");
     await shot(page, "11-emails-filtered");
 
+    // Logs: the send's request, opened: its redacted body and a link back to the email it made.
+    await page.getByRole("link", { name: "Logs", exact: true }).click();
+    await page.getByRole("link", { name: "POST /emails", exact: true }).first().click();
+    await page.waitForURL("**/dashboard/logs/*");
+    const logId = new URL(page.url()).pathname.split("/").pop();
+    expect(await page.locator("pre.json").first().innerText()).toContain('"subject": "Dashboard proof"');
+    await expect.poll(() => page.getByRole("link", { name: sent.id }).count(), POLL).toBe(1);
+    await shot(page, "11b-log");
+    expect(await axeViolations(page)).toEqual([]);
+
     // Domains: add one with a region and read the records to publish.
     await page.goto(`${tern.url}/dashboard/domains`);
     await page.getByLabel("Domain", { exact: true }).fill("news.example.org");
@@ -375,7 +385,7 @@ describe("the dashboard in a browser", () => {
     await outsider.waitForURL("**/dashboard/emails");
     expect(await outsider.locator("main").innerText()).toContain("No emails yet.");
     await shot(outsider, "15-empty-emails");
-    for (const path of [`/dashboard/emails/${sent.id}`, `/dashboard/domains/${domainId}`]) {
+    for (const path of [`/dashboard/emails/${sent.id}`, `/dashboard/domains/${domainId}`, `/dashboard/logs/${logId}`]) {
       const res = await outsider.goto(`${tern.url}${path}`);
       expect(res!.status(), path).toBe(404);
     }

@@ -357,3 +357,67 @@ describe("received mail's attachments in the dashboard", () => {
     expect((await p.get(`/dashboard/api/received/${id}/attachments/${crypto.randomUUID()}`)).status).toBe(404);
   });
 });
+
+describe("the Logs pages", () => {
+  it("show every member the account's API requests, filtered, with the redacted bodies and the email a send made; nobody else", async () => {
+    const { api, createAccount } = await import("./fixtures.ts");
+    const { waitFor } = await import("./wait.ts");
+    const t = await createAccount();
+    const member = await person("member", t.accountId);
+    const sent = await (await api(t.token, "POST", "/emails", { from: `a@${t.domain}`, to: ["delivered@simulator.tern.test"], subject: "<b>Logged</b>", text: "hi" }, { "user-agent": "resend-node:6.0.0" })).json<{ id: string }>();
+    const created = await (await api(t.token, "POST", "/api-keys", { name: "made by a script" })).json<{ token: string }>();
+    await api(t.token, "GET", `/emails/${crypto.randomUUID()}`, undefined, { "user-agent": "curl/8.5.0" });
+    await waitFor("the three logs", async () => ((await count("SELECT count(*) AS n FROM api_logs WHERE account_id = ?", t.accountId)) >= 3 ? true : undefined));
+
+    const list = await (await member.get("/dashboard/logs")).text();
+    expect(list).toContain("POST</strong> /emails");
+    expect(list).toContain("test key"); // the fixture key's name
+    expect(list).toContain("curl/8.5.0");
+    expect(list).toContain("keeps API requests for 30 days");
+    const errors = await (await member.get("/dashboard/logs?status=client_error")).text();
+    expect(errors).toContain('class="badge s4xx">404<');
+    expect(errors).not.toContain("POST</strong> /emails");
+    expect(await (await member.get("/dashboard/logs?status=5xx")).text()).toContain("Status is all, success, client_error or server_error.");
+
+    const sendLog = (await env.DB.prepare("SELECT id FROM api_logs WHERE account_id = ? AND endpoint = '/emails' AND method = 'POST'").bind(t.accountId).first<{ id: string }>())!.id;
+    const keyLog = (await env.DB.prepare("SELECT id FROM api_logs WHERE account_id = ? AND endpoint = '/api-keys'").bind(t.accountId).first<{ id: string }>())!.id;
+    const detail = await member.get(`/dashboard/logs/${sendLog}`);
+    expect(detail.status).toBe(200);
+    const html = await detail.text();
+    expect(html).toContain(`href="/dashboard/emails/${sent.id}"`);
+    expect(html).toContain("&quot;subject&quot;: &quot;&lt;b&gt;Logged&lt;/b&gt;&quot;"); // pretty-printed, escaped
+    expect(html).not.toContain("<b>Logged</b>");
+    expect(html).toContain("data-copy=");
+    const keyHtml = await (await member.get(`/dashboard/logs/${keyLog}`)).text();
+    expect(keyHtml).toContain("&quot;token&quot;: &quot;[redacted]&quot;");
+    expect(keyHtml).not.toContain(created.token);
+
+    // Another account: an id of this one is a 404 that names nothing; its own page is empty and says what to do.
+    const stranger = await person("owner");
+    const refused = await stranger.get(`/dashboard/logs/${sendLog}`);
+    expect(refused.status).toBe(404);
+    const refusedHtml = await refused.text();
+    expect(refusedHtml).toContain("Log not found.");
+    expect(refusedHtml).not.toMatch(/POST \/emails|Logged|test key/);
+    const empty = await (await stranger.get("/dashboard/logs")).text();
+    expect(empty).toContain("No API requests yet.");
+    expect(empty).toContain('href="/dashboard/api-keys"');
+    expect(empty).toContain(`curl ${DASH}/domains`);
+    expect(empty).not.toContain(sendLog);
+    expect((await exports.default.fetch(`${DASH}/dashboard/logs`, { redirect: "manual" })).status).toBe(303);
+  });
+
+  it("say where a rare filter's search stopped on a long history, and go on from there", async () => {
+    const { SEARCH_WINDOW } = await import("../../worker/logs/search.ts");
+    const p = await person("member");
+    await env.DB.prepare(`WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?2)
+      INSERT INTO api_logs (id, account_id, key_id, method, endpoint, status, created_at)
+      SELECT printf('0193a8a3-0000-7000-8000-%012d', i), ?1, NULL, 'GET', '/domains', CASE i WHEN 1 THEN 502 ELSE 200 END, i FROM n`).bind(p.account, SEARCH_WINDOW + 10).run();
+    const first = await (await p.get("/dashboard/logs?status=server_error")).text();
+    expect(first).toContain(`No match among the ${SEARCH_WINDOW.toLocaleString("en-US")} requests searched`);
+    const older = first.match(/href="(\/dashboard\/logs\?[^"]+)">Search older requests</)![1]!.replace(/&amp;/g, "&");
+    const next = await (await p.get(older)).text();
+    expect(next).toContain('class="badge s5xx">502<');
+    expect(next).not.toContain("Search older requests");
+  });
+});

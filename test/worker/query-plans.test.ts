@@ -21,6 +21,7 @@ import { listContacts } from "../../worker/contacts/contacts.ts";
 import { listDomains } from "../../worker/domains/service.ts";
 import { listApiKeys } from "../../worker/api-keys/service.ts";
 import { listWebhookAttempts, listWebhookDeliveries, listWebhooks } from "../../worker/webhooks/service.ts";
+import { logSearchQuery, windowEndQuery, type LogFilters } from "../../worker/logs/search.ts";
 
 async function plan({ sql, params }: Query): Promise<string> {
   const rows = await env.DB.prepare(`EXPLAIN QUERY PLAN ${sql}`).bind(...params).all<{ detail: string }>();
@@ -203,6 +204,30 @@ describe("query plans of the dashboard's lists", () => {
     expect(all).toMatch(/SEARCH webhook_attempts USING INDEX webhook_attempts_delivery \(delivery_id=\?\)/);
     // The sort by id is of one delivery's attempts (at most the retry schedule's length).
     for (const detail of plans) expect(detail).not.toMatch(/SCAN/);
+  });
+});
+
+// The Logs page reads a window of the account's (account_id, id) range newest first (a
+// co-routine that stops when the page fills), each match's row by its primary key and its key
+// by the key's; whatever the filters, no scan and no sort (worker/logs/search.ts).
+describe("query plans of the Logs page", () => {
+  it.each<[string, LogFilters, string | undefined]>([
+    ["the first page", {}, undefined],
+    ["a later page", {}, AN_ID],
+    ["every filter, a later page", { status: "server_error", method: "POST", endpoint: "/emails", keyId: AN_ID }, AN_ID],
+    ["by key", { keyId: AN_ID }, undefined],
+  ])("%s walks the account's index newest first", async (_name, f, after) => {
+    const detail = await plan(logSearchQuery(env.DB, ACCOUNT, f, { limit: 50, after }).toSQL());
+    expect(detail).toMatch(after ? /SEARCH api_logs USING INDEX api_logs_account \(account_id=\? AND id<\?\)/ : /SEARCH api_logs USING INDEX api_logs_account \(account_id=\?\)/);
+    expect(detail).toMatch(/SEARCH api_logs USING INDEX sqlite_autoindex_api_logs_1 \(id=\?\)/);
+    expect(detail).toMatch(/SEARCH api_keys USING INDEX \w+ \(.*id=\?\)/);
+    expect(detail).not.toMatch(/TEMP B-TREE|SCAN api_logs|SCAN api_keys/);
+  });
+
+  it("finds where a window ends on the index alone", async () => {
+    const detail = await plan(windowEndQuery(env.DB, ACCOUNT, AN_ID).toSQL());
+    expect(detail).toMatch(/SEARCH api_logs USING INDEX api_logs_account \(account_id=\? AND id<\?\)/);
+    expect(detail).not.toMatch(/TEMP B-TREE|SCAN/);
   });
 });
 

@@ -22,6 +22,7 @@ export const NAV: NavItem[] = [
   { href: "/dashboard/domains", label: "Domains" },
   { href: "/dashboard/api-keys", label: "API keys" },
   { href: "/dashboard/webhooks", label: "Webhooks" },
+  { href: "/dashboard/logs", label: "Logs" },
   { href: "/dashboard/suppressions", label: "Suppressions" },
   { href: "/dashboard/received", label: "Received mail" },
   { href: "/dashboard/settings", label: "Settings" },

@@ -27,6 +27,7 @@ import { registerBroadcastPages } from "./broadcasts.tsx";
 import { registerTemplatePages } from "./templates.tsx";
 import { registerContactPages } from "./contacts.tsx";
 import { registerMediaPages } from "./media.tsx";
+import { registerLogPages } from "./logs.tsx";
 import { deleteAccountData, exportStream } from "../accounts/data.ts";
 import { d1Runner, r2Store } from "../accounts/bindings.ts";
 
@@ -423,6 +424,7 @@ export function dashboardApp(): Hono<DashEnv> {
   registerTemplatePages(app);
   registerContactPages(app);
   registerMediaPages(app);
+  registerLogPages(app);
 
   app.all("*", (c) => {
     if (new URL(c.req.url).pathname.startsWith("/dashboard/api/")) return json({ message: "No such dashboard endpoint." }, 404);

@@ -1,11 +1,11 @@
 // The account's API request log (GET /logs): list newest first, read one with its bodies.
 import { and, eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import { apiLogs, type ApiLogRow } from "../db/schema.ts";
+import { apiKeys, apiLogs, type ApiLogRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
 import { finishPage, pageQuery, type Page } from "../pagination.ts";
 
-function summary(r: Pick<ApiLogRow, "id" | "createdAt" | "endpoint" | "method" | "status" | "userAgent">) {
+export function summary(r: Pick<ApiLogRow, "id" | "createdAt" | "endpoint" | "method" | "status" | "userAgent">) {
   return {
     object: "log" as const,
     id: r.id,
@@ -33,9 +33,18 @@ function bodyObject(json: string | null): unknown {
   return v !== null && typeof v === "object" && !Array.isArray(v) ? v : { data: v };
 }
 
+/** One of the account's logs as stored, with the name of the key that made it (null when the
+ * key has been revoked since); another account's id is not found. */
+export async function findLog(d1: D1Database, accountId: string, id: string): Promise<{ row: ApiLogRow; keyName: string | null }> {
+  const found = await drizzle(d1).select({ row: apiLogs, keyName: apiKeys.name }).from(apiLogs)
+    .leftJoin(apiKeys, and(eq(apiKeys.id, apiLogs.keyId), eq(apiKeys.accountId, accountId)))
+    .where(and(eq(apiLogs.id, id), eq(apiLogs.accountId, accountId))).get();
+  if (!found) throw new ApiError("not_found", "Log not found.");
+  return found;
+}
+
 export async function getLog(d1: D1Database, accountId: string, id: string) {
-  const row = await drizzle(d1).select().from(apiLogs).where(and(eq(apiLogs.id, id), eq(apiLogs.accountId, accountId))).get();
-  if (!row) throw new ApiError("not_found", "Log not found.");
+  const { row } = await findLog(d1, accountId, id);
   return {
     ...summary(row),
     request_body: bodyObject(row.requestJson),
