@@ -73,6 +73,9 @@ describe("the Logs page's search", () => {
     // What a person types matches itself only: % and _ are not wildcards.
     expect(await ids({ endpoint: "/%" })).toEqual([]);
     expect(await ids({ endpoint: "/contacts/a_" })).toEqual(of(9));
+    // A prefix longer than D1's 50-byte limit on LIKE patterns is only a longer prefix.
+    expect(await ids({ endpoint: `/emails/${"x".repeat(60)}` })).toEqual([]);
+    expect(await ids({ endpoint: "/EMAILS/batch" })).toEqual(of(4));
     expect(await ids({ endpoint: "/contacts/ab" })).toEqual([]);
   });
 

@@ -9,7 +9,6 @@
 // request a write, and status classes are ranges that an index could not walk newest first.
 import { and, between, desc, eq, lt, sql, type SQL } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import { escapeLike } from "../db/like.ts";
 import { apiKeys, apiLogs, type ApiLogRow } from "../db/schema.ts";
 import { summary } from "./service.ts";
 
@@ -90,7 +89,9 @@ export function logSearchQuery(d1: D1Database, accountId: string, f: LogFilters,
     where.push(between(w.status, low, high));
   }
   if (f.method) where.push(eq(w.method, f.method));
-  if (f.endpoint) where.push(sql`${w.endpoint} LIKE ${`${escapeLike(f.endpoint)}%`} ESCAPE '\\'`);
+  // A prefix compared as text, not a LIKE pattern: D1 refuses patterns over 50 bytes, and a
+  // pasted path is easily longer. Lower-cased on both sides, as LIKE compared ASCII.
+  if (f.endpoint) where.push(sql`lower(substr(${w.endpoint}, 1, length(${f.endpoint}))) = lower(${f.endpoint})`);
   if (f.keyId) where.push(eq(w.keyId, f.keyId));
   return db.select({ id: w.id, createdAt: apiLogs.createdAt, endpoint: w.endpoint, method: w.method, status: w.status, userAgent: apiLogs.userAgent, keyId: w.keyId, keyName: apiKeys.name })
     .from(w)
