@@ -158,7 +158,7 @@ async function person(role: "owner" | "admin" | "member", accountId?: string) {
       headers: { cookie, origin: DASH, ...(opts.csrf === null ? {} : { "x-csrf-token": opts.csrf ?? csrf }), ...(body instanceof FormData ? {} : { "content-type": "application/json" }) },
       body: body instanceof FormData ? body : JSON.stringify(body),
     });
-  return { account, user, get, post };
+  return { account, user, cookie, get, post };
 }
 
 const count = async (sql: string, ...args: unknown[]) => (await env.DB.prepare(sql).bind(...args).first<{ n: number }>())!.n;
@@ -419,5 +419,37 @@ describe("the Logs pages", () => {
     const next = await (await p.get(older)).text();
     expect(next).toContain('class="badge s5xx">502<');
     expect(next).not.toContain("Search older requests");
+  });
+});
+
+describe("the sign-in doors, as an outside probe tried them", () => {
+  it("refuses an auth request that is not JSON, so no body hides its address from the throttle", async () => {
+    const form = await exports.default.fetch(`${DASH}/dashboard/api/auth/sign-in/email`, {
+      method: "POST",
+      headers: { origin: DASH, "content-type": "application/x-www-form-urlencoded" },
+      body: "email=victim%40people.test&password=guess",
+    });
+    expect(form.status).toBe(415);
+    expect(((await form.json()) as { message: string }).message).toMatch(/as JSON/);
+    // Nothing was counted or tried for the address.
+    expect(await count("SELECT count(*) AS n FROM auth_attempts WHERE key LIKE 'email:victim@people.test@%'")).toBe(0);
+  });
+
+  it("counts password checks of a signed-in user against their address, as sign-ins are", async () => {
+    const p = await person("owner");
+    const email = `${p.user}@people.test`;
+    const statuses: number[] = [];
+    for (let i = 0; i <= LIMITS.email; i++) {
+      statuses.push((await p.post("/auth/change-password", { currentPassword: `wrong-${i}`, newPassword: "correct-horse-battery-staple-42" })).status);
+    }
+    expect(statuses.slice(0, LIMITS.email)).not.toContain(429);
+    expect(statuses.at(-1)).toBe(429);
+    expect(await count("SELECT max(count) AS n FROM auth_attempts WHERE substr(key, 1, length(?1)) = ?1", `email:${email}@`)).toBe(LIMITS.email + 1);
+  });
+
+  it("ignores a malformed account cookie instead of failing every page", async () => {
+    const p = await person("owner");
+    const res = await exports.default.fetch(`${DASH}/dashboard/emails`, { headers: { cookie: `${p.cookie}; tern_account=%E0%A4%A` } });
+    expect(res.status).toBe(200);
   });
 });

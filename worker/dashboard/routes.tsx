@@ -84,6 +84,9 @@ const PUBLIC_PAGES = new Set(["/dashboard/sign-in", "/dashboard/sign-up", "/dash
 
 /** better-auth paths that count as a sign-in attempt, for the throttle. */
 const ATTEMPT_PATHS = new Set(["/sign-in/email", "/two-factor/verify-totp", "/two-factor/verify-backup-code", "/request-password-reset", "/sign-up/email"]);
+/** Endpoints a signed-in user reaches with their password: guesses through them (a stolen
+ * session) count against the user's address as sign-ins do. */
+const PASSWORD_PATHS = new Set(["/change-password", "/two-factor/enable", "/two-factor/disable", "/two-factor/generate-backup-codes"]);
 
 /** The better-auth endpoints the dashboard uses; the rest of its surface (listing sessions with
  * their tokens, changing the address, deleting the user, ...) is not reachable. */
@@ -122,10 +125,19 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
   const path = new URL(req.url).pathname.slice(AUTH_BASE.length);
   if (!AUTH_PATHS.some((re) => re.test(path))) return json({ message: "No such dashboard endpoint." }, 404);
   const ip = clientIp(req);
+  // The dashboard posts JSON only. better-auth also reads form bodies, which the throttle below
+  // would not see an address in: a form post was a way round the per-address limit.
+  if (req.method === "POST" && !path.startsWith("/callback/") && !/^application\/json\b/i.test(req.headers.get("content-type") ?? "")) {
+    return json({ message: "Send this request as JSON (Content-Type: application/json)." }, 415);
+  }
   let email: string | undefined;
-  if (req.method === "POST" && ATTEMPT_PATHS.has(path) && !(viewer && path.startsWith("/two-factor/"))) {
-    const parsed = (await req.clone().json().catch(() => ({}))) as { email?: unknown };
-    email = typeof parsed.email === "string" ? parsed.email.trim().toLowerCase() : undefined;
+  const passwordCheck = req.method === "POST" && viewer !== null && PASSWORD_PATHS.has(path);
+  if (passwordCheck || (req.method === "POST" && ATTEMPT_PATHS.has(path) && !(viewer && path.startsWith("/two-factor/")))) {
+    if (passwordCheck) email = viewer!.user.email.toLowerCase();
+    else {
+      const parsed = (await req.clone().json().catch(() => ({}))) as { email?: unknown };
+      email = typeof parsed.email === "string" ? parsed.email.trim().toLowerCase() : undefined;
+    }
     const throttled = await countAttempt(env.DB, { email, ip });
     if (throttled) {
       const res = json({ message: `Too many attempts. Try again in ${Math.ceil(throttled.retryAfter / 60)} minutes.`, code: "TOO_MANY_ATTEMPTS" }, 429);
@@ -145,6 +157,7 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
     // A failure to send the verification or reset mail surfaces here: say so plainly.
     console.error("dashboard auth failed", path, await res.clone().text());
   }
+  if (passwordCheck && res.status < 400) await clearAddress(env.DB, email!);
   const newToken = sessionTokenFrom(res.headers.getSetCookie());
   // A wrong password for a known address is recorded in that user's accounts (the owner sees
   // someone trying); an unknown address leaves no trace to probe with.

@@ -40,7 +40,14 @@ function readCookie(req: Request, name: string): string | undefined {
   const header = req.headers.get("cookie") ?? "";
   for (const part of header.split(/;\s*/)) {
     const i = part.indexOf("=");
-    if (i > 0 && part.slice(0, i) === name) return decodeURIComponent(part.slice(i + 1));
+    if (i > 0 && part.slice(0, i) === name) {
+      // A malformed value (set by anyone who can set a cookie for the domain) is no value.
+      try {
+        return decodeURIComponent(part.slice(i + 1));
+      } catch {
+        return undefined;
+      }
+    }
   }
   return undefined;
 }
