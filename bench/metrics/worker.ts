@@ -128,9 +128,9 @@ async function deliveries(env: BenchEnv, n: number, withRollup: boolean, trace?:
   for (const email of claimed) {
     const now = Date.now();
     const s = settleAttempt([{ recipient: "a@example.com", status: "accepted", code: 250, message: "250 2.0.0 OK", final: true }], { attempt: 1, retrySchedule: [60], alreadyDelayed: false });
-    const { statements, outbox, rollup } = settlementStatements(d1, email, 1, s, now, [1]);
+    const { statements, settled, outbox, rollup } = settlementStatements(d1, email, 1, s, now, [1]);
     const results = await d1.batch([...statements, ...rollupStatement(d1, rollup)]);
-    if ((results[0] as unknown as { meta?: { changes?: number } }).meta?.changes !== 1) throw new Error("bench: the settlement did not update its email");
+    if ((results[settled] as unknown as { meta?: { changes?: number } }).meta?.changes !== 1) throw new Error("bench: the settlement did not update its email");
     await announce(env, outbox);
   }
   return Response.json({ n });
