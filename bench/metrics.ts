@@ -83,7 +83,7 @@ function workerCpu(pid: number, port: number): number | null {
 
 /** The pid of the Worker's own workerd under wrangler dev (`wranglerPid`'s tree): the workerd
  * that does not listen on the public port (that one is the dev proxy). */
-function workerRuntimePid(wranglerPid: number, publicPort: number): number | null {
+export function workerRuntimePid(wranglerPid: number, publicPort: number): number | null {
   if (process.platform !== "linux") return null;
   const children = new Map<number, number[]>();
   for (const d of readdirSync("/proc")) {
@@ -110,7 +110,7 @@ function workerRuntimePid(wranglerPid: number, publicPort: number): number | nul
 /** Nanoseconds on CPU so far of all of a process's threads (schedstat: the scheduler's own
  * account, not /proc/<pid>/stat's 10 ms ticks, which a 100-event block of ~1 ms events would
  * see as 10 +/- 1 ticks). Null where schedstat is missing. */
-function workerCpuNs(pid: number | null): number | null {
+export function workerCpuNs(pid: number | null): number | null {
   if (pid === null) return null;
   try {
     let ns = 0;

@@ -22,7 +22,8 @@
 import { and, eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { accounts, domains, emailEvents, emails } from "../../worker/db/schema.ts";
-import { emailFacts, emailOutboxEvent, outboxInsert } from "../../worker/events/outbox.ts";
+import { emailFacts, emailOutboxEvent, outboxInsert, outboxStatement } from "../../worker/events/outbox.ts";
+import { insertEmailEvent } from "../../worker/db/compiled.ts";
 import { uuidv7 } from "../../worker/ids.ts";
 import { deliverabilityInsights } from "../../worker/insights/checks.ts";
 import { parseMetricsQuery } from "../../worker/metrics/query.ts";
@@ -119,7 +120,18 @@ async function sending(env: BenchEnv, n: number): Promise<Response> {
   return Response.json({ n });
 }
 
-async function deliveries(env: BenchEnv, n: number, withRollup: boolean, trace?: string[]): Promise<Response> {
+/** A settlement as it was written before its writes followed its UPDATE (the baseline of
+ * bench/settlement-guard.ts): the UPDATE first, then plain inserts and an unconditional rollup. */
+function unguarded(d1: D1Database, built: ReturnType<typeof settlementStatements>, email: EmailRow): ReturnType<typeof settlementStatements> {
+  const { statements, settled, eventIds, outbox, rollup } = built;
+  const events = eventIds.map((id, i) => insertEmailEvent.bind(d1, {
+    id, emailId: email.id, accountId: email.accountId, type: rollup.events[i]!.type, dataJson: JSON.stringify(rollup.events[i]!.data), createdAt: rollup.at, dedupeKey: null,
+  }));
+  const { ifRecorded: _, ...plain } = rollup;
+  return { statements: [statements[settled]!, ...events, ...outbox.map((e) => outboxStatement(d1, e))], settled: 0, eventIds, outbox, rollup: plain };
+}
+
+async function deliveries(env: BenchEnv, n: number, withRollup: boolean, trace?: string[], guarded = true): Promise<Response> {
   const d1 = wrapD1(env.DB, !withRollup, trace);
   const db = drizzle(d1);
   // What the consumer's claim returns: the emails to settle.
@@ -128,9 +140,10 @@ async function deliveries(env: BenchEnv, n: number, withRollup: boolean, trace?:
   for (const email of claimed) {
     const now = Date.now();
     const s = settleAttempt([{ recipient: "a@example.com", status: "accepted", code: 250, message: "250 2.0.0 OK", final: true }], { attempt: 1, retrySchedule: [60], alreadyDelayed: false });
-    const { statements, outbox, rollup } = settlementStatements(d1, email, 1, s, now, [1]);
+    const built = settlementStatements(d1, email, 1, s, now, [1]);
+    const { statements, settled, outbox, rollup } = guarded ? built : unguarded(d1, built, email);
     const results = await d1.batch([...statements, ...rollupStatement(d1, rollup)]);
-    if ((results[0] as unknown as { meta?: { changes?: number } }).meta?.changes !== 1) throw new Error("bench: the settlement did not update its email");
+    if ((results[settled] as unknown as { meta?: { changes?: number } }).meta?.changes !== 1) throw new Error("bench: the settlement did not update its email");
     await announce(env, outbox);
   }
   return Response.json({ n });
@@ -268,7 +281,7 @@ export default {
       case "/sending":
         return sending(env, Number(url.searchParams.get("n") ?? 1));
       case "/deliver":
-        return deliveries(env, Number(url.searchParams.get("n") ?? 1), url.searchParams.get("rollup") === "1");
+        return deliveries(env, Number(url.searchParams.get("n") ?? 1), url.searchParams.get("rollup") === "1", undefined, url.searchParams.get("guard") !== "0");
       case "/trace": {
         // The statements one event of a path prepares (in order) and the batches it sends: what
         // the with and without variants each run (docs/benchmarks.md, metrics).

@@ -7,14 +7,14 @@ import { drizzle } from "drizzle-orm/d1";
 import { describe, expect, it } from "vitest";
 import {
   broadcastProgress, broadcastProgressRows, claimDelivery, claimEmails, insertWebhookAttempt, markDelivered, consumeUsage, emailRows, enabledHookRows, enabledHooks, fanoutPage, fanoutPageRows, insertApiLog, insertBroadcastRecipients,
-  insertBroadcastEmails, insertEmail, insertEmailEvent, insertQueuedEvents, insertWebhookDelivery, insertWebhookEvent, markFannedOut, markInFlight, pendingEventRows, pendingEvents, prepared, recordProgress,
-  settleEmail, statementOf,
+  insertBroadcastEmails, insertEmail, insertEmailEvent, insertQueuedEvents, insertSettlementEvent, insertWebhookDelivery, insertWebhookEvent, insertWebhookEventIfRecorded, markFannedOut, markInFlight,
+  pendingEventRows, pendingEvents, prepared, recordProgress, settleEmail, statementOf,
 } from "../../worker/db/compiled.ts";
 import { unindexed } from "../../worker/db/plan.ts";
 import {
   apiLogs, webhookAttempts, broadcastRecipients, broadcasts, contactSegments, contactTopics, contacts, emailEvents, emails, segments, suppressions, topics, usage, webhookDeliveries, webhookEvents, webhooks,
 } from "../../worker/db/schema.ts";
-import { outboxInsert, outboxStatement, eventsToFanOut } from "../../worker/events/outbox.ts";
+import { outboxInsert, outboxInsertIfRecorded, outboxStatement, outboxStatementIfRecorded, eventsToFanOut } from "../../worker/events/outbox.ts";
 import { uuidv7 } from "../../worker/ids.ts";
 import { isQuotaViolation } from "../../worker/sending/quota.ts";
 import { createAccount } from "./fixtures.ts";
@@ -143,6 +143,54 @@ describe("the delivery and fan-out statements compiled once", () => {
     const [after] = await db.select().from(emails).where(eq(emails.id, row.id));
     expect(after).toMatchObject({ state: "done", attempts: 1, pendingJson: "[]", leaseUntil: null, attemptJson: null, nextAttemptAt: null, lastEvent: "delivered" });
     expect((await settle([77]).run()).meta.changes).toBe(0);
+  });
+
+  it("write a settlement's events as drizzle's guarded insert does, only while the settlement's guard holds", async () => {
+    const guarded = (leases: number[], v: { id: string; emailId: string; type: string; dataJson: string; createdAt: number }) => db.insert(emailEvents).select(db.select({
+      id: sql`${v.id}`.as("id"), emailId: sql`${emails.id}`.as("email_id"), accountId: sql`${emails.accountId}`.as("account_id"), type: sql`${v.type}`.as("type"),
+      dataJson: sql`${v.dataJson}`.as("data_json"), createdAt: sql`${v.createdAt}`.as("created_at"), dedupeKey: sql`null`.as("dedupe_key"),
+    }).from(emails).where(and(eq(emails.id, v.emailId), eq(emails.state, "sending"), inArray(emails.leaseUntil, leases))));
+    const v = { id: "e1", emailId: "m1", type: "delivered", dataJson: '{"recipients":["x@example.com"]}', createdAt: 9 };
+    for (const leases of leaseShapes) expect(insertSettlementEvent({ ...v, leases })).toEqual(guarded(leases, v).toSQL());
+
+    // The row insertEmailEvent writes for the same event, while the email is sending under a
+    // lease given; none otherwise.
+    const { accountId } = await createAccount();
+    const row = { ...emailRow(accountId), state: "sending", leaseUntil: 77 };
+    await db.insert(emails).values(row);
+    const event = (id: string, leases: number[]) => prepared(env.DB, insertSettlementEvent({ ...v, id, emailId: row.id, leases }));
+    const [held, plain] = [uuidv7(Date.now()), uuidv7(Date.now() + 1)];
+    const results = await env.DB.batch([event(uuidv7(Date.now() + 2), [76]), event(held, [70, 77]), insertEmailEvent.bind(env.DB, { ...v, id: plain, emailId: row.id, accountId, dedupeKey: null })]);
+    expect(results.map((r) => r.meta.changes)).toEqual([0, 1, 1]);
+    const rows = await db.select().from(emailEvents).where(eq(emailEvents.emailId, row.id)).orderBy(emailEvents.id);
+    expect(rows.map((r) => ({ ...r, id: "" }))).toEqual([{ ...rows[1], id: "" }, { ...rows[1], id: "" }]);
+    expect(rows.map((r) => r.id)).toEqual([held, plain]);
+    expect(rows[0]).toMatchObject({ emailId: row.id, accountId, type: "delivered", dataJson: v.dataJson, createdAt: 9, dedupeKey: null });
+    await prepared(env.DB, settleEmail({ id: row.id, state: "done", attempts: 1, pendingJson: "[]", nextAttemptAt: null, lastEvent: "delivered", leases: [77] })).run();
+    expect((await event(uuidv7(Date.now() + 3), [77]).run()).meta.changes).toBe(0);
+  });
+
+  it("write an outbox row for an email event as drizzle's outboxInsertIfRecorded does, only if the event is there", async () => {
+    const { accountId } = await createAccount();
+    const row = { ...emailRow(accountId), state: "done" };
+    await db.insert(emails).values(row);
+    const recorded = uuidv7(Date.now());
+    await insertEmailEvent.bind(env.DB, { id: recorded, emailId: row.id, accountId, type: "sent", dataJson: "{}", createdAt: 1, dedupeKey: null }).run();
+    await db.insert(webhooks).values({ id: uuidv7(Date.now()), accountId, endpoint: "https://h.example/", eventsJson: '["email.sent"]', status: "enabled", secretSealed: "x", createdAt: 0, updatedAt: 0 });
+    const event = (n: number) => ({ id: uuidv7(Date.now() + n), accountId, type: "email.sent" as const, body: '{"type":"email.sent"}', createdAt: 3 });
+    const e = event(1);
+    const built = (outboxInsertIfRecorded(db, e, recorded) as unknown as { toSQL(): { sql: string; params: unknown[] } }).toSQL();
+    const values = { id: e.id, accountId, type: e.type, payloadJson: e.body, createdAt: e.createdAt, emailEventId: recorded };
+    expect({ sql: insertWebhookEventIfRecorded.sql.replace(/ returning .*$/, ""), params: insertWebhookEventIfRecorded.query(values).params }).toEqual(built);
+
+    // Written (and hinted) for the event that is there; not for one that is not.
+    const [missing, viaDrizzle] = [event(2), event(3)];
+    const statements = [outboxStatementIfRecorded(env.DB, e, recorded), outboxStatementIfRecorded(env.DB, missing, uuidv7(Date.now() + 4))];
+    expect(eventsToFanOut(statements, await env.DB.batch(statements))).toEqual([e]);
+    await db.batch([outboxInsertIfRecorded(db, viaDrizzle, recorded)]);
+    const rows = await db.select().from(webhookEvents).where(inArray(webhookEvents.id, [e.id, missing.id, viaDrizzle.id])).orderBy(webhookEvents.id);
+    expect(rows.map((r) => ({ ...r, id: "" }))).toEqual([{ id: "", accountId, type: "email.sent", payloadJson: e.body, createdAt: 3, fannedOutAt: null }, { ...rows[1]!, id: "" }]);
+    expect(rows.map((r) => r.id)).toEqual([e.id, viaDrizzle.id]);
   });
 
   it("write the outbox row drizzle's outboxInsert writes, waiting for its fan-out only while an enabled endpoint subscribes", async () => {

@@ -24,17 +24,17 @@ beforeAll(async () => {
 const captured = capturedFor;
 const unique = (local: string) => address(local, "example.com");
 
-async function get(id: string) {
-  return (await (await api(acct.token, "GET", `/emails/${id}`)).json()) as { last_event: string };
+async function get(id: string, account: TestAccount = acct) {
+  return (await (await api(account.token, "GET", `/emails/${id}`)).json()) as { last_event: string };
 }
-async function events(id: string) {
-  return ((await (await api(acct.token, "GET", `/emails/${id}/events`)).json()) as { data: { type: string; data: Record<string, unknown> }[] }).data;
+async function events(id: string, account: TestAccount = acct) {
+  return ((await (await api(account.token, "GET", `/emails/${id}/events`)).json()) as { data: { type: string; data: Record<string, unknown> }[] }).data;
 }
 
 /** Records an email the way the API does but keeps it away from the background consumer
  * (scheduled far ahead), then makes it due so a test can drive the consumer itself. */
-async function recordedEmail(to: string[], extra: Record<string, unknown> = {}): Promise<string> {
-  const res = await api(acct.token, "POST", "/emails", { from: `Acme <news@${acct.domain}>`, to, subject: "Driven", text: "hello", scheduled_at: "in 20 days", ...extra });
+async function recordedEmail(to: string[], extra: Record<string, unknown> = {}, account: TestAccount = acct): Promise<string> {
+  const res = await api(account.token, "POST", "/emails", { from: `Acme <news@${account.domain}>`, to, subject: "Driven", text: "hello", scheduled_at: "in 20 days", ...extra });
   expect(res.status).toBe(200);
   const { id } = (await res.json()) as { id: string };
   await env.DB.prepare("UPDATE emails SET state = 'queued', next_attempt_at = ? WHERE id = ?").bind(Date.now(), id).run();
@@ -439,6 +439,100 @@ describe("delivery through the relay", () => {
     await consume([id], "nostarttls");
     expect(await captured(to)).toHaveLength(0);
     expect((await get(id)).last_event).toBe("delivery_delayed");
+  });
+});
+
+describe("a settlement written after its lease was lost", () => {
+  // The cron hands an email back once its lease ends and another consumer settles it; the first
+  // consumer's settlement comes after. Its UPDATE is guarded by the lease: its events, webhooks,
+  // counts and suppressions must be too, or they are written twice.
+  const state = async (id: string) => (await env.DB.prepare("SELECT state FROM emails WHERE id = ?").bind(id).first<{ state: string }>())!.state;
+
+  /** The lease of `id` runs out (its end moved into the past), the cron hands it back and its
+   * next owner settles it: this test's own consumer, or the background one the sweep woke. */
+  async function takenOver(id: string) {
+    await env.DB.prepare("UPDATE emails SET lease_until = ? WHERE id = ? AND state = 'sending'").bind(Date.now() - 1, id).run();
+    expect((await sweepDelivery(env)).leasesExpired).toBeGreaterThanOrEqual(1);
+    await consume([id]);
+    await waitFor("settled by its next owner", async () => ((await state(id)) === "done" ? true : undefined));
+  }
+
+  /** A relay whose message to `at` reaches the relay, then the email is taken over before its
+   * reply comes back to the first consumer. */
+  function takingOver(at: string, take: () => Promise<void>): () => Transport {
+    return () => {
+      const inner = peerTransport("plain")();
+      return {
+        async open() {
+          const session = await inner.open();
+          return {
+            async deliver(m) {
+              const replies = await session.deliver(m);
+              if (m.recipients[0] === at) await take();
+              return replies;
+            },
+            close: () => session.close(),
+          };
+        },
+      };
+    };
+  }
+
+  async function outbox(account: TestAccount, id: string): Promise<string[]> {
+    const rows = await env.DB.prepare("SELECT type FROM webhook_events WHERE account_id = ? AND payload_json LIKE ? ORDER BY type").bind(account.accountId, `%${id}%`).all<{ type: string }>();
+    return rows.results.map((r) => r.type);
+  }
+  async function counted(account: TestAccount) {
+    return env.DB.prepare("SELECT sum(sent) AS sent, sum(delivered) AS delivered, sum(bounced) AS bounced FROM metric_rollups WHERE account_id = ? AND span = 1").bind(account.accountId).first();
+  }
+
+  it("through the relay: only the next owner's events, webhooks, counts and suppression are written", async () => {
+    const account = await createAccount();
+    const [fine, reject] = [unique("fine"), unique("reject")];
+    const id = await recordedEmail([fine, reject], {}, account);
+    const suppressedRow = () => env.DB.prepare("SELECT email_id FROM suppressions WHERE account_id = ? AND email = ?").bind(account.accountId, reject).first();
+    const take = async () => {
+      await takenOver(id);
+      // The next owner bounced `reject` too and suppressed it: removed so that a suppression
+      // written by the first consumer's settlement shows.
+      expect(await suppressedRow()).toEqual({ email_id: id });
+      await env.DB.prepare("DELETE FROM suppressions WHERE account_id = ? AND email = ?").bind(account.accountId, reject).run();
+    };
+    const batch = createMessageBatch("tern-send", [{ id: "m0", timestamp: new Date(), attempts: 1, body: { emailId: id } }]);
+    const ctx = createExecutionContext();
+    await consumeSendBatch(batch as MessageBatch<{ emailId: string }>, env, { transportFor: takingOver(reject, take) });
+    expect(await getQueueResult(batch, ctx)).toMatchObject({ retryMessages: [] });
+
+    // `fine`'s reply was recorded before the lease ran out: the next owner sent only to `reject`.
+    expect(await captured(fine)).toHaveLength(1);
+    expect((await events(id, account)).map((e) => e.type)).toEqual(["scheduled", "outcome_unknown", "sent", "delivered", "bounced"]);
+    expect((await outbox(account, id)).filter((t) => t !== "email.scheduled")).toEqual(["email.bounced", "email.delivered", "email.sent"]);
+    expect(await counted(account)).toEqual({ sent: 1, delivered: 1, bounced: 1 });
+    expect(await suppressedRow()).toBeNull();
+    expect(await get(id, account)).toMatchObject({ last_event: "bounced" });
+  });
+
+  it("simulated: the lost email's share of the merged settlement is not written, the others' is", async () => {
+    const account = await createAccount();
+    const real = unique("fine");
+    const sim = (local: string) => `${local}+${crypto.randomUUID().slice(0, 8)}@simulator.tern.test`;
+    const [lost, kept] = [sim("delivered"), sim("delivered")];
+    const realId = await recordedEmail([real], {}, account);
+    const lostId = await recordedEmail([lost], {}, account);
+    const keptId = await recordedEmail([kept], {}, account);
+    // The simulated outcomes are written together once the real email is done: the lost one is
+    // taken over while the real email's message is at the relay.
+    const batch = createMessageBatch("tern-send", [realId, lostId, keptId].map((emailId, i) => ({ id: `m${i}`, timestamp: new Date(), attempts: 1, body: { emailId } })));
+    const ctx = createExecutionContext();
+    await consumeSendBatch(batch as MessageBatch<{ emailId: string }>, env, { transportFor: takingOver(real, () => takenOver(lostId)) });
+    expect(await getQueueResult(batch, ctx)).toMatchObject({ retryMessages: [] });
+
+    for (const id of [realId, lostId, keptId]) {
+      expect(await state(id)).toBe("done");
+      expect((await events(id, account)).map((e) => e.type), id).toEqual(["scheduled", "sent", "delivered"]);
+      expect((await outbox(account, id)).filter((t) => t !== "email.scheduled"), id).toEqual(["email.delivered", "email.sent"]);
+    }
+    expect(await counted(account)).toEqual({ sent: 3, delivered: 3, bounced: 0 });
   });
 });
 

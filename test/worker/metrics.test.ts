@@ -280,6 +280,34 @@ describe("rollups of several settlements written as one", () => {
   });
 });
 
+describe("rollups of settlements counted only if their event is recorded, written as one", () => {
+  it("count what the recorded ones count alone, in one statement per key", async () => {
+    const a = await createAccount();
+    const res = await api(a.token, "POST", "/emails", { from: `a@${a.domain}`, to: "delivered@simulator.tern.test", subject: "s", text: "t", scheduled_at: "in 20 days" });
+    const { id } = (await res.json()) as { id: string };
+    const recorded = (await env.DB.prepare("SELECT id FROM email_events WHERE email_id = ?").bind(id).first<{ id: string }>())!.id;
+    const [alone, merged] = [crypto.randomUUID(), crypto.randomUUID()];
+    const t = Date.UTC(2026, 10, 20, 10, 7);
+    const inputs = (accountId: string): (RollupInput & { ifRecorded: string })[] => [
+      { accountId, domainId: "d1", broadcastId: null, at: t, events: [{ type: "sent", data: {} }, { type: "delivered", data: { recipients: ["a@x.test"] } }], ifRecorded: recorded },
+      { accountId, domainId: "d1", broadcastId: null, at: t + 60_000, events: [{ type: "delivered", data: {} }, { type: "complained", data: {} }], ifRecorded: crypto.randomUUID() },
+      { accountId, domainId: "d1", broadcastId: null, at: t + 120_000, events: [{ type: "bounced", data: { recipients: ["b@x.test", "c@x.test"], bounce: { type: "Permanent" } } }], ifRecorded: recorded },
+      { accountId, domainId: "d2", broadcastId: null, at: t, events: [{ type: "failed", data: {} }], ifRecorded: crypto.randomUUID() },
+    ];
+    await env.DB.batch(inputs(alone).filter((i) => i.ifRecorded === recorded).flatMap(({ ifRecorded: _, ...i }) => rollupStatement(env.DB, i)));
+    const statements = mergedRollups(env.DB, inputs(merged));
+    expect(statements.length).toBe(2); // d1's three in one, d2's one (which writes nothing)
+    await env.DB.batch(statements);
+    const rows = async (accountId: string) =>
+      (await env.DB.prepare("SELECT * FROM metric_rollups WHERE account_id = ? ORDER BY domain_id, broadcast_id, span, bucket").bind(accountId).all<Record<string, unknown>>()).results
+        .map(({ account_id: _, ...rest }) => rest);
+    const expected = await rows(alone);
+    expect(expected.length).toBe(5);
+    expect(expected[0]).toMatchObject({ sent: 1, delivered: 1, bounced: 2, complained: 0 });
+    expect(await rows(merged)).toEqual(expected);
+  });
+});
+
 describe("migration 0014: shifted hour rows for counts recorded before them", () => {
   it("sums the quarter hours into hours from :15 and :30, and sets rows already there to the same sums", async () => {
     const a = await createAccount();

@@ -7,7 +7,8 @@ import { env } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { claimQuery } from "../../worker/delivery/consumer.ts";
 import { recipientContactsQuery } from "../../worker/broadcasts/content.ts";
-import { fanoutPage, markFannedOut, pendingEvents, type Query } from "../../worker/db/compiled.ts";
+import { fanoutPage, insertSettlementEvent, insertWebhookEventIfRecorded, markFannedOut, pendingEvents, type Query } from "../../worker/db/compiled.ts";
+import { guardedMergeQuery } from "../../worker/metrics/rollup.ts";
 import { uuidv7Floor } from "../../worker/ids.ts";
 import { PURGE_SQL } from "../../worker/retention/purge.ts";
 import { parseMetricsQuery } from "../../worker/metrics/query.ts";
@@ -38,10 +39,21 @@ describe("query plans of the consumers' lookups by id", () => {
     ["claiming one queued email", claimQuery(ids.slice(0, 1), Date.now(), 600_000), "emails"],
     ["reading events not yet fanned out", pendingEvents(ids), "webhook_events"],
     ["marking events fanned out", markFannedOut(ids, Date.now()), "webhook_events"],
+    ["a settlement's event, guarded by its email's lease", insertSettlementEvent({ id: ids[0]!, emailId: ids[1]!, type: "sent", dataJson: "{}", createdAt: 1, leases: [1, 2] }), "emails"],
+    ["a settlement's outbox row, guarded by its event", insertWebhookEventIfRecorded.query({ id: ids[0]!, accountId: "a", type: "email.sent", payloadJson: "{}", createdAt: 1, emailEventId: ids[1]! }), "email_events"],
   ])("%s uses the primary key", async (_name, query, table) => {
     const detail = await plan(query);
-    expect(detail).toContain(`SEARCH ${table} USING INDEX sqlite_autoindex_${table}_1 (id=?)`);
-    expect(detail).not.toMatch(/emails_due|webhook_events_pending|SCAN/);
+    expect(detail).toMatch(new RegExp(`SEARCH ${table} USING (COVERING )?INDEX sqlite_autoindex_${table}_1 \\(id=\\?\\)`));
+    // The outbox row's own condition reads the account's webhooks (as every outbox insert does).
+    expect(detail).not.toMatch(/emails_due|webhook_events_pending|SCAN (?!json_each)/);
+  });
+
+  it("a merged settlement rollup looks each settlement's event up by the primary key", async () => {
+    const at = Date.now();
+    const part = (ifRecorded: string) => ({ accountId: "a", domainId: null, broadcastId: null, at, events: [{ type: "delivered", data: {} }], ifRecorded });
+    const detail = await plan(guardedMergeQuery(ids.slice(0, 10).map(part))!);
+    expect(detail).toMatch(/SEARCH email_events EXISTS USING (COVERING )?INDEX sqlite_autoindex_email_events_1 \(id=\?\)/);
+    expect(detail).not.toMatch(/SCAN (email_events|emails|metric_rollups)/);
   });
 });
 

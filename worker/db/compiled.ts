@@ -226,10 +226,32 @@ const settleShapes = perShape<string, Record<string, unknown>>((shape) => {
     attemptJson: null,
     nextAttemptAt: p("nextAttemptAt") as unknown as number,
     ...(withLastEvent === "1" ? { lastEvent: p("lastEvent") } : {}),
-  }).where(and(eq(emails.id, sql.placeholder("id")), eq(emails.state, "sending"), inArray(emails.leaseUntil, listOf("lease", Number(leases)))));
+  }).where(leaseHeld("id", Number(leases)));
 });
 export function settleEmail(v: SettleValues): Query {
   return settleShapes(`${v.lastEvent === null ? 0 : 1}:${v.leases.length}`).query({ ...v, ...listValues("lease", v.leases) });
+}
+
+/** The guard of a settlement: email `idName` still sending under one of `n` leases. */
+function leaseHeld(idName: string, n: number): SQL {
+  return and(eq(emails.id, sql.placeholder(idName)), eq(emails.state, "sending"), inArray(emails.leaseUntil, listOf("lease", n)))!;
+}
+
+/** An event of a settlement, written only under the settlement's own guard (its email id and
+ * account read from the row it guards). The batch puts the events before the UPDATE, the one
+ * write that changes what the guard reads, so they are written exactly when the UPDATE is;
+ * the settlement's other writes follow its events (outbox.ts, rollup.ts). */
+const settlementEventShapes = perShape<number, Record<string, unknown>>((n) => builder.insert(emailEvents).select(builder.select({
+  id: sql`${sql.placeholder("id")}`.as("id"),
+  emailId: sql`${emails.id}`.as("email_id"),
+  accountId: sql`${emails.accountId}`.as("account_id"),
+  type: sql`${sql.placeholder("type")}`.as("type"),
+  dataJson: sql`${sql.placeholder("dataJson")}`.as("data_json"),
+  createdAt: sql`${sql.placeholder("createdAt")}`.as("created_at"),
+  dedupeKey: sql`null`.as("dedupe_key"),
+}).from(emails).where(leaseHeld("emailId", n))));
+export function insertSettlementEvent(v: { id: string; emailId: string; type: string; dataJson: string; createdAt: number; leases: readonly number[] }): Query {
+  return settlementEventShapes(v.leases.length).query({ ...v, ...listValues("lease", v.leases) });
 }
 
 /** An attempt's progress (its answered results, the message in flight) with its lease renewed
@@ -259,6 +281,17 @@ export const insertWebhookEvent: Compiled<{ id: string; accountId: string; type:
     id: sql.placeholder("id"), accountId: sql.placeholder("accountId"), type: sql.placeholder("type"), payloadJson: sql.placeholder("payloadJson"), createdAt: sql.placeholder("createdAt"),
     fannedOutAt: fannedOutUnlessHeard(sql.placeholder("accountId"), sql.placeholder("type"), sql.placeholder("createdAt")),
   }).returning({ fannedOutAt: webhookEvents.fannedOutAt }),
+);
+
+/** The same outbox row for an email event inserted earlier in the batch, written only if that
+ * event is there (a settlement's, which a lost lease leaves out). The text is drizzle's
+ * outboxInsertIfRecorded (events/outbox.ts), answering fanned_out_at as insertWebhookEvent does. */
+export const insertWebhookEventIfRecorded: Compiled<{ id: string; accountId: string; type: string; payloadJson: string; createdAt: number; emailEventId: string }> = compile(
+  builder.insert(webhookEvents).select(builder.select({
+    id: sql`${sql.placeholder("id")}`.as("id"), accountId: sql`${sql.placeholder("accountId")}`.as("account_id"), type: sql`${sql.placeholder("type")}`.as("type"),
+    payloadJson: sql`${sql.placeholder("payloadJson")}`.as("payload_json"), createdAt: sql`${sql.placeholder("createdAt")}`.as("created_at"),
+    fannedOutAt: sql`${fannedOutUnlessHeard(sql.placeholder("accountId"), sql.placeholder("type"), sql.placeholder("createdAt"))}`.as("fanned_out_at"),
+  }).from(emailEvents).where(eq(emailEvents.id, sql.placeholder("emailEventId")))).returning({ fannedOutAt: webhookEvents.fannedOutAt }),
 );
 
 /** An outbox row's fanned_out_at: null (to be fanned out) while an enabled endpoint of the

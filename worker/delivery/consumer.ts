@@ -8,7 +8,7 @@ import { and, eq, sql } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
 import { readConfig, type TernConfig } from "../config.ts";
-import { claimEmails as claimEmailsQuery, emailRows, insertEmailEvent, prepared, settleEmail, statementOf, type Query } from "../db/compiled.ts";
+import { claimEmails as claimEmailsQuery, emailRows, insertSettlementEvent, prepared, settleEmail, statementOf, type Query } from "../db/compiled.ts";
 import { emails, type EmailRow } from "../db/schema.ts";
 import { uuidv7 } from "../ids.ts";
 import { domainOf, parseMailbox, toAsciiEmail, type Address } from "../mime/address.ts";
@@ -25,7 +25,7 @@ import { joinedBytes, type MessageChunks, type Transport, type TransportSession 
 import { settleAttempt, type AttemptResult, type EventRecord, type Settlement } from "./outcome.ts";
 import { AttemptLog, LeaseLostError, markInFlightStatement, progressOf, type InFlightMark } from "./progress.ts";
 import { canonicalRecipient } from "../sending/return-path.ts";
-import { announce, emailFacts, emailOutboxEvent, outboxStatement, eventsToFanOut, type OutboxEvent } from "../events/outbox.ts";
+import { announce, emailFacts, emailOutboxEvent, outboxStatementIfRecorded, eventsToFanOut, type OutboxEvent } from "../events/outbox.ts";
 import type { Bounce } from "../webhooks/payloads.ts";
 import { suppressedAmong, suppressionKey, suppressStatement } from "../suppressions/suppress.ts";
 import { linkTokenKey, trackedHtml } from "../tracking/outgoing.ts";
@@ -143,7 +143,14 @@ export async function deliverBatch(env: Env, emailIds: string[], pool: SessionPo
     const chunk = simulatedWrites.slice(i, i + SIMULATED_PER_WRITE);
     try {
       const statements = [...chunk.flatMap((w) => w.statements), ...mergedRollups(env.DB, chunk.map((w) => w.rollup))];
-      await announce(env, eventsToFanOut(statements, await env.DB.batch(statements)));
+      const written = await env.DB.batch(statements);
+      await announce(env, eventsToFanOut(statements, written));
+      // A settlement that lost its lease wrote nothing: the email is its next owner's.
+      for (const w of chunk) {
+        if ((written[statements.indexOf(w.settle)]!.meta.changes ?? 0) > 0) continue;
+        console.error("lease lost before the settlement; left to its next owner", w.emailId);
+        outcome.set(w.emailId, null);
+      }
     } catch (err) {
       console.error("recording simulated outcomes failed; will retry", err);
       for (const w of chunk) {
@@ -181,6 +188,8 @@ interface SimulatedWrite {
   emailId: string;
   /** Its settlement, without the rollup: the chunk's rollups are written as one. */
   statements: D1PreparedStatement[];
+  /** The settlement's UPDATE, among `statements`. */
+  settle: D1PreparedStatement;
   rollup: RollupInput;
 }
 
@@ -348,14 +357,14 @@ async function deliverOnHeld(
   }
   const settlement = withSuppressed(settleAttempt(log.results, { attempt, retrySchedule, alreadyDelayed: attempt > 1 }), plan.suppressed);
   const t = now();
-  const { statements, outbox, rollup } = settlementStatements(env.DB, email, attempt, settlement, t, log.currentLeases);
-  statements.push(...suppressionStatements(env.DB, email, settlement.events, t));
-  const retryIn = settlement.state === "queued" ? settlement.retryInSeconds : null;
+  const { statements, settled, eventIds, outbox, rollup } = settlementStatements(env.DB, email, attempt, settlement, t, log.currentLeases);
+  statements.push(...suppressionStatements(env.DB, email, settlement.events, eventIds, t));
+  const retryAfter = settlement.state === "queued" ? settlement.retryInSeconds : null;
   // Only a message that went out needs its outcome written before anything else happens.
   const leftTern = log.results.some((r) => !unsent.has(r) && !isSimulated(r.recipient, config.simulatorDomains));
   if (!leftTern) {
-    simulatedWrites.push({ emailId: email.id, statements, rollup });
-    return { retryIn, next: null };
+    simulatedWrites.push({ emailId: email.id, statements, settle: statements[settled]!, rollup });
+    return { retryIn: retryAfter, next: null };
   }
   statements.push(...rollupStatement(env.DB, rollup));
   // Mail that left tern is recorded before anything else happens: a crash after this point
@@ -366,6 +375,10 @@ async function deliverOnHeld(
   // A batch that may have committed on an earlier try says nothing of its rows: every event is
   // hinted (a hint for a row not written finds nothing to fan out).
   hints.add(written === null ? outbox : eventsToFanOut(statements, written));
+  // A settlement that lost its lease wrote nothing of its own (the mark is the next email's).
+  const lost = written !== null && (written[settled]!.meta.changes ?? 0) === 0;
+  if (lost) console.error("lease lost before the settlement; left to its next owner", email.id);
+  const retryIn = lost ? null : retryAfter;
   if (!mark) return { retryIn, next: null };
   // A batch retried after it may have committed does not say whether the mark was written.
   if (written === null) return { retryIn, next: { marked: false, leases: [mark.lease, mark.renewTo] } };
@@ -475,18 +488,20 @@ function withSuppressed(s: Settlement, suppressed: string[]): RecordedSettlement
 /** Hard bounces and complaints put the address on the account's suppression list. Only a
  * Permanent bounce counts (reports/classify.ts): a full mailbox or a policy block (5.7.x) is
  * the sender's or the moment's problem, and suppressing it would drop a good address. */
-function suppressionStatements(d1: D1Database, email: EmailRow, events: RecordedEvent[], now: number): D1PreparedStatement[] {
+function suppressionStatements(d1: D1Database, email: EmailRow, events: RecordedEvent[], eventIds: string[], now: number): D1PreparedStatement[] {
   if (!events.some((e) => e.type === "bounced" || e.type === "complained")) return [];
   const db = drizzle(d1);
   const out: BatchItem<"sqlite">[] = [];
-  for (const e of events) {
+  // Each written only with its event, so only if the settlement applied (settlementStatements).
+  for (const [i, e] of events.entries()) {
+    const recorded = eventIds[i]!;
     const recipients = (e.data.recipients as string[] | undefined) ?? [];
     if (e.type === "bounced") {
       const bounce = e.data.bounce as Bounce;
       if (bounce.type !== "Permanent") continue;
-      for (const r of recipients) out.push(suppressStatement(db, { accountId: email.accountId, email: r, reason: "bounce", emailId: email.id, detail: bounce.message, now }));
+      for (const r of recipients) out.push(suppressStatement(db, { accountId: email.accountId, email: r, reason: "bounce", emailId: email.id, detail: bounce.message, now }, recorded));
     } else if (e.type === "complained") {
-      for (const r of recipients) out.push(suppressStatement(db, { accountId: email.accountId, email: r, reason: "complaint", emailId: email.id, detail: "abuse", now }));
+      for (const r of recipients) out.push(suppressStatement(db, { accountId: email.accountId, email: r, reason: "complaint", emailId: email.id, detail: "abuse", now }, recorded));
     }
   }
   // Rare (a hard bounce or a complaint): built by drizzle when it happens.
@@ -537,9 +552,15 @@ export type RecordedSettlement = Omit<Settlement, "events"> & { events: Recorded
 // Its statements are compiled once (worker/db/compiled.ts), not built by drizzle per email: a
 // CPU profile of 10,000 deliveries put drizzle's building at about 170 us an email here. The
 // rollup is answered, not written: the caller writes it alone or merged with others'.
+//
+// Only the UPDATE can tell whether the consumer still holds the email (the cron may have handed
+// it back, and another consumer settled it): everything else follows it, or a lost lease would
+// record the outcome twice, webhooks and counts included. The events come first, under the
+// UPDATE's own guard; the outbox rows, the rollup (`ifRecorded`) and the suppressions then
+// follow the events. `settled` is the UPDATE's index in `statements`.
 export function settlementStatements(
   d1: D1Database, email: EmailRow, attempt: number, s: RecordedSettlement, now: number, leases: number[],
-): { statements: D1PreparedStatement[]; outbox: OutboxEvent[]; rollup: RollupInput } {
+): { statements: D1PreparedStatement[]; settled: number; eventIds: string[]; outbox: OutboxEvent[]; rollup: RollupInput } {
   const update = prepared(d1, settleEmail({
     id: email.id,
     state: s.state,
@@ -549,18 +570,25 @@ export function settlementStatements(
     lastEvent: s.lastEvent || null,
     leases,
   }));
-  const inserts = s.events.map((e, i) => insertEmailEvent.bind(d1, {
-    id: uuidv7(now + i),
+  const eventIds = s.events.map((_, i) => uuidv7(now + i));
+  const inserts = s.events.map((e, i) => prepared(d1, insertSettlementEvent({
+    id: eventIds[i]!,
     emailId: email.id,
-    accountId: email.accountId,
     type: e.type,
     dataJson: JSON.stringify(e.data),
     createdAt: now,
-    dedupeKey: null,
-  }));
+    leases,
+  })));
   const outbox = webhookEventsOf(email, s.events, now);
   const rollup: RollupInput = { accountId: email.accountId, domainId: email.domainId, broadcastId: email.broadcastId, at: now, events: s.events };
-  return { statements: [update, ...inserts, ...outbox.map((e) => outboxStatement(d1, e))], outbox, rollup };
+  if (eventIds.length > 0) rollup.ifRecorded = eventIds[0];
+  return {
+    statements: [...inserts, update, ...outbox.map((e, i) => outboxStatementIfRecorded(d1, e, eventIds[i]!))],
+    settled: inserts.length,
+    eventIds,
+    outbox,
+    rollup,
+  };
 }
 
 /** The webhook events of a settlement, for the outbox. */

@@ -9,7 +9,7 @@
 import type { BatchItem } from "drizzle-orm/batch";
 import type { DrizzleD1Database } from "drizzle-orm/d1";
 import { eq, sql } from "drizzle-orm";
-import { fannedOutUnlessHeard, insertWebhookEvent } from "../db/compiled.ts";
+import { fannedOutUnlessHeard, insertWebhookEvent, insertWebhookEventIfRecorded } from "../db/compiled.ts";
 import { emailEvents, webhookEvents, type EmailRow } from "../db/schema.ts";
 import { uuidv7 } from "../ids.ts";
 import {
@@ -58,6 +58,13 @@ const eventOf = new WeakMap<D1PreparedStatement, OutboxEvent>();
  * batches of the hot paths. */
 export function outboxStatement(d1: D1Database, e: OutboxEvent): D1PreparedStatement {
   const statement = insertWebhookEvent.bind(d1, outboxRow(e));
+  eventOf.set(statement, e);
+  return statement;
+}
+
+/** outboxInsertIfRecorded compiled once, for a settlement's events (delivery/consumer.ts). */
+export function outboxStatementIfRecorded(d1: D1Database, e: OutboxEvent, emailEventId: string): D1PreparedStatement {
+  const statement = insertWebhookEventIfRecorded.bind(d1, { ...outboxRow(e), emailEventId });
   eventOf.set(statement, e);
   return statement;
 }

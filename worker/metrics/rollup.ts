@@ -155,8 +155,9 @@ export interface RollupInput extends RollupKey {
   /** For an open or a click: its email and the new event's id; the unique counter then counts
    * only if the email has no other event of that type (so each email counts once). */
   engagement?: { emailId: string; eventId: string };
-  /** The id of an email event inserted earlier in the batch with ON CONFLICT DO NOTHING: the
-   * rollup counts only if that row is there (a duplicate report counts nothing). */
+  /** The id of an email event inserted earlier in the batch that may not have been (a report
+   * ignored as a duplicate, a settlement whose lease was lost): the rollup counts only if that
+   * row is there. */
   ifRecorded?: string;
 }
 
@@ -246,21 +247,60 @@ export function rollupStatement(d1: D1Database, input: RollupInput): D1PreparedS
 
 /** Several rollups as one statement per domain, broadcast and bucket: counters add, so
  * counting their events together counts the same as one statement each (a send's emails, the
- * simulated outcomes of a queue batch). Inputs with a condition keep their own. */
+ * simulated outcomes of a queue batch). Inputs counted only if their event is recorded merge
+ * into a statement that adds only theirs that are (guardedMergeQuery); inputs with an
+ * engagement keep their own. */
 export function mergedRollups(d1: D1Database, inputs: readonly RollupInput[]): D1PreparedStatement[] {
   const groups = new Map<string, RollupInput>();
+  const guarded = new Map<string, RollupInput[]>();
   const own: RollupInput[] = [];
   for (const input of inputs) {
-    if (input.engagement || input.ifRecorded) {
+    if (input.engagement) {
       own.push(input);
       continue;
     }
     const key = `${input.accountId} ${input.domainId ?? ""} ${input.broadcastId ?? ""} ${bucketOf(input.at)}`;
+    if (input.ifRecorded) {
+      const list = guarded.get(key);
+      if (list) list.push(input);
+      else guarded.set(key, [input]);
+      continue;
+    }
     const group = groups.get(key);
     if (group) (group.events as CountedEvent[]).push(...input.events);
     else groups.set(key, { ...input, events: [...input.events] });
   }
-  return [...groups.values(), ...own].flatMap((g) => rollupStatement(d1, g));
+  const merged = [...guarded.values()].map((parts) => (parts.length === 1 ? rollupQuery(parts[0]!) : guardedMergeQuery(parts)));
+  return [
+    ...[...groups.values(), ...own].flatMap((g) => rollupStatement(d1, g)),
+    ...merged.flatMap((q) => (q ? [d1.prepare(q.sql).bind(...q.params)] : [])),
+  ];
+}
+
+/**
+ * The rollup of several inputs of one key, each counted only if its `ifRecorded` event is there
+ * (a settlement's first event: absent when the settlement lost its lease). One statement for
+ * all: each input's counts are a row of a JSON array bound once, [event id, counts...], and
+ * the rows whose event exists are summed (nothing is written when none does).
+ */
+export function guardedMergeQuery(parts: readonly RollupInput[], spans: readonly Span[] = SPANS): { sql: string; params: (string | number)[] } | null {
+  const totals = parts.map((p) => {
+    const t = zeroCounters();
+    for (const e of p.events) addCounters(t, countersOf(e));
+    return t;
+  });
+  const touched = COUNTERS.filter((c) => totals.some((t) => t[c] !== 0));
+  if (touched.length === 0) return null;
+  const first = parts[0]!;
+  const params: (string | number)[] = [first.accountId, first.domainId ?? "", first.broadcastId ?? ""];
+  const b = bucketOf(first.at);
+  for (const span of spans) params.push(span.id, spanStart(span, b));
+  params.push(JSON.stringify(parts.map((p, i) => [p.ifRecorded!, ...touched.map((c) => totals[i]![c])])));
+  const shape = shapeOf(touched);
+  const sums = touched.map((c, i) => `sum(json_extract(value, '$[${i + 1}]')) AS "${c}"`).join(", ");
+  const text = `${shape.head}SELECT ?, column1, column2, ?, ?, ${touched.map((c) => `w."${c}"`).join(", ")} FROM (VALUES ${spans.map(() => "(?, ?)").join(", ")}), `
+    + `(SELECT ${sums}, count(*) AS "n" FROM json_each(?) WHERE EXISTS (SELECT 1 FROM "email_events" WHERE "id" = json_extract(value, '$[0]'))) AS w WHERE w."n" > 0`;
+  return { sql: text + shape.tail, params };
 }
 
 /** The accept path's rollups: one statement per domain, broadcast and bucket of the emails a

@@ -2,10 +2,10 @@
 // complained, or were added by hand. Writers (the consumer's immediate bounces, DSN and ARF
 // reports, the API) add rows with suppressStatement inside the batch of their own change; the
 // consumer asks suppressedAmong before each attempt and settles those recipients as suppressed.
-import { and, eq, inArray } from "drizzle-orm";
+import { and, eq, inArray, sql } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import type { DrizzleD1Database } from "drizzle-orm/d1";
-import { suppressions } from "../db/schema.ts";
+import { emailEvents, suppressions } from "../db/schema.ts";
 import { uuidv7 } from "../ids.ts";
 
 export type SuppressionReason = "bounce" | "complaint" | "manual";
@@ -26,9 +26,11 @@ export function suppressionKey(email: string): string {
   return email.trim().toLowerCase();
 }
 
-/** INSERT OR IGNORE: an address already on the list keeps its first reason. */
-export function suppressStatement(db: DrizzleD1Database, s: SuppressionInput): BatchItem<"sqlite"> {
-  return db.insert(suppressions).values({
+/** INSERT OR IGNORE: an address already on the list keeps its first reason. With `ifRecorded`,
+ * only if that email event (inserted earlier in the same batch) is there: a settlement's
+ * bounce suppresses only if the settlement applied (delivery/consumer.ts). */
+export function suppressStatement(db: DrizzleD1Database, s: SuppressionInput, ifRecorded?: string): BatchItem<"sqlite"> {
+  const row = {
     id: uuidv7(s.now),
     accountId: s.accountId,
     email: suppressionKey(s.email),
@@ -36,7 +38,10 @@ export function suppressStatement(db: DrizzleD1Database, s: SuppressionInput): B
     emailId: s.emailId ?? null,
     detail: s.detail == null ? null : s.detail.slice(0, 1000),
     createdAt: s.now,
-  }).onConflictDoNothing();
+  };
+  if (ifRecorded === undefined) return db.insert(suppressions).values(row).onConflictDoNothing();
+  const fields = Object.fromEntries(Object.entries(row).map(([k, v]) => [k, sql`${v}`.as(suppressions[k as keyof typeof row].name)]));
+  return db.insert(suppressions).select(db.select(fields).from(emailEvents).where(eq(emailEvents.id, ifRecorded)) as never).onConflictDoNothing();
 }
 
 /** The addresses of `emails` that are on the account's list (lower-cased), as a set. */
