@@ -44,6 +44,16 @@ describe("render", () => {
     expect([asText(undefined), asText(Symbol("s")), asText(() => 1), asText(null), asText(1n), asText(["x"])]).toEqual(["", "", "", "", "1", '["x"]']);
   });
 
+  it("never makes a link or image address a script, whether a contact's value or a fallback brings it", () => {
+    const values: Record<string, string> = { site: "javascript:alert(1)", spaced: " java\tscript:alert(1)", pic: "data:text/html;base64,PHNjcmlwdD4=", ok: "https://example.com/a?b=1&c=2" };
+    const look = (k: string) => values[k];
+    const src = '<a href="{{{site}}}">a</a><a href=\'{{{spaced}}}\'>b</a><img src="{{{pic}}}"><a href="{{{none|javascript:alert(2)}}}">c</a><a href="{{{ok}}}">d</a><a href="{{{none|VBScript:x}}}">e</a>';
+    expect(render(src, look, "html").output).toBe('<a href="#">a</a><a href=\'#\'>b</a><img src="#"><a href="#">c</a><a href="https://example.com/a?b=1&amp;c=2">d</a><a href="#">e</a>');
+    // The same words as text, or in html outside an address, are only words.
+    expect(render("{{{site}}}", look, "text").output).toBe("javascript:alert(1)");
+    expect(render("<p>{{{site}}}</p>", look, "html").output).toBe("<p>javascript:alert(1)</p>");
+  });
+
   it("reads variables as the editor's chips name them, for pages that show a subject", () => {
     // The renderer's grammar: what it fills is exactly what reads as a variable.
     const src = "What's new, {{{ FIRST_NAME | friend }}} at {{{company}}}{{ x }}{{{9x}}}";

@@ -61,7 +61,8 @@ const PLACEHOLDER = /^\{\{\{\s*[A-Za-z_][A-Za-z0-9_.]*\s*(\|[^}]*)?\}\}\}$/;
 const VARIABLE_KEY = /^[A-Za-z_][A-Za-z0-9_.]{0,99}$/;
 
 /** A link target a reader may follow: web, mail and phone links, or one placeholder (the
- * unsubscribe URL, a contact property holding a URL). Anything else (javascript:, data:) is no link. */
+ * unsubscribe URL, a contact property holding a URL; whatever it holds, render.ts never fills
+ * a link with a script). Anything else (javascript:, data:) is no link. */
 export function safeHref(v: unknown): string | null {
   if (typeof v !== "string") return null;
   const s = v.trim();

@@ -50,7 +50,7 @@ export interface Rendered {
  * renders as nothing. */
 export function render(source: string, lookup: Lookup, mode: RenderMode): Rendered {
   const missing: string[] = [];
-  const output = source.replace(PLACEHOLDER, (whole, key: string, fallback: string | undefined) => {
+  const output = source.replace(PLACEHOLDER, (whole, key: string, fallback: string | undefined, offset: number) => {
     if (key === UNSUBSCRIBE_KEY) return UNSUBSCRIBE_PLACEHOLDER;
     const value = lookup(key);
     const given = value !== undefined && value !== null && value !== "";
@@ -63,9 +63,23 @@ export function render(source: string, lookup: Lookup, mode: RenderMode): Render
     }
     // A fallback is written by the template's author in the source's own syntax: escaping it
     // again would double-escape an &amp; they wrote.
-    return mode === "html" && given ? escapeHtml(text) : text;
+    const out = mode === "html" && given ? escapeHtml(text) : text;
+    // A value that becomes a whole link or image address (a contact's property, a fallback)
+    // is never a script: the editor refuses such links, and a value must not bring one back.
+    return mode === "html" && startsUrlAttribute(source, offset) && unsafeUrl(out) ? "#" : out;
   });
   return { output, missing };
+}
+
+/** Whether the text before `offset` opens an href or src attribute's value. */
+function startsUrlAttribute(source: string, offset: number): boolean {
+  return /\b(?:href|src)\s*=\s*["']?\s*$/i.test(source.slice(Math.max(0, offset - 16), offset));
+}
+
+/** A javascript:, vbscript: or data: address, as a browser reads it (it skips control
+ * characters and whitespace, also inside the scheme). */
+export function unsafeUrl(url: string): boolean {
+  return /^(?:javascript|vbscript|data):/i.test(url.replace(/[\u0000-\u0020]+/g, ""));
 }
 
 /** The keys a source uses, each once (for checking a template's declared variables). */
