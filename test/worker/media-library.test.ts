@@ -7,7 +7,7 @@ import { describe, expect, it } from "vitest";
 import { dashboardSecret } from "../../worker/dashboard/auth.ts";
 import { storedSessionToken } from "../../worker/dashboard/session-tokens.ts";
 import { csrfToken } from "../../worker/dashboard/viewer.ts";
-import { objectKey, storeImage } from "../../worker/media/images.ts";
+import { cleanImageName, objectKey, storeImage } from "../../worker/media/images.ts";
 import { deleteImage, imagePageQuery, listImages, mediaUsage } from "../../worker/media/library.ts";
 import { formatBytes } from "../../worker/media/sizes.ts";
 import { createAccount } from "./fixtures.ts";
@@ -96,6 +96,15 @@ describe("an account's image library", () => {
     await storeImage(env, a, pngOf(500), ORIGIN);
     await storeImage(env, (await createAccount()).accountId, pngOf(9999), ORIGIN);
     expect(await mediaUsage({ ...env, MEDIA_ACCOUNT_LIMIT_MB: "0", MEDIA_ACCOUNT_LIMIT_IMAGES: "5" }, a)).toEqual({ bytes: 2000, images: 2, limits: { bytes: null, images: 5 } });
+  });
+
+  it("keeps a file name fit to show: no control or direction characters, 200 characters, never half of one", () => {
+    expect(cleanImageName("C:\\Users\\ada\\invoice\u202Egnp.exe")).toBe("invoicegnp.exe");
+    expect(cleanImageName("a\u0085b\u009Bc\u200Bd\u2066e\u2028f\u0007.png")).toBe("abcdef.png");
+    const emoji = cleanImageName("x".repeat(199) + "\u{1F600}\u{1F600}");
+    expect(emoji).toBe("x".repeat(199) + "\u{1F600}");
+    expect(cleanImageName("\uD800.png")).toBe("\uFFFD.png");
+    expect(cleanImageName("\u202E\u200B ")).toBeNull();
   });
 
   it("writes sizes as people read them", () => {

@@ -49,12 +49,14 @@ export async function imageUrl(masterKey: string | undefined, origin: string, ac
   return `${origin}/media/${accountId}/${id}/${await signature(masterKey, accountId, id)}.${ext}`;
 }
 
-/** A file name as the browser gave it, fit to show: the last path part, no control
- * characters, at most 200 characters; null when nothing is left. */
+/** A file name as the browser gave it, fit to show: the last path part, without control or
+ * format characters (a right-to-left override shows "invoice\u202Egnp.exe" as "invoiceexe.png"
+ * and turns the rest of a sentence around it), at most 200 characters, never half of one;
+ * null when nothing is left. */
 export function cleanImageName(name: string | null | undefined): string | null {
   if (!name) return null;
-  const base = (name.split(/[\\/]/).pop() ?? "").replace(/[\u0000-\u001f\u007f]/g, "").replace(/\s+/g, " ").trim();
-  return base ? base.slice(0, 200) : null;
+  const base = (name.split(/[\\/]/).pop() ?? "").toWellFormed().replace(/[\p{Cc}\p{Cf}\u2028\u2029]/gu, "").replace(/\s+/g, " ").trim();
+  return base ? [...base].slice(0, 200).join("") : null;
 }
 
 type StoreEnv = Pick<Env, "BLOBS" | "MASTER_KEY" | "DB"> & Partial<Pick<Env, "MEDIA_ACCOUNT_LIMIT_MB" | "MEDIA_ACCOUNT_LIMIT_IMAGES">>;
