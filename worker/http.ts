@@ -7,7 +7,9 @@ import { REGIONS } from "./regions.ts";
 
 export const MAX_REQUEST_BYTES = 40 * 1024 * 1024;
 
-async function readBodyLimited(req: Request, limit: number): Promise<Uint8Array> {
+/** The body's bytes, at most `limit` of them: a body without a Content-Length is read piece by
+ * piece and stopped there, never buffered whole first. 413 validation_error past it. */
+export async function readBodyLimited(req: Request, limit: number): Promise<Uint8Array> {
   const header = req.headers.get("content-length");
   const declared = header !== null && /^\d{1,15}$/.test(header) ? Number(header) : null;
   const tooBig = () => new ApiError("validation_error", `The request body must be at most ${limit / 1024 / 1024} MB.`, 413);

@@ -202,6 +202,26 @@ describe("the Images page", () => {
     expect(html).toContain('href="/dashboard/images" aria-current="page"');
   });
 
+  it("stops an upload sent without a length at 5 MB instead of reading it whole", async () => {
+    const a = (await createAccount()).accountId;
+    const owner = await person("owner", a);
+    let pulled = 0;
+    const chunk = new Uint8Array(256 * 1024);
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        // 64 MB on offer; a reader that stops at the limit pulls a little over 5.
+        if (pulled >= 64 * 1024 * 1024) return controller.close();
+        pulled += chunk.byteLength;
+        controller.enqueue(chunk);
+      },
+    });
+    const res = await owner.post("/media", { body, headers: { "content-type": "image/png" } });
+    expect(res.status).toBe(422);
+    expect(((await res.json()) as { message: string }).message).toMatch(/over 5 MB; at most 5 MB/);
+    expect(pulled).toBeLessThan(8 * 1024 * 1024);
+    expect((await mediaUsage(env, a)).images).toBe(0);
+  });
+
   it("uploads with the file's name, shows the grid with usage, and deletes with CSRF, the owner's role and an audit entry", async () => {
     const a = (await createAccount()).accountId;
     const b = (await createAccount()).accountId;

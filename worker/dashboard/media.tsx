@@ -12,6 +12,8 @@ import { Empty, Time } from "./layout.tsx";
 import { DashError, json, page, type DashCtx, type DashEnv } from "./routes.tsx";
 import { audit } from "./viewer.ts";
 import { dashboardOrigin } from "./auth.ts";
+import { ApiError } from "../errors.ts";
+import { readBodyLimited } from "../http.ts";
 
 const TYPE_NAMES: Record<string, string> = { "image/png": "PNG", "image/jpeg": "JPEG", "image/gif": "GIF", "image/webp": "WebP" };
 
@@ -123,8 +125,12 @@ export function registerMediaPages(app: Hono<DashEnv>): void {
   app.post("/api/media", async (c) => {
     const v = c.get("viewer");
     const declared = Number(c.req.header("content-length") ?? "0");
-    if (declared > MAX_IMAGE_BYTES) throw new DashError(422, `The image is ${(declared / 1048576).toFixed(1)} MB; at most 5 MB is accepted. Make it smaller (email images are best under 500 KB).`);
-    const bytes = new Uint8Array(await c.req.arrayBuffer());
+    const tooBig = (size: string) => new DashError(422, `The image is ${size}; at most 5 MB is accepted. Make it smaller (email images are best under 500 KB).`);
+    if (declared > MAX_IMAGE_BYTES) throw tooBig(`${(declared / 1048576).toFixed(1)} MB`);
+    // Read up to the limit only: a body sent without a length is stopped there, not buffered.
+    const bytes = await readBodyLimited(c.req.raw, MAX_IMAGE_BYTES).catch((err: unknown) => {
+      throw err instanceof ApiError && err.status === 413 ? tooBig("over 5 MB") : err;
+    });
     let name: string | null = null;
     try {
       name = decodeURIComponent(c.req.header("x-file-name") ?? "");
