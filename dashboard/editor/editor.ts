@@ -15,7 +15,9 @@ import { PLACEHOLDER, placeholderParts, placeholderText, variableLabel } from ".
 import { formatBytes } from "../../worker/media/sizes.ts";
 
 interface Variable { key: string; label: string; fallback: string }
-interface PageData { kind: "broadcast" | "template"; id: string; document: JSONContent; variables: Variable[] }
+/** A body written outside the editor (through the API): kept until the person chooses otherwise. */
+interface ApiBody { html: string | null; text: string | null }
+interface PageData { kind: "broadcast" | "template"; id: string; document: JSONContent; variables: Variable[]; apiBody: ApiBody | null }
 
 const data = JSON.parse(document.getElementById("editor-data")!.textContent!) as PageData;
 const csrf = document.querySelector('meta[name="csrf-token"]')?.getAttribute("content") ?? "";
@@ -596,6 +598,11 @@ const saveState = $("#save-state");
 const errorBox = $("#editor-error");
 const settings = $<HTMLFormElement>("#editor-settings");
 let dirty = false;
+/** Saves leave the body alone (no document sent): it was written through the API. */
+let bodyKept = data.apiBody !== null;
+/** The person chose to replace that body: the next save says so, once (the server refuses a
+ * document in place of an API-written body without it). */
+let replaceBody = false;
 let saving: Promise<boolean> | null = null;
 let timer: ReturnType<typeof setTimeout> | undefined;
 
@@ -643,7 +650,9 @@ async function save(): Promise<boolean> {
   saveState.textContent = "Saving…";
   saving = (async () => {
     try {
-      await call(base, { ...settingsValues(), document: editor.getJSON() });
+      const replacing = replaceBody;
+      await call(base, { ...settingsValues(), ...(bodyKept ? {} : { document: editor.getJSON(), ...(replacing ? { replace_body: true } : {}) }) });
+      if (replacing) replaceBody = false;
       saveState.textContent = `Saved at ${new Date().toLocaleTimeString()}`;
       showError(null);
       return true;
@@ -658,9 +667,64 @@ async function save(): Promise<boolean> {
   })();
   return saving;
 }
-// The first save of a page opened on an API-written draft replaces its html: only on a change.
 window.addEventListener("beforeunload", (e) => {
   if (dirty) e.preventDefault();
+});
+
+// ---- a body written through the API ---------------------------------------------------------
+
+/** Placeholders in the HTML's text as the editor's variable chips (VariableNode parses them). */
+function chipsIn(root: HTMLElement) {
+  const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+  const found: Text[] = [];
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) if ((n as Text).data.includes("{{{")) found.push(n as Text);
+  for (const t of found) {
+    const parts = placeholderParts(t.data);
+    if (!parts.some((p) => !("text" in p))) continue;
+    t.replaceWith(...parts.map((p) => {
+      if ("text" in p) return p.text;
+      const chip = document.createElement("span");
+      chip.setAttribute("data-variable", p.key);
+      chip.setAttribute("data-fallback", p.fallback);
+      return chip;
+    }));
+  }
+}
+
+/** The editor's document from the API-written body: TipTap parses the html into its schema
+ * (words, headings, links, lists, images; no layout or styles); text becomes paragraphs. */
+function importBody(body: ApiBody): JSONContent | string {
+  if (body.html) {
+    // Parsed inert (DOMParser runs no scripts and loads nothing); the head and styles are dropped.
+    const doc = new DOMParser().parseFromString(body.html, "text/html");
+    doc.querySelectorAll("script, style, head, title").forEach((el) => el.remove());
+    chipsIn(doc.body);
+    return doc.body.innerHTML;
+  }
+  const paragraphs = (body.text ?? "").split(/\r?\n\s*\r?\n/).map((p) => p.trim()).filter(Boolean);
+  return {
+    type: "doc",
+    content: paragraphs.map((p) => ({
+      type: "paragraph",
+      content: p.split(/\r?\n/).flatMap((line, i) => [...(i ? [{ type: "hardBreak" }] : []), ...inlineContent(line).filter((n) => n.type !== "text" || n.text)]),
+    })),
+  };
+}
+
+const bodyEdit = document.querySelector<HTMLButtonElement>("[data-body-edit]");
+bodyEdit?.addEventListener("click", async () => {
+  const r = await ask("dlg-body", {});
+  if (!r || !data.apiBody) return;
+  // The person's explicit choice: the editor takes over the body, and its next save replaces it.
+  editor.commands.setContent(r.action === "import" ? importBody(data.apiBody) : data.document, { emitUpdate: false });
+  if (editor.isEmpty) editor.commands.setContent(data.document, { emitUpdate: false });
+  bodyKept = false;
+  replaceBody = true;
+  $("#api-body").hidden = true;
+  $(".editor-frame").hidden = false;
+  dirty = true;
+  editor.commands.focus("start");
+  await save();
 });
 
 async function busy(button: HTMLButtonElement, work: () => Promise<void>) {
@@ -716,7 +780,7 @@ interface Insight { id: string; status: "passed" | "warning" | "failed"; title: 
 const reviewPanel = document.getElementById("review-panel");
 async function review() {
   if (!reviewPanel || !(await save())) return;
-  const r = (await call(`${base}/review`)) as unknown as { blocking: string[]; insights: Insight[] };
+  const r = (await call(`${base}/review`)) as unknown as { blocking: string[]; warnings: string[]; recipients: number | null; insights: Insight[] };
   const blocking = $("#review-blocking");
   blocking.replaceChildren();
   if (r.blocking.length) {
@@ -730,8 +794,15 @@ async function review() {
   } else {
     const p = document.createElement("p");
     p.className = "ok";
-    p.textContent = "Nothing stops this broadcast from being sent.";
+    const n = r.recipients;
+    p.textContent = `Nothing stops this broadcast from being sent.${n ? ` Sent now, it goes to ${n.toLocaleString("en-US")} contact${n === 1 ? "" : "s"}.` : ""}`;
     blocking.append(p);
+  }
+  if (r.warnings.length) {
+    const ul = document.createElement("ul");
+    ul.className = "insights";
+    for (const w of r.warnings) ul.append(listItem("warning", r.recipients === 0 ? "Nobody would get it" : "", w));
+    blocking.append(ul);
   }
   const order = { failed: 0, warning: 1, passed: 2 };
   const problems = r.insights.filter((i) => i.status !== "passed").sort((a, b) => order[a.status] - order[b.status]);

@@ -6,8 +6,9 @@
 // (in the subject, the preheader and the body), the button's link, the image tern serves and a
 // working one-click unsubscribe. Then a template is written (its subject pasted in Resend's
 // syntax, the broadcast's image picked again from the image dialog) and published, and that
-// image is seen and deleted on the Images page.
-// Screenshots: test-results/dashboard/5x-*.png and 6x-images*.png.
+// image is seen and deleted on the Images page. Last, a broadcast written through the API keeps
+// its html when only its name is edited, until the person chooses to edit it in the editor.
+// Screenshots: test-results/dashboard/5x-*.png, 6x-images*.png and 6x-broadcast-api-html*.png.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { crc32, deflateSync } from "node:zlib";
@@ -431,4 +432,37 @@ describe("the Broadcasts page and the block editor", () => {
     expect((await fetch(bannerUrl)).status).toBe(404);
     await shot(page, "61-images-empty");
   }, 90_000);
+
+  it("keeps a body written through the API until the person chooses the editor", async () => {
+    const segmentId = (await api("/segments", { method: "POST", body: JSON.stringify({ name: "Nobody yet" }) })).id as string;
+    const html = "<h1>API written</h1><p>Important body text</p>";
+    const id = (await api("/broadcasts", { method: "POST", body: JSON.stringify({ segment_id: segmentId, from: `Acme <hello@${tern.domain}>`, subject: "API html", name: "API html bc", html }) })).id as string;
+    const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: "en-US" })).newPage();
+    const scriptErrors: string[] = [];
+    page.on("pageerror", (err) => scriptErrors.push(err.message));
+    await signIn(page);
+    await page.goto(`${tern.url}/dashboard/broadcasts/${id}`);
+    // The html as it renders, not an empty design; the editor stays closed.
+    await page.frameLocator("#api-body-frame").getByRole("heading", { name: "API written" }).waitFor();
+    expect(await page.locator(".editor-frame").isVisible()).toBe(false);
+    // Only the name changes: the autosave stores it and leaves the html as the API wrote it.
+    await page.locator("#editor-settings input[name=name]").fill("API html renamed");
+    await expect.poll(() => page.locator("#save-state").innerText(), { timeout: 10_000 }).toContain("Saved at");
+    expect(await api(`/broadcasts/${id}`)).toMatchObject({ name: "API html renamed", html });
+    await shot(page, "62-broadcast-api-html");
+    expect(await axeViolations(page)).toEqual([]);
+    // The editor takes the body only on an explicit, confirmed choice: here, from the html.
+    await page.getByRole("button", { name: "Edit the body in the editor…" }).click();
+    await page.getByRole("dialog", { name: "Edit the body in the editor?" }).getByRole("button", { name: "Start from this HTML" }).click();
+    await page.getByRole("textbox", { name: "Email content" }).locator("h1", { hasText: "API written" }).waitFor();
+    await expect.poll(async () => (await api(`/broadcasts/${id}`)).html as string).toMatch(/API written<\/h1>[\s\S]*Important body text/);
+    expect(await page.locator("#api-body").isVisible()).toBe(false);
+    // Its segment is empty: the review says it would reach nobody, without blocking the send.
+    await page.getByRole("button", { name: "Review and send…" }).click();
+    const reviewPanel = page.locator("#review-panel");
+    await expect.poll(() => reviewPanel.isVisible()).toBe(true);
+    expect(await reviewPanel.innerText()).toContain("has no contacts, so sent now it would reach nobody");
+    await shot(page, "63-broadcast-api-html-imported");
+    expect(scriptErrors).toEqual([]);
+  }, 60_000);
 });

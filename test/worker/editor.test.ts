@@ -1,11 +1,13 @@
 // The dashboard editor's server side: its document rendered to email html and text (escaped,
 // unsafe links dropped, variables kept as placeholders), uploaded images checked, stored per
 // account and served only at their signed URL, a stored document dropped when the API rewrites
-// the html, and the pre-send review listing every problem a send would refuse.
+// the html, and the pre-send review listing every problem a send would refuse (an empty body
+// too) and warning of a segment nobody in could receive it. A body written through the API is
+// never replaced by a save the person did not choose; a dead-end broadcast can be deleted.
 import { env, exports } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
-import { sendProblems, updateBroadcast, findBroadcast } from "../../worker/broadcasts/broadcasts.ts";
-import { documentToHtml, documentToText, DocumentError, hasUnsubscribeLink, parseDocument, type DocNode } from "../../worker/broadcasts/document.ts";
+import { emptyBody, sendProblems, updateBroadcast, findBroadcast } from "../../worker/broadcasts/broadcasts.ts";
+import { documentToHtml, documentToText, DocumentError, EMPTY_DOCUMENT, hasUnsubscribeLink, parseDocument, type DocNode } from "../../worker/broadcasts/document.ts";
 import { reviewBroadcast } from "../../worker/broadcasts/review.ts";
 import { mediaLimitsOf } from "../../worker/config.ts";
 import { dashboardSecret } from "../../worker/dashboard/auth.ts";
@@ -13,6 +15,31 @@ import { storedSessionToken } from "../../worker/dashboard/session-tokens.ts";
 import { csrfToken } from "../../worker/dashboard/viewer.ts";
 import { ImageError, MAX_IMAGE_BYTES, MediaLimitError, sniffImage, storeImage } from "../../worker/media/images.ts";
 import { call, createAccount, type TestAccount } from "./fixtures.ts";
+
+const DASH = "https://t.tern.test";
+
+/** A signed-in owner of the account, made as test/worker/dashboard.test.ts makes one: the
+ * headers its browser sends, and JSON posts and page reads with them. */
+async function dashboardSession(accountId: string) {
+  const [user, session, token, now] = [crypto.randomUUID(), crypto.randomUUID(), crypto.randomUUID().replace(/-/g, ""), Date.now()];
+  await env.DB.batch([
+    env.DB.prepare("INSERT INTO auth_users (id, name, email, email_verified, created_at, updated_at) VALUES (?, 'P', ?, 1, ?, ?)").bind(user, `${user}@people.test`, now, now),
+    env.DB.prepare("INSERT INTO memberships (account_id, user_id, role, created_at) VALUES (?, ?, 'owner', 0)").bind(accountId, user),
+    env.DB.prepare("INSERT INTO auth_sessions (id, expires_at, token, created_at, updated_at, user_id) VALUES (?, ?, ?, ?, ?, ?)").bind(session, now + 3600_000, await storedSessionToken(token), now, now, user),
+  ]);
+  const key = await crypto.subtle.importKey("raw", new TextEncoder().encode(await dashboardSecret(env)), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
+  const sig = btoa(String.fromCharCode(...new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(token)))));
+  const cookie = `__Secure-tern.session_token=${encodeURIComponent(`${token}.${sig}`)}`;
+  const headers = { origin: DASH, cookie, "x-csrf-token": await csrfToken(env, session) };
+  return {
+    headers,
+    post: async (path: string, body: unknown) => {
+      const res = await exports.default.fetch(`${DASH}/dashboard${path}`, { method: "POST", headers: { ...headers, "content-type": "application/json", accept: "application/json" }, body: JSON.stringify(body) });
+      return { status: res.status, body: (await res.json()) as any };
+    },
+    page: async (path: string) => (await exports.default.fetch(`${DASH}/dashboard${path}`, { headers: { cookie } })).text(),
+  };
+}
 
 const text = (t: string, marks?: DocNode["marks"]): DocNode => ({ type: "text", text: t, ...(marks ? { marks } : {}) });
 const DOC: DocNode = {
@@ -183,20 +210,10 @@ describe("an account's media limit", () => {
   });
 
   it("answers the dashboard's upload past the limit with a 422 that says how to fix it", async () => {
-    // A signed-in owner, made as test/worker/dashboard.test.ts makes one.
     const accountId = (await createAccount()).accountId;
-    const [user, session, token, now] = [crypto.randomUUID(), crypto.randomUUID(), crypto.randomUUID().replace(/-/g, ""), Date.now()];
-    await env.DB.batch([
-      env.DB.prepare("INSERT INTO auth_users (id, name, email, email_verified, created_at, updated_at) VALUES (?, 'P', ?, 1, ?, ?)").bind(user, `${user}@people.test`, now, now),
-      env.DB.prepare("INSERT INTO memberships (account_id, user_id, role, created_at) VALUES (?, ?, 'owner', 0)").bind(accountId, user),
-      env.DB.prepare("INSERT INTO auth_sessions (id, expires_at, token, created_at, updated_at, user_id) VALUES (?, ?, ?, ?, ?, ?)").bind(session, now + 3600_000, await storedSessionToken(token), now, now, user),
-    ]);
-    const key = await crypto.subtle.importKey("raw", new TextEncoder().encode(await dashboardSecret(env)), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
-    const sig = btoa(String.fromCharCode(...new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(token)))));
-    const cookie = `__Secure-tern.session_token=${encodeURIComponent(`${token}.${sig}`)}`;
-    const BASE = "https://t.tern.test";
-    const headers = { origin: BASE, cookie, "x-csrf-token": await csrfToken(env, session), "content-type": "image/png" };
-    const upload = () => exports.default.fetch(`${BASE}/dashboard/api/media`, { method: "POST", headers, body: pngOf(1000) });
+    const { headers: signedIn } = await dashboardSession(accountId);
+    const headers = { ...signedIn, "content-type": "image/png" };
+    const upload = () => exports.default.fetch(`${DASH}/dashboard/api/media`, { method: "POST", headers, body: pngOf(1000) });
 
     // Rows of images already uploaded, 1,000 bytes short of the deployment's 500 MB.
     const limit = mediaLimitsOf(env).bytes!;
@@ -248,5 +265,153 @@ describe("a broadcast's stored document and its review", () => {
     expect(byId.get("list_unsubscribe")).toBe("passed");
     // The send itself refuses with the first of them, as before.
     expect((await call(a, "POST", `/broadcasts/${id}/send`)).body.message).toContain("unverified.example domain is not verified");
+  });
+});
+
+describe("a body written through the API, in the dashboard's editor", () => {
+  let a: TestAccount;
+  let dash: Awaited<ReturnType<typeof dashboardSession>>;
+  let segment: string;
+  beforeAll(async () => {
+    a = await createAccount();
+    dash = await dashboardSession(a.accountId);
+    segment = (await call(a, "POST", "/segments", { name: "API readers" })).body.id;
+  });
+  const HTML = "<h1>API written</h1><p>Important body text</p>";
+  /** What the editor page posts on an autosave of its fields alone. */
+  const fields = (over: Record<string, unknown> = {}) => ({ name: "Renamed", from: `Acme <hello@${a.domain}>`, reply_to: "", subject: "Hello", preview_text: "", segment_id: segment, topic_id: "", ...over });
+
+  it("a field edit of an API-written broadcast keeps its html; the editor replaces it only when asked", async () => {
+    const id = (await call(a, "POST", "/broadcasts", { segment_id: segment, from: `Acme <hello@${a.domain}>`, subject: "Hello", html: HTML })).body.id;
+    // The page shows the html as it renders (sandboxed) with the way to the editor, not an empty design.
+    const page = await dash.page(`/broadcasts/${id}`);
+    expect(page).toMatch(/<iframe[^>]*id="api-body-frame"[^>]*sandbox=""[^>]*srcdoc="&lt;h1&gt;API written/);
+    expect(page).toContain("Edit the body in the editor…");
+    expect(page).toMatch(/<div class="editor-frame" hidden/);
+    expect(page).not.toContain("saving it replaces that HTML");
+
+    expect(await dash.post(`/api/broadcasts/${id}`, fields())).toMatchObject({ status: 200, body: { ok: true } });
+    expect((await call(a, "GET", `/broadcasts/${id}`)).body).toMatchObject({ name: "Renamed", html: HTML });
+
+    // A document in its place, not chosen (a page older than the API's write): refused, nothing saved.
+    const refused = await dash.post(`/api/broadcasts/${id}`, fields({ name: "Not saved", document: EMPTY_DOCUMENT }));
+    expect(refused).toMatchObject({ status: 409, body: { message: expect.stringMatching(/written through the API.*Nothing was saved: reload the page/) } });
+    expect((await call(a, "GET", `/broadcasts/${id}`)).body).toMatchObject({ name: "Renamed", html: HTML });
+
+    // The person's choice: the editor's document replaces it, and from then on saves are the editor's.
+    expect((await dash.post(`/api/broadcasts/${id}`, fields({ document: DOC, replace_body: true }))).status).toBe(200);
+    const replaced = (await call(a, "GET", `/broadcasts/${id}`)).body;
+    expect(replaced.html).toContain("Read more");
+    expect(replaced.html).not.toContain("API written");
+    expect((await dash.post(`/api/broadcasts/${id}`, fields({ document: EMPTY_DOCUMENT }))).status).toBe(200);
+    expect(await dash.page(`/broadcasts/${id}`)).not.toContain('id="api-body"');
+
+    // The API writes the html again: the editor's document is dropped, and the guard is back.
+    expect((await call(a, "PATCH", `/broadcasts/${id}`, { html: HTML })).status).toBe(200);
+    expect((await dash.post(`/api/broadcasts/${id}`, fields({ document: EMPTY_DOCUMENT }))).status).toBe(409);
+    expect((await call(a, "GET", `/broadcasts/${id}`)).body.html).toBe(HTML);
+  });
+
+  it("keeps a text-only broadcast's text on a field edit, and shows it as text", async () => {
+    const id = (await call(a, "POST", "/broadcasts", { segment_id: segment, from: `hello@${a.domain}`, subject: "Plain", text: "Just words.\n\nTwo paragraphs." })).body.id;
+    expect(await dash.page(`/broadcasts/${id}`)).toContain('<pre class="api-body-text">Just words.\n\nTwo paragraphs.</pre>');
+    expect((await dash.post(`/api/broadcasts/${id}`, fields({ subject: "Plainer" }))).status).toBe(200);
+    expect((await call(a, "GET", `/broadcasts/${id}`)).body).toMatchObject({ subject: "Plainer", text: "Just words.\n\nTwo paragraphs.", html: null });
+  });
+
+  it("a field edit of an API-written template keeps its html; a document needs the person's choice", async () => {
+    const id = (await call(a, "POST", "/templates", { name: "Shipped", html: HTML })).body.id;
+    const page = await dash.page(`/templates/${id}`);
+    expect(page).toContain('id="api-body-frame"');
+    expect(page).toMatch(/<div class="editor-frame" hidden/);
+    const tfields = { name: "Shipped v2", alias: "", from: "", subject: "Your order", reply_to: "" };
+    expect((await dash.post(`/api/templates/${id}`, tfields)).status).toBe(200);
+    expect((await call(a, "GET", `/templates/${id}`)).body).toMatchObject({ name: "Shipped v2", subject: "Your order", html: HTML });
+    expect((await dash.post(`/api/templates/${id}`, { ...tfields, subject: "x", document: EMPTY_DOCUMENT })).status).toBe(409);
+    expect((await call(a, "GET", `/templates/${id}`)).body).toMatchObject({ subject: "Your order", html: HTML });
+    expect((await dash.post(`/api/templates/${id}`, { ...tfields, document: DOC, replace_body: true })).status).toBe(200);
+    expect((await call(a, "GET", `/templates/${id}`)).body.html).toContain("Read more");
+  });
+});
+
+describe("an empty body, an empty segment and dead-end broadcasts", () => {
+  let a: TestAccount;
+  let dash: Awaited<ReturnType<typeof dashboardSession>>;
+  const principal = () => ({ accountId: a.accountId, keyId: "test", permission: "full_access" as const, domainId: null, plan: "free", rateLimit: 0 });
+  beforeAll(async () => {
+    a = await createAccount();
+    dash = await dashboardSession(a.accountId);
+  });
+
+  it("knows a body that shows nothing: blank html or text, the editor's untouched design", () => {
+    const empty = (html: string | null, text: string | null = null) => emptyBody({ html, text });
+    expect(empty(null)).toMatch(/needs `html` or `text`/);
+    expect(empty("<p>&nbsp;</p><p> </p><!-- note -->")).toMatch(/body is empty.*html shows no text or image/);
+    expect(empty("<html><head><title>Hi</title><style>p{color:red}</style></head><body><div style=\"display:none\">x</div>\u200b</body></html>")).toMatch(/body is empty/);
+    expect(empty(documentToHtml(EMPTY_DOCUMENT), documentToText(EMPTY_DOCUMENT))).toMatch(/body is empty/);
+    expect(empty(null, "  \n ")).toMatch(/text is blank/);
+    // The html is what readers see: a text part beside a blank html does not help.
+    expect(empty("<p></p>", "words")).toMatch(/body is empty/);
+    expect(empty('<img src="https://example.com/a.png">')).toBeNull();
+    expect(empty("<p>{{{FIRST_NAME|there}}}</p>")).toBeNull();
+    expect(empty(null, "Hi")).toBeNull();
+  });
+
+  it("blocks the review and refuses the API's send of an empty body, with a 422 that says how to fix it", async () => {
+    const segment = (await call(a, "POST", "/segments", { name: "Empty body" })).body.id;
+    await call(a, "POST", "/contacts", { email: `eb-${crypto.randomUUID().slice(0, 6)}@example.com`, segments: [segment] });
+    const id = (await call(a, "POST", "/broadcasts", { segment_id: segment, from: `news@${a.domain}`, subject: "S", html: "<p>&nbsp;</p>" })).body.id;
+    const review = await dash.post(`/api/broadcasts/${id}/review`, {});
+    expect(review.body.blocking).toEqual(["The broadcast's body is empty: its html shows no text or image. Write the message in the editor (or give `html` with content through the API) before sending."]);
+    const send = await call(a, "POST", `/broadcasts/${id}/send`);
+    expect(send).toMatchObject({ status: 422, body: { statusCode: 422, name: "validation_error", message: expect.stringMatching(/body is empty/) } });
+    expect((await call(a, "GET", `/broadcasts/${id}`)).body.status).toBe("draft");
+    // A draft made in the dashboard and never written in is blocked the same way.
+    const made = await dash.post("/api/broadcasts", { name: "Blank", from: `news@${a.domain}`, subject: "S", segment_id: segment });
+    expect((await dash.post(`/api/broadcasts/${made.body.id}/review`, {})).body.blocking).toEqual([expect.stringMatching(/body is empty/)]);
+    expect((await dash.post(`/api/broadcasts/${made.body.id}/send`, {})).status).toBe(422);
+  });
+
+  it("warns, without blocking, when nobody in the segment could receive it; counts who would", async () => {
+    const segment = (await call(a, "POST", "/segments", { name: "Nobody yet" })).body.id;
+    const id = (await call(a, "POST", "/broadcasts", { segment_id: segment, from: `news@${a.domain}`, subject: "S", html: "<p>Hi</p>" })).body.id;
+    const review = async () => reviewBroadcast(env, principal(), (await findBroadcast(env.DB, a.accountId, id))!, () => "Ada");
+    expect(await review()).toMatchObject({ blocking: [], recipients: 0, warnings: ["The segment “Nobody yet” has no contacts, so sent now it would reach nobody. Add contacts to the segment (Contacts, or POST /contacts), pick another segment, or schedule it for after they are added."] });
+    await call(a, "POST", "/contacts", { email: `gone-${crypto.randomUUID().slice(0, 6)}@example.com`, unsubscribed: true, segments: [segment] });
+    expect((await review()).warnings).toEqual([expect.stringMatching(/^None of the 1 contact in the segment “Nobody yet” can receive it \(unsubscribed, suppressed\), so sent now it would reach nobody/)]);
+    await call(a, "POST", "/contacts", { email: `here-${crypto.randomUUID().slice(0, 6)}@example.com`, segments: [segment] });
+    expect(await review()).toMatchObject({ blocking: [], warnings: [], recipients: 1 });
+    // Opted out of its topic counts as nobody too.
+    const topic = (await call(a, "POST", "/topics", { name: "Rare", default_subscription: "opt_out" })).body.id;
+    expect((await call(a, "PATCH", `/broadcasts/${id}`, { topic_id: topic })).status).toBe(200);
+    expect((await review()).warnings).toEqual([expect.stringMatching(/None of the 2 contacts .* or opted out of its topic/)]);
+  });
+
+  it("deletes a canceled or failed broadcast that reached nobody; keeps one that reached anyone, and says why", async () => {
+    const segment = (await call(a, "POST", "/segments", { name: "Dead ends" })).body.id;
+    const make = async (status: string, recipients = 0) => {
+      const id = (await call(a, "POST", "/broadcasts", { segment_id: segment, from: `news@${a.domain}`, subject: "S", html: "<p>Hi</p>" })).body.id as string;
+      await env.DB.prepare("UPDATE broadcasts SET status = ?, recipient_count = ? WHERE id = ?").bind(status, recipients, id).run();
+      return id;
+    };
+    const canceled = await make("canceled");
+    const page = await dash.page(`/broadcasts/${canceled}`);
+    expect(page).toContain("Delete this canceled broadcast? It sent no email");
+    expect((await call(a, "DELETE", `/broadcasts/${canceled}`)).body).toEqual({ object: "broadcast", id: canceled, deleted: true });
+    const failed = await make("failed");
+    expect((await dash.post(`/api/broadcasts/${failed}/delete`, {})).status).toBe(200);
+    expect((await call(a, "GET", `/broadcasts/${failed}`)).status).toBe(404);
+
+    const reached = await make("canceled", 3);
+    expect(await dash.page(`/broadcasts/${reached}`)).not.toContain("Delete this canceled broadcast");
+    expect((await call(a, "DELETE", `/broadcasts/${reached}`)).body).toMatchObject({ statusCode: 422, message: "This broadcast is canceled after reaching 3 recipients; it stays so their emails and its metrics keep their broadcast. Only a draft, or a canceled or failed broadcast that reached nobody, can be deleted." });
+    const scheduled = await make("scheduled");
+    expect((await call(a, "DELETE", `/broadcasts/${scheduled}`)).body.message).toMatch(/this one is scheduled: cancel it first/);
+
+    // A send that reached nobody says so, in the list and on its page.
+    const nobody = await make("sent");
+    expect((await call(a, "DELETE", `/broadcasts/${nobody}`)).status).toBe(422);
+    expect(await dash.page(`/broadcasts/${nobody}`)).toContain("This broadcast reached nobody.");
+    expect(await dash.page("/broadcasts")).toContain('<div class="warn-text">Reached nobody</div>');
   });
 });

@@ -103,7 +103,7 @@ describe("account health", () => {
     const json = async (method: string, path: string, body?: unknown) => (await (await api(bad.token, method, path, body)).json()) as any;
     const segment = (await json("POST", "/segments", { name: "All" })).id;
     await json("POST", "/contacts", { email: "paused@simulator.tern.test", segments: [segment] });
-    const draft = (await json("POST", "/broadcasts", { segment_id: segment, from: `news@${bad.domain}`, subject: "S", html: "<p/>" })).id;
+    const draft = (await json("POST", "/broadcasts", { segment_id: segment, from: `news@${bad.domain}`, subject: "S", html: "<p>Hi</p>" })).id;
     const principal = await authenticate(env.DB, `Bearer ${bad.token}`, () => {});
     const paused = { ...env, HEALTH_PAUSE: "true" };
     const refused = await sendBroadcast(paused, principal, draft, undefined).then(() => null, (e: unknown) => e);
@@ -111,13 +111,13 @@ describe("account health", () => {
     expect(refused).toMatchObject({ status: 403, errorName: "validation_error", message: expect.stringMatching(/paused.*hard-bounce rate.*10\.00%.*4% limit/) });
     expect((await json("GET", `/broadcasts/${draft}`)).status).toBe("draft");
     // Queued before the account went over (or with the pause off): the fan-out's run stops it.
-    const queued = (await json("POST", "/broadcasts", { segment_id: segment, from: `news@${bad.domain}`, subject: "S", html: "<p/>" })).id;
+    const queued = (await json("POST", "/broadcasts", { segment_id: segment, from: `news@${bad.domain}`, subject: "S", html: "<p>Hi</p>" })).id;
     await env.DB.prepare("UPDATE broadcasts SET status = 'queued' WHERE id = ?").bind(queued).run();
     expect(await runFanout(paused, queued)).toMatchObject({ recorded: 0, status: "failed", more: false });
     expect(await json("GET", `/broadcasts/${queued}`)).toMatchObject({ status: "failed", status_reason: expect.stringMatching(/^Stopped before its end: Sending is paused.*hard-bounce rate/) });
     expect((await env.DB.prepare("SELECT COUNT(*) AS n FROM emails WHERE broadcast_id = ?").bind(queued).first<{ n: number }>())!.n).toBe(0);
     // With the pause off the same broadcast goes out.
-    const free = (await json("POST", "/broadcasts", { segment_id: segment, from: `news@${bad.domain}`, subject: "S", html: "<p/>" })).id;
+    const free = (await json("POST", "/broadcasts", { segment_id: segment, from: `news@${bad.domain}`, subject: "S", html: "<p>Hi</p>" })).id;
     expect(await sendBroadcast({ ...env, HEALTH_PAUSE: "false" }, principal, free, undefined)).toMatchObject({ status: "queued" });
   });
 });

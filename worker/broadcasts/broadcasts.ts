@@ -15,6 +15,7 @@ import { parseScheduledAt } from "../sending/schedule.ts";
 import { authorizeSender } from "../sending/sender.ts";
 import { healthPauseOn } from "../config.ts";
 import { assertSendingAllowed } from "../metrics/health.ts";
+import { htmlToText } from "../mime/html-to-text.ts";
 
 export type BroadcastStatus = "draft" | "scheduled" | "queued" | "sending" | "sent" | "canceled" | "failed";
 
@@ -117,12 +118,28 @@ export async function updateBroadcast(db: D1Database, accountId: string, id: str
   return changed[0];
 }
 
+/** Why a broadcast may not be deleted, or null when it may: a draft, or a canceled or failed
+ * broadcast that recorded no email (Resend deletes drafts only; tern also lets these dead ends
+ * go, since nothing sent refers to them). One that reached anyone stays: its emails, recipients
+ * and metrics name it. */
+export function undeletable(row: BroadcastRow): ApiError | null {
+  if (row.status === "draft") return null;
+  if ((row.status === "canceled" || row.status === "failed") && row.recipientCount === 0) return null;
+  if (row.status === "canceled" || row.status === "failed") {
+    return new ApiError("validation_error", `This broadcast is ${row.status} after reaching ${row.recipientCount} recipient${row.recipientCount === 1 ? "" : "s"}; it stays so their emails and its metrics keep their broadcast. Only a draft, or a canceled or failed broadcast that reached nobody, can be deleted.`);
+  }
+  return new ApiError("validation_error", `Only a draft broadcast (or a canceled or failed one that reached nobody) can be deleted; this one is ${row.status}${["scheduled", "queued", "sending"].includes(row.status) ? ": cancel it first" : ""}.`);
+}
+
 export async function deleteBroadcast(db: D1Database, accountId: string, id: string): Promise<BroadcastRow | undefined> {
   const row = await findBroadcast(db, accountId, id);
   if (!row) return undefined;
-  if (row.status !== "draft") throw notDraft(row, "deleted");
-  const gone = await drizzle(db).delete(broadcasts).where(and(eq(broadcasts.id, row.id), eq(broadcasts.status, "draft"))).returning({ id: broadcasts.id });
-  if (gone.length === 0) throw notDraft((await findBroadcast(db, accountId, id))!, "deleted");
+  const refused = undeletable(row);
+  if (refused) throw refused;
+  // Conditional on the state read: a send or a fan-out page racing the delete wins.
+  const gone = await drizzle(db).delete(broadcasts)
+    .where(and(eq(broadcasts.id, row.id), eq(broadcasts.status, row.status), eq(broadcasts.recipientCount, 0))).returning({ id: broadcasts.id });
+  if (gone.length === 0) throw undeletable((await findBroadcast(db, accountId, id))!) ?? notDraft(row, "deleted");
   return row;
 }
 
@@ -176,7 +193,8 @@ export async function sendProblems(env: Pick<Env, "DB" | "HEALTH_PAUSE">, princi
   };
   const missing = [!row.fromAddress && "`from`", !row.subject && "`subject`", !row.segmentId && "`segment_id`"].filter(Boolean);
   if (missing.length > 0) problems.push(new ApiError("missing_required_field", `The broadcast needs ${missing.join(", ")} before it can be sent.`));
-  if (!row.html && !row.text) problems.push(new ApiError("missing_required_field", "The broadcast needs `html` or `text` before it can be sent."));
+  const empty = emptyBody(row);
+  if (empty) problems.push(new ApiError(row.html || row.text ? "validation_error" : "missing_required_field", empty));
   const from = row.fromAddress ? parseMailbox(row.fromAddress) : null;
   if (from) await authorizeSender(env.DB, principal, from.email).catch(collect);
   if (row.segmentId) await requireSegment(env.DB, principal.accountId, row.segmentId).catch(collect);
@@ -184,6 +202,26 @@ export async function sendProblems(env: Pick<Env, "DB" | "HEALTH_PAUSE">, princi
   if (row.topicId) await requireTopic(env.DB, principal.accountId, row.topicId).catch(collect);
   if (healthPauseOn(env)) await assertSendingAllowed(env.DB, principal.accountId, now).catch(collect);
   return problems;
+}
+
+/** Whether html shows a reader anything: text (placeholders count) or an image. */
+export function htmlShowsSomething(html: string): boolean {
+  if (/<img\b[^>]*\bsrc\s*=\s*["']?[^\s"'>]/i.test(html)) return true;
+  return htmlToText(html).replace(/[\u200b-\u200d\u2060\ufeff]/g, "").trim() !== "";
+}
+
+/** Why the broadcast's body would show its readers nothing, or null when it shows something.
+ * The html is what mail apps show when there is one, so an html with nothing in it is empty
+ * even beside a text part. */
+export function emptyBody(row: Pick<BroadcastRow, "html" | "text">): string | null {
+  if (row.html) {
+    return htmlShowsSomething(row.html) ? null
+      : "The broadcast's body is empty: its html shows no text or image. Write the message in the editor (or give `html` with content through the API) before sending.";
+  }
+  if (row.text && row.text.trim()) return null;
+  return row.text === null || row.text === undefined
+    ? "The broadcast needs `html` or `text` before it can be sent: write the message in the editor, or give one through the API."
+    : "The broadcast's body is empty: its text is blank. Write the message in the editor (or give `html` or `text` with content through the API) before sending.";
 }
 
 /** Tells the fan-out about a broadcast; best effort, the cron finds any it missed. */

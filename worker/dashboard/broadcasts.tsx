@@ -11,7 +11,7 @@ import type { Child } from "hono/jsx";
 import { and, asc, eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import type { Principal } from "../auth.ts";
-import { cancelBroadcast, createBroadcast, deleteBroadcast, duplicateBroadcast, findBroadcast, listBroadcasts, sendBroadcast, updateBroadcast } from "../broadcasts/broadcasts.ts";
+import { cancelBroadcast, createBroadcast, deleteBroadcast, duplicateBroadcast, findBroadcast, listBroadcasts, sendBroadcast, undeletable, updateBroadcast } from "../broadcasts/broadcasts.ts";
 import { personalSubject, preheaderOf, renderBroadcastBody } from "../broadcasts/content.ts";
 import { documentToHtml, documentToText, DocumentError, EMPTY_DOCUMENT, parseDocument, type DocNode } from "../broadcasts/document.ts";
 import { reviewBroadcast } from "../broadcasts/review.ts";
@@ -137,7 +137,7 @@ async function broadcastsPage(c: DashCtx) {
           <tbody>{list.data.map((b) => (
             <tr>
               <td><a href={`/dashboard/broadcasts/${b.id}`}>{b.name || readableText(b.subject ?? "", labels) || "(untitled)"}</a>{b.subject && b.name ? <div class="muted"><Readable source={b.subject} labels={labels} /></div> : null}</td>
-              <td><Badge value={b.status} />{b.status === "scheduled" && b.scheduledAt ? <div class="muted"><Time at={b.scheduledAt} /></div> : null}{b.statusReason ? <div class="muted">{b.statusReason}</div> : null}</td>
+              <td><Badge value={b.status} />{b.status === "scheduled" && b.scheduledAt ? <div class="muted"><Time at={b.scheduledAt} /></div> : null}{b.statusReason ? <div class="muted">{b.statusReason}</div> : null}{b.status === "sent" && b.recipientCount === 0 ? <div class="warn-text">Reached nobody</div> : null}</td>
               <td class="num">{b.recipientCount.toLocaleString("en-US")}</td>
               <StatCells stats={stats.get(b.id)} recipients={b.recipientCount} />
               <td><Time at={b.createdAt} /></td>
@@ -195,18 +195,62 @@ async function sampleLookup(env: Env, v: Viewer, row: BroadcastRow): Promise<{ l
 
 /** The editor's toolbar, dialogs, preview and (for broadcasts) review: server-rendered markup
  * with labels, which editor.js wires to the editor. */
-export function EditorWorkspace(props: { kind: "broadcast" | "template"; id: string; document: unknown; variables: { key: string; label: string; fallback: string }[]; fromHtml: boolean; actions: Child; settings: Child }) {
+/** The body of a broadcast or template written outside the editor (html or text through the
+ * API, no editor document stored), which the editor must never replace unasked. */
+export interface ApiBody { html: string | null; text: string | null }
+
+/** Whether a row's body was written outside the editor: a body, and no document it came from. */
+export function apiBodyOf(row: { documentJson: string | null }, html: string | null, text: string | null): ApiBody | null {
+  return !row.documentJson && ((html ?? "") !== "" || (text ?? "") !== "") ? { html, text } : null;
+}
+
+/** A save that would put an editor document in place of a body written through the API, unless
+ * the person chose that (replace_body): the page may be older than the API's write. */
+export function guardApiBody(kind: "broadcast" | "template", apiBody: ApiBody | null, b: Record<string, unknown>): void {
+  if (b.document === undefined || !apiBody || b.replace_body === true) return;
+  throw new DashError(409, `This ${kind}'s body was written through the API, and this save would replace it with the editor's. Nothing was saved: reload the page to see the body as it is now, then choose "Edit the body in the editor" if you mean to replace it.`);
+}
+
+/** An API-written body as it renders (sandboxed: no scripts, no requests it could make on its
+ * own), and the one way to the editor: an explicit choice, confirmed in a dialog. */
+function ApiBodyPanel(props: { kind: "broadcast" | "template"; body: ApiBody }) {
+  return (
+    <>
+      <section class="panel api-body" id="api-body" aria-labelledby="api-body-title">
+        <h2 id="api-body-title">Body written through the API</h2>
+        <p>This {props.kind}'s {props.body.html ? "HTML" : "text"} was written through the API, not in the editor. Changes to the fields above save without touching it. This is how it renders:</p>
+        {props.body.html
+          ? <iframe class="preview api-body-frame" id="api-body-frame" title={`The ${props.kind}'s HTML, as written through the API`} sandbox="" referrerpolicy="no-referrer" srcdoc={props.body.html}></iframe>
+          : <pre class="api-body-text">{props.body.text}</pre>}
+        <div class="row"><button type="button" class="secondary" data-body-edit>Edit the body in the editor…</button></div>
+      </section>
+      <dialog id="dlg-body" aria-labelledby="dlg-body-title">
+        <form method="dialog">
+          <h2 id="dlg-body-title">Edit the body in the editor?</h2>
+          <p>The editor keeps its own design. Its first save <strong>replaces the {props.body.html ? "HTML" : "text"} written through the API</strong>; to keep the original, Duplicate this {props.kind} first.</p>
+          <p>Start from this {props.body.html ? "HTML" : "text"} to keep its words, headings, links, lists and images; its layout, colours and styles are not kept. Or start from a blank design.</p>
+          <p class="error" data-dialog-error hidden></p>
+          <div class="row">
+            <button value="import">Start from this {props.body.html ? "HTML" : "text"}</button>
+            <button value="blank" class="secondary">Start blank</button>
+            <button value="cancel" class="secondary" formnovalidate>Keep the {props.body.html ? "HTML" : "text"}</button>
+          </div>
+        </form>
+      </dialog>
+    </>
+  );
+}
+
+export function EditorWorkspace(props: { kind: "broadcast" | "template"; id: string; document: unknown; variables: { key: string; label: string; fallback: string }[]; apiBody: ApiBody | null; actions: Child; settings: Child }) {
   const t = (cmd: string, label: string, text: string, keys?: string) => (
     <button type="button" class="tool" data-cmd={cmd} aria-label={label} title={keys ? `${label} (${keys})` : label} aria-pressed="false">{text}</button>
   );
   return (
     <div class="editor-page" data-kind={props.kind} data-id={props.id}>
-      {jsonScript("editor-data", { kind: props.kind, id: props.id, document: props.document, variables: props.variables })}
+      {jsonScript("editor-data", { kind: props.kind, id: props.id, document: props.document, variables: props.variables, apiBody: props.apiBody })}
       <form class="panel editor-settings" id="editor-settings" aria-label="Settings">{props.settings}</form>
-      {props.fromHtml ? (
-        <p class="notice" role="note">This {props.kind} was written as HTML through the API. The editor starts a new design; saving it replaces that HTML.</p>
-      ) : null}
-      <div class="editor-frame">
+      {props.apiBody ? <ApiBodyPanel kind={props.kind} body={props.apiBody} /> : null}
+      <div class="editor-frame" hidden={!!props.apiBody}>
         <div class="toolbar" role="toolbar" aria-label="Formatting" aria-controls="editor-content">
           <div class="toolbar-row">
             <div class="group">
@@ -376,7 +420,7 @@ async function broadcastPage(c: DashCtx) {
   return page(c, title, (
     <>
       <p><a href="/dashboard/broadcasts">← All broadcasts</a> · <Badge value={row.status} /></p>
-      <EditorWorkspace kind="broadcast" id={row.id} document={row.documentJson ? JSON.parse(row.documentJson) : EMPTY_DOCUMENT} variables={variables} fromHtml={!row.documentJson && !!row.html} settings={settings} actions={actions} />
+      <EditorWorkspace kind="broadcast" id={row.id} document={row.documentJson ? JSON.parse(row.documentJson) : EMPTY_DOCUMENT} variables={variables} apiBody={apiBodyOf(row, row.html, row.text)} settings={settings} actions={actions} />
       <section class="panel" id="review-panel" aria-labelledby="review-title" hidden>
         <h2 id="review-title">Review before sending</h2>
         <div id="review-blocking"></div>
@@ -406,11 +450,15 @@ async function sentBroadcastPage(c: DashCtx, row: BroadcastRow, title: string, l
   const { lookup, who } = await sampleLookup(c.env, v, row);
   const preview = renderBroadcastBody(row, lookup);
   const canCancel = ["scheduled", "queued", "sending"].includes(row.status);
+  const canDelete = undeletable(row) === null;
   return page(c, title, (
     <>
       <p><a href="/dashboard/broadcasts">← All broadcasts</a></p>
       <section class="panel" aria-labelledby="summary">
         <h2 id="summary">Summary</h2>
+        {row.status === "sent" && row.recipientCount === 0 ? (
+          <p class="notice" role="note"><strong>This broadcast reached nobody.</strong> When it was sent, its segment had no contact who could receive it (none, or all unsubscribed, suppressed{row.topicId ? " or opted out of its topic" : ""}). Add contacts to the segment, then duplicate it as a new draft and send that.</p>
+        ) : null}
         <dl class="fields">
           <dt>Status</dt><dd><Badge value={row.status} />{row.statusReason ? <span class="muted"> {row.statusReason}</span> : null}</dd>
           <dt>Subject</dt><dd><Readable source={row.subject ?? ""} labels={labels} /></dd>
@@ -426,6 +474,9 @@ async function sentBroadcastPage(c: DashCtx, row: BroadcastRow, title: string, l
             <form method="post" class="inline" data-api={`/dashboard/api/broadcasts/${row.id}/cancel`} data-confirm="Stop this broadcast? Contacts it has not reached get nothing."><button type="submit" class="danger">Cancel the broadcast</button></form>
           ) : null}
           <form method="post" class="inline" data-api={`/dashboard/api/broadcasts/${row.id}/duplicate`}><button type="submit" class="secondary">Duplicate as a new draft</button></form>
+          {canDelete ? (
+            <form method="post" class="inline" data-api={`/dashboard/api/broadcasts/${row.id}/delete`} data-then="/dashboard/broadcasts" data-confirm={`Delete this ${row.status} broadcast? It sent no email, so nothing else changes.`}><button type="submit" class="danger">Delete</button></form>
+          ) : null}
         </div>
       </section>
       <section class="panel" aria-labelledby="sent-preview">
@@ -453,7 +504,8 @@ export function registerBroadcastPages(app: Hono<DashEnv>): void {
     return c.json({ id: row.id, url: `/dashboard/broadcasts/${row.id}`, redirect: true });
   });
 
-  // A save: the settings and the document, rendered here, through updateBroadcast.
+  // A save: the settings and the document, rendered here, through updateBroadcast. Without a
+  // document (a body written through the API, kept as it is) only the settings change.
   app.post("/api/broadcasts/:id", async (c) => {
     const v = c.get("viewer");
     const b = await body(c);
@@ -462,8 +514,12 @@ export function registerBroadcastPages(app: Hono<DashEnv>): void {
       name: b.name === "" ? null : b.name, from: b.from, subject: b.subject, preview_text: b.preview_text === "" ? null : b.preview_text,
       segment_id: b.segment_id, topic_id: b.topic_id === "" ? null : b.topic_id, reply_to: replyTo,
     });
+    const id = c.req.param("id");
+    const before = await findBroadcast(c.env.DB, v.account.id, id);
+    if (!before) throw new DashError(404, "This broadcast is gone.");
+    guardApiBody("broadcast", apiBodyOf(before, before.html, before.text), b);
     const rendered = b.document === undefined ? null : renderDocument(b.document, req.subject ?? "");
-    const row = await updateBroadcast(c.env.DB, v.account.id, c.req.param("id"), { ...fieldsOf(req), ...(rendered ?? {}) });
+    const row = await updateBroadcast(c.env.DB, v.account.id, id, { ...fieldsOf(req), ...(rendered ?? {}) });
     if (!row) throw new DashError(404, "This broadcast is gone.");
     return c.json({ ok: true, updated_at: row.updatedAt });
   });

@@ -1,6 +1,7 @@
 // Templates in the dashboard: the list, a new template, the same block editor as broadcasts for
 // its draft, a preview with each variable's fallback, and publish (what POST /emails with
-// `template` then sends). Saves go through worker/templates/templates.ts with the REST API's
+// `template` then sends). A template written through the API keeps its html until the person
+// chooses to edit its body in the editor (as for broadcasts). Saves go through worker/templates/templates.ts with the REST API's
 // own request schema.
 import type { Hono } from "hono";
 import { createTemplate, deleteTemplate, duplicateTemplate, findTemplate, listTemplates, publishTemplate, updateTemplate, viewOf } from "../templates/templates.ts";
@@ -10,7 +11,7 @@ import { validate } from "../http.ts";
 import { contentOf, CreateTemplateRequest, UpdateTemplateRequest } from "../routes/templates.ts";
 import { Badge, Empty, Time } from "./layout.tsx";
 import { body, DashError, page, requireManager, type DashCtx, type DashEnv } from "./routes.tsx";
-import { EditorWorkspace, renderDocument } from "./broadcasts.tsx";
+import { apiBodyOf, EditorWorkspace, guardApiBody, renderDocument } from "./broadcasts.tsx";
 import { audit } from "./viewer.ts";
 
 async function templatesPage(c: DashCtx) {
@@ -73,7 +74,7 @@ async function templatePage(c: DashCtx) {
   return page(c, row.name, (
     <>
       <p><a href="/dashboard/templates">← All templates</a> · <Badge value={state} /> {row.alias ? <>· <code>{row.alias}</code></> : null}</p>
-      <EditorWorkspace kind="template" id={row.id} document={row.documentJson ? JSON.parse(row.documentJson) : EMPTY_DOCUMENT} variables={variables} fromHtml={!row.documentJson} settings={settings} actions={actions} />
+      <EditorWorkspace kind="template" id={row.id} document={row.documentJson ? JSON.parse(row.documentJson) : EMPTY_DOCUMENT} variables={variables} apiBody={apiBodyOf(row, draft.html, draft.text)} settings={settings} actions={actions} />
       <div class="row danger-zone">
         <form method="post" class="inline" data-api={`/dashboard/api/templates/${row.id}/duplicate`}><button type="submit" class="secondary">Duplicate</button></form>
         {v.canManage ? (
@@ -106,12 +107,16 @@ export function registerTemplatePages(app: Hono<DashEnv>): void {
     const b = await body(c);
     const blank = (x: unknown) => (x === "" ? null : x);
     const replyTo = typeof b.reply_to === "string" ? (b.reply_to.trim() ? b.reply_to.split(",").map((s) => s.trim()).filter(Boolean) : null) : b.reply_to;
+    const before = await findTemplate(c.env.DB, v.account.id, c.req.param("id"));
+    if (!before) throw new DashError(404, "This template is gone.");
+    const draft = viewOf(before).draft;
+    guardApiBody("template", apiBodyOf(before, draft.html, draft.text), b);
     const rendered = b.document === undefined ? null : renderDocument(b.document, typeof b.subject === "string" ? b.subject : "");
     const req = validate(UpdateTemplateRequest, {
       name: b.name, alias: blank(b.alias), from: blank(b.from), subject: blank(b.subject), reply_to: replyTo,
       ...(rendered ? { html: rendered.html, text: rendered.text } : {}),
     });
-    const row = await updateTemplate(c.env.DB, v.account.id, c.req.param("id"), { name: req.name, alias: req.alias, content: contentOf(req), ...(rendered ? { document: rendered.document } : {}) });
+    const row = await updateTemplate(c.env.DB, v.account.id, before.id, { name: req.name, alias: req.alias, content: contentOf(req), ...(rendered ? { document: rendered.document } : {}) });
     if (!row) throw new DashError(404, "This template is gone.");
     return c.json({ ok: true });
   });

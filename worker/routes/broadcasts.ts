@@ -136,6 +136,7 @@ export function registerBroadcastRoutes(app: App): void {
 
   defineRoute(app, "full", createRoute({
     method: "delete", path: "/broadcasts/{id}", tags: ["Broadcasts"], summary: "Delete a draft broadcast",
+    description: "A draft; also (beyond Resend) a canceled or failed broadcast that reached nobody. One that recorded any email stays, so its emails and metrics keep their broadcast.",
     request: { params: IdParam },
     responses: { 200: json(z.object({ object: z.literal("broadcast"), id: z.string(), deleted: z.literal(true) }), "Deleted"), ...errorResponses(401, 403, 404, 422) },
   }), async (c) => {
