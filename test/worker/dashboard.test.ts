@@ -1,5 +1,6 @@
 // The dashboard's rules inside workerd: its Emails search finds what it should, the password policy,
-// the sign-in throttle, and the doors (origin, session, API keys) in front of every page.
+// the sign-in throttle, the doors (origin, session, API keys) in front of every page, and the
+// endpoints of the Contacts (imports and their failed rows included), Webhooks and Suppressions pages.
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { searchEmails, searchQuery, type EmailFilters } from "../../worker/dashboard/email-search.ts";
