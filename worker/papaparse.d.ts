@@ -3,6 +3,8 @@
 declare module "papaparse" {
   interface ParseConfig {
     header?: boolean;
+    /** Guessed from the first rows when not given. */
+    delimiter?: string;
     preview?: number;
     skipEmptyLines?: boolean | "greedy";
     transformHeader?: (header: string, index: number) => string;
@@ -10,7 +12,7 @@ declare module "papaparse" {
   interface ParseResult<T> {
     data: T[];
     errors: { type: string; code: string; message: string; row?: number }[];
-    meta: { fields?: string[] };
+    meta: { fields?: string[]; delimiter: string };
   }
   const Papa: { parse<T>(input: string, config?: ParseConfig): ParseResult<T> };
   export default Papa;

@@ -306,6 +306,26 @@ describe("the dashboard in a browser", () => {
     await expect.poll(() => page.locator("main").innerText(), POLL).not.toContain("Browser key");
     await expect.poll(async () => (await fetch(`${tern.url}/domains`, { headers: { authorization: `Bearer ${token}` } })).status, { timeout: 15_000 }).toBe(403); // invalid_api_key
 
+    // Webhooks: add one, then change its URL and events on its page (a group's select-all).
+    await page.goto(`${tern.url}/dashboard/webhooks`);
+    await page.getByLabel("Endpoint URL").fill("http://127.0.0.1:9/edit-me");
+    await page.getByRole("button", { name: "Add endpoint" }).click();
+    await expect.poll(() => page.getByLabel("Signing secret").inputValue(), POLL).toMatch(/^whsec_/);
+    await page.goto(`${tern.url}/dashboard/webhooks`);
+    await page.getByRole("link", { name: "http://127.0.0.1:9/edit-me" }).click();
+    await page.getByText("Edit the endpoint").click();
+    const edit = page.getByRole("form", { name: "Edit the webhook endpoint" });
+    await edit.getByLabel("Endpoint URL").fill("http://127.0.0.1:9/edited");
+    await edit.getByLabel("All email events").uncheck();
+    await edit.getByLabel("email.bounced").check();
+    expect(await edit.getByLabel("All email events").evaluate((el) => (el as unknown as { indeterminate: boolean }).indeterminate)).toBe(true);
+    await edit.getByLabel("All contact events").check();
+    await shot(page, "13b-webhook-edit");
+    await edit.getByRole("button", { name: "Save changes" }).click();
+    await expect.poll(() => page.locator("dl.fields").innerText(), POLL).toContain("http://127.0.0.1:9/edited");
+    expect(await page.locator("dl.fields").innerText()).toContain("email.bounced, contact.created, contact.updated, contact.deleted");
+    expect(await axeViolations(page)).toEqual([]);
+
     // Suppressions: added by hand here, honoured by the API's send path.
     await page.goto(`${tern.url}/dashboard/suppressions`);
     await page.getByRole("textbox", { name: "Address" }).fill("blocked@example.com");
@@ -524,6 +544,11 @@ describe("the dashboard in a browser", () => {
 
     // A CSV file: its columns are offered (and guessed), a bad row is counted as failed.
     await page.goto(`${tern.url}/dashboard/contacts/imports`);
+    // A workbook is refused with what to do, before any column is offered.
+    await page.getByLabel("CSV file", { exact: true }).setInputFiles({ name: "people.xlsx", mimeType: "application/octet-stream", buffer: Buffer.from([0x50, 0x4b, 3, 4, 20, 0, 6, 0, 0, 0]) });
+    await expect.poll(() => page.locator("form[data-import] [data-error]").innerText(), POLL).toMatch(/spreadsheet workbook.*CSV UTF-8/);
+    expect(await page.locator('select[data-column="email"]').isDisabled()).toBe(true);
+    await shot(page, "23a-import-refused");
     await page.getByLabel("CSV file", { exact: true }).setInputFiles({ name: "people.csv", mimeType: "text/csv", buffer: Buffer.from("Email,First name,Plan\nalan@example.com,Alan,pro\nbarbara@example.com,Barbara,free\nnot-an-address,X,free\n") });
     await expect.poll(() => page.locator('select[data-column="email"]').inputValue(), POLL).toBe("Email");
     expect(await page.locator('select[data-column="first_name"]').inputValue()).toBe("First name");
@@ -532,6 +557,11 @@ describe("the dashboard in a browser", () => {
     await page.getByRole("button", { name: "Import" }).click();
     await expect.poll(async () => { await page.reload(); return page.locator("tr[data-import-id]").first().innerText(); }, { timeout: 30_000 }).toMatch(/completed\s+3\s+2\s+0\s+0\s+1/);
     await shot(page, "23-import-done");
+    expect(await axeViolations(page)).toEqual([]);
+    // Its page says which row failed and why.
+    await page.getByRole("link", { name: /^1 failed: see which rows/ }).first().click();
+    await expect.poll(() => page.locator("main table").innerText(), POLL).toMatch(/4\s+not-an-address\s+Not a valid email address/);
+    await shot(page, "23b-import-failures");
     expect(await axeViolations(page)).toEqual([]);
 
     // Search by part of a name; filter by the segment; remove one.

@@ -13,7 +13,7 @@ beforeAll(async () => {
   other = await createAccount();
 });
 
-async function upload(t: TestAccount, fields: Record<string, string>, csv?: string) {
+async function upload(t: TestAccount, fields: Record<string, string>, csv?: string | Uint8Array) {
   const form = new FormData();
   if (csv !== undefined) form.append("file", new Blob([csv], { type: "text/csv" }), "contacts.csv");
   for (const [k, v] of Object.entries(fields)) form.append(k, v);
@@ -78,9 +78,10 @@ describe("contact imports", () => {
 
   it("refuses a file whose mapped cells hold control characters, naming the row and field; a line break in a name fails its row", async () => {
     const t = await createAccount();
-    const nul = await upload(t, {}, "email,first_name,notes\nok@example.com,Ada,\nbad@example.com,Bo\u0000b,\n");
-    expect(nul.status, JSON.stringify(nul.body)).toBe(422);
-    expect(nul.body).toMatchObject({ name: "validation_error", message: expect.stringMatching(/`row 3 first_name \(column "first_name"\)` contains a control character \(U\+0000\)/) });
+    const soh = await upload(t, {}, "email,first_name,notes\nok@example.com,Ada,\n\nbad@example.com,Bo\u0001b,\n");
+    expect(soh.status, JSON.stringify(soh.body)).toBe(422);
+    // Row 4: the blank line counts, as a spreadsheet shows it.
+    expect(soh.body).toMatchObject({ name: "validation_error", message: expect.stringMatching(/`row 4 first_name \(column "first_name"\)` contains a control character \(U\+0001\)/) });
     const esc = await upload(t, { column_map: JSON.stringify({ email: "email", properties: { note: { column: "notes" } } }) }, "email,notes\nx@example.com,\u001b[2J\n");
     expect(esc.body.message).toMatch(/`row 2 properties.note \(column "notes"\)`/);
     expect((await call(t, "GET", "/contacts/imports")).body.data).toEqual([]);
@@ -92,5 +93,71 @@ describe("contact imports", () => {
     const broken = await upload(t, {}, 'email,first_name\nline@example.com,"Ada\r\nLovelace"\nplain@example.com,Plain\n');
     expect((await finished(t, broken.body.id)).counts).toMatchObject({ total: 2, created: 1, failed: 1 });
     expect((await call(t, "GET", "/contacts/line@example.com")).status).toBe(404);
+  });
+
+  it("keeps each failed row's number, value and reason (the first 100, the count is all of them); the API's object stays Resend's", async () => {
+    const t = await createAccount();
+    const rows = [
+      "Email,Name,Seats",
+      "good@example.com,Good,1",
+      ",Nobody,2",
+      "",
+      "not-an-address,X,3",
+      "\"=HYPERLINK(\"\"http://evil.example\"\")\",Formula,4",
+      "seats@example.com,S,many",
+      "multi@example.com,\"Ada",
+      "Lovelace\",5",
+      "after@example.com,After,6",
+    ];
+    const map = { email: "Email", first_name: "Name", properties: { seats: { column: "Seats", type: "number" } } };
+    const created = await upload(t, { column_map: JSON.stringify(map) }, rows.join("\r\n"));
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const done = await finished(t, created.body.id);
+    expect(done.counts).toEqual({ total: 7, created: 2, updated: 0, skipped: 0, failed: 5 });
+    // Resend's import object has no place for the reasons: they are the dashboard's (dashboard.test.ts).
+    expect(Object.keys(done).sort()).toEqual(["completed_at", "counts", "created_at", "id", "object", "status"]);
+    const { findImport, importFailures } = await import("../../worker/contacts/imports.ts");
+    const row = (await findImport(env.DB, t.accountId, created.body.id))!;
+    expect(importFailures(row)).toEqual([
+      { row: 3, value: "", reason: 'No email address (column "Email" is empty).' },
+      { row: 5, value: "not-an-address", reason: "Not a valid email address (like name@example.com)." },
+      { row: 6, value: '=HYPERLINK("http://evil.example")', reason: "Not a valid email address (like name@example.com)." },
+      { row: 7, value: "many", reason: 'seats (column "Seats") is a number property, and this is not a number.' },
+      { row: 8, value: "Ada\r\nLovelace", reason: 'first_name (column "Name") has a line break or control character.' },
+    ]);
+
+    const many = await upload(t, {}, ["email", ...Array.from({ length: 130 }, (_, i) => `bad-${i}`)].join("\n"));
+    const all = await finished(t, many.body.id);
+    expect(all.counts).toMatchObject({ total: 130, failed: 130 });
+    const kept = importFailures((await findImport(env.DB, t.accountId, many.body.id))!);
+    expect(kept).toHaveLength(100);
+    expect(kept[0]).toMatchObject({ row: 2, value: "bad-0" });
+    expect(kept[99]).toMatchObject({ row: 101, value: "bad-99" });
+  });
+
+  it("refuses a file that is not UTF-8 CSV text with what to do, and keeps nothing", async () => {
+    const t = await createAccount();
+    const bytes = (...parts: (string | number[])[]) => new Uint8Array(parts.flatMap((p) => (typeof p === "string" ? [...new TextEncoder().encode(p)] : p)));
+    const refused: [string, string | Uint8Array, RegExp][] = [
+      ["a PNG image", bytes([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 0x0d]), /binary data \(NUL bytes\).*CSV UTF-8/],
+      ["an xlsx workbook", bytes("PK", [3, 4, 20, 0, 6, 0], "[Content_Types].xml"), /spreadsheet workbook.*Save As/],
+      ["UTF-16 text", bytes([0xff, 0xfe], [0x65, 0, 0x6d, 0, 0x61, 0, 0x69, 0, 0x6c, 0]), /UTF-16.*CSV UTF-8/],
+      ["Windows-1252 text", bytes("email,first_name\nzoe@example.com,Zo", [0xe9], "\n"), /not UTF-8 text.*Windows-1252/],
+      ["a NUL in text", "email\na@example.com\u0000\n", /binary data/],
+      ["no header row", "ada@example.com\nbob@example.com\n", /first line is an address \(ada@example\.com\), not column names/],
+      ["a first line that is no header", `${"x".repeat(300)}\na@example.com\n`, /not a header row/],
+      ["an empty file", "\n\n", /empty/],
+    ];
+    for (const [what, file, message] of refused) {
+      const res = await upload(t, {}, file);
+      expect(res.status, what).toBe(422);
+      expect(res.body, what).toMatchObject({ name: "validation_error", message: expect.stringMatching(message) });
+    }
+    expect((await call(t, "GET", "/contacts/imports")).body.data).toEqual([]);
+    // A UTF-8 byte order mark is fine, and so is a semicolon-separated file.
+    const bom = await upload(t, {}, bytes([0xef, 0xbb, 0xbf], "email;first_name\nzoe@example.com;Zo\u00e9\n"));
+    expect(bom.status, JSON.stringify(bom.body)).toBe(201);
+    expect((await finished(t, bom.body.id)).counts).toMatchObject({ created: 1, failed: 0 });
+    expect((await call(t, "GET", "/contacts/zoe@example.com")).body.first_name).toBe("Zo\u00e9");
   });
 });

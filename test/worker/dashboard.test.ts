@@ -1,5 +1,6 @@
 // The dashboard's rules inside workerd: its Emails search finds what it should, the password policy,
-// the sign-in throttle, and the doors (origin, session, API keys) in front of every page.
+// the sign-in throttle, the doors (origin, session, API keys) in front of every page, and the
+// endpoints of the Contacts (imports and their failed rows included), Webhooks and Suppressions pages.
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
 import { searchEmails, searchQuery, type EmailFilters } from "../../worker/dashboard/email-search.ts";
@@ -152,13 +153,19 @@ async function person(role: "owner" | "admin" | "member", accountId?: string) {
   const cookie = `__Secure-tern.session_token=${encodeURIComponent(`${token}.${sig}`)}`;
   const csrf = await csrfToken(env, session);
   const get = (path: string) => exports.default.fetch(`${DASH}${path}`, { headers: { cookie } });
-  const post = (path: string, body: unknown, opts: { csrf?: string | null; type?: string } = {}) =>
-    exports.default.fetch(`${DASH}/dashboard/api${path}`, {
+  const post = async (path: string, body: unknown, opts: { csrf?: string | null; type?: string; env?: Partial<Env> } = {}) => {
+    const req = new Request(`${DASH}/dashboard/api${path}`, {
       method: "POST",
       headers: { cookie, origin: DASH, ...(opts.csrf === null ? {} : { "x-csrf-token": opts.csrf ?? csrf }), ...(body instanceof FormData ? {} : { "content-type": "application/json" }) },
       body: body instanceof FormData ? body : JSON.stringify(body),
     });
   return { account, user, cookie, get, post };
+    if (!opts.env) return exports.default.fetch(req);
+    const { app } = await import("../../worker/index.ts");
+    const { createExecutionContext } = await import("cloudflare:test");
+    return app.fetch(req, { ...env, ...opts.env }, createExecutionContext());
+  };
+  return { account, user, get, post };
 }
 
 const count = async (sql: string, ...args: unknown[]) => (await env.DB.prepare(sql).bind(...args).first<{ n: number }>())!.n;
@@ -280,6 +287,65 @@ describe("the Contacts pages' endpoints", () => {
     expect(html).toMatch(/badge completed/);
   });
 
+  it("shows an import's failed rows with why, downloadable as CSV with no formula left live; other accounts see nothing", async () => {
+    const p = await person("member");
+    const stranger = await person("owner");
+    const { runImport } = await import("../../worker/contacts/imports.ts");
+    const upload = (csv: string) => {
+      const f = new FormData();
+      f.set("file", new File([csv], "people.csv", { type: "text/csv" }));
+      return p.post("/contacts/imports", f);
+    };
+    const res = await upload(["email", "ok@example.com", "=cmd|' /C calc'!A0", "+1 555", "-2", "@SUM(A1)", "\tx", ...Array.from({ length: 110 }, (_, i) => `nope-${i}`)].join("\n"));
+    expect(res.status, await res.clone().text()).toBe(201);
+    const { id } = await res.json<{ id: string }>();
+    while (await runImport(env, id));
+    const list = await (await p.get("/dashboard/contacts/imports")).text();
+    expect(list).toContain(`href="/dashboard/contacts/imports/${id}#failures"`);
+    const html = await (await p.get(`/dashboard/contacts/imports/${id}`)).text();
+    expect(html).toContain("116 read: 1 created, 0 updated, 0 skipped, 115 failed");
+    expect(html).toMatch(/<td>3<\/td><td class="mono">=cmd\|&#39; \/C calc&#39;!A0<\/td><td>Not a valid email address/);
+    expect(html).toContain("And 15 more failed rows");
+    const csv = await p.get(`/dashboard/contacts/imports/${id}/failures.csv`);
+    expect(csv.headers.get("content-type")).toBe("text/csv; charset=utf-8");
+    expect(csv.headers.get("content-disposition")).toMatch(/^attachment; filename="import-.*-failed-rows\.csv"$/);
+    const lines = (await csv.text()).split("\r\n");
+    expect(lines).toHaveLength(102);
+    expect(lines.slice(0, 7)).toEqual([
+      "row,value,reason",
+      "3,'=cmd|' /C calc'!A0,Not a valid email address (like name@example.com).",
+      "4,'+1 555,Not a valid email address (like name@example.com).",
+      "5,'-2,Not a valid email address (like name@example.com).",
+      "6,'@SUM(A1),Not a valid email address (like name@example.com).",
+      "7,x,Not a valid email address (like name@example.com).",
+      "8,nope-0,Not a valid email address (like name@example.com).",
+    ]);
+    const { csvCell } = await import("../../worker/csv.ts");
+    expect([csvCell("\tx"), csvCell("\rx"), csvCell('a,"b"'), csvCell(-3), csvCell("plain")]).toEqual(["'\tx", '"\'\rx"', '"a,""b"""', "-3", "plain"]);
+    // Another account's import is not there, as a page or as a file.
+    expect((await stranger.get(`/dashboard/contacts/imports/${id}`)).status).toBe(404);
+    expect((await stranger.get(`/dashboard/contacts/imports/${id}/failures.csv`)).status).toBe(404);
+  });
+
+  it("reads a chosen file's columns by the upload's rules, refusing a binary file with what to do", async () => {
+    const p = await person("member");
+    const head = (bytes: string | Uint8Array, partial = false) => {
+      const f = new FormData();
+      f.set("file", new File([bytes], "x.csv"));
+      if (partial) f.set("partial", "1");
+      return f;
+    };
+    const ok = await p.post("/contacts/imports/inspect", head("\ufeffE-mail;First name\nx@example.com;X\n"));
+    expect(await ok.json()).toEqual({ columns: ["E-mail", "First name"] });
+    // A head cut inside a character is no error.
+    const cut = new TextEncoder().encode("email,pr\u00e9nom\n");
+    expect(await (await p.post("/contacts/imports/inspect", head(cut.slice(0, 9), true))).json()).toEqual({ columns: ["email", "pr"] });
+    const png = await p.post("/contacts/imports/inspect", head(new Uint8Array([0x89, 0x50, 0x4e, 0x47, 0, 0, 0, 0x0d])));
+    expect(png.status).toBe(422);
+    expect((await png.json<{ message: string }>()).message).toMatch(/not a CSV text file.*CSV UTF-8/);
+    expect((await p.post("/contacts/imports/inspect", head("email\n"), { csrf: null })).status).toBe(403);
+  });
+
   it("lists any number of contacts a page at a time, newest first", async () => {
     const p = await person("member");
     const { createContact } = await import("../../worker/contacts/contacts.ts");
@@ -304,6 +370,70 @@ describe("the Contacts pages' endpoints", () => {
       expect(plan).toMatch(/SEARCH (contacts|contact_segments) USING (COVERING )?(INDEX contacts_account|INDEX sqlite_autoindex_contact_segments_1)/);
       expect(plan).not.toMatch(/SCAN contacts|SCAN contact_segments|TEMP B-TREE/);
     }
+  });
+});
+
+describe("the Webhooks pages' edit form", () => {
+  const hookRow = (id: string) => env.DB.prepare("SELECT endpoint, events_json, status FROM webhooks WHERE id = ?").bind(id).first<{ endpoint: string; events_json: string; status: string }>();
+
+  it("changes the URL, the events and the status through the API's service, with an audit entry; the pages say 1 event", async () => {
+    const owner = await person("owner");
+    const created = await owner.post("/webhooks", { endpoint: "https://hooks.example.com/a", events: ["email.sent"] });
+    expect(created.status).toBe(201);
+    const { id } = await created.json<{ id: string }>();
+    expect(await (await owner.get("/dashboard/webhooks")).text()).toContain("1 event<");
+    const page = await (await owner.get(`/dashboard/webhooks/${id}`)).text();
+    expect(page).toContain(`data-api="/dashboard/api/webhooks/${id}"`);
+    expect(page).toContain("All contact events");
+
+    const saved = await owner.post(`/webhooks/${id}`, { endpoint: "https://hooks.example.com/b", events: ["email.bounced", "contact.created", "email.bounced"], enabled: false });
+    expect(saved.status, await saved.clone().text()).toBe(200);
+    expect(await hookRow(id)).toEqual({ endpoint: "https://hooks.example.com/b", events_json: '["email.bounced","contact.created"]', status: "disabled" });
+    expect(await (await owner.get("/dashboard/webhooks")).text()).toContain("2 events<");
+    const audit = await env.DB.prepare("SELECT target, detail_json FROM audit_log WHERE account_id = ? AND action = 'webhook.updated'").bind(owner.account).first<{ target: string; detail_json: string }>();
+    expect(audit?.target).toBe(id);
+    expect(JSON.parse(audit!.detail_json)).toEqual({ endpoint: "https://hooks.example.com/b", events: ["email.bounced", "contact.created"], status: "disabled" });
+    // Enabling again from the form.
+    expect((await owner.post(`/webhooks/${id}`, { endpoint: "https://hooks.example.com/b", events: ["email.bounced"], enabled: true })).status).toBe(200);
+    expect((await hookRow(id))?.status).toBe("enabled");
+  });
+
+  it("refuses a private or non-https URL (as production runs) and no events with the API's message, changing nothing", async () => {
+    const owner = await person("owner");
+    const { id } = await (await owner.post("/webhooks", { endpoint: "https://hooks.example.com/keep", events: ["email.sent"] })).json<{ id: string }>();
+    const production = { WEBHOOK_ALLOW_PRIVATE_TARGETS: "false", TERN_DEV_MODE: "false" };
+    const bad: [unknown, RegExp][] = [
+      [{ endpoint: "https://10.0.0.1/hook", events: ["email.sent"], enabled: true }, /`endpoint` must point to a public host/],
+      [{ endpoint: "https://169.254.169.254/latest", events: ["email.sent"], enabled: true }, /public host/],
+      [{ endpoint: "http://hooks.example.com/plain", events: ["email.sent"], enabled: true }, /must use https/],
+      [{ endpoint: "not a url", events: ["email.sent"], enabled: true }, /endpoint/],
+      [{ endpoint: "https://hooks.example.com/x", events: [], enabled: true }, /at least one event type/],
+      [{ endpoint: "https://hooks.example.com/x", events: ["email.nope"], enabled: true }, /must be one of/],
+    ];
+    for (const [input, message] of bad) {
+      const res = await owner.post(`/webhooks/${id}`, input, { env: production });
+      expect(res.status, JSON.stringify(input)).toBe(422);
+      expect((await res.json<{ message: string }>()).message, JSON.stringify(input)).toMatch(message);
+    }
+    expect(await hookRow(id)).toEqual({ endpoint: "https://hooks.example.com/keep", events_json: '["email.sent"]', status: "enabled" });
+    expect(await count("SELECT count(*) AS n FROM audit_log WHERE account_id = ? AND action = 'webhook.updated'", owner.account)).toBe(0);
+  });
+
+  it("refuses a missing CSRF token, a member, and another account's webhook id, changing nothing", async () => {
+    const owner = await person("owner");
+    const member = await person("member", owner.account);
+    const stranger = await person("owner");
+    const { id } = await (await owner.post("/webhooks", { endpoint: "https://hooks.example.com/mine", events: ["email.sent"] })).json<{ id: string }>();
+    const change = { endpoint: "https://evil.example.com/steal", events: ["email.received"], enabled: true };
+    expect((await owner.post(`/webhooks/${id}`, change, { csrf: null })).status).toBe(403);
+    expect((await owner.post(`/webhooks/${id}`, change, { csrf: "forged" })).status).toBe(403);
+    expect((await member.post(`/webhooks/${id}`, change)).status).toBe(403);
+    const theirs = await stranger.post(`/webhooks/${id}`, change);
+    expect(theirs.status).toBe(404);
+    expect((await theirs.json<{ message: string }>()).message).toBe("Webhook not found.");
+    expect((await stranger.get(`/dashboard/webhooks/${id}`)).status).toBe(404);
+    expect(await hookRow(id)).toEqual({ endpoint: "https://hooks.example.com/mine", events_json: '["email.sent"]', status: "enabled" });
+    expect(await count("SELECT count(*) AS n FROM audit_log WHERE action = 'webhook.updated' AND target = ?", id)).toBe(0);
   });
 });
 

@@ -18,6 +18,12 @@ import { findSegment } from "./segments.ts";
 import { findTopic } from "./topics.ts";
 
 export const MAX_IMPORT_BYTES = 50 * 1024 * 1024;
+/** Failed rows kept with their reason; past this only the count grows ("and N more"). */
+export const MAX_RECORDED_FAILURES = 100;
+/** A failed row's value is kept up to this many characters. */
+const FAILURE_VALUE_CHARS = 200;
+/** A header cell longer than this is no column name (column_map's names have the same limit). */
+const MAX_COLUMN_NAME = 256;
 const CHUNK = 50;
 const CHUNKS_PER_RUN = 40;
 const LEASE_MS = 30_000;
@@ -37,6 +43,14 @@ export interface ImportOptions {
   topics: TopicChoice[];
 }
 
+/** A row that could not be imported: its row number as a spreadsheet shows it (the header is
+ * row 1), the value at fault and why. */
+export interface RowFailure {
+  row: number;
+  value: string;
+  reason: string;
+}
+
 export interface ImportMessage {
   importId: string;
 }
@@ -53,7 +67,7 @@ export function importOptions(csv: string, given: Partial<ImportOptions>): Impor
 }
 
 function defaultColumns(csv: string): ColumnMap {
-  const header = (Papa.parse<string[]>(csv, { preview: 1, skipEmptyLines: true }).data[0] ?? []).map((h) => h.trim());
+  const header = csvHeader(csv);
   const find = (name: string) => header.find((h) => h.toLowerCase() === name);
   const map: ColumnMap = { email: find("email") ?? "email" };
   for (const k of ["first_name", "last_name", "unsubscribed"] as const) {
@@ -63,12 +77,75 @@ function defaultColumns(csv: string): ColumnMap {
   return map;
 }
 
+const NOT_TEXT = "Export the sheet as \"CSV UTF-8 (comma delimited)\" (Excel: File > Save As; Numbers and Google Sheets: File > Export / Download > CSV) and upload that file.";
+
+/** The uploaded bytes as text, or a 422 saying what to do: a CSV file is UTF-8 text (a BOM is
+ * fine). `partial` is a file's head (the dashboard's column preview): a character cut at the end
+ * is not an error. */
+export function decodeCsv(bytes: Uint8Array, partial = false): string {
+  if ((bytes[0] === 0xff && bytes[1] === 0xfe) || (bytes[0] === 0xfe && bytes[1] === 0xff)) {
+    throw new ApiError("validation_error", `The file is UTF-16 text ("Unicode text"), not a UTF-8 CSV file. ${NOT_TEXT}`);
+  }
+  if (bytes[0] === 0x50 && bytes[1] === 0x4b && bytes[2] === 0x03 && bytes[3] === 0x04) {
+    throw new ApiError("validation_error", `The file is a spreadsheet workbook (.xlsx, .numbers, .ods) or a zip archive, not a CSV file. ${NOT_TEXT}`);
+  }
+  if (bytes.includes(0)) throw new ApiError("validation_error", `The file holds binary data (NUL bytes), so it is not a CSV text file. ${NOT_TEXT}`);
+  try {
+    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(bytes, { stream: partial });
+  } catch {
+    throw new ApiError("validation_error", `The file is not UTF-8 text (it may be saved in an older encoding such as Windows-1252 or Latin-1). ${NOT_TEXT}`);
+  }
+}
+
+/** The file's header row (its column names, trimmed), or a 422 saying what to do when the text is
+ * no CSV: empty, NUL bytes, or a first line that is not a row of column names. */
+export function csvHeader(csv: string): string[] {
+  if (csv.trim() === "") throw new ApiError("validation_error", "The file is empty; it needs a header row (with an email column) and a row per contact.");
+  if (csv.includes("\u0000")) throw new ApiError("validation_error", `The file holds binary data (NUL characters), so it is not a CSV text file. ${NOT_TEXT}`);
+  // Ten lines: blank lines before the header are skipped (they are counted after preview).
+  const header = (Papa.parse<string[]>(csv, { preview: 10, skipEmptyLines: "greedy" }).data[0] ?? []).map((h) => h.trim());
+  const bad = header.find((h) => h.length > MAX_COLUMN_NAME || CONTROL_IN_FILE.test(h));
+  if (header.every((h) => h === "") || bad !== undefined) {
+    throw new ApiError("validation_error", "The file's first line is not a header row: it must name the columns, separated by commas (or semicolons or tabs), such as email,first_name,last_name. Check that the file is a CSV export of the sheet.");
+  }
+  if (header.length === 1 && parseMailbox(header[0]!) !== null) {
+    throw new ApiError("validation_error", `The file's first line is an address (${header[0]}), not column names. Add a header row such as "email,first_name" as the first line.`);
+  }
+  return header;
+}
+
+/** The file's data rows, keyed by the trimmed header, with each row's number as a spreadsheet
+ * shows it (the header is row 1; blank lines count but hold no contact). The same rows as
+ * Papa's header mode with skipEmptyLines "greedy", which gives no row numbers; of duplicate
+ * columns the first keeps the name, as Papa renames the later ones. */
+export function csvRows(csv: string): { rows: Record<string, string>[]; numbers: number[] } {
+  // The delimiter as the header is read (Papa guesses it from the first rows; blank lines would
+  // spoil the guess), then every record, blank ones included, to count rows.
+  const { delimiter } = Papa.parse<string[]>(csv, { preview: 10, skipEmptyLines: "greedy" }).meta;
+  const records = Papa.parse<string[]>(csv, { delimiter, skipEmptyLines: false }).data;
+  const rows: Record<string, string>[] = [];
+  const numbers: number[] = [];
+  let header: string[] | undefined;
+  for (const [i, record] of records.entries()) {
+    if (record.join("").trim() === "") continue;
+    if (!header) {
+      header = record.map((h) => h.trim());
+      continue;
+    }
+    const row: Record<string, string> = {};
+    header.forEach((name, j) => {
+      if (!(name in row) && j < record.length) row[name] = record[j]!;
+    });
+    rows.push(row);
+    numbers.push(i + 1);
+  }
+  return { rows, numbers };
+}
+
 /** Checks the options against the file's header and the account, stores the file and queues the import. */
 export async function createImport(env: Pick<Env, "DB" | "BLOBS" | "BROADCAST_QUEUE">, accountId: string, csv: string, options: ImportOptions, now = Date.now()): Promise<ContactImportRow> {
   if (csv.length > MAX_IMPORT_BYTES) throw new ApiError("validation_error", "The file must be at most 50 MB.", 413);
-  if (csv.trim() === "") throw new ApiError("validation_error", "The file is empty; it needs a header row (with an email column) and a row per contact.");
-  const header = Papa.parse<string[]>(csv, { preview: 1, skipEmptyLines: true }).data[0] ?? [];
-  const columns = new Set(header.map((h) => h.trim()));
+  const columns = new Set(csvHeader(csv));
   const need = (column: string | undefined, field: string) => {
     if (column !== undefined && !columns.has(column)) throw new ApiError("validation_error", `\`column_map.${field}\` names the column "${column}", which the file's header row does not have.`);
   };
@@ -91,7 +168,7 @@ export async function createImport(env: Pick<Env, "DB" | "BLOBS" | "BROADCAST_QU
   const id = uuidv7(now);
   const row: ContactImportRow = {
     id, accountId, status: "queued", fileKey: `imports/${id}.csv`, optionsJson: JSON.stringify(options), cursor: 0,
-    total: 0, created: 0, updated: 0, skipped: 0, failed: 0, error: null, leaseUntil: null, createdAt: now, completedAt: null,
+    total: 0, created: 0, updated: 0, skipped: 0, failed: 0, error: null, failuresJson: null, leaseUntil: null, createdAt: now, completedAt: null,
   };
   await env.BLOBS.put(row.fileKey, csv);
   await drizzle(env.DB).insert(contactImports).values(row);
@@ -101,6 +178,11 @@ export async function createImport(env: Pick<Env, "DB" | "BLOBS" | "BROADCAST_QU
 
 export async function findImport(db: D1Database, accountId: string, id: string): Promise<ContactImportRow | undefined> {
   return drizzle(db).select().from(contactImports).where(and(eq(contactImports.accountId, accountId), eq(contactImports.id, id))).get();
+}
+
+/** The failed rows kept for an import (at most MAX_RECORDED_FAILURES; `failed` counts them all). */
+export function importFailures(row: ContactImportRow): RowFailure[] {
+  return row.failuresJson ? (JSON.parse(row.failuresJson) as RowFailure[]) : [];
 }
 
 export async function listImports(db: D1Database, accountId: string, page: Page, status?: string) {
@@ -119,32 +201,40 @@ function refuseControlCells(csv: string, map: ColumnMap): void {
   if (map.first_name !== undefined) fields.push([map.first_name, "first_name"]);
   if (map.last_name !== undefined) fields.push([map.last_name, "last_name"]);
   for (const [key, p] of Object.entries(map.properties ?? {})) fields.push([p.column, `properties.${key}`]);
-  const rows = Papa.parse<Record<string, string>>(csv, { header: true, skipEmptyLines: "greedy", transformHeader: (h) => h.trim() }).data;
+  const { rows, numbers } = csvRows(csv);
   for (const [i, row] of rows.entries()) {
     for (const [column, field] of fields) {
       const cell = row[column];
-      if (typeof cell === "string" && CONTROL_IN_FILE.test(cell)) refuseControlCharacters(`row ${i + 2} ${field} (column "${column}")`, cell);
+      if (typeof cell === "string" && CONTROL_IN_FILE.test(cell)) refuseControlCharacters(`row ${numbers[i]} ${field} (column "${column}")`, cell);
     }
   }
 }
 
 const TRUE = new Set(["true", "1", "yes", "y", "unsubscribed"]);
 
-/** One CSV row as a contact's fields, or why it cannot be one. */
-export function rowToContact(row: Record<string, string>, map: ColumnMap): { ok: true; email: string; firstName?: string; lastName?: string; unsubscribed?: boolean; properties: Record<string, PropertyValue> } | { ok: false } {
+type Failed = { ok: false; value: string; reason: string };
+
+/** One CSV row as a contact's fields, or the value at fault and why it cannot be one. */
+export function rowToContact(row: Record<string, string>, map: ColumnMap): { ok: true; email: string; firstName?: string; lastName?: string; unsubscribed?: boolean; properties: Record<string, PropertyValue> } | Failed {
   const email = (row[map.email] ?? "").trim();
-  if (email.length > 254 || /[<>]/.test(email) || parseMailbox(email) === null) return { ok: false };
+  const fail = (value: string, reason: string): Failed => ({ ok: false, value: value.slice(0, FAILURE_VALUE_CHARS), reason });
+  if (email === "") return fail("", `No email address (column "${map.email}" is empty).`);
+  if (email.length > 254) return fail(email, "The email address is longer than 254 characters.");
+  if (/[<>]/.test(email) || parseMailbox(email) === null) return fail(email, "Not a valid email address (like name@example.com).");
   const cell = (c: string | undefined) => (c === undefined ? undefined : (row[c] ?? "").trim());
   // A name or value with a control character (a CR or LF in a quoted cell) fails its row.
-  const texts = [map.first_name, map.last_name, ...Object.values(map.properties ?? {}).map((p) => p.column)].map(cell);
-  if (texts.some((t) => t !== undefined && hasControlCharacters(t))) return { ok: false };
+  const texts: [string | undefined, string][] = [[map.first_name, "first_name"], [map.last_name, "last_name"], ...Object.entries(map.properties ?? {}).map(([k, p]): [string, string] => [p.column, k])];
+  for (const [column, field] of texts) {
+    const t = cell(column);
+    if (t !== undefined && hasControlCharacters(t)) return fail(t, `${field} (column "${column}") has a line break or control character.`);
+  }
   const properties: Record<string, PropertyValue> = {};
   for (const [key, p] of Object.entries(map.properties ?? {})) {
     const v = cell(p.column);
     if (v === undefined || v === "") continue;
     if (p.type === "number") {
       const n = Number(v);
-      if (!Number.isFinite(n)) return { ok: false };
+      if (!Number.isFinite(n)) return fail(v, `${key} (column "${p.column}") is a number property, and this is not a number.`);
       properties[key] = n;
     } else properties[key] = v.slice(0, 2000);
   }
@@ -169,8 +259,7 @@ export async function runImport(env: Pick<Env, "DB" | "BLOBS" | "WEBHOOK_QUEUE">
     await db.update(contactImports).set({ status: "failed", error: "The uploaded file is missing.", completedAt: now() }).where(eq(contactImports.id, imp.id));
     return false;
   }
-  const parsed = Papa.parse<Record<string, string>>(await file.text(), { header: true, skipEmptyLines: "greedy", transformHeader: (h) => h.trim() });
-  const rows = parsed.data;
+  const { rows, numbers } = csvRows(await file.text());
   const options = JSON.parse(imp.optionsJson) as ImportOptions;
   await db.update(contactImports).set({ status: "in_progress", total: rows.length, leaseUntil: now() + LEASE_MS }).where(eq(contactImports.id, imp.id));
   for (let chunk = 0; chunk < CHUNKS_PER_RUN; chunk++) {
@@ -180,18 +269,24 @@ export async function runImport(env: Pick<Env, "DB" | "BLOBS" | "WEBHOOK_QUEUE">
       await env.BLOBS.delete(imp.fileKey).catch(() => {});
       return false;
     }
-    await importChunk(env, imp, options, rows.slice(imp.cursor, imp.cursor + CHUNK), now());
+    await importChunk(env, imp, options, rows.slice(imp.cursor, imp.cursor + CHUNK), numbers.slice(imp.cursor, imp.cursor + CHUNK), now());
   }
   return true;
 }
 
-async function importChunk(env: Pick<Env, "DB" | "WEBHOOK_QUEUE">, imp: ContactImportRow, options: ImportOptions, rows: Record<string, string>[], now: number): Promise<void> {
+async function importChunk(env: Pick<Env, "DB" | "WEBHOOK_QUEUE">, imp: ContactImportRow, options: ImportOptions, rows: Record<string, string>[], numbers: number[], now: number): Promise<void> {
   const db = drizzle(env.DB);
   const mapped = rows.map((r) => rowToContact(r, options.column_map));
   // The last row for an address wins, as it would applied in order.
   const byEmail = new Map<string, Extract<(typeof mapped)[number], { ok: true }>>();
   for (const m of mapped) if (m.ok) byEmail.set(m.email, m);
   const failed = mapped.filter((m) => !m.ok).length;
+  // Kept in the same write as the counts and the cursor, so a chunk run twice records nothing twice.
+  const failures = importFailures(imp);
+  const kept = failures.length;
+  mapped.forEach((m, i) => {
+    if (!m.ok && failures.length < MAX_RECORDED_FAILURES) failures.push({ row: numbers[i]!, value: m.value, reason: m.reason });
+  });
   let skipped = mapped.length - failed - byEmail.size;
   const existing = byEmail.size === 0 ? [] : await db.select().from(contacts).where(and(eq(contacts.accountId, imp.accountId), inArray(contacts.email, [...byEmail.keys()])));
   const found = new Map(existing.map((c) => [c.email, c]));
@@ -235,6 +330,7 @@ async function importChunk(env: Pick<Env, "DB" | "WEBHOOK_QUEUE">, imp: ContactI
   changes.push(...events.map((e) => outboxInsert(db, e)));
   changes.push(db.update(contactImports).set({
     cursor, created: imp.created + created, updated: imp.updated + updated, skipped: imp.skipped + skipped, failed: imp.failed + failed, leaseUntil: now + LEASE_MS,
+    ...(failures.length > kept ? { failuresJson: JSON.stringify(failures) } : {}),
   }).where(and(eq(contactImports.id, imp.id), eq(contactImports.cursor, imp.cursor))));
   await db.batch(changes as unknown as [BatchItem<"sqlite">]);
   await announce(env, events);

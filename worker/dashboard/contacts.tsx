@@ -21,7 +21,8 @@ import {
   updateContact,
   updateContactTopics,
 } from "../contacts/contacts.ts";
-import { createImport, listImports } from "../contacts/imports.ts";
+import { createImport, csvHeader, decodeCsv, findImport, importFailures, listImports, MAX_RECORDED_FAILURES } from "../contacts/imports.ts";
+import { csvFile } from "../csv.ts";
 import { createProperty, deleteProperty, fallbackOf, findProperty, listProperties, propertiesByKey, updateProperty } from "../contacts/properties.ts";
 import { createSegment, deleteSegment, listSegments, segmentCounts } from "../contacts/segments.ts";
 import { createTopic, deleteTopic, listTopics, updateTopic } from "../contacts/topics.ts";
@@ -394,20 +395,20 @@ async function importsPage(c: DashCtx) {
             <thead><tr><th scope="col">Started</th><th scope="col">Status</th><th scope="col">Rows</th><th scope="col">Created</th><th scope="col">Updated</th><th scope="col">Skipped</th><th scope="col">Failed</th><th scope="col">Finished</th></tr></thead>
             <tbody>{imports.data.map((i) => (
               <tr data-import-id={i.id}>
-                <td><Time at={i.createdAt} /></td>
+                <td><a href={`/dashboard/contacts/imports/${i.id}`}><Time at={i.createdAt} /></a></td>
                 <td><Badge value={i.status} />{i.error ? <div class="error">{i.error}</div> : null}</td>
                 <td>{i.total}</td><td>{i.created}</td><td>{i.updated}</td><td>{i.skipped}</td>
-                <td>{i.failed ? <span title="Rows without a valid address, or with an unreadable value">{i.failed}</span> : 0}</td>
+                <td>{i.failed ? <a href={`/dashboard/contacts/imports/${i.id}#failures`} aria-label={`${i.failed} failed: see which rows and why`}>{i.failed}</a> : 0}</td>
                 <td>{i.completedAt ? <Time at={i.completedAt} /> : <span class="muted">not yet</span>}</td>
               </tr>
             ))}</tbody>
           </table>
-          <p class="muted">Failed rows have no valid address, or a value that does not fit (a number property that is not a number, a control character). Skipped rows are addresses already kept, with "skip".</p>
+          <p class="muted">Failed rows have no valid address, or a value that does not fit (a number property that is not a number, a line break in a name): open an import to see which rows and why. Skipped rows are addresses already kept, with "skip".</p>
         </section>
       )}
       {imports.data.length ? <h2>New import</h2> : null}
-      <form class="panel stack" data-import="/dashboard/api/contacts/imports" aria-label="Import contacts from a CSV file" method="post">
-        <p style="margin:0">A CSV file with a header row and a row per contact (at most 50 MB). Pick it, then say which column holds what.</p>
+      <form class="panel stack" data-import="/dashboard/api/contacts/imports" data-inspect="/dashboard/api/contacts/imports/inspect" aria-label="Import contacts from a CSV file" method="post">
+        <p style="margin:0">A CSV file (UTF-8 text; from a spreadsheet, export it as "CSV UTF-8") with a header row and a row per contact, at most 50 MB. Pick it, then say which column holds what.</p>
         <label>CSV file<input type="file" name="file" accept=".csv,text/csv" required /></label>
         <fieldset class="choices">
           <legend>Columns</legend>
@@ -446,6 +447,47 @@ async function importsPage(c: DashCtx) {
   ));
 }
 
+/** One import: its counts and the failed rows kept with their reasons, downloadable as CSV. */
+async function importPage(c: DashCtx) {
+  const v = c.get("viewer");
+  const imp = await findImport(c.env.DB, v.account.id, c.req.param("id")!);
+  if (!imp) throw new DashError(404, "No such import in this account.");
+  const failures = importFailures(imp);
+  const more = imp.failed - failures.length;
+  const running = imp.status === "queued" || imp.status === "in_progress";
+  return page(c, "Contact import", (
+    <>
+      <Tabs current="/dashboard/contacts/imports" />
+      <p><a href="/dashboard/contacts/imports">← All imports</a></p>
+      {running ? <p class="notice" role="status">This import is running. <a href={`/dashboard/contacts/imports/${imp.id}`}>Refresh</a> to see its progress.</p> : null}
+      <section class="panel">
+        <dl class="fields">
+          <dt>Status</dt><dd><Badge value={imp.status} />{imp.error ? <span class="error"> {imp.error}</span> : null}</dd>
+          <dt>Started</dt><dd><Time at={imp.createdAt} /></dd>
+          <dt>Finished</dt><dd>{imp.completedAt ? <Time at={imp.completedAt} /> : <span class="muted">not yet</span>}</dd>
+          <dt>Rows</dt><dd>{imp.total} read: {imp.created} created, {imp.updated} updated, {imp.skipped} skipped, {imp.failed} failed</dd>
+        </dl>
+      </section>
+      <h2 id="failures">Failed rows</h2>
+      {imp.failed === 0 ? (
+        <Empty title={running ? "No row has failed so far." : "No row failed."}><p>Every row had a valid address and values that fit.</p></Empty>
+      ) : (
+        <>
+          <p>Fix these rows in the file (row numbers are as a spreadsheet shows them, the header being row 1), then import it again: rows already imported are skipped or updated, as you choose.</p>
+          <p><a class="button secondary" href={`/dashboard/contacts/imports/${imp.id}/failures.csv`} download>Download the failed rows (CSV)</a></p>
+          <table>
+            <thead><tr><th scope="col">Row</th><th scope="col">Value</th><th scope="col">Why it failed</th></tr></thead>
+            <tbody>{failures.map((f) => (
+              <tr><td>{f.row}</td><td class="mono">{f.value === "" ? <span class="muted">(empty)</span> : f.value}</td><td>{f.reason}</td></tr>
+            ))}</tbody>
+          </table>
+          {more > 0 ? <p class="muted">And {more} more failed {more === 1 ? "row" : "rows"}: only the first {MAX_RECORDED_FAILURES} are kept. Fix these and import again to see the rest.</p> : null}
+        </>
+      )}
+    </>
+  ));
+}
+
 // ---- form fields to the API's request shapes -----------------------------------------------
 
 /** A text field as a property of `type`: empty removes the value (null); a number must read as one. */
@@ -477,6 +519,14 @@ export function registerContactPages(app: Hono<DashEnv>): void {
   app.get("/contacts/topics", topicsPage);
   app.get("/contacts/properties", propertiesPage);
   app.get("/contacts/imports", importsPage);
+  app.get(`/contacts/imports/:id${ID}`, importPage);
+  app.get(`/contacts/imports/:id${ID}/failures.csv`, async (c) => {
+    const v = c.get("viewer");
+    const imp = await findImport(c.env.DB, v.account.id, c.req.param("id"));
+    if (!imp) throw new DashError(404, "No such import in this account.");
+    const csv = csvFile(["row", "value", "reason"], importFailures(imp).map((f) => [f.row, f.value, f.reason]));
+    return c.body(csv, 200, { "content-type": "text/csv; charset=utf-8", "content-disposition": `attachment; filename="import-${imp.id}-failed-rows.csv"` });
+  });
   app.get(`/contacts/:id${ID}`, contactPage);
 
   const missing = () => new DashError(404, "This contact does not exist (any more). Reload the list.");
@@ -548,6 +598,21 @@ export function registerContactPages(app: Hono<DashEnv>): void {
     return c.json({ id: row.id, deleted: true });
   });
 
+  // The import form's column preview: the file's head (the browser sends its first 64 KB), read
+  // by the same rules as the upload, so a binary or non-UTF-8 file is refused before columns are offered.
+  app.post("/api/contacts/imports/inspect", async (c) => {
+    let form: FormData;
+    try {
+      form = await c.req.raw.formData();
+    } catch {
+      throw new DashError(400, "Send the file's beginning as multipart/form-data.");
+    }
+    const file = form.get("file");
+    if (file === null || typeof file === "string") throw new DashError(422, "Choose a CSV file first.");
+    if (file.size > 64 * 1024) throw new DashError(422, "Send at most the file's first 64 KB.");
+    const text = decodeCsv(new Uint8Array(await file.arrayBuffer()), form.get("partial") === "1");
+    return c.json({ columns: csvHeader(text).filter((h) => h !== "") });
+  });
   app.post("/api/contacts/imports", async (c) => {
     const v = c.get("viewer");
     const { csv, options } = await readImportForm(c.req.raw);

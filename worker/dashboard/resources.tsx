@@ -11,8 +11,8 @@ import { validate } from "../http.ts";
 import { CreateApiKeyRequest } from "../routes/api-keys.ts";
 import { CreateDomainRequest, RotateDkimRequest, UpdateDomainRequest } from "../routes/domains.ts";
 import { REGIONS } from "../regions.ts";
-import { CreateWebhookRequest } from "../routes/webhooks.ts";
-import { WEBHOOK_EVENT_TYPES } from "../webhooks/payloads.ts";
+import { CreateWebhookRequest, UpdateWebhookRequest } from "../routes/webhooks.ts";
+import { CONTACT_EVENT_TYPES, DOMAIN_EVENT_TYPES, EMAIL_EVENT_TYPES } from "../webhooks/payloads.ts";
 import { createWebhook, deleteWebhook, findWebhook, listWebhookAttempts, listWebhookDeliveries, listWebhooks, replayWebhookDelivery, rotateWebhookSecret, updateWebhook, webhookView } from "../webhooks/service.ts";
 import { EMAIL_STATUSES, searchEmails, type EmailFilters } from "./email-search.ts";
 import { getReceived, listReceived, openReceivedAttachment } from "../inbound/service.ts";
@@ -353,6 +353,35 @@ async function apiKeysPage(c: DashCtx) {
 
 // ---- Webhooks ---------------------------------------------------------------------------
 
+/** "1 event", "2 events". */
+export function plural(n: number, one: string, many = `${one}s`): string {
+  return `${n} ${n === 1 ? one : many}`;
+}
+
+const EVENT_GROUPS = [
+  { name: "Email", types: EMAIL_EVENT_TYPES },
+  { name: "Contact", types: CONTACT_EVENT_TYPES },
+  { name: "Domain", types: DOMAIN_EVENT_TYPES },
+] as const;
+
+/** The event types as checkboxes, a fieldset per group, each with a "select all" (app.js keeps
+ * it in step); the select-all box has no name, so only the types are sent, as a list. */
+function EventPicker(props: { chosen: readonly string[] }) {
+  return (
+    <div class="event-groups">
+      {EVENT_GROUPS.map((g) => (
+        <fieldset class="choices">
+          <legend>{g.name} events</legend>
+          <label class="check select-all"><input type="checkbox" data-select-all checked={g.types.every((t) => props.chosen.includes(t))} />All {g.name.toLowerCase()} events</label>
+          {g.types.map((t) => (
+            <label class="check"><input type="checkbox" name="events" value={t} data-list checked={props.chosen.includes(t)} />{t}</label>
+          ))}
+        </fieldset>
+      ))}
+    </div>
+  );
+}
+
 async function webhooksPage(c: DashCtx) {
   const v = c.get("viewer");
   const hooks = await listWebhooks(c.env.DB, v.account.id, { limit: 100 });
@@ -365,12 +394,7 @@ async function webhooksPage(c: DashCtx) {
               <label style="flex:1">Endpoint URL<input name="endpoint" type="url" required placeholder="https://example.com/webhooks/tern" /></label>
               <button type="submit">Add endpoint</button>
             </div>
-            <fieldset style="border:0;padding:0;margin:10px 0 0">
-              <legend class="muted">Events</legend>
-              <div class="row">{WEBHOOK_EVENT_TYPES.map((t) => (
-                <label class="check"><input type="checkbox" name="events" value={t} data-list checked={t.startsWith("email.")} />{t}</label>
-              ))}</div>
-            </fieldset>
+            <EventPicker chosen={EMAIL_EVENT_TYPES} />
           </form>
           <div id="new-webhook" class="secret" hidden role="status">
             <p><strong>Copy the signing secret now.</strong> It verifies tern's signatures and is not shown again.</p>
@@ -387,7 +411,7 @@ async function webhooksPage(c: DashCtx) {
           <tbody>{hooks.data.map((h) => (
             <tr>
               <td class="mono"><a href={`/dashboard/webhooks/${h.id}`}>{h.endpoint}</a></td>
-              <td>{h.events.length} events</td>
+              <td>{plural(h.events.length, "event")}</td>
               <td><Badge value={h.status} /></td>
               <td>{v.canManage ? (
                 <div class="row">
@@ -424,6 +448,15 @@ async function webhookPage(c: DashCtx) {
       </section>
       {v.canManage ? (
         <>
+          <details class="panel" id="edit-webhook">
+            <summary>Edit the endpoint</summary>
+            <form method="post" class="stack" data-api={`/dashboard/api/webhooks/${hook.id}`} aria-label="Edit the webhook endpoint">
+              <label>Endpoint URL<input name="endpoint" type="url" required value={hook.endpoint} /></label>
+              <EventPicker chosen={hook.events} />
+              <label class="check"><input type="checkbox" name="enabled" checked={hook.status === "enabled"} />Enabled: send events to this endpoint</label>
+              <div><button type="submit">Save changes</button></div>
+            </form>
+          </details>
           <form method="post" data-api={`/dashboard/api/webhooks/${hook.id}/rotate`} data-show="rotated" data-confirm="Make a new signing secret? The current one keeps working for a while, so you can switch over.">
             <button type="submit" class="secondary">Rotate the signing secret</button>
           </form>
@@ -443,7 +476,7 @@ async function webhookPage(c: DashCtx) {
             <tr>
               <td>{d.type}<div class="muted mono">{d.event_id}</div></td>
               <td><Badge value={String(d.status)} /></td>
-              <td><a href={`/dashboard/webhooks/${hook.id}/deliveries/${d.id}`}>{d.attempts} attempts</a></td>
+              <td><a href={`/dashboard/webhooks/${hook.id}/deliveries/${d.id}`}>{plural(d.attempts, "attempt")}</a></td>
               <td><Time at={d.last_attempt_at} /></td>
               <td>{v.canManage ? (
                 <form method="post" class="inline" data-api={`/dashboard/api/webhooks/${hook.id}/deliveries/${d.id}/replay`}>
@@ -712,6 +745,23 @@ export function registerResourcePages(app: Hono<DashEnv>): void {
     const created = await createWebhook(c.env.DB, readConfig(c.env), v.account.id, b);
     await audit(c.env, v, { action: "webhook.created", target: b.endpoint, detail: { id: created.id } });
     return c.json(created, 201);
+  });
+  // The endpoint's edit form: the API's PATCH /webhooks/{id} schema and service (so the same
+  // URL and private-address rules); the checkbox "enabled" is the API's status.
+  app.post("/api/webhooks/:id{[0-9a-fA-F-]{36}}", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const b = await body<{ endpoint?: unknown; events?: unknown; enabled?: unknown }>(c);
+    const status = b.enabled === undefined ? undefined : b.enabled === true ? "enabled" : "disabled";
+    const patch = validate(UpdateWebhookRequest, { endpoint: b.endpoint, events: b.events, status });
+    const before = webhookView(await findWebhook(c.env.DB, v.account.id, c.req.param("id")));
+    const after = await updateWebhook(c.env.DB, readConfig(c.env), v.account.id, before.id, patch);
+    const changed: Record<string, unknown> = {};
+    if (after.endpoint !== before.endpoint) changed.endpoint = after.endpoint;
+    if (after.events.join() !== before.events.join()) changed.events = after.events;
+    if (after.status !== before.status) changed.status = after.status;
+    await audit(c.env, v, { action: "webhook.updated", target: after.id, detail: changed });
+    return c.json(after);
   });
   app.post("/api/webhooks/:id/status", async (c) => {
     const v = c.get("viewer");

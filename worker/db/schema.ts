@@ -673,6 +673,8 @@ export const contactImports = sqliteTable(
     skipped: integer("skipped").notNull().default(0),
     failed: integer("failed").notNull().default(0),
     error: text("error"),
+    /** JSON: [{row, value, reason}], the first MAX_RECORDED_FAILURES failed rows (the count is `failed`). */
+    failuresJson: text("failures_json"),
     leaseUntil: integer("lease_until"),
     createdAt: integer("created_at").notNull(),
     completedAt: integer("completed_at"),

@@ -1,8 +1,9 @@
 // CSV contact imports (Resend's /contacts/imports): multipart upload with a column map, upsert
 // or skip, segments and topics to join; processed in the background, with status and counts.
+// The failed rows' reasons are the dashboard's only: Resend's import object has no field for them.
 import { createRoute, z } from "@hono/zod-openapi";
 import { defineRoute, type App, type Ctx } from "../app.ts";
-import { createImport, findImport, importOptions, listImports, MAX_IMPORT_BYTES, type ImportOptions } from "../contacts/imports.ts";
+import { createImport, decodeCsv, findImport, importOptions, listImports, MAX_IMPORT_BYTES, type ImportOptions } from "../contacts/imports.ts";
 import type { ContactImportRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
 import { validate } from "../http.ts";
@@ -105,7 +106,8 @@ export async function readImportForm(req: Request): Promise<{ csv: string; optio
   }
   const file = form.get("file");
   if (file === null) throw new ApiError("missing_required_field", "Missing `file` field.");
-  const csv = typeof file === "string" ? file : await file.text();
+  // Decoded strictly: a binary or non-UTF-8 file is refused, not read as garbage column names.
+  const csv = typeof file === "string" ? file : decodeCsv(new Uint8Array(await file.arrayBuffer()));
   const opts = validate(Form, { column_map: jsonField(form, "column_map"), on_conflict: jsonField(form, "on_conflict"), segments: jsonField(form, "segments"), topics: jsonField(form, "topics") });
   return { csv, options: importOptions(csv, { ...opts, segments: opts.segments?.map((s) => (typeof s === "string" ? s : s.id)) }) };
 }

@@ -99,3 +99,25 @@ document.addEventListener("click", async (event) => {
     prompt("Copy this value:", value);
   }
 });
+
+// A "select all" checkbox (data-select-all) checks or clears the other boxes of its fieldset, and
+// shows their state: checked when all are, mixed when some are.
+/** @param {HTMLFieldSetElement} group */
+function syncSelectAll(group) {
+  const all = /** @type {HTMLInputElement | null} */ (group.querySelector("input[data-select-all]"));
+  if (!all) return;
+  const boxes = /** @type {HTMLInputElement[]} */ ([...group.querySelectorAll("input[type=checkbox]:not([data-select-all])")]);
+  const on = boxes.filter((b) => b.checked).length;
+  all.checked = on === boxes.length;
+  all.indeterminate = on > 0 && on < boxes.length;
+}
+document.addEventListener("change", (event) => {
+  const box = /** @type {HTMLElement} */ (event.target);
+  const group = box.closest("fieldset");
+  if (!(box instanceof HTMLInputElement) || !group || !group.querySelector("input[data-select-all]")) return;
+  if (box.dataset.selectAll !== undefined) {
+    for (const b of /** @type {NodeListOf<HTMLInputElement>} */ (group.querySelectorAll("input[type=checkbox]:not([data-select-all])"))) b.checked = box.checked;
+  }
+  syncSelectAll(/** @type {HTMLFieldSetElement} */ (group));
+});
+for (const group of document.querySelectorAll("fieldset")) if (group.querySelector("input[data-select-all]")) syncSelectAll(/** @type {HTMLFieldSetElement} */ (group));

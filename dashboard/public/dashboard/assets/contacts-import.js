@@ -1,29 +1,10 @@
 // @ts-check
-// The CSV import form: reads the chosen file's header row in the browser to offer its columns
-// (guessing the usual names), then uploads the file with the column map as the API's
-// multipart form (POST /contacts/imports has the same fields). Only on the import page.
+// The CSV import form: sends the chosen file's first 64 KB to the dashboard, which reads its
+// header row by the upload's own rules (refusing a binary or non-UTF-8 file with what to do), to
+// offer its columns (guessing the usual names); then uploads the file with the column map as the
+// API's multipart form (POST /contacts/imports has the same fields). Only on the import page.
 const csrf = document.querySelector('meta[name="csrf-token"]')?.getAttribute("content") ?? "";
 const form = /** @type {HTMLFormElement | null} */ (document.querySelector("form[data-import]"));
-
-/** The first record of a CSV text, quotes and doubled quotes understood. @param {string} text */
-function headerRow(text) {
-  const out = [];
-  let cell = "";
-  let quoted = false;
-  for (let i = text.charCodeAt(0) === 0xfeff ? 1 : 0; i < text.length; i++) {
-    const ch = text[i];
-    if (quoted) {
-      if (ch === '"' && text[i + 1] === '"') { cell += '"'; i++; }
-      else if (ch === '"') quoted = false;
-      else cell += ch;
-    } else if (ch === '"') quoted = true;
-    else if (ch === ",") { out.push(cell.trim()); cell = ""; }
-    else if (ch === "\n" || ch === "\r") break;
-    else cell += ch;
-  }
-  out.push(cell.trim());
-  return out.filter((h) => h !== "");
-}
 
 /** @param {string} s */
 const norm = (s) => s.toLowerCase().replace(/[^a-z0-9]/g, "");
@@ -34,6 +15,8 @@ const GUESSES = {
   last_name: ["lastname", "last", "surname", "familyname"],
   unsubscribed: ["unsubscribed", "unsubscribe", "optedout", "optout"],
 };
+
+const HEAD = 65536;
 
 /** @param {HTMLFormElement} f @param {string} message */
 function showError(f, message) {
@@ -52,11 +35,33 @@ if (form) {
   const file = /** @type {HTMLInputElement} */ (form.querySelector('input[type="file"]'));
   const selects = () => /** @type {HTMLSelectElement[]} */ ([...form.querySelectorAll("select[data-column], select[data-property]")]);
 
+  /** Back to "choose a file first", as when the page loaded. */
+  const resetColumns = () => {
+    for (const select of selects()) {
+      select.replaceChildren(new Option("choose a file first", ""));
+      select.disabled = true;
+    }
+  };
+
   file.addEventListener("change", async () => {
     const chosen = file.files?.[0];
     if (!chosen) return;
-    const columns = headerRow(await chosen.slice(0, 65536).text());
-    if (columns.length === 0) return showError(form, "The file's first line is empty: it must be a header row naming the columns (email, first_name, ...).");
+    const head = new FormData();
+    head.set("file", chosen.slice(0, HEAD), chosen.name);
+    if (chosen.size > HEAD) head.set("partial", "1");
+    /** @type {string[]} */
+    let columns;
+    try {
+      const res = await fetch(form.dataset.inspect ?? "", { method: "POST", body: head, headers: { "x-csrf-token": csrf, accept: "application/json" }, credentials: "same-origin" });
+      const body = await res.json().catch(() => ({}));
+      if (!res.ok) {
+        resetColumns();
+        return showError(form, body.message ?? `The file could not be read (${res.status}).`);
+      }
+      columns = body.columns;
+    } catch {
+      return showError(form, "The dashboard could not be reached. Check your connection and try again.");
+    }
     form.querySelector("[data-error]")?.remove();
     for (const select of selects()) {
       const field = select.dataset.column ?? select.dataset.property ?? "";

@@ -1,0 +1,1 @@
+ALTER TABLE `contact_imports` ADD `failures_json` text;
