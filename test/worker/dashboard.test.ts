@@ -159,13 +159,12 @@ async function person(role: "owner" | "admin" | "member", accountId?: string) {
       headers: { cookie, origin: DASH, ...(opts.csrf === null ? {} : { "x-csrf-token": opts.csrf ?? csrf }), ...(body instanceof FormData ? {} : { "content-type": "application/json" }) },
       body: body instanceof FormData ? body : JSON.stringify(body),
     });
-  return { account, user, cookie, get, post };
     if (!opts.env) return exports.default.fetch(req);
     const { app } = await import("../../worker/index.ts");
     const { createExecutionContext } = await import("cloudflare:test");
     return app.fetch(req, { ...env, ...opts.env }, createExecutionContext());
   };
-  return { account, user, get, post };
+  return { account, user, cookie, get, post };
 }
 
 const count = async (sql: string, ...args: unknown[]) => (await env.DB.prepare(sql).bind(...args).first<{ n: number }>())!.n;
