@@ -76,6 +76,29 @@ describe("contact imports", () => {
     expect((await call(other, "GET", "/contacts/mine@example.com")).status).toBe(404);
   });
 
+  it("stops a form sent without a length at the file's limit instead of reading it whole", async () => {
+    let pulled = 0;
+    const head = new TextEncoder().encode('--b\r\ncontent-disposition: form-data; name="file"; filename="big.csv"\r\ncontent-type: text/csv\r\n\r\nemail\n');
+    const chunk = new TextEncoder().encode("someone@example.com\n".repeat(50_000));
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(head);
+      },
+      pull(controller) {
+        // 200 MB on offer; a reader that stops at the limit pulls a little over 51.
+        if (pulled >= 200 * 1024 * 1024) return controller.close();
+        pulled += chunk.byteLength;
+        controller.enqueue(chunk);
+      },
+    });
+    const res = await exports.default.fetch(new Request("http://tern.test/contacts/imports", {
+      method: "POST", headers: { authorization: `Bearer ${a.token}`, "content-type": "multipart/form-data; boundary=b" }, body,
+    }));
+    expect(res.status).toBe(413);
+    expect(((await res.json()) as { message: string }).message).toBe("The file must be at most 50 MB.");
+    expect(pulled).toBeLessThan(60 * 1024 * 1024);
+  });
+
   it("refuses a file whose mapped cells hold control characters, naming the row and field; a line break in a name fails its row", async () => {
     const t = await createAccount();
     const soh = await upload(t, {}, "email,first_name,notes\nok@example.com,Ada,\n\nbad@example.com,Bo\u0001b,\n");

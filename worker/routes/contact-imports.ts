@@ -6,7 +6,7 @@ import { defineRoute, type App, type Ctx } from "../app.ts";
 import { createImport, decodeCsv, findImport, importOptions, listImports, MAX_IMPORT_BYTES, type ImportOptions } from "../contacts/imports.ts";
 import type { ContactImportRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
-import { validate } from "../http.ts";
+import { readBodyLimited, validate } from "../http.ts";
 import { ListQuery, listSchema, readPage } from "../pagination.ts";
 import { errorResponses, IdParam, iso, json } from "./schemas.ts";
 
@@ -96,11 +96,14 @@ export function registerContactImportRoutes(app: App): void {
 /** The multipart upload (the file and its options) as createImport takes it; the dashboard's
  * upload is the same form, read here too. */
 export async function readImportForm(req: Request): Promise<{ csv: string; options: ImportOptions }> {
-  const length = Number(req.headers.get("content-length") ?? 0);
-  if (length > MAX_IMPORT_BYTES + 1024 * 1024) throw new ApiError("validation_error", "The file must be at most 50 MB.", 413);
+  // The form's bytes, at most the file's limit and a megabyte of the rest: a body sent without
+  // a length is stopped there, never buffered whole.
+  const body = await readBodyLimited(req, MAX_IMPORT_BYTES + 1024 * 1024).catch((err: unknown) => {
+    throw err instanceof ApiError && err.status === 413 ? new ApiError("validation_error", "The file must be at most 50 MB.", 413) : err;
+  });
   let form: FormData;
   try {
-    form = await req.formData();
+    form = await new Response(body, { headers: { "content-type": req.headers.get("content-type") ?? "" } }).formData();
   } catch {
     throw new ApiError("validation_error", "The request body must be multipart/form-data with a `file` field.", 400);
   }
