@@ -80,7 +80,7 @@ async function emailsPage(c: DashCtx) {
         )
       ) : (
         <>
-          <table>
+          <table class="stack-narrow">
             <caption class="muted" style="text-align:left;padding:6px 0">Newest first</caption>
             <thead><tr><th scope="col">To</th><th scope="col">Subject</th><th scope="col">Status</th><th scope="col">Date</th></tr></thead>
             <tbody>
