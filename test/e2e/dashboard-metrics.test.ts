@@ -58,9 +58,10 @@ async function cardRate(page: Page, metric: string): Promise<number> {
 
 describe("the Metrics page and email insights", () => {
   it("shows the API's totals as cards, draws the charts, the account health and an email's insights", async () => {
-    // A locale as browsers have it: the headless shell reports "en-US@posix", which Intl (and so
-    // uPlot, at load) refuses.
-    const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 }, locale: "en-US" })).newPage();
+    const page = await (await browser.newContext({ viewport: { width: 1280, height: 900 } })).newPage();
+    // A locale as some browsers report it: headless Chrome on Linux under LANG=C.UTF-8 says
+    // "en-US@posix", which Intl (and so uPlot, as it loads) refuses. The charts still draw.
+    await page.addInitScript(`Object.defineProperty(navigator, "language", { value: "en-US@posix", configurable: true })`);
     const scriptErrors: string[] = [];
     page.on("pageerror", (err) => scriptErrors.push(err.message));
     page.on("console", (m) => { if (m.type() === "error") scriptErrors.push(m.text()); });
@@ -171,5 +172,22 @@ describe("the Metrics page and email insights", () => {
     expect(await over.innerText()).toContain("The bounce rate is over its limit.");
     expect(await over.innerText()).toContain("does not pause sending");
     await shot(page, "35-metrics-over-limit");
+
+    // On a phone (390 px): the charts and the bounced email's page fit the screen's width, and
+    // the timeline says what happened in words, the recorded data folded under it.
+    await page.setViewportSize({ width: 390, height: 844 });
+    const overflow = () => page.evaluate("document.scrollingElement.scrollWidth - innerWidth");
+    await page.reload();
+    await expect.poll(() => page.locator(".chart canvas").count(), POLL).toBe(2);
+    expect(await overflow()).toBeLessThanOrEqual(0);
+    await shot(page, "36-metrics-phone");
+    await page.goto(`${tern.url}/dashboard/emails/${ids[3]}`);
+    const bounce = page.locator("ol.timeline li[data-event=bounced]");
+    expect(await bounce.locator("p").innerText()).toMatch(new RegExp(`^Bounced for bounced@${sim}: 550 5\\.1\\.1 .*\\(Permanent`));
+    // (textContent: the data is folded away, so not rendered text.)
+    expect(await bounce.locator("details pre").textContent()).toContain('"diagnosticCode"');
+    expect(await overflow()).toBeLessThanOrEqual(0);
+    await shot(page, "37-email-bounced-phone");
+    expect(scriptErrors).toEqual([]);
   }, 90_000);
 });

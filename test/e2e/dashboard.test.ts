@@ -604,6 +604,33 @@ describe("the dashboard in a browser", () => {
     expect(await import("node:fs").then(async (fs) => fs.readFileSync((await download.path())!, "utf8"))).toBe("attached words\n");
     await shot(page, "26-received-attachment");
     expect(await axeViolations(page)).toEqual([]);
+
+    // On a phone (390 px wide) no page scrolls sideways: the navigation is one bar whose links
+    // scroll, tables scroll in their own box, long values wrap. A scheduled email's list date
+    // says when it will go.
+    const later = new Date(Date.now() + 3 * 86_400_000);
+    expect((await api("POST", "/emails", { from: `Tern <hello@${tern.domain}>`, to: "later@example.com", subject: "Sent later", text: "later", scheduled_at: later.toISOString() })).status).toBe(200);
+    await page.setViewportSize({ width: 390, height: 844 });
+    for (const path of ["emails", "broadcasts", "contacts", "contacts/segments", "domains", "webhooks", "suppressions", "settings", "audit-log"]) {
+      await page.goto(`${tern.url}/dashboard/${path}`);
+      expect(await page.evaluate("document.scrollingElement.scrollWidth - innerWidth"), path).toBeLessThanOrEqual(0);
+      // The current page's link is in view in the navigation bar, however far along it is.
+      const box = (await page.locator("nav.side a[aria-current=page]").boundingBox())!;
+      expect(box.x >= 0 && box.x + box.width <= 390, path).toBe(true);
+      await shot(page, `27-phone-${path.replace("/", "-")}`);
+      if (path === "emails") expect(await page.locator("tr", { hasText: "Sent later" }).innerText()).toContain(`Scheduled for ${later.toISOString().slice(0, 10)}`);
+      if (path === "settings") {
+        // Sessions name the browser; the full User-Agent is its title.
+        const browserCell = page.locator("section[aria-labelledby=sessions] tbody td[title]").first();
+        expect(await browserCell.innerText()).toMatch(/^Chrome \d+ \(headless\) on Linux$/);
+        expect(await browserCell.getAttribute("title")).toContain("HeadlessChrome/");
+      }
+    }
+    await page.goto(`${tern.url}/dashboard/emails`);
+    await page.getByRole("link", { name: "Sent later" }).click();
+    expect(await page.locator("ol.timeline li[data-event=scheduled] p").innerText()).toBe(`Scheduled for ${later.toISOString().slice(0, 16).replace("T", " ")} UTC to later@example.com.`);
+    expect(await page.evaluate("document.scrollingElement.scrollWidth - innerWidth")).toBeLessThanOrEqual(0);
+    await shot(page, "27-phone-email");
     await ctx.close();
   });
 });

@@ -25,11 +25,28 @@ describe("the Metrics page's chart scripts", () => {
   it("load uPlot and the page's script on that page only, within the same budget", () => {
     const metrics = readFileSync(join(root, "worker/dashboard/metrics.tsx"), "utf8");
     const scripts = [...metrics.matchAll(/<script[^>]*src="([^"]+)"/g)].map((m) => m[1]!);
-    expect(scripts).toEqual(["/dashboard/assets/vendor/uplot.min.js", "/dashboard/assets/metrics.js"]);
+    // metrics.js first: it makes navigator.language a tag Intl accepts before uPlot reads it.
+    expect(scripts).toEqual(["/dashboard/assets/metrics.js", "/dashboard/assets/vendor/uplot.min.js"]);
     // uplot.min.js is copied from node_modules by `npm install` (dev/build-dashboard-assets.ts).
-    const total = ["/dashboard/assets/app.js", ...scripts].reduce((n, src) => n + gzipSync(readFileSync(join(root, "dashboard/public", src))).length, 0);
+    const total = ["/dashboard/assets/app.js", "/dashboard/assets/locale.js", ...scripts].reduce((n, src) => n + gzipSync(readFileSync(join(root, "dashboard/public", src))).length, 0);
     expect(total).toBeLessThan(200 * 1024);
     expect(total).toBeLessThan(32 * 1024); // uPlot is about 22 KB gzipped
+  });
+});
+
+describe("the locale the charts format with", () => {
+  it("is a tag Intl accepts, whatever the browser reports", async () => {
+    const { safeLocale } = (await import(join(root, "dashboard/public/dashboard/assets/locale.js"))) as { safeLocale: (tag: unknown) => string };
+    // Headless Chrome on Linux under LANG=C.UTF-8 reports "en-US@posix", which Intl refuses.
+    expect(() => new Intl.NumberFormat("en-US@posix")).toThrow(RangeError);
+    expect(safeLocale("en-US@posix")).toBe("en-US");
+    // POSIX names read as the language they name; good tags are kept as they are.
+    expect(safeLocale("de_DE.UTF-8@euro")).toBe("de-DE");
+    expect(safeLocale("fr-CA")).toBe("fr-CA");
+    expect(safeLocale("ja-JP-u-ca-japanese")).toBe("ja-JP-u-ca-japanese");
+    // Nothing usable: en-US, never a throw.
+    for (const bad of ["C", "", "xx-invalid-@@", "zz-ZZ", undefined, null, 42]) expect(safeLocale(bad), String(bad)).toBe("en-US");
+    for (const tag of ["en-US@posix", "de_DE.UTF-8", "C", "!!"]) expect(() => new Intl.NumberFormat(safeLocale(tag))).not.toThrow();
   });
 });
 

@@ -107,6 +107,13 @@ describe("deliverability checks", () => {
     expect(found.get("dmarc_missing")!.detail).toMatch(/_dmarc\.acme\.example.*v=DMARC1/);
     expect(found.get("root_domain_sender")!.detail).toMatch(/subdomain/);
   });
+
+  it("details speak to people: a check refers to another by its title, never by its id", () => {
+    const noDmarc = run({ subject: "BUY NOW", html: '<a href="https://bit.ly/x">https://example.org/</a>', text: null, from: "noreply@acme.example" }, { ...goodDomain, dmarc: null, status: "pending" });
+    expect(noDmarc.get("dmarc_policy")!.detail).toContain(`"${noDmarc.get("dmarc_missing")!.title}"`);
+    const ids = [...noDmarc.keys()];
+    for (const i of noDmarc.values()) for (const id of ids) expect(i.detail, i.id).not.toMatch(new RegExp(`\\b${id}\\b`));
+  });
 });
 
 describe("the html scan", () => {

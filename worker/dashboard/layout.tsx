@@ -55,9 +55,11 @@ export function Layout(props: { viewer: Viewer; title: string; path: string; chi
         <div class="shell">
           <nav class="side" aria-label="Dashboard">
             <div class="brand">tern</div>
-            {NAV.filter((n) => !n.managers || v.canManage).map((n) => (
-              <a href={n.href} aria-current={props.path.startsWith(n.href) ? "page" : undefined}>{n.label}</a>
-            ))}
+            <div class="nav-links">
+              {NAV.filter((n) => !n.managers || v.canManage).map((n) => (
+                <a href={n.href} aria-current={props.path.startsWith(n.href) ? "page" : undefined}>{n.label}</a>
+              ))}
+            </div>
             <div class="foot">
               <div>{v.account.name}</div>
               <div>{v.user.email} · {v.role}</div>

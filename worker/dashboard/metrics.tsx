@@ -253,8 +253,8 @@ async function metricsPage(c: DashCtx) {
           <link rel="stylesheet" href="/dashboard/assets/vendor/uplot.min.css" />
           <Chart id="chart-counts" title="Emails" unit="count" answer={answer} timezone={f.timezone} series={COUNT_SERIES} />
           <Chart id="chart-rates" title="Rates (%)" unit="percent" answer={answer} timezone={f.timezone} series={RATE_SERIES} />
+          <script type="module" src="/dashboard/assets/metrics.js"></script>
           <script src="/dashboard/assets/vendor/uplot.min.js" defer></script>
-          <script src="/dashboard/assets/metrics.js" defer></script>
           <details>
             <summary>Periods with email ({active.length} of {rows.length})</summary>
             <table id="periods">

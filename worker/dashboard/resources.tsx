@@ -15,6 +15,7 @@ import { CreateWebhookRequest, UpdateWebhookRequest } from "../routes/webhooks.t
 import { CONTACT_EVENT_TYPES, DOMAIN_EVENT_TYPES, EMAIL_EVENT_TYPES } from "../webhooks/payloads.ts";
 import { createWebhook, deleteWebhook, findWebhook, listWebhookAttempts, listWebhookDeliveries, listWebhooks, replayWebhookDelivery, rotateWebhookSecret, updateWebhook, webhookView } from "../webhooks/service.ts";
 import { EMAIL_STATUSES, searchEmails, type EmailFilters } from "./email-search.ts";
+import { describeEmailEvent } from "./email-events.ts";
 import { getReceived, listReceived, openReceivedAttachment } from "../inbound/service.ts";
 import { attachmentDownload } from "../routes/attachments.ts";
 import { emailInsights } from "../insights/service.ts";
@@ -61,7 +62,7 @@ async function emailsPage(c: DashCtx) {
           </select>
         </label>
         <label>From domain<input name="domain" value={f.domain ?? ""} placeholder="example.com" size={14} /></label>
-        <label>Tag<input name="tag" value={f.tag ?? ""} placeholder="name or name:value" size={14} /></label>
+        <label>Tag<input name="tag" value={f.tag ?? ""} placeholder="name or name:value" size={20} /></label>
         <label>Sent from<input type="date" name="from" value={f.from ?? ""} /></label>
         <label>Sent until<input type="date" name="to" value={f.to ?? ""} /></label>
         <button type="submit">Filter</button>
@@ -79,16 +80,16 @@ async function emailsPage(c: DashCtx) {
         )
       ) : (
         <>
-          <table>
+          <table class="stack-narrow">
             <caption class="muted" style="text-align:left;padding:6px 0">Newest first</caption>
-            <thead><tr><th scope="col">To</th><th scope="col">Subject</th><th scope="col">Status</th><th scope="col">Sent</th></tr></thead>
+            <thead><tr><th scope="col">To</th><th scope="col">Subject</th><th scope="col">Status</th><th scope="col">Date</th></tr></thead>
             <tbody>
               {result.data.map((e) => (
                 <tr>
                   <td>{e.to.join(", ")}</td>
                   <td><a href={`/dashboard/emails/${e.id}`}>{e.subject || "(no subject)"}</a></td>
                   <td><Badge value={e.last_event} /></td>
-                  <td><Time at={e.created_at} /></td>
+                  <td><EmailDate email={e} /></td>
                 </tr>
               ))}
             </tbody>
@@ -103,6 +104,15 @@ async function emailsPage(c: DashCtx) {
       )}
     </>
   ));
+}
+
+/** What the list's date is: the time tern accepted the email, or its schedule; a canceled
+ * email was never sent, so its date says so. */
+function EmailDate(props: { email: { created_at: string; scheduled_at?: string | null; last_event: string } }) {
+  const e = props.email;
+  if (e.last_event === "scheduled" && e.scheduled_at) return <span>Scheduled for <Time at={e.scheduled_at} /></span>;
+  if (e.last_event === "canceled") return <span>Canceled <span class="muted small">(created <Time at={e.created_at} />)</span></span>;
+  return <Time at={e.created_at} />;
 }
 
 /** The checks write names and values in `backticks`: shown as code. */
@@ -138,6 +148,26 @@ function InsightsSection(props: { insights: Insight[] }) {
         </details>
       ) : null}
     </section>
+  );
+}
+
+/** The email's events oldest first, each as a sentence; the event's data as recorded (what a
+ * webhook carries) folded under it. */
+function EmailTimeline(props: { events: { id: string; type: string; created_at: string; data: Record<string, unknown> }[] }) {
+  return (
+    <ol class="timeline">
+      {props.events.map((e) => (
+        <li data-event={e.type}>
+          <div class="when"><Badge value={e.type} /><Time at={e.created_at} /></div>
+          <div class="what">
+            <p>{describeEmailEvent(e.type, e.data)}</p>
+            {Object.keys(e.data).length ? (
+              <details><summary class="small muted">Event data</summary><pre class="small">{JSON.stringify(e.data, null, 2)}</pre></details>
+            ) : null}
+          </div>
+        </li>
+      ))}
+    </ol>
   );
 }
 
@@ -190,11 +220,7 @@ async function emailPage(c: DashCtx) {
       <InsightsSection insights={insights ?? []} />
       <section class="panel" aria-labelledby="timeline">
         <h2 id="timeline">Timeline</h2>
-        <ol class="timeline">
-          {events.data.map((e) => (
-            <li><Badge value={e.type} /> <Time at={e.created_at} /> {Object.keys(e.data).length ? <span class="muted mono">{JSON.stringify(e.data)}</span> : null}</li>
-          ))}
-        </ol>
+        <EmailTimeline events={events.data} />
       </section>
       <section class="panel" aria-labelledby="preview">
         <h2 id="preview">Preview</h2>

@@ -28,6 +28,7 @@ import { registerTemplatePages } from "./templates.tsx";
 import { registerContactPages } from "./contacts.tsx";
 import { registerMediaPages } from "./media.tsx";
 import { registerLogPages } from "./logs.tsx";
+import { userAgentSummary } from "./user-agent.ts";
 import { deleteAccountData, exportStream } from "../accounts/data.ts";
 import { d1Runner, r2Store } from "../accounts/bindings.ts";
 
@@ -497,12 +498,6 @@ async function settingsPage(c: DashCtx): Promise<Response> {
           <h2 id="data">Your data</h2>
           <p>Download everything this account holds as one JSON file: emails with their events, contacts, segments and topics, suppressions, templates and broadcasts, domains (public keys only), API keys (names, never the keys), webhooks and their deliveries (no secrets), received mail, API logs, usage and the audit log.</p>
           <a class="button secondary" href="/dashboard/api/export" download>Export account data</a>
-          <h2 id="delete-account">Delete this account</h2>
-          <p>Deletes the account and everything it holds, at once and for good: emails and their content, events, contacts, domains, keys, webhooks, the audit log. Members who belong to no other account lose their sign-in. Export first if you want a copy.</p>
-          <form method="post" class="row" data-api="/dashboard/api/account/delete" data-then="/dashboard/sign-in?notice=account-deleted" data-confirm={`Delete ${v.account.name} and all its data? This cannot be undone.`} aria-labelledby="delete-account">
-            <label><span>Type the account's name, <strong>{v.account.name}</strong>, to confirm</span><input name="name" autocomplete="off" required /></label>
-            <button type="submit" class="danger">Delete account</button>
-          </form>
         </section>
       ) : null}
 
@@ -593,7 +588,7 @@ async function settingsPage(c: DashCtx): Promise<Response> {
             <tr>
               <td><Time at={s.createdAt} />{s.id === v.session.id ? <> <Badge value="this_session" /></> : null}</td>
               <td class="mono">{s.ipAddress ?? "unknown"}</td>
-              <td>{(s.userAgent ?? "").slice(0, 80)}</td>
+              <td title={s.userAgent ?? undefined}>{userAgentSummary(s.userAgent)}</td>
               <td>{s.id === v.session.id ? null : (
                 <form method="post" class="inline" data-api={`/dashboard/api/sessions/${s.id}/revoke`}><button type="submit" class="danger">Revoke</button></form>
               )}</td>
@@ -604,6 +599,18 @@ async function settingsPage(c: DashCtx): Promise<Response> {
           <button type="submit" class="danger">Sign out everywhere</button>
         </form>
       </section>
+
+      {v.role === "owner" ? (
+        // Last on the page: what cannot be undone comes after everything else.
+        <section class="panel danger-zone" aria-labelledby="delete-account">
+          <h2 id="delete-account">Delete this account</h2>
+          <p>Deletes the account and everything it holds, at once and for good: emails and their content, events, contacts, domains, keys, webhooks, the audit log. Members who belong to no other account lose their sign-in. <a href="#data">Export first</a> if you want a copy.</p>
+          <form method="post" class="row" data-api="/dashboard/api/account/delete" data-then="/dashboard/sign-in?notice=account-deleted" data-confirm={`Delete ${v.account.name} and all its data? This cannot be undone.`} aria-labelledby="delete-account">
+            <label><span>Type the account's name, <strong>{v.account.name}</strong>, to confirm</span><input name="name" autocomplete="off" required /></label>
+            <button type="submit" class="danger">Delete account</button>
+          </form>
+        </section>
+      ) : null}
     </>
   ));
 }

@@ -346,7 +346,7 @@ export function deliverabilityInsights(email: InsightEmail, domain: InsightDomai
     : pass("reply_to_mismatch", "Reply-To matches the sender", email.replyTo.length ? "Replies go to the sender's domain." : "Replies go to the sender."));
 
   out.push(!dmarc?.found
-    ? warn("dmarc_policy", "No DMARC policy to enforce", "Publish DMARC first (see dmarc_missing).")
+    ? warn("dmarc_policy", "No DMARC policy to enforce", `There is no DMARC record at _dmarc.${fromOrg} yet, so no policy to enforce: publish one first (the check "No DMARC record" says how).`)
     : dmarc.policy === "none"
       ? warn("dmarc_policy", "DMARC only monitors (p=none)", `p=none satisfies Gmail's and Yahoo's bulk-sender rule, but does not stop anyone spoofing ${fromOrg}. Once reports show your mail aligns, move to p=quarantine, then p=reject.`)
       : pass("dmarc_policy", `DMARC enforces (p=${dmarc.policy})`, "Mail that fails DMARC is quarantined or rejected."));

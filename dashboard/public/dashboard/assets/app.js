@@ -121,3 +121,11 @@ document.addEventListener("change", (event) => {
   syncSelectAll(/** @type {HTMLFieldSetElement} */ (group));
 });
 for (const group of document.querySelectorAll("fieldset")) if (group.querySelector("input[data-select-all]")) syncSelectAll(/** @type {HTMLFieldSetElement} */ (group));
+// On a phone the navigation is one row that scrolls sideways: bring the current page's link into
+// it (scrollLeft only, so a page opened at an #anchor stays there).
+const navLinks = document.querySelector("nav.side .nav-links");
+const here = navLinks?.querySelector("[aria-current]");
+if (navLinks && here && navLinks.scrollWidth > navLinks.clientWidth) {
+  const offset = here.getBoundingClientRect().left - navLinks.getBoundingClientRect().left;
+  navLinks.scrollLeft += offset - (navLinks.clientWidth - here.getBoundingClientRect().width) / 2;
+}

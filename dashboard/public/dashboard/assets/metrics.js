@@ -1,8 +1,15 @@
 // @ts-check
-// The Metrics page's charts: uPlot (loaded before this, on this page only) draws each
+// The Metrics page's charts: uPlot (loaded after this module, on this page only) draws each
 // [data-chart] element from the rows the server rendered into its data attributes. The page
 // is complete without it: the cards and the table of periods hold the same numbers.
 /* global uPlot */
+import { safeLocale } from "./locale.js";
+
+// uPlot builds an Intl.NumberFormat from navigator.language as it loads, and a tag Intl refuses
+// ("en-US@posix") throws there and leaves both charts blank: it reads a usable tag instead.
+// This module runs before uplot.min.js (both deferred, in document order).
+const locale = safeLocale(navigator.language);
+if (locale !== navigator.language) Object.defineProperty(navigator, "language", { value: locale, configurable: true });
 
 /** @param {string} name */
 function cssVar(name) {
@@ -63,4 +70,7 @@ function draw(el) {
   new ResizeObserver(() => plot.setSize({ width: Math.max(280, el.clientWidth), height: 240 })).observe(el);
 }
 
-for (const el of /** @type {NodeListOf<HTMLElement>} */ (document.querySelectorAll("[data-chart]"))) draw(el);
+// Deferred scripts have all run by DOMContentLoaded: uPlot is loaded then.
+document.addEventListener("DOMContentLoaded", () => {
+  for (const el of /** @type {NodeListOf<HTMLElement>} */ (document.querySelectorAll("[data-chart]"))) draw(el);
+});
