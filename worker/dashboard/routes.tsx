@@ -214,7 +214,7 @@ export function dashboardApp(): Hono<DashEnv> {
   app.onError((err, c) => {
     const url = new URL(c.req.url);
     const api = url.pathname.startsWith("/dashboard/api/");
-    if (err instanceof DashError || (err instanceof ApiError && err.status < 500)) {
+    if (err instanceof DashError || err instanceof ApiError) {
       // The services' errors say what is wrong in the contract's words; a page shows them too.
       const status = err.status as 400 | 404;
       if (api) return json({ message: err.message }, status);
@@ -224,7 +224,7 @@ export function dashboardApp(): Hono<DashEnv> {
     // Anything else is ours: logged in full under a reference the person can quote, which is
     // all they are shown of it.
     const ref = logFailure(`dashboard error ${c.req.method} ${url.pathname}`, err);
-    if (api) return json({ message: `Something went wrong on our side, so this was not done. Try again; if it keeps happening, give the operator this reference: ${ref}.`, reference: ref }, 500);
+    if (api) return json({ message: `Something went wrong on our side. Reload the page to see what was saved, then try again; if it keeps happening, give the operator this reference: ${ref}.`, reference: ref }, 500);
     c.status(500);
     return errorPage(c, "Something went wrong", "This page could not be shown because of a problem on our side, not anything you did.", ref);
   });
