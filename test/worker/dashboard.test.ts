@@ -455,6 +455,12 @@ describe("the dashboard's error pages", () => {
     const page = await p.get("/dashboard/no-such-page");
     expect(page.status).toBe(404);
     expect(await page.text()).toContain('<nav class="side" aria-label="Dashboard">');
+    const missing = await p.get(`/dashboard/domains/${crypto.randomUUID()}`);
+    expect(missing.status).toBe(404);
+    const html = await missing.text();
+    expect(html).toContain('<nav class="side" aria-label="Dashboard">');
+    expect(html).toContain('Go back to <a href="/dashboard/domains">Domains</a>.');
+    expect(html).not.toMatch(/Try again|reference/);
     // A form sent before app.js ran: said in the frame, with the way back.
     const early = await exports.default.fetch(`${DASH}/dashboard/contacts`, { method: "POST", headers: { cookie: p.cookie, origin: DASH, "x-csrf-token": p.csrf } });
     expect(early.status).toBe(400);

@@ -61,14 +61,15 @@ export function page(c: DashCtx, title: string, body: Child): Response | Promise
 }
 
 /** The page for a failure: inside the dashboard's frame when someone is signed in (so the
- * navigation is still there), the sign-in frame otherwise. It says what happened, offers to
- * try again and a way back to the section the page belongs to, and, for our own failures,
+ * navigation is still there), the sign-in frame otherwise. It says what happened and offers
+ * a way back to the section the page belongs to; for our own failures, also to try again and
  * the reference of the log line. */
 function errorPage(c: DashCtx, title: string, message: string, ref: string | null): Response | Promise<Response> {
   const url = new URL(c.req.url);
   const viewer = c.get("viewer");
   const section = NAV.find((n) => url.pathname === n.href || url.pathname.startsWith(`${n.href}/`));
-  const again = c.req.method === "GET" ? `${url.pathname}${url.search}` : null;
+  // Trying again helps with our failures, not with a refusal.
+  const again = ref && c.req.method === "GET" ? `${url.pathname}${url.search}` : null;
   const body = (
     <div class="empty" role="alert">
       <strong>{message}</strong>
