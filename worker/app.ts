@@ -74,7 +74,7 @@ export function unroutedAnswer(method: string, path: string): Response {
   const loose = exact.length > 0 ? exact : all.filter((k) => k.loose.test(path));
   const methods = new Set(loose.flatMap((k) => [...k.methods]));
   if (loose.length > 0 && !methods.has(method.toUpperCase())) {
-    const allow = [...methods].join(", ");
+    const allow = [...methods].sort().join(", ");
     return errorResponse(new ApiError("method_not_allowed", `Method ${method} is not allowed on ${clip(path)}. Allowed: ${allow}.`), { allow });
   }
   if (exact.length === 0 && loose.length > 0) {
