@@ -21,7 +21,19 @@ export type Ctx = Context<AppEnv>;
  * signed link's `signature` query (the link is the credential), full otherwise. */
 export type Access = "full" | "sending" | "none" | "link-or-full";
 
-const knownPaths: { pattern: RegExp; methods: Set<string> }[] = [];
+/** Every path the API routes, with the methods it answers: for 405s (every method the path
+ * has, whichever route declared it) and for ids of the wrong shape (see unroutedAnswer). */
+interface KnownPath {
+  /** Its parameters as the routes match them (a UUID unless a route says otherwise). */
+  pattern: RegExp;
+  /** Any value in each parameter: a path that matches only this way has a malformed id. */
+  loose: RegExp;
+  /** The path's parts: a literal, or a parameter (null). */
+  parts: (string | null)[];
+  paramPattern: string;
+  methods: Set<string>;
+}
+const knownPaths = new Map<string, KnownPath>();
 
 // A path parameter is a resource id (a UUID) unless its route says otherwise, so
 // `/emails/batch` never reads as an id.
@@ -31,11 +43,66 @@ function toHonoPath(openapiPath: string, param: string): string {
   return openapiPath.replace(/\{(\w+)\}/g, `:$1{${param}}`);
 }
 
+const pathSource = (path: string, param: string) =>
+  "^" + path.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\\?\{\w+\\?\}/g, `(${param})`) + "/?$";
+
 function recordPath(path: string, method: string, param: string): void {
-  const source = "^" + path.replace(/[.*+?^$()|[\]\\]/g, "\\$&").replace(/\\?\{\w+\\?\}/g, param) + "/?$";
-  let entry = knownPaths.find((k) => k.pattern.source === source);
-  if (!entry) knownPaths.push((entry = { pattern: new RegExp(source), methods: new Set() }));
+  const key = `${path} ${param}`;
+  let entry = knownPaths.get(key);
+  if (!entry) {
+    const parts = path.split("/").slice(1).map((p) => (/^\{\w+\}$/.test(p) ? null : p));
+    knownPaths.set(key, (entry = { pattern: new RegExp(pathSource(path, param)), loose: new RegExp(pathSource(path, "[^/]+")), parts, paramPattern: param, methods: new Set() }));
+  }
   entry.methods.add(method.toUpperCase());
+}
+
+/** What the resource behind a path segment is called in its not-found message. */
+const RESOURCE_NAMES: Record<string, string> = {
+  emails: "Email", receiving: "Received email", attachments: "Attachment", domains: "Domain",
+  "api-keys": "API key", webhooks: "Webhook", events: "Webhook event", contacts: "Contact",
+  imports: "Contact import", segments: "Segment", audiences: "Audience", topics: "Topic",
+  "contact-properties": "Contact property", templates: "Template", broadcasts: "Broadcast",
+  suppressions: "Suppression", logs: "Log", shared: "Shared email",
+};
+
+/** The answer to a request no route took: 405 naming every method of a known path; the
+ * resource's own 404 when the path is known but an id in it is not an id (`/emails/abc`),
+ * saying what an id looks like; otherwise the contract's "no such endpoint". */
+export function unroutedAnswer(method: string, path: string): Response {
+  const all = [...knownPaths.values()];
+  const exact = all.filter((k) => k.pattern.test(path));
+  const loose = exact.length > 0 ? exact : all.filter((k) => k.loose.test(path));
+  const methods = new Set(loose.flatMap((k) => [...k.methods]));
+  if (loose.length > 0 && !methods.has(method.toUpperCase())) {
+    const allow = [...methods].sort().join(", ");
+    return errorResponse(new ApiError("method_not_allowed", `Method ${method} is not allowed on ${clip(path)}. Allowed: ${allow}.`), { allow });
+  }
+  if (exact.length === 0 && loose.length > 0) {
+    // The most specific template (most literal parts) that answers this method.
+    const known = loose.filter((k) => k.methods.has(method.toUpperCase()))
+      .sort((a, b) => b.parts.filter(Boolean).length - a.parts.filter(Boolean).length)[0]!;
+    const segments = path.split("/").slice(1);
+    const strict = new RegExp(`^(${known.paramPattern})$`);
+    const i = known.parts.findIndex((p, j) => p === null && !strict.test(segments[j] ?? ""));
+    if (i >= 0) {
+      const name = RESOURCE_NAMES[known.parts[i - 1] ?? ""] ?? "Resource";
+      return errorResponse(new ApiError("not_found", `${name} not found: ids are UUIDs, and \`${clip(decoded(segments[i]!))}\` is not one.`));
+    }
+  }
+  return errorResponse(new ApiError("not_found", "The requested endpoint could not be found."));
+}
+
+function decoded(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
+
+/** Text from the request, echoed back at a bounded length. */
+function clip(s: string): string {
+  return s.length > 80 ? `${s.slice(0, 80)}...` : s;
 }
 
 export function defineRoute(
@@ -117,14 +184,6 @@ export function newApp(): App {
     description: "An API key: `Authorization: Bearer tern_...`",
   });
   app.onError(errorToResponse);
-  app.notFound((c) => {
-    const path = new URL(c.req.url).pathname;
-    const known = knownPaths.find((k) => k.pattern.test(path));
-    if (known && !known.methods.has(c.req.method.toUpperCase())) {
-      const allow = [...known.methods].join(", ");
-      return errorResponse(new ApiError("method_not_allowed", `Method ${c.req.method} is not allowed on ${path}. Allowed: ${allow}.`), { allow });
-    }
-    return errorResponse(new ApiError("not_found", "The requested endpoint could not be found."));
-  });
+  app.notFound((c) => unroutedAnswer(c.req.method, new URL(c.req.url).pathname));
   return app;
 }

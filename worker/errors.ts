@@ -54,8 +54,23 @@ export function errorResponse(err: ApiError, headers: HeadersInit = {}): Respons
   return new Response(JSON.stringify(err.body), { status: err.status, headers: h });
 }
 
-/** Anything unexpected: logged in full server-side, answered without internals. */
+/** A short id for one failure: shown to whoever saw it and written on the log line with the
+ * cause, so an operator finds the one from the other (`ref=1a2b3c4d`). */
+export function errorReference(): string {
+  const b = crypto.getRandomValues(new Uint8Array(4));
+  return [...b].map((x) => x.toString(16).padStart(2, "0")).join("");
+}
+
+/** Logs a failure in full under a fresh reference, and answers the reference. */
+export function logFailure(what: string, cause: unknown): string {
+  const ref = errorReference();
+  console.error(`${what} ref=${ref}`, cause instanceof Error ? (cause.stack ?? cause.message) : String(cause));
+  return ref;
+}
+
+/** Anything unexpected: logged in full server-side, answered without internals but with the
+ * log line's reference. */
 export function unexpectedError(cause: unknown): ApiError {
-  console.error("unexpected error", cause instanceof Error ? (cause.stack ?? cause.message) : String(cause));
-  return new ApiError("application_error", "An unexpected error occurred. Please try again later.");
+  const ref = logFailure("unexpected error", cause);
+  return new ApiError("application_error", `An unexpected error occurred (reference ${ref}). Please try again later; if it keeps happening, give the operator this reference.`);
 }

@@ -148,7 +148,7 @@ function lowerFirst(s: string): string {
 
 /** Parses with a zod schema or throws the contract's error. */
 export function validate<S extends z.ZodType>(schema: S, input: unknown, rootName?: string): z.infer<S> {
-  const result = schema.safeParse(input);
+  const result = schema.safeParse(input, plainErrors(schema));
   if (!result.success) throw zodToApiError(result.error, input, rootName);
   return result.data;
 }
@@ -168,4 +168,152 @@ export function dropPathId(body: unknown, pathId: string, keys: readonly string[
     delete out[k];
   }
   return out;
+}
+
+// ---- zod's own messages, as sentences ----------------------------------------------------
+// zod's defaults read like a type checker ("Invalid input: expected number, received NaN").
+// A schema's own message always wins; for the rest, plainErrors says what the field must be,
+// from the field's whole schema where it can be found ("must be a whole number from 1 to
+// 100" for a bad, too small or too big `limit`), else from the issue. The phrases are
+// predicates: zodToApiError puts the field in front ("`limit` must be ...").
+
+type Def = { type: string; innerType?: z.ZodType; in?: z.ZodType; shape?: Record<string, z.ZodType>; element?: z.ZodType; valueType?: z.ZodType; checks?: { _zod: { def: CheckDef } }[]; entries?: Record<string, unknown> };
+type CheckDef = { check: string; value?: unknown; inclusive?: boolean; minimum?: number; maximum?: number; length?: number; format?: string };
+
+const defOf = (s: z.ZodType): Def => (s as unknown as { _zod: { def: Def } })._zod.def;
+
+const WRAPPERS = new Set(["optional", "nullable", "default", "prefault", "readonly", "catch", "nonoptional"]);
+
+function unwrap(s: z.ZodType | undefined): z.ZodType | undefined {
+  for (let i = 0; s && i < 20; i++) {
+    const d = defOf(s);
+    if (WRAPPERS.has(d.type)) s = d.innerType;
+    else if (d.type === "pipe") s = d.in;
+    else return s;
+  }
+  return s;
+}
+
+/** The schema of the field at `path`, when the way there is plain objects, arrays and records. */
+function fieldSchema(root: z.ZodType, path: PropertyKey[]): z.ZodType | undefined {
+  let s = unwrap(root);
+  for (const key of path) {
+    if (!s) return undefined;
+    const d = defOf(s);
+    if (d.type === "object" && typeof key === "string") s = unwrap(d.shape?.[key]);
+    else if (d.type === "array" && typeof key === "number") s = unwrap(d.element);
+    else if (d.type === "record") s = unwrap(d.valueType);
+    else return undefined;
+  }
+  return s;
+}
+
+const checksOf = (s: z.ZodType | undefined): CheckDef[] => (s ? (defOf(s).checks ?? []).map((c) => c._zod.def) : []);
+
+const FORMATS: Record<string, string> = {
+  uuid: "a UUID, like 01a20f86-1a38-7307-9dc6-c29aa74bf40f",
+  guid: "a UUID, like 01a20f86-1a38-7307-9dc6-c29aa74bf40f",
+  email: "an email address, like a@example.com",
+  url: "a URL, like https://example.com/path",
+  datetime: "an ISO 8601 date and time, like 2026-11-05T09:00:00Z",
+  date: "a date written YYYY-MM-DD",
+  time: "a time written HH:MM:SS",
+  base64: "base64-encoded",
+  ipv4: "an IPv4 address",
+  ipv6: "an IPv6 address",
+};
+
+/** "a whole number from 1 to 100", from the number schema's checks. */
+function numberPhrase(s: z.ZodType | undefined, fallback: { whole?: boolean; lo?: [number, boolean]; hi?: [number, boolean] } = {}): string {
+  const checks = checksOf(s);
+  const whole = fallback.whole || checks.some((c) => c.check === "number_format" && /int/.test(c.format ?? ""));
+  const lo = checks.find((c) => c.check === "greater_than");
+  const hi = checks.find((c) => c.check === "less_than");
+  const low: [number, boolean] | undefined = lo ? [Number(lo.value), lo.inclusive !== false] : fallback.lo;
+  const high: [number, boolean] | undefined = hi ? [Number(hi.value), hi.inclusive !== false] : fallback.hi;
+  const noun = whole ? "a whole number" : "a number";
+  if (low && high && low[1] && high[1]) return `${noun} from ${low[0]} to ${high[0]}`;
+  const bounds = [
+    low ? (low[1] ? `of at least ${low[0]}` : `greater than ${low[0]}`) : null,
+    high ? (high[1] ? `${low?.[1] ? "" : "of "}at most ${high[0]}` : `less than ${high[0]}`) : null,
+  ].filter(Boolean);
+  return bounds.length ? `${noun} ${bounds.join(" and ")}` : noun;
+}
+
+/** "must be 1 to 50 characters long", from the string's or list's length checks (or, without
+ * them, the issue's bound). */
+function lengthPhrase(checks: CheckDef[], unit: "characters" | "items", issue?: { min?: number; max?: number }): string {
+  const exact = checks.find((c) => c.check === "length_equals")?.length;
+  const min = checks.find((c) => c.check === "min_length")?.minimum ?? issue?.min;
+  const max = checks.find((c) => c.check === "max_length")?.maximum ?? issue?.max;
+  const size = exact !== undefined ? `exactly ${exact}` : min !== undefined && max !== undefined ? `${min} to ${max}` : max !== undefined ? `at most ${max}` : min !== undefined && min > 1 ? `at least ${min}` : null;
+  if (size === null) return min !== undefined ? "must not be empty" : `has the wrong number of ${unit}`;
+  return unit === "characters" ? `must be ${size} characters long` : `must have ${size} items`;
+}
+
+const quoteList = (values: readonly unknown[], last = "or") => {
+  const q = values.map((v) => `\`${String(v)}\``);
+  return q.length > 1 ? `${q.slice(0, -1).join(", ")} ${last} ${q[q.length - 1]}` : (q[0] ?? "");
+};
+
+const TYPES: Record<string, string> = {
+  string: "a string", boolean: "true or false", array: "a list (a JSON array)", object: "an object",
+  date: "a date", bigint: "a whole number", null: "null", int: "a whole number",
+};
+
+type RawIssue = z.core.$ZodRawIssue;
+
+/** The sentence for one of zod's issues, or undefined to keep zod's own. */
+export function plainMessage(issue: RawIssue, root?: z.ZodType): string | undefined {
+  const i = issue as RawIssue & Record<string, unknown>;
+  const field = root ? fieldSchema(root, (i.path as PropertyKey[] | undefined) ?? []) : undefined;
+  const kind = field ? defOf(field).type : undefined;
+  const origin = i.origin as string | undefined;
+  const nullNote = i.input === null ? ", not null" : "";
+  if (kind === "number" || origin === "number" || i.expected === "number" || i.expected === "int") {
+    if (i.code === "not_multiple_of") return `must be a multiple of ${String(i.divisor)}`;
+    if (["invalid_type", "too_small", "too_big"].includes(i.code ?? "")) {
+      const lo: [number, boolean] | undefined = i.code === "too_small" ? [Number(i.minimum), i.inclusive !== false] : undefined;
+      const hi: [number, boolean] | undefined = i.code === "too_big" ? [Number(i.maximum), i.inclusive !== false] : undefined;
+      return `must be ${numberPhrase(field, { whole: i.expected === "int", lo, hi })}${nullNote}`;
+    }
+  }
+  switch (i.code) {
+    case "invalid_type": {
+      const expected = String(i.expected);
+      const noun = TYPES[expected];
+      return noun ? `must be ${noun}${nullNote}` : undefined;
+    }
+    case "too_small":
+    case "too_big": {
+      const bound = i.code === "too_small" ? { min: Number(i.minimum) } : { max: Number(i.maximum) };
+      if (origin === "string") return lengthPhrase(checksOf(field), "characters", bound);
+      if (origin === "array" || origin === "set") return lengthPhrase(checksOf(field), "items", bound);
+      if (origin === "date") return i.code === "too_small" ? "is too early" : "is too late";
+      return undefined;
+    }
+    case "invalid_format": {
+      const format = String(i.format);
+      if (format === "starts_with") return `must start with \`${String(i.prefix)}\``;
+      if (format === "ends_with") return `must end with \`${String(i.suffix)}\``;
+      if (format === "includes") return `must include \`${String(i.includes)}\``;
+      if (format === "regex") return "is not in the expected format";
+      return `must be ${FORMATS[format] ?? `a valid ${format}`}`;
+    }
+    case "invalid_value": {
+      const values = (i.values as unknown[] | undefined) ?? [];
+      return values.length === 1 ? `must be ${quoteList(values)}` : `must be one of ${quoteList(values)}`;
+    }
+    case "unrecognized_keys": {
+      const keys = ((i.keys as string[] | undefined) ?? []).map((k) => fieldPath([...((i.path as PropertyKey[] | undefined) ?? []), k]));
+      return keys.length === 1 ? `\`${keys[0]}\` is not a field this request takes.` : `${quoteList(keys, "and")} are not fields this request takes.`;
+    }
+    default:
+      return undefined;
+  }
+}
+
+/** safeParse's options that put plainMessage in place of zod's default messages. */
+export function plainErrors(root: z.ZodType): { error: (issue: RawIssue) => string | undefined } {
+  return { error: (issue) => plainMessage(issue, root) };
 }

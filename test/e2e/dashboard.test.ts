@@ -257,6 +257,12 @@ describe("the dashboard in a browser", () => {
     await page.goto(`${tern.url}/dashboard/emails?tag=kind:proof`);
     expect(await page.locator("main").innerText()).toContain("Dashboard proof");
     await shot(page, "11-emails-filtered");
+    // Searches of any length and characters (D1 refuses a LIKE pattern over 50 bytes).
+    const long = "Dashboard proof: 50% of_it \\ caf\u00e9, and a few more words after that";
+    expect((await page.goto(`${tern.url}/dashboard/emails?q=${encodeURIComponent(long)}`))!.status()).toBe(200);
+    expect(await page.locator("main").innerText()).toContain("No email matches these filters.");
+    expect((await page.goto(`${tern.url}/dashboard/emails?q=${encodeURIComponent("Dashboard proof")}`))!.status()).toBe(200);
+    expect(await page.locator("main").innerText()).toContain("Dashboard proof");
 
     // Logs: the send's request, opened: its redacted body and a link back to the email it made.
     await page.getByRole("link", { name: "Logs", exact: true }).click();
@@ -409,6 +415,11 @@ describe("the dashboard in a browser", () => {
       const res = await outsider.goto(`${tern.url}${path}`);
       expect(res!.status(), path).toBe(404);
     }
+    // A refusal keeps the dashboard's frame: navigation, and the way back to the section.
+    expect(await outsider.getByRole("navigation", { name: "Dashboard" }).isVisible()).toBe(true);
+    expect(await outsider.getByRole("main").getByRole("link", { name: "Domains" }).getAttribute("href")).toBe("/dashboard/domains");
+    await shot(outsider, "16-not-found");
+    expect(await axeViolations(outsider)).toEqual([]);
     await outsider.goto(`${tern.url}/dashboard/emails?q=${sent.id}`);
     expect(await outsider.locator("main").innerText()).not.toContain("Dashboard proof");
     const oCsrf = (await outsider.locator('meta[name="csrf-token"]').getAttribute("content"))!;

@@ -1,7 +1,10 @@
 // Authentication, API keys and the error contract on every path.
 import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
+import { z } from "@hono/zod-openapi";
 import { hashToken } from "../../worker/api-key-token.ts";
+import { ApiError } from "../../worker/errors.ts";
+import { validate } from "../../worker/http.ts";
 import { addKey, api, createAccount, type TestAccount } from "./fixtures.ts";
 
 let acct: TestAccount;
@@ -117,6 +120,39 @@ describe("the error contract everywhere", () => {
       expect((await errorOf(res)).name).toBe("method_not_allowed");
     }
   });
+  it("the 405 names every method the path has, in its Allow header and its message", async () => {
+    for (const [method, path, allowed] of [
+      ["PUT", "/emails", ["GET", "POST"]],
+      ["PATCH", "/domains", ["GET", "POST"]],
+      ["PUT", `/domains/${crypto.randomUUID()}`, ["DELETE", "GET", "PATCH"]],
+      ["POST", `/suppressions/${crypto.randomUUID()}`, ["DELETE", "GET"]],
+      ["PUT", "/emails/not-an-id", ["GET", "PATCH"]],
+    ] as const) {
+      const res = await api(acct.token, method, path);
+      expect(res.status, `${method} ${path}`).toBe(405);
+      expect(res.headers.get("allow")!.split(", ").sort(), `${method} ${path}`).toEqual(allowed);
+      expect((await errorOf(res)).message).toBe(`Method ${method} is not allowed on ${path}. Allowed: ${res.headers.get("allow")}.`);
+    }
+  });
+  it("an id of the wrong shape is the resource's own 404, saying what an id looks like, and changes nothing", async () => {
+    const domains = async () => ((await (await api(acct.token, "GET", "/domains")).json()) as { data: unknown[] }).data.length;
+    const before = await domains();
+    for (const [method, path, message] of [
+      ["GET", "/emails/not-an-id", "Email not found: ids are UUIDs, and `not-an-id` is not one."],
+      ["DELETE", "/domains/xyz", "Domain not found: ids are UUIDs, and `xyz` is not one."],
+      ["POST", "/domains/xyz/verify", "Domain not found: ids are UUIDs, and `xyz` is not one."],
+      ["GET", `/webhooks/${crypto.randomUUID()}/events/12`, "Webhook event not found: ids are UUIDs, and `12` is not one."],
+      ["GET", "/emails/receiving/%E2%9C%89%20x", "Received email not found: ids are UUIDs, and `✉ x` is not one."],
+      ["DELETE", `/api-keys/${"a".repeat(200)}`, `API key not found: ids are UUIDs, and \`${"a".repeat(80)}...\` is not one.`],
+    ] as const) {
+      const res = await api(acct.token, method, path);
+      expect(res.status, `${method} ${path}`).toBe(404);
+      expect(await errorOf(res), `${method} ${path}`).toEqual({ statusCode: 404, name: "not_found", message });
+    }
+    expect(await domains()).toBe(before);
+    // A path no route has keeps the contract's own words.
+    expect((await errorOf(await api(acct.token, "GET", "/emails/x/y/z"))).message).toBe("The requested endpoint could not be found.");
+  });
   it("an unknown email id answers 404, also for another account's email", async () => {
     expect((await api(acct.token, "GET", "/emails/not-a-uuid")).status).toBe(404);
     const other = await createAccount();
@@ -127,5 +163,59 @@ describe("the error contract everywhere", () => {
     }
     const list = (await (await api(acct.token, "GET", "/emails?limit=100")).json()) as { data: { id: string }[] };
     expect(list.data.map((e) => e.id)).not.toContain(sent.id);
+  });
+});
+
+describe("validation messages read as sentences", () => {
+  it("a list's query parameters say what they must be, whatever is wrong with them", async () => {
+    for (const limit of ["abc", "0", "101", "1.5", "", "-3"]) {
+      const res = await api(acct.token, "GET", `/emails?limit=${limit}`);
+      expect(res.status, limit).toBe(422);
+      expect(await errorOf(res), limit).toEqual({ statusCode: 422, name: "validation_error", message: "`limit` must be a whole number from 1 to 100." });
+    }
+    expect((await errorOf(await api(acct.token, "GET", "/domains?after=x"))).message).toBe("`after` must be a UUID, like 01a20f86-1a38-7307-9dc6-c29aa74bf40f.");
+    // A schema's own message stays.
+    expect((await errorOf(await api(acct.token, "GET", "/suppressions?origin=x"))).message).toBe("`origin` must be `bounce`, `complaint` or `manual`.");
+  });
+
+  it("zod's common issues become plain sentences naming the field; a schema's own message wins", () => {
+    const Schema = z.object({
+      name: z.string().min(1).max(50).optional(),
+      tags: z.array(z.string()).min(1).max(3).optional(),
+      kind: z.enum(["a", "b", "c"]).optional(),
+      on: z.boolean().optional(),
+      at: z.string().datetime().optional(),
+      to: z.string().email().optional(),
+      score: z.number().positive().optional(),
+      step: z.number().multipleOf(5).optional(),
+      code: z.string().regex(/^\d+$/, "must be digits only.").optional(),
+      nested: z.object({ n: z.number().int().max(9) }).strict().optional(),
+    }).strict();
+    const message = (input: unknown) => {
+      try {
+        validate(Schema, input);
+      } catch (err) {
+        expect(err).toBeInstanceOf(ApiError);
+        return (err as ApiError).message;
+      }
+      throw new Error("no error");
+    };
+    expect(message({ name: "" })).toBe("`name` must be 1 to 50 characters long.");
+    expect(message({ name: "x".repeat(51) })).toBe("`name` must be 1 to 50 characters long.");
+    expect(message({ name: 5 })).toBe("`name` must be a string.");
+    expect(message({ name: null })).toBe("`name` must be a string, not null.");
+    expect(message({ tags: [] })).toBe("`tags` must have 1 to 3 items.");
+    expect(message({ tags: "a" })).toBe("`tags` must be a list (a JSON array).");
+    expect(message({ kind: "d" })).toBe("`kind` must be one of `a`, `b` or `c`.");
+    expect(message({ on: "yes" })).toBe("`on` must be true or false.");
+    expect(message({ at: "tomorrow" })).toBe("`at` must be an ISO 8601 date and time, like 2026-11-05T09:00:00Z.");
+    expect(message({ to: "nobody" })).toBe("`to` must be an email address, like a@example.com.");
+    expect(message({ score: 0 })).toBe("`score` must be a number greater than 0.");
+    expect(message({ score: "1" })).toBe("`score` must be a number greater than 0.");
+    expect(message({ step: 7 })).toBe("`step` must be a multiple of 5.");
+    expect(message({ code: "x1" })).toBe("`code` must be digits only.");
+    expect(message({ nested: { n: 10 } })).toBe("`nested.n` must be a whole number of at most 9.");
+    expect(message({ nested: { n: 1, m: 2 } })).toBe("`nested.m` is not a field this request takes.");
+    expect(message({ extra: 1, more: 2 })).toBe("`extra` and `more` are not fields this request takes.");
   });
 });

@@ -2,7 +2,7 @@
 // the sign-in throttle, the doors (origin, session, API keys) in front of every page, and the
 // endpoints of the Contacts (imports and their failed rows included), Webhooks and Suppressions pages.
 import { env, exports } from "cloudflare:workers";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { searchEmails, searchQuery, type EmailFilters } from "../../worker/dashboard/email-search.ts";
 import { passwordProblem } from "../../worker/dashboard/passwords.ts";
 import { LIMITS, countAttempt } from "../../worker/dashboard/throttle.ts";
@@ -165,6 +165,7 @@ async function person(role: "owner" | "admin" | "member", accountId?: string) {
     return app.fetch(req, { ...env, ...opts.env }, createExecutionContext());
   };
   return { account, user, cookie, get, post };
+  return { account, user, get, post, cookie, csrf };
 }
 
 const count = async (sql: string, ...args: unknown[]) => (await env.DB.prepare(sql).bind(...args).first<{ n: number }>())!.n;
@@ -580,5 +581,116 @@ describe("the sign-in doors, as an outside probe tried them", () => {
     const p = await person("owner");
     const res = await exports.default.fetch(`${DASH}/dashboard/emails`, { headers: { cookie: `${p.cookie}; tern_account=%E0%A4%A` } });
     expect(res.status).toBe(200);
+// D1 refuses a LIKE pattern over 50 bytes; the searches use instr(), so any length and any
+// characters search for themselves, and the pages never fail on what was typed.
+describe("the dashboard's searches take any text", () => {
+  const LONG = "Your order 12345 has shipped and is on its way now";
+  const ODD = ["50%", "a_b", "back\\slash", "caf\u00e9 \u00fcber \u2709", "\u00e9".repeat(30), `${LONG} and then some more words`];
+
+  it("the Emails page finds subjects and recipients by any text, ASCII letters in any case", async () => {
+    const p = await person("member");
+    const subjects = [LONG.toUpperCase(), "50% off", "50 percent off", "a_b", "axb", "back\\slash", "caf\u00e9 \u00fcber \u2709", "\u00e9".repeat(31)];
+    await env.DB.batch(subjects.map((subject, n) => env.DB.prepare(
+      "INSERT INTO emails (id, account_id, from_address, to_json, subject, state, last_event, pending_json, message_id, created_at) VALUES (?, ?, 'Shop <x@Shop.example>', ?, ?, 'done', 'sent', '[]', 'm', 0)",
+    ).bind(crypto.randomUUID(), p.account, JSON.stringify([`r${n}@example.com`]), subject)));
+    const found = async (f: EmailFilters) => (await searchEmails(env.DB, p.account, f, { limit: 25 })).data.map((e) => e.subject);
+    expect(await found({ q: LONG })).toEqual([LONG.toUpperCase()]);
+    expect(await found({ q: "50%" })).toEqual(["50% off"]);
+    expect(await found({ q: "a_b" })).toEqual(["a_b"]);
+    expect(await found({ q: "back\\slash" })).toEqual(["back\\slash"]);
+    expect(await found({ q: "\u00fcber \u2709" })).toEqual(["caf\u00e9 \u00fcber \u2709"]);
+    expect(await found({ q: "\u00e9".repeat(30) })).toEqual(["\u00e9".repeat(31)]);
+    expect(await found({ q: "r4@EXAMPLE" })).toEqual(["axb"]);
+    expect(await found({ domain: "shop.example" })).toHaveLength(subjects.length);
+    expect(await found({ domain: "op.example" })).toEqual([]);
+    expect(await found({ domain: `${"long-label.".repeat(10)}example` })).toEqual([]);
+    expect(await found({ tag: `${"t".repeat(60)}:${"%".repeat(60)}` })).toEqual([]);
+    for (const q of [...ODD, "x".repeat(300)]) {
+      const res = await p.get(`/dashboard/emails?q=${encodeURIComponent(q)}&domain=${encodeURIComponent(q)}&tag=${encodeURIComponent(q)}`);
+      expect(res.status, q).toBe(200);
+    }
+    const page = await (await p.get(`/dashboard/emails?q=${encodeURIComponent(LONG)}`)).text();
+    expect(page).toContain(LONG.toUpperCase());
+    expect(page).not.toContain("50% off");
+    const cut = await (await p.get(`/dashboard/emails?q=${"x".repeat(201)}`)).text();
+    expect(cut).toContain("Searches use at most 200 characters");
+  });
+
+  it("the Contacts and Suppressions pages do too, and a search changes nothing", async () => {
+    const p = await person("owner");
+    const { createContact } = await import("../../worker/contacts/contacts.ts");
+    await createContact(env, p.account, { email: "ada@example.com", firstName: "Ada", lastName: LONG });
+    await createContact(env, p.account, { email: "\u00e9l\u00e8ve@example.com", firstName: "50%", lastName: "a_b" });
+    await createContact(env, p.account, { email: "bob@example.com", firstName: "50 percent", lastName: "axb" });
+    for (const email of ["Eleve_1@example.com", "elevex1@example.com", "x@example.com"]) expect((await p.post("/suppressions", { email })).status).toBe(201);
+    const before = await count("SELECT count(*) AS n FROM contacts WHERE account_id = ?", p.account) + await count("SELECT count(*) AS n FROM suppressions WHERE account_id = ?", p.account);
+    const contacts = async (q: string) => (await (await p.get(`/dashboard/contacts?q=${encodeURIComponent(q)}`)).text());
+    expect(await contacts(`ada ${LONG.toLowerCase()}`)).toContain("ada@example.com");
+    const percent = await contacts("50%");
+    expect(percent).toContain("\u00e9l\u00e8ve@example.com");
+    expect(percent).not.toContain("bob@example.com");
+    expect(await contacts("A_B")).not.toContain("bob@example.com");
+    // Addresses are kept lowercased, so any case of any letter finds them.
+    expect(await contacts("\u00c9L\u00c8VE")).toContain("\u00e9l\u00e8ve@example.com");
+    const suppressions = async (q: string) => (await (await p.get(`/dashboard/suppressions?q=${encodeURIComponent(q)}`)).text());
+    const underscore = await suppressions("ELEVE_1");
+    expect(underscore).toContain("eleve_1@example.com");
+    expect(underscore).not.toContain("elevex1@example.com");
+    for (const q of [...ODD, "x".repeat(300)]) {
+      for (const path of ["/dashboard/contacts", "/dashboard/suppressions"]) {
+        const res = await p.get(`${path}?q=${encodeURIComponent(q)}`);
+        expect(res.status, `${path} ${q}`).toBe(200);
+      }
+    }
+    expect(await contacts("y".repeat(201))).toContain("Searches use at most 200 characters");
+    expect(await suppressions("y".repeat(201))).toContain("Searches use at most 200 characters");
+    expect(await count("SELECT count(*) AS n FROM contacts WHERE account_id = ?", p.account) + await count("SELECT count(*) AS n FROM suppressions WHERE account_id = ?", p.account)).toBe(before);
+  });
+});
+
+describe("the dashboard's error pages", () => {
+  it("show an unexpected failure inside the dashboard's frame, with a reference that is on the log line", async () => {
+    const p = await person("member");
+    // A row no code path writes (its recipients are not JSON) makes the Emails page fail.
+    await env.DB.prepare("INSERT INTO emails (id, account_id, from_address, to_json, subject, state, last_event, pending_json, message_id, created_at) VALUES (?, ?, 'x@d.example', 'not json', 's', 'done', 'sent', '[]', 'm', 0)")
+      .bind(crypto.randomUUID(), p.account).run();
+    const logged = vi.spyOn(console, "error").mockImplementation(() => {});
+    const res = await p.get("/dashboard/emails?status=sent");
+    const lines = logged.mock.calls.map(([line, cause]) => [line, String(cause).split("\n")[0]]);
+    logged.mockRestore();
+    expect(res.status).toBe(500);
+    expect(res.headers.get("content-security-policy")).toContain("script-src 'self'");
+    const html = await res.text();
+    expect(html).toMatch(/^<!doctype html>/);
+    expect(html).toContain('<nav class="side" aria-label="Dashboard">');
+    expect(html).toContain("<title>Something went wrong · tern</title>");
+    expect(html).toContain('<a href="/dashboard/emails?status=sent">Try again</a>');
+    expect(html).toContain('back to <a href="/dashboard/emails">Emails</a>');
+    const ref = html.match(/this reference: <code>([0-9a-f]{8})<\/code>/)?.[1];
+    expect(ref).toBeDefined();
+    expect(lines).toContainEqual([`dashboard error GET /dashboard/emails ref=${ref}`, expect.stringMatching(/JSON/)]);
+    // Nothing of the cause reaches the page.
+    expect(html).not.toMatch(/SyntaxError|JSON\.parse|not json|at .*\.ts/);
+  });
+
+  it("shows refusals and unknown pages inside the frame too", async () => {
+    const p = await person("member");
+    const page = await p.get("/dashboard/no-such-page");
+    expect(page.status).toBe(404);
+    expect(await page.text()).toContain('<nav class="side" aria-label="Dashboard">');
+    const missing = await p.get(`/dashboard/domains/${crypto.randomUUID()}`);
+    expect(missing.status).toBe(404);
+    const html = await missing.text();
+    expect(html).toContain('<nav class="side" aria-label="Dashboard">');
+    expect(html).toContain('Go back to <a href="/dashboard/domains">Domains</a>.');
+    expect(html).not.toMatch(/Try again|reference/);
+    // A form sent before app.js ran: said in the frame, with the way back.
+    const early = await exports.default.fetch(`${DASH}/dashboard/contacts`, { method: "POST", headers: { cookie: p.cookie, origin: DASH, "x-csrf-token": p.csrf } });
+    expect(early.status).toBe(400);
+    const text = await early.text();
+    expect(text).toContain('<nav class="side" aria-label="Dashboard">');
+    expect(text).toContain("The form was sent before the page finished loading.");
+    expect(text).toContain('Go back to <a href="/dashboard/contacts">Contacts</a>.');
+    expect(text).not.toContain("Try again");
   });
 });

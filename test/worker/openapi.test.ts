@@ -1,7 +1,7 @@
 // The OpenAPI document is generated from the zod schemas that validate requests, and the
 // reference page is rendered from it; unexpected failures answer the contract's 500.
 import { exports } from "cloudflare:workers";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { defineRoute, newApp } from "../../worker/app.ts";
 import { CreateDomainRequest } from "../../worker/routes/domains.ts";
 import { SendEmailRequest } from "../../worker/sending/request.ts";
@@ -76,9 +76,16 @@ describe("unexpected failures", () => {
     defineRoute(app, "none", { method: "get", path: "/boom", responses: {}, hidden: true }, () => {
       throw new TypeError("secret internal detail at /worker/x.ts:12");
     });
+    const logged = vi.spyOn(console, "error").mockImplementation(() => {});
     const res = await app.request("/boom");
+    const lines = logged.mock.calls.map(([line, cause]) => [line, String(cause)]);
+    logged.mockRestore();
     expect(res.status).toBe(500);
-    const body = (await res.json()) as Record<string, unknown>;
-    expect(body).toEqual({ statusCode: 500, name: "application_error", message: "An unexpected error occurred. Please try again later." });
+    const body = (await res.json()) as { message: string };
+    const ref = body.message.match(/reference ([0-9a-f]{8})/)?.[1];
+    expect(body).toEqual({ statusCode: 500, name: "application_error", message: `An unexpected error occurred (reference ${ref}). Please try again later; if it keeps happening, give the operator this reference.` });
+    expect(JSON.stringify(body)).not.toMatch(/secret|worker\/x/);
+    // The reference marks the log line that holds the cause.
+    expect(lines).toContainEqual([`unexpected error ref=${ref}`, expect.stringContaining("secret internal detail")]);
   });
 });

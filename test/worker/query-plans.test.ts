@@ -177,6 +177,9 @@ describe("query plans of the dashboard's lists", () => {
     ["by tag", { tag: "kind:welcome" }, undefined, byAccount],
     ["by dates", { from: "2026-11-01", to: "2026-11-24" }, undefined, byAccount],
     ["by everything but an address", { q: "invoice", status: "delivered", domain: "example.com", tag: "kind", from: "2026-11-01", to: "2026-11-24" }, AN_ID, byStatus],
+    // Searches of any length (D1 caps a LIKE pattern at 50 bytes; these are instr()).
+    ["by a long phrase with %, _ and \\", { q: "Your order 12345 has shipped: 50% off_now \\ \u00e9\u00e9\u00e9 and is on its way" }, undefined, byAccount],
+    ["by a long phrase, status and domain", { q: "x".repeat(200), status: "sent", domain: "a-rather-long-subdomain.of-a-long-domain.example" }, undefined, byStatus],
   ])("emails %s", async (_name, f, after, expected) => {
     const [detail] = await plansOf((db) => searchEmails(db, ACCOUNT, f, { limit: 25, after }));
     expect(detail).toMatch(expected);
@@ -192,6 +195,8 @@ describe("query plans of the dashboard's lists", () => {
     ["the audit log, a later page", (db) => auditQuery(db, ACCOUNT, AN_ID).all(), /SEARCH audit_log USING INDEX audit_log_account \(account_id=\? AND id<\?\)/],
     ["contacts", (db) => listContacts(db, ACCOUNT, { limit: 50 }), /SEARCH contacts USING INDEX contacts_account \(account_id=\?\)/],
     ["contacts, a later page", (db) => listContacts(db, ACCOUNT, { limit: 50, after: AN_ID }), /SEARCH contacts USING INDEX contacts_account \(account_id=\? AND id<\?\)/],
+    ["contacts, searched by a long phrase", (db) => listContacts(db, ACCOUNT, { limit: 50 }, undefined, "Ada Lovelace of the Analytical Engine, 50% \u00e9\u00e9"), /SEARCH contacts USING INDEX contacts_account \(account_id=\?\)/],
+    ["suppressions, searched by a long phrase", (db) => listSuppressions(db, ACCOUNT, { limit: 50, after: AN_ID }, undefined, "a-very-long-local-part_with%signs@example.com"), /SEARCH suppressions USING INDEX suppressions_account \(account_id=\? AND id<\?\)/],
     ["API keys", (db) => listApiKeys(db, ACCOUNT, { limit: 100 }), /SEARCH api_keys USING INDEX \w+ \(account_id=\?\)/],
     ["webhooks", (db) => listWebhooks(db, ACCOUNT, { limit: 100 }), /SEARCH webhooks USING INDEX webhooks_account \(account_id=\?\)/],
     ["a webhook's deliveries, a later page", (db) => listWebhookDeliveries(db, ACCOUNT, HOOK, { limit: 50, after: AN_ID }), /SEARCH webhook_deliveries USING INDEX webhook_deliveries_webhook \(webhook_id=\? AND id<\?\)/],

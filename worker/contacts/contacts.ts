@@ -2,7 +2,7 @@
 // the segments it belongs to and its topic choices. Every change writes its contact.* event to
 // the webhook outbox in the same D1 batch. Routes and dashboard pages are thin callers of this
 // module: the queries live here.
-import { containsPattern } from "../db/like.ts";
+import { contains, holds, MAX_SEARCH_CHARS } from "../db/search.ts";
 import { and, eq, inArray, or, sql, type SQL } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
@@ -103,14 +103,15 @@ export async function findContact(db: D1Database, accountId: string, idOrEmail: 
   return drizzle(db).select().from(contacts).where(and(eq(contacts.accountId, accountId), key)).get();
 }
 
-/** Contacts whose address, first name, last name or full name holds `q` (any case). */
+/** Contacts whose address (stored lowercased: searched for the term lowercased) or first,
+ * last or full name (ASCII letters in any case) holds `q`. */
 function matching(q: string): SQL | undefined {
-  const like = containsPattern(q.trim().slice(0, 200));
+  const term = [...q.trim()].slice(0, MAX_SEARCH_CHARS).join("");
   return or(
-    sql`${contacts.email} LIKE ${like} ESCAPE '\\'`,
-    sql`${contacts.firstName} LIKE ${like} ESCAPE '\\'`,
-    sql`${contacts.lastName} LIKE ${like} ESCAPE '\\'`,
-    sql`(coalesce(${contacts.firstName}, '') || ' ' || coalesce(${contacts.lastName}, '')) LIKE ${like} ESCAPE '\\'`,
+    contains(contacts.email, contactKey(term)),
+    holds(contacts.firstName, term),
+    holds(contacts.lastName, term),
+    holds(sql`(coalesce(${contacts.firstName}, '') || ' ' || coalesce(${contacts.lastName}, ''))`, term),
   );
 }
 

@@ -36,6 +36,7 @@ import { CreateTopicRequest, UpdateTopicRequest } from "../routes/topics.ts";
 import { Badge, Copy, Empty, Time } from "./layout.tsx";
 import { body, DashError, page, type DashCtx, type DashEnv } from "./routes.tsx";
 import { audit } from "./viewer.ts";
+import { CUT_NOTE, MAX_SEARCH_CHARS, searchTerm } from "../db/search.ts";
 
 const PAGE_SIZE = 25;
 /** A path id: anything else (such as "imports") is another route. */
@@ -89,7 +90,7 @@ const SUBSCRIPTION_WORDS = { opt_in: "everyone, unless they opt out", opt_out: "
 
 async function contactsPage(c: DashCtx) {
   const v = c.get("viewer");
-  const q = c.req.query("q")?.trim().slice(0, 200) || undefined;
+  const { q, cut } = searchTerm(c.req.query("q"));
   const segment = c.req.query("segment") || undefined;
   const afterRaw = c.req.query("after");
   const after = afterRaw && UUID.test(afterRaw) ? afterRaw.toLowerCase() : undefined;
@@ -115,7 +116,7 @@ async function contactsPage(c: DashCtx) {
         <button type="submit">Add contact</button>
       </form>
       <form class="row" method="get" action="/dashboard/contacts" role="search" aria-label="Search contacts" style="margin-bottom:12px">
-        <label>Search<input type="search" name="q" value={q ?? ""} placeholder="email or name" size={28} /></label>
+        <label>Search<input type="search" name="q" value={q ?? ""} placeholder="email or name" size={28} maxlength={MAX_SEARCH_CHARS} /></label>
         <label>Segment
           <select name="segment">
             <option value="">every contact</option>
@@ -125,6 +126,7 @@ async function contactsPage(c: DashCtx) {
         <button type="submit" class="secondary">Search</button>
         {filtered ? <a class="button secondary" href="/dashboard/contacts">Clear</a> : null}
       </form>
+      {cut ? <p class="error" role="alert">{CUT_NOTE}</p> : null}
       {!known ? (
         <Empty title="That segment does not exist (any more)."><p>It may have been deleted. <a href="/dashboard/contacts">Show every contact</a> or pick another segment.</p></Empty>
       ) : rows.length === 0 ? (

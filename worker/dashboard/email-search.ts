@@ -4,12 +4,12 @@
 // email_recipients (account_id, address, email_id), a status (account_id, last_event, id),
 // anything else (account_id, id); the other filters are checked on the rows it meets, and a
 // page stops at its limit. bench/dashboard.ts times these over 1,000,000 emails.
-import { containsPattern, escapeLike } from "../db/like.ts";
 import { and, desc, eq, getTableColumns, gte, lt, or, sql, type SQL } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { emailRecipients, emails } from "../db/schema.ts";
 import { emailListItem } from "../emails/service.ts";
 import { uuidv7Floor } from "../ids.ts";
+import { endsWith, holds, MAX_SEARCH_CHARS } from "../db/search.ts";
 
 export const EMAIL_STATUSES = ["queued", "scheduled", "sent", "delivered", "delivery_delayed", "opened", "clicked", "bounced", "complained", "failed", "suppressed", "canceled"] as const;
 
@@ -25,8 +25,6 @@ export interface EmailFilters {
   from?: string | undefined;
   to?: string | undefined;
 }
-
-const contains = (col: SQL | typeof emails.subject, s: string) => sql`${col} LIKE ${containsPattern(s)} ESCAPE '\\'`;
 
 function day(s: string | undefined): number | null {
   if (!s || !/^\d{4}-\d{2}-\d{2}$/.test(s)) return null;
@@ -49,7 +47,7 @@ const unqualified = Object.fromEntries(
 /** The page's query (one row more than the page, which says whether there is more). */
 export function searchQuery(d1: D1Database, accountId: string, f: EmailFilters, page: { limit: number; after?: string | undefined }) {
   let error: string | null = null;
-  const q = f.q?.slice(0, 200);
+  const q = f.q === undefined ? undefined : [...f.q].slice(0, MAX_SEARCH_CHARS).join("");
   const address = q && !/^[0-9a-f-]{36}$/i.test(q) ? recipientAddress(q) : null;
   // With an address, the walk is its recipients' key and each email is read by id: a unary
   // plus keeps SQLite from walking an emails index instead (a status's range, then a sort).
@@ -66,16 +64,17 @@ export function searchQuery(d1: D1Database, accountId: string, f: EmailFilters, 
   if (page.after && /^[0-9a-f-]{36}$/i.test(page.after)) where.push(lt(id, page.after.toLowerCase()));
   if (f.status) where.push(on(emails.lastEvent, f.status));
   if (q && !address) {
-    where.push(/^[0-9a-f-]{36}$/i.test(q) ? eq(emails.id, q.toLowerCase()) : or(contains(emails.toJson as never, q), contains(emails.subject, q)));
+    where.push(/^[0-9a-f-]{36}$/i.test(q) ? eq(emails.id, q.toLowerCase()) : or(holds(emails.toJson, q), holds(emails.subject, q)));
   }
   if (f.domain) {
-    const d = escapeLike(f.domain.slice(0, 253));
-    where.push(or(sql`${emails.fromAddress} LIKE ${`%@${d}`} ESCAPE '\\'`, sql`${emails.fromAddress} LIKE ${`%@${d}>`} ESCAPE '\\'`));
+    // "a@d" or "Name <a@d>".
+    const d = f.domain.slice(0, 253);
+    where.push(or(endsWith(emails.fromAddress, `@${d}`), endsWith(emails.fromAddress, `@${d}>`)));
   }
   if (f.tag) {
     const [name, ...rest] = f.tag.slice(0, 300).split(":");
     const value = rest.join(":");
-    where.push(contains(emails.tagsJson as never, value ? JSON.stringify({ name, value }) : `"name":${JSON.stringify(name)}`));
+    where.push(holds(emails.tagsJson, value ? JSON.stringify({ name, value }) : `"name":${JSON.stringify(name)}`));
   }
   const db = drizzle(d1);
   const query = address

@@ -16,6 +16,7 @@ import { CONTACT_EVENT_TYPES, DOMAIN_EVENT_TYPES, EMAIL_EVENT_TYPES } from "../w
 import { createWebhook, deleteWebhook, findWebhook, listWebhookAttempts, listWebhookDeliveries, listWebhooks, replayWebhookDelivery, rotateWebhookSecret, updateWebhook, webhookView } from "../webhooks/service.ts";
 import { EMAIL_STATUSES, searchEmails, type EmailFilters } from "./email-search.ts";
 import { describeEmailEvent } from "./email-events.ts";
+import { CUT_NOTE, MAX_SEARCH_CHARS, searchTerm } from "../db/search.ts";
 import { getReceived, listReceived, openReceivedAttachment } from "../inbound/service.ts";
 import { attachmentDownload } from "../routes/attachments.ts";
 import { emailInsights } from "../insights/service.ts";
@@ -39,8 +40,9 @@ function qs(params: Record<string, string | undefined>): string {
 
 async function emailsPage(c: DashCtx) {
   const v = c.get("viewer");
+  const search = searchTerm(c.req.query("q"));
   const f: EmailFilters = {
-    q: c.req.query("q")?.trim() || undefined,
+    q: search.q,
     status: c.req.query("status") || undefined,
     domain: c.req.query("domain")?.trim().toLowerCase() || undefined,
     tag: c.req.query("tag")?.trim() || undefined,
@@ -54,7 +56,7 @@ async function emailsPage(c: DashCtx) {
   return page(c, "Emails", (
     <>
       <form class="panel row" method="get" action="/dashboard/emails" role="search" aria-label="Search emails">
-        <label>Search<input name="q" value={f.q ?? ""} placeholder="recipient, subject or email id" size={28} /></label>
+        <label>Search<input name="q" value={f.q ?? ""} placeholder="recipient, subject or email id" size={28} maxlength={MAX_SEARCH_CHARS} /></label>
         <label>Status
           <select name="status">
             <option value="">any</option>
@@ -69,6 +71,7 @@ async function emailsPage(c: DashCtx) {
         {filtered ? <a class="button secondary" href="/dashboard/emails">Clear</a> : null}
       </form>
       {result.error ? <p class="error" role="alert">{result.error}</p> : null}
+      {search.cut ? <p class="error" role="alert">{CUT_NOTE}</p> : null}
       {result.data.length === 0 ? (
         filtered ? (
           <Empty title="No email matches these filters."><p>Widen the dates or <a href="/dashboard/emails">clear the filters</a>.</p></Empty>
@@ -546,7 +549,7 @@ async function deliveryPage(c: DashCtx) {
 async function suppressionsPage(c: DashCtx) {
   const v = c.get("viewer");
   const after = c.req.query("after") || undefined;
-  const q = c.req.query("q")?.trim() || undefined;
+  const { q, cut } = searchTerm(c.req.query("q"));
   const list = await listSuppressions(c.env.DB, v.account.id, { limit: 50, ...(after ? { after } : {}) }, undefined, q);
   const last = list.data[list.data.length - 1];
   return page(c, "Suppressions", (
@@ -560,10 +563,11 @@ async function suppressionsPage(c: DashCtx) {
         </form>
       ) : <p class="muted">Only owners and admins add or remove suppressions.</p>}
       <form class="row" method="get" action="/dashboard/suppressions" role="search" aria-label="Search suppressions" style="margin-bottom:12px">
-        <label>Search<input type="search" name="q" value={q ?? ""} placeholder="address or part of one" size={28} /></label>
+        <label>Search<input type="search" name="q" value={q ?? ""} placeholder="address or part of one" size={28} maxlength={MAX_SEARCH_CHARS} /></label>
         <button type="submit" class="secondary">Search</button>
         {q ? <a class="button secondary" href="/dashboard/suppressions">Clear</a> : null}
       </form>
+      {cut ? <p class="error" role="alert">{CUT_NOTE}</p> : null}
       {list.data.length === 0 ? (
         q ? <Empty title={`No suppressed address holds "${q}".`}><p>Check the spelling or <a href="/dashboard/suppressions">show every address</a>.</p></Empty>
           : <Empty title="No suppressed addresses."><p>Addresses that bounce hard or complain appear here{v.canManage ? "; suppress one by hand above to stop mail to it" : ""}.</p></Empty>

@@ -9,14 +9,14 @@ import { and, desc, eq, gt, isNull, lt, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { constantTimeEqual, toBase64Url } from "../bytes.ts";
 import { hashToken } from "../api-key-token.ts";
-import { ApiError } from "../errors.ts";
+import { ApiError, logFailure } from "../errors.ts";
 import { accounts, auditLog, authAccounts, authSessions, authUsers, invitations, memberships, usage } from "../db/schema.ts";
 import { planLimits } from "../plans.ts";
 import { readConfig } from "../config.ts";
 import { periodsAt } from "../sending/quota.ts";
 import { AUTH_BASE, COOKIE_PREFIX, SESSION_COOKIE, authFor, configuredProviders, dashboardOrigin, isOAuthPath } from "./auth.ts";
 import { ForgotPasswordPage, InvitationPage, ResetPasswordPage, SignInPage, SignUpPage, TwoFactorPage } from "./auth-pages.tsx";
-import { Badge, Empty, Layout, Time } from "./layout.tsx";
+import { AuthLayout, Badge, Empty, Layout, NAV, Time } from "./layout.tsx";
 import { DashboardMailError, linkMail, sendDashboardMail } from "./mail.ts";
 import { clearAddress, countAttempt } from "./throttle.ts";
 import { storedSessionToken } from "./session-tokens.ts";
@@ -60,6 +60,30 @@ export function json(data: unknown, status = 200): Response {
 
 export function page(c: DashCtx, title: string, body: Child): Response | Promise<Response> {
   return c.html(<Layout viewer={c.get("viewer")} title={title} path={new URL(c.req.url).pathname}>{body}</Layout>);
+}
+
+/** The page for a failure: inside the dashboard's frame when someone is signed in (so the
+ * navigation is still there), the sign-in frame otherwise. It says what happened and offers
+ * a way back to the section the page belongs to; for our own failures, also to try again and
+ * the reference of the log line. */
+function errorPage(c: DashCtx, title: string, message: string, ref: string | null): Response | Promise<Response> {
+  const url = new URL(c.req.url);
+  const viewer = c.get("viewer");
+  const section = NAV.find((n) => url.pathname === n.href || url.pathname.startsWith(`${n.href}/`));
+  // Trying again helps with our failures, not with a refusal.
+  const again = ref && c.req.method === "GET" ? `${url.pathname}${url.search}` : null;
+  const body = (
+    <div class="empty" role="alert">
+      <strong>{message}</strong>
+      <p>
+        {again ? <><a href={again}>Try again</a>, or go </> : "Go "}
+        {viewer ? <>back to <a href={section?.href ?? "/dashboard/emails"}>{section?.label ?? "Emails"}</a>.</> : <>to <a href="/dashboard/sign-in">sign in</a>.</>}
+      </p>
+      {ref ? <p>If it keeps happening, give the operator this reference: <code>{ref}</code>. It marks the line in the Worker's log that says what failed.</p> : null}
+    </div>
+  );
+  if (viewer) return c.html(<Layout viewer={viewer} title={title} path={url.pathname}>{body}</Layout>);
+  return c.html(<AuthLayout title={title}>{body}</AuthLayout>);
 }
 
 export function requireManager(v: Viewer): void {
@@ -204,17 +228,21 @@ export function dashboardApp(): Hono<DashEnv> {
   const app = new Hono<DashEnv>();
 
   app.onError((err, c) => {
-    const api = new URL(c.req.url).pathname.startsWith("/dashboard/api/");
+    const url = new URL(c.req.url);
+    const api = url.pathname.startsWith("/dashboard/api/");
     if (err instanceof DashError || err instanceof ApiError) {
       // The services' errors say what is wrong in the contract's words; a page shows them too.
       const status = err.status as 400 | 404;
       if (api) return json({ message: err.message }, status);
       c.status(status);
-      return c.get("viewer") ? page(c, status === 404 ? "Not found" : "Something is wrong", <Empty title={err.message}><p><a href="/dashboard/emails">Go to Emails</a></p></Empty>) : c.html(<p role="alert">{err.message}</p>);
+      return errorPage(c, status === 404 ? "Not found" : "This did not work", err.message, null);
     }
-    console.error("dashboard error", err);
-    const message = "Something went wrong on our side. Try again; if it keeps happening, the operator's logs say why.";
-    return api ? json({ message }, 500) : c.html(<p role="alert">{message}</p>, 500);
+    // Anything else is ours: logged in full under a reference the person can quote, which is
+    // all they are shown of it.
+    const ref = logFailure(`dashboard error ${c.req.method} ${url.pathname}`, err);
+    if (api) return json({ message: `Something went wrong on our side. Reload the page to see what was saved, then try again; if it keeps happening, give the operator this reference: ${ref}.`, reference: ref }, 500);
+    c.status(500);
+    return errorPage(c, "Something went wrong", "This page could not be shown because of a problem on our side, not anything you did.", ref);
   });
 
   app.use("*", async (c, next) => {
@@ -444,7 +472,8 @@ export function dashboardApp(): Hono<DashEnv> {
     if (new URL(c.req.url).pathname.startsWith("/dashboard/api/")) return json({ message: "No such dashboard endpoint." }, 404);
     if (c.req.method === "POST") {
       // A form sent before app.js ran (every form is method=post, so nothing lands in a URL).
-      return c.html(<p role="alert">The form was sent before the page finished loading. Go back, wait a moment and send it again.</p>, 400);
+      c.status(400);
+      return errorPage(c, "Not sent", "The form was sent before the page finished loading. Go back, wait a moment and send it again.", null);
     }
     c.status(404);
     return page(c, "Page not found", <Empty title="There is no page here."><p><a href="/dashboard/emails">Go to Emails</a></p></Empty>);

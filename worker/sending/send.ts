@@ -4,7 +4,7 @@
 import type { Principal } from "../auth.ts";
 import { readConfig } from "../config.ts";
 import { ApiError, unexpectedError } from "../errors.ts";
-import { zodToApiError } from "../http.ts";
+import { plainErrors, zodToApiError } from "../http.ts";
 import { createOutboundFetcher, type OutboundFetcher } from "../net/outbound.ts";
 import { discardContent, prepareEmail, recordEmails, type Defer, type PreparedEmail, type SendDeps } from "./accept.ts";
 import { KeyTaken, type KeyClaim } from "./key-claim.ts";
@@ -73,7 +73,7 @@ export async function performSend(env: Env, principal: Principal, req: SendReque
 
 async function sendOne(env: Env, principal: Principal, raw: unknown, { claim, defer, fetcher, log }: SendOptions): Promise<Answer> {
   const body = await applyTemplate(env.DB, principal.accountId, raw);
-  const parsed = SendEmailRequest.safeParse(body);
+  const parsed = SendEmailRequest.safeParse(body, plainErrors(SendEmailRequest));
   if (!parsed.success) throw zodToApiError(parsed.error, body);
   const deps = { ...sendDeps(env), ...(fetcher ? { fetcher } : {}) };
   const prepared = await prepareEmail(deps, principal, parsed.data, "");
@@ -111,7 +111,7 @@ async function sendBatch(env: Env, principal: Principal, req: SendRequest, { cla
   for (const [i, raw] of input.entries()) {
     try {
       const item = await applyTemplate(env.DB, principal.accountId, raw, `\`[${i}]\`:`, [i]);
-      const parsed = SendEmailRequest.safeParse(item);
+      const parsed = SendEmailRequest.safeParse(item, plainErrors(SendEmailRequest));
       if (!parsed.success) throw zodToApiError(parsed.error, item, "body", [i]);
       const one = parsed.data;
       if (one.attachments !== undefined) throw new ApiError("validation_error", `\`[${i}].attachments\` is not supported in batch sends.`);

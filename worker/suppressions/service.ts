@@ -1,8 +1,8 @@
 // The suppression list as an account manages it: list, add by hand, remove. The REST routes
 // and the dashboard are both thin callers of these; bounces and complaints add themselves
 // through suppress.ts inside their own batches.
-import { containsPattern } from "../db/like.ts";
-import { and, eq, inArray, sql } from "drizzle-orm";
+import { contains, MAX_SEARCH_CHARS } from "../db/search.ts";
+import { and, eq, inArray } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { suppressions, type SuppressionRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
@@ -85,14 +85,15 @@ export function suppressionView(r: SuppressionRow) {
 
 export type SuppressionView = ReturnType<typeof suppressionView>;
 
-/** A page of the list, newest first; with `search`, only addresses holding it (any case). The
+/** A page of the list, newest first; with `search`, only addresses holding it (any case: the
+ * addresses are stored lowercased, so the term is lowercased the same way). The
  * walk is the (account_id, id) index, the search checked on the rows it meets. */
 export async function listSuppressions(d1: D1Database, accountId: string, page: Page, origin?: SuppressionReason, search?: string) {
-  const like = search?.trim() ? containsPattern(search.trim().toLowerCase().slice(0, 254)) : undefined;
+  const term = search?.trim() ? suppressionKey([...search.trim()].slice(0, MAX_SEARCH_CHARS).join("")) : undefined;
   const q = pageQuery(suppressions.id, page, and(
     eq(suppressions.accountId, accountId),
     origin ? eq(suppressions.reason, origin) : undefined,
-    like ? sql`${suppressions.email} LIKE ${like} ESCAPE '\\'` : undefined,
+    term ? contains(suppressions.email, term) : undefined,
   ));
   const rows = await drizzle(d1).select().from(suppressions).where(q.where).orderBy(q.orderBy).limit(q.limit);
   return finishPage(rows.map(suppressionView), page);

@@ -3,7 +3,7 @@
 // send obeys every rule of a send. The request's own from, subject and reply_to win.
 import { z } from "@hono/zod-openapi";
 import { ApiError } from "../errors.ts";
-import { zodToApiError } from "../http.ts";
+import { plainErrors, zodToApiError } from "../http.ts";
 import { renderTemplateForSend } from "./templates.ts";
 import { EmailTemplateInput } from "../sending/request.ts";
 
@@ -13,7 +13,8 @@ export { EmailTemplateInput };
 export async function applyTemplate(db: D1Database, accountId: string, body: unknown, where = "", at: PropertyKey[] = []): Promise<unknown> {
   if (body === null || typeof body !== "object" || Array.isArray(body) || !("template" in body)) return body;
   const { template, ...rest } = body as Record<string, unknown>;
-  const parsed = z.object({ template: EmailTemplateInput }).safeParse({ template });
+  const schema = z.object({ template: EmailTemplateInput });
+  const parsed = schema.safeParse({ template }, plainErrors(schema));
   if (!parsed.success) throw zodToApiError(parsed.error, { template }, "body", at);
   const prefix = where ? `${where} ` : "";
   if (rest.html !== undefined || rest.text !== undefined) throw new ApiError("validation_error", `${prefix}\`template\` cannot be combined with \`html\` or \`text\`: the template gives them.`);
