@@ -164,8 +164,7 @@ async function person(role: "owner" | "admin" | "member", accountId?: string) {
     const { createExecutionContext } = await import("cloudflare:test");
     return app.fetch(req, { ...env, ...opts.env }, createExecutionContext());
   };
-  return { account, user, cookie, get, post };
-  return { account, user, get, post, cookie, csrf };
+  return { account, user, cookie, csrf, get, post };
 }
 
 const count = async (sql: string, ...args: unknown[]) => (await env.DB.prepare(sql).bind(...args).first<{ n: number }>())!.n;
@@ -581,6 +580,9 @@ describe("the sign-in doors, as an outside probe tried them", () => {
     const p = await person("owner");
     const res = await exports.default.fetch(`${DASH}/dashboard/emails`, { headers: { cookie: `${p.cookie}; tern_account=%E0%A4%A` } });
     expect(res.status).toBe(200);
+  });
+});
+
 // D1 refuses a LIKE pattern over 50 bytes; the searches use instr(), so any length and any
 // characters search for themselves, and the pages never fail on what was typed.
 describe("the dashboard's searches take any text", () => {
