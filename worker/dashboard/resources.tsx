@@ -639,7 +639,7 @@ async function receivedOne(c: DashCtx) {
 export function verifyNotice(status: string, last: ReturnType<typeof lastCheckOf>): string {
   const results = Object.values(last?.records ?? {});
   const found = results.filter((r) => r.result === "match").length;
-  if (last?.error) return `Could not reach DNS: ${last.error}. Records that could not be checked keep their status; tern will retry in a few minutes.`;
+  if (last?.error) return "Checked just now, but DNS could not be reached: nothing changed. The reason and the next try are on this page.";
   if (status === "verified") return "Every record was found: the domain is verified and can send.";
   const wrong = results.filter((r) => r.result === "mismatch").length;
   return `Checked just now: ${found} of ${results.length} records found${wrong ? `, ${wrong} with a wrong value` : ""}. DNS changes can take a while to show; tern keeps checking for 72 hours.`;
