@@ -26,7 +26,8 @@ export interface DevDnsOptions {
   persistTo: string;
   /** 0: any free port. */
   port: number;
-  config: ZoneHosts;
+  /** The Worker's hosts (workerHosts), asked for at the first query and kept. */
+  hosts: () => Promise<ZoneHosts>;
   log: (line: string) => void;
 }
 
@@ -100,7 +101,9 @@ export async function startDevDns(o: DevDnsOptions): Promise<DevDns> {
   const sqlite = await loadSqlite();
   let db: DatabaseSync | null = null;
 
-  function readZone(): Zone {
+  let hosts: ZoneHosts | undefined;
+  async function readZone(): Promise<Zone> {
+    hosts ??= await o.hosts();
     if (!db) {
       const file = d1File(o.persistTo, sqlite);
       if (!file) throw new Error(`no local D1 database under ${o.persistTo}`);
@@ -109,7 +112,7 @@ export async function startDevDns(o: DevDnsOptions): Promise<DevDns> {
     const domains = db.prepare("SELECT id, name, region, return_path AS returnPath, receiving FROM domains").all() as unknown as (Omit<LocalDomain, "receiving"> & { receiving: number })[];
     const keys = db.prepare("SELECT id, domain_id AS domainId, selector, algorithm, public_key AS publicKey, state, status FROM dkim_keys WHERE state != 'retired'").all() as unknown as LocalKey[];
     const claims = db.prepare("SELECT name, token FROM domain_claims WHERE status = 'pending'").all() as unknown as LocalClaim[];
-    return buildZone(domains.map((d) => ({ ...d, receiving: Boolean(d.receiving) })), keys, claims, o.config);
+    return buildZone(domains.map((d) => ({ ...d, receiving: Boolean(d.receiving) })), keys, claims, hosts);
   }
 
   const server: Server = createServer(async (req, res) => {
@@ -121,7 +124,7 @@ export async function startDevDns(o: DevDnsOptions): Promise<DevDns> {
     // The database is busy for a moment while wrangler commits a batch: try again shortly.
     for (let attempt = 0; ; attempt++) {
       try {
-        body = answer(readZone(), name, type);
+        body = answer(await readZone(), name, type);
         break;
       } catch (err) {
         if (attempt < 5) {

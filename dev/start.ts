@@ -15,6 +15,7 @@ import { startDevRelay, type DevRelay } from "./relay.ts";
 import { deliverReport, reportsFor } from "./reports.ts";
 import { buildEditor, editorStale } from "./build-editor.ts";
 import { startDevDns, workerHosts, type DevDns } from "./dns.ts";
+import type { ZoneHosts } from "./dns-records.ts";
 
 const root = resolve(import.meta.dirname, "..");
 
@@ -224,12 +225,15 @@ export async function start(o: StartOptions): Promise<Running> {
   };
   // Domains added here are answered for by the dev DNS zone, with the hosts (SPF include,
   // bounce MX) the Worker will expect: its wrangler.toml vars with the dev ones over them.
+  // wrangler's config reader costs over a second to load, so it is loaded once tern is up
+  // (or at the first lookup), not on the way there.
   let dns: DevDns | null = null;
+  let hosts: Promise<ZoneHosts> | undefined;
+  const loadHosts = () => (hosts ??= import("wrangler").then(({ unstable_readConfig }) =>
+    workerHosts({ ...(unstable_readConfig({ config: join(root, "wrangler.toml") }, {}).vars as Record<string, string>), ...vars })));
   if (o.devDnsPort !== null) {
-    const { unstable_readConfig } = await import("wrangler");
-    const tomlVars = unstable_readConfig({ config: join(root, "wrangler.toml") }, {}).vars as Record<string, string>;
     try {
-      dns = await startDevDns({ persistTo: o.persistTo, port: o.devDnsPort, config: await workerHosts({ ...tomlVars, ...vars }), log: (line) => o.log(`[dns] ${line}`) });
+      dns = await startDevDns({ persistTo: o.persistTo, port: o.devDnsPort, hosts: loadHosts, log: (line) => o.log(`[dns] ${line}`) });
     } catch (err) {
       await relay.close();
       throw err;
@@ -296,11 +300,18 @@ export async function start(o: StartOptions): Promise<Running> {
   try {
     await waitForHttp(`${url}/openapi.json`, child, 60_000);
     bridge = await startDevBridge({ apiUrl: url, stateDir: o.stateDir, settings: o.bridge, log: (line) => o.log(`[bridge] ${line}`) });
+    if (dns) loadHosts().catch((err) => o.log(`[dns] cannot read wrangler.toml's vars: ${String(err)}`));
   } catch (err) {
     await stop();
     throw err;
   }
   return { url, apiKey, devUser, domain: o.domain, relay, bridge, dns, stop };
+}
+
+/** "100 emails a day, 3000 a month": the plan's limits, as the banner states them. */
+function planLine(plan: string): string {
+  const p: { monthly: number; daily?: number } = isPlan(plan) ? PLANS[plan] : PLANS.free;
+  return [p.daily ? `${p.daily} emails a day` : null, `${p.monthly} a month`].filter(Boolean).join(", ");
 }
 
 if (import.meta.main) {
@@ -333,6 +344,7 @@ tern is running.
               certificate signed by ${running.bridge.caCertPath}
   API key     ${running.apiKey}
   Domain      ${running.domain} (verified; send from any address at it)
+  Plan        ${o.plan} (${planLine(o.plan)}; TERN_DEV_PLAN=scale_1m npm start raises it)
   DNS         ${running.dns ? `${running.dns.url} answers for the domains added here: add one, press Verify` : "real DNS (TERN_DEV_DNS=off)"}
 
   curl -X POST ${running.url}/emails \\

@@ -27,7 +27,7 @@ beforeAll(async () => {
   const migrations = join(import.meta.dirname, "../../migrations");
   for (const f of readdirSync(migrations).filter((f) => f.endsWith(".sql")).sort()) db.exec(readFileSync(join(migrations, f), "utf8"));
   db.prepare("INSERT INTO accounts (id, name, created_at) VALUES ('acct', 'Local', 0)").run();
-  dns = await startDevDns({ persistTo, port: 0, config: await workerHosts(VARS), log: () => {} });
+  dns = await startDevDns({ persistTo, port: 0, hosts: () => workerHosts(VARS), log: () => {} });
 }, 120_000);
 
 afterAll(async () => {
