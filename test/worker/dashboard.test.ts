@@ -400,7 +400,7 @@ describe("invitations", () => {
     const again = await owner.post("/invitations", { email: "friend@example.com", role: "admin" }, { env: mail.env });
     const body = await again.json<{ id: string; renewed: boolean; notice: string }>();
     expect(body).toMatchObject({ id: before.id, renewed: true });
-    expect(body.notice).toMatch(/already invited: a new link went out now as admin \(it was member\).*earlier link no longer works/);
+    expect(body.notice).toMatch(/already invited: a new link went out \(role now admin, was member\), valid for 7 days\. The earlier link no longer works\./);
     const rows = (await env.DB.prepare("SELECT * FROM invitations WHERE account_id = ?").bind(owner.account).all<{ id: string; token_hash: string; expires_at: number; role: string }>()).results;
     expect(rows).toHaveLength(1);
     expect(rows[0]!.token_hash).not.toBe(before.token_hash);
@@ -472,6 +472,7 @@ describe("a domain's page", () => {
     expect(html).toContain("never: publish the records below, then verify");
     // DMARC is on the page (recommended), not among the API's records (Resend's record kinds).
     expect(html).toContain("v=DMARC1; p=none; rua=mailto:dmarc@xn--bcher-kva.example");
+    expect(html).not.toContain("it covers the subdomains too"); // its own organizational domain
     const list = await (await owner.get("/dashboard/domains")).text();
     expect(list).toContain("bücher.example");
     const answer = await (await api(await addKey(owner.account, "full_access"), "GET", `/domains/${id}`)).json<{ name: string; records: DomainRecord[] }>();
@@ -509,6 +510,8 @@ describe("a domain's page", () => {
     const html = await (await owner.get(`/dashboard/domains/${id}`)).text();
     expect(html).not.toContain("could not reach DNS");
     expect(html).toContain("wrong value: found <code>v=spf1 -all</code>");
+    // A subdomain's DMARC record is recommended at its organizational domain, named in full.
+    expect(html).toContain("the full name: at zone.test, it covers the subdomains too");
     expect(html.match(/<span class="ok">found<\/span>/g)).toHaveLength(2);
   });
 });

@@ -336,7 +336,7 @@ async function domainPage(c: DashCtx) {
           <tr>
             <td>DMARC <span class="muted small">(recommended)</span></td>
             <td>TXT</td>
-            <td class="mono">{dmarcName} <Copy value={dmarcName} label="Copy the DMARC record's name" /></td>
+            <td class="mono">{dmarcName} <Copy value={dmarcName} label="Copy the DMARC record's name" />{dmarcName !== "_dmarc" ? <div class="muted small">the full name: at {unicodeName(dmarc.fqdn.slice("_dmarc.".length))}, it covers the subdomains too</div> : null}</td>
             <td class="mono"><code>{dmarc.value}</code> <Copy value={dmarc.value} label="Copy the DMARC record's value" /></td>
             <td>{dmarc.found?.found ? <Badge value="verified" /> : <span class="muted">optional</span>}</td>
             <td>{!checked ? <span class="muted">not checked yet</span>

@@ -345,8 +345,8 @@ export function dashboardApp(): Hono<DashEnv> {
     await sendDashboardMail(c.env, linkMail(email, `Join ${v.account.name} on tern`, `${v.user.name || v.user.email} invited you to the tern account ${v.account.name} as ${role}.`, "Accept the invitation", url));
     if (result.kind === "renewed") {
       await audit(c.env, v, { action: "invitation.renewed", target: email, detail: { role, previous_role: result.previousRole } });
-      const roleNote = result.previousRole === role ? `as ${role}` : `now as ${role} (it was ${result.previousRole})`;
-      return c.json({ id: result.id, renewed: true, notice: `${email} was already invited: a new link went out ${roleNote}, valid for 7 days. The earlier link no longer works.` });
+      const roleNote = result.previousRole === role ? `role ${role}` : `role now ${role}, was ${result.previousRole}`;
+      return c.json({ id: result.id, renewed: true, notice: `${email} was already invited: a new link went out (${roleNote}), valid for 7 days. The earlier link no longer works.` });
     }
     await audit(c.env, v, { action: "member.invited", target: email, detail: { role } });
     return c.json({ id: result.id, renewed: false, notice: `Invitation sent to ${email} as ${role}, valid for 7 days.` });
