@@ -365,7 +365,7 @@ async function apiKeysPage(c: DashCtx) {
               <select name="permission"><option value="full_access">full access</option><option value="sending_access">sending only</option></select>
             </label>
             <label>Domain (sending-only keys)
-              <select name="domain_id"><option value="">any domain</option>{domains.data.map((d) => <option value={d.id}>{d.name}</option>)}</select>
+              <select name="domain_id"><option value="">any domain</option>{domains.data.map((d) => <option value={d.id}>{unicodeName(d.name)}</option>)}</select>
             </label>
             <button type="submit">Create key</button>
           </form>
