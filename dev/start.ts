@@ -14,6 +14,8 @@ import { bridgeSettings, startDevBridge, type DevBridge } from "./bridge.ts";
 import { startDevRelay, type DevRelay } from "./relay.ts";
 import { deliverReport, reportsFor } from "./reports.ts";
 import { buildEditor, editorStale } from "./build-editor.ts";
+import { startDevDns, workerHosts, type DevDns } from "./dns.ts";
+import type { ZoneHosts } from "./dns-records.ts";
 
 const root = resolve(import.meta.dirname, "..");
 
@@ -33,6 +35,8 @@ export interface StartOptions {
   plan: string;
   /** The SMTP bridge's TERN_BRIDGE_* settings (dev/bridge.ts has the dev defaults). */
   bridge: Record<string, string | undefined>;
+  /** The dev DNS zone (dev/dns.ts): its port (0: any), or null to check domains on real DNS. */
+  devDnsPort: number | null;
   log: (line: string) => void;
 }
 
@@ -44,6 +48,7 @@ export interface Running {
   domain: string;
   relay: DevRelay;
   bridge: DevBridge;
+  dns: DevDns | null;
   stop(): Promise<void>;
 }
 
@@ -61,6 +66,7 @@ function optionsFromEnv(): StartOptions {
     rateLimit: Number(process.env.TERN_DEV_RATE_LIMIT ?? 10),
     plan: process.env.TERN_DEV_PLAN ?? "free",
     bridge: bridgeSettings(process.env),
+    devDnsPort: process.env.TERN_DEV_DNS === "off" ? null : Number(process.env.TERN_DEV_DNS_PORT ?? 0),
     log: (line) => console.log(line),
   };
 }
@@ -217,6 +223,23 @@ export async function start(o: StartOptions): Promise<Running> {
     DASHBOARD_MAIL_ACCOUNT: systemAccountId,
     DASHBOARD_MAIL_FROM: `tern <no-reply@${o.domain}>`,
   };
+  // Domains added here are answered for by the dev DNS zone, with the hosts (SPF include,
+  // bounce MX) the Worker will expect: its wrangler.toml vars with the dev ones over them.
+  // wrangler's config reader costs over a second to load, so it is loaded once tern is up
+  // (or at the first lookup), not on the way there.
+  let dns: DevDns | null = null;
+  let hosts: Promise<ZoneHosts> | undefined;
+  const loadHosts = () => (hosts ??= import("wrangler").then(({ unstable_readConfig }) =>
+    workerHosts({ ...(unstable_readConfig({ config: join(root, "wrangler.toml") }, {}).vars as Record<string, string>), ...vars })));
+  if (o.devDnsPort !== null) {
+    try {
+      dns = await startDevDns({ persistTo: o.persistTo, port: o.devDnsPort, hosts: loadHosts, log: (line) => o.log(`[dns] ${line}`) });
+    } catch (err) {
+      await relay.close();
+      throw err;
+    }
+    vars.DOH_URL = dns.url;
+  }
   for (const name of OAUTH_VARS) if (process.env[name]) vars[name] = process.env[name]!;
   if (process.env.TERN_STUCK_AFTER_SECONDS) vars.STUCK_AFTER_SECONDS = process.env.TERN_STUCK_AFTER_SECONDS;
   if (process.env.TERN_RETRY_SCHEDULE) vars.RETRY_SCHEDULE = process.env.TERN_RETRY_SCHEDULE;
@@ -268,6 +291,7 @@ export async function start(o: StartOptions): Promise<Running> {
       rmSync(pidFile, { force: true });
       process.off("exit", lastResort);
       await relay.close();
+      await dns?.close();
     })());
   // wrangler dev does not fire cron triggers by itself; this stands in for Cloudflare's scheduler.
   const cron = setInterval(() => {
@@ -276,11 +300,18 @@ export async function start(o: StartOptions): Promise<Running> {
   try {
     await waitForHttp(`${url}/openapi.json`, child, 60_000);
     bridge = await startDevBridge({ apiUrl: url, stateDir: o.stateDir, settings: o.bridge, log: (line) => o.log(`[bridge] ${line}`) });
+    if (dns) loadHosts().catch((err) => o.log(`[dns] cannot read wrangler.toml's vars: ${String(err)}`));
   } catch (err) {
     await stop();
     throw err;
   }
-  return { url, apiKey, devUser, domain: o.domain, relay, bridge, stop };
+  return { url, apiKey, devUser, domain: o.domain, relay, bridge, dns, stop };
+}
+
+/** "100 emails a day, 3000 a month": the plan's limits, as the banner states them. */
+function planLine(plan: string): string {
+  const p: { monthly: number; daily?: number } = isPlan(plan) ? PLANS[plan] : PLANS.free;
+  return [p.daily ? `${p.daily} emails a day` : null, `${p.monthly} a month`].filter(Boolean).join(", ");
 }
 
 if (import.meta.main) {
@@ -313,6 +344,8 @@ tern is running.
               certificate signed by ${running.bridge.caCertPath}
   API key     ${running.apiKey}
   Domain      ${running.domain} (verified; send from any address at it)
+  Plan        ${o.plan} (${planLine(o.plan)}; TERN_DEV_PLAN=scale_1m npm start raises it)
+  DNS         ${running.dns ? `${running.dns.url} answers for the domains added here: add one, press Verify` : "real DNS (TERN_DEV_DNS=off)"}
 
   curl -X POST ${running.url}/emails \\
     -H 'Authorization: Bearer ${running.apiKey}' -H 'Content-Type: application/json' \\

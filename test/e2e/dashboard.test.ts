@@ -279,14 +279,19 @@ describe("the dashboard in a browser", () => {
     await page.getByLabel("Domain", { exact: true }).fill("news.example.org");
     await page.getByLabel("Region").selectOption("eu-west-1");
     await page.getByRole("button", { name: "Add domain" }).click();
-    await page.getByRole("link", { name: "news.example.org" }).click();
-    await page.waitForURL("**/dashboard/domains/*");
+    await page.waitForURL("**/dashboard/domains/*"); // the new domain's page, with its records
     const domainId = new URL(page.url()).pathname.split("/").pop();
     const records = await page.locator("table").innerText();
     expect(records).toMatch(/DKIM\s+TXT/);
     expect(records).toContain("_domainkey");
     expect(records).toContain("v=spf1");
+    expect(records).toContain("v=DMARC1; p=none");
     expect(await page.locator("main").innerText()).toContain("eu-west-1");
+    // npm start's dev DNS zone (dev/dns.ts) answers for it: Verify works offline.
+    await page.getByRole("button", { name: "Verify DNS records now" }).click();
+    await expect.poll(() => page.locator("main").innerText(), POLL).toContain("Every record was found: the domain is verified");
+    expect(await page.locator("main .badge.verified").count()).toBeGreaterThanOrEqual(4); // the domain, DKIM, SPF MX and TXT
+    await shot(page, "12a-domain-verified");
     await page.getByLabel("Track opens").check();
     await page.getByRole("button", { name: "Save settings" }).click();
     await expect.poll(() => page.locator("main").innerText(), POLL).toContain("opens on");
@@ -348,7 +353,18 @@ describe("the dashboard in a browser", () => {
     await page.goto(`${tern.url}/dashboard/settings`);
     await page.locator("form[data-api='/dashboard/api/invitations']").getByLabel("Email").fill("mia@example.com");
     await page.getByRole("button", { name: "Send invitation" }).click();
-    await expect.poll(() => page.locator("main").innerText(), POLL).toContain("mia@example.com");
+    await expect.poll(() => page.locator("main").innerText(), POLL).toContain("Invitation sent to mia@example.com as member");
+    // Inviting a member (yourself) is refused; inviting a waiting address renews its invitation.
+    await page.locator("form[data-api='/dashboard/api/invitations']").getByLabel("Email").fill(dev.email);
+    await page.getByRole("button", { name: "Send invitation" }).click();
+    await expect.poll(() => page.locator("form[data-api='/dashboard/api/invitations'] [role=alert]").innerText(), POLL).toContain(`${dev.email} is already a member`);
+    await page.locator("form[data-api='/dashboard/api/invitations']").getByLabel("Email").fill("mia@example.com");
+    await page.getByRole("button", { name: "Send invitation" }).click();
+    await expect.poll(() => page.locator("main").innerText(), POLL).toContain("mia@example.com was already invited: a new link went out");
+    expect(((await page.locator("main").innerText()).match(/mia@example\.com\s+member/g) ?? []).length).toBe(1);
+    await shot(page, "14b-invitation-renewed");
+    // The renewed link is in the second mail (the first one's no longer works).
+    await expect.poll(async () => ((await (await fetch(`${tern.relayHttp}/api/messages?to=mia@example.com`)).json()) as { data: unknown[] }).data.length, POLL).toBe(2);
     const invitation = await mailedLink("mia@example.com", "/dashboard/invitations/");
     const member = await (await browser.newContext()).newPage();
     await member.goto(`${tern.url}/dashboard/sign-up`);

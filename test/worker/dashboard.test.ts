@@ -1,12 +1,18 @@
 // The dashboard's rules inside workerd: its Emails search finds what it should, the password policy,
 // the sign-in throttle, the doors (origin, session, API keys) in front of every page, and the
 // endpoints of the Contacts (imports and their failed rows included), Webhooks and Suppressions pages.
+import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it, vi } from "vitest";
 import { searchEmails, searchQuery, type EmailFilters } from "../../worker/dashboard/email-search.ts";
 import { passwordProblem } from "../../worker/dashboard/passwords.ts";
 import { LIMITS, countAttempt } from "../../worker/dashboard/throttle.ts";
 import { sendDashboardMail } from "../../worker/dashboard/mail.ts";
+import { acceptInvitation, findInvitation, inviteToAccount } from "../../worker/dashboard/invitations.ts";
+import worker from "../../worker/index.ts";
+import { hashToken } from "../../worker/api-key-token.ts";
+import { addKey, api, createAccount } from "./fixtures.ts";
+import { failLookups, publishRecords, type DomainRecord } from "./zone.ts";
 
 const ACCOUNT = "00000000-0000-4000-8000-00000000a001";
 
@@ -153,18 +159,17 @@ async function person(role: "owner" | "admin" | "member", accountId?: string) {
   const cookie = `__Secure-tern.session_token=${encodeURIComponent(`${token}.${sig}`)}`;
   const csrf = await csrfToken(env, session);
   const get = (path: string) => exports.default.fetch(`${DASH}${path}`, { headers: { cookie } });
-  const post = async (path: string, body: unknown, opts: { csrf?: string | null; type?: string; env?: Partial<Env> } = {}) => {
-    const req = new Request(`${DASH}/dashboard/api${path}`, {
+  /** opts.env: the Worker called with these settings over the test's (dashboard mail, say). */
+  const post = (path: string, body: unknown, opts: { csrf?: string | null; type?: string; env?: Partial<Env> } = {}) => {
+    const init = {
       method: "POST",
       headers: { cookie, origin: DASH, ...(opts.csrf === null ? {} : { "x-csrf-token": opts.csrf ?? csrf }), ...(body instanceof FormData ? {} : { "content-type": "application/json" }) },
       body: body instanceof FormData ? body : JSON.stringify(body),
-    });
-    if (!opts.env) return exports.default.fetch(req);
-    const { app } = await import("../../worker/index.ts");
-    const { createExecutionContext } = await import("cloudflare:test");
-    return app.fetch(req, { ...env, ...opts.env }, createExecutionContext());
+    };
+    if (!opts.env) return exports.default.fetch(`${DASH}/dashboard/api${path}`, init);
+    return worker.fetch(new Request(`${DASH}/dashboard/api${path}`, init), { ...env, ...opts.env }, createExecutionContext());
   };
-  return { account, user, cookie, csrf, get, post };
+  return { account, user, email: `${user}@people.test`, cookie, csrf, get, post };
 }
 
 const count = async (sql: string, ...args: unknown[]) => (await env.DB.prepare(sql).bind(...args).first<{ n: number }>())!.n;
@@ -694,5 +699,153 @@ describe("the dashboard's error pages", () => {
     expect(text).toContain("The form was sent before the page finished loading.");
     expect(text).toContain('Go back to <a href="/dashboard/contacts">Contacts</a>.');
     expect(text).not.toContain("Try again");
+  });
+});
+
+describe("invitations", () => {
+  /** Dashboard mail through an account of its own, as a deployment configures it. */
+  async function mailSettings() {
+    const mail = await createAccount();
+    return { account: mail.accountId, env: { DASHBOARD_MAIL_ACCOUNT: mail.accountId, DASHBOARD_MAIL_FROM: `tern <no-reply@${mail.domain}>` } };
+  }
+  const mailsTo = (account: string, to: string) => count("SELECT count(*) AS n FROM emails WHERE account_id = ? AND to_json LIKE ?", account, `%${to}%`);
+
+  it("refuses to invite a member (yourself included), with a message and no mail", async () => {
+    const owner = await person("owner");
+    const admin = await person("admin", owner.account);
+    const mail = await mailSettings();
+    for (const email of [owner.email, admin.email.toUpperCase()]) {
+      const res = await owner.post("/invitations", { email, role: "member" }, { env: mail.env });
+      expect(res.status).toBe(409);
+      expect((await res.json<{ message: string }>()).message).toMatch(/is already a member of Dash \((owner|admin)\)/);
+    }
+    expect(await count("SELECT count(*) AS n FROM invitations WHERE account_id = ?", owner.account)).toBe(0);
+    expect(await count("SELECT count(*) AS n FROM emails WHERE account_id = ?", mail.account)).toBe(0);
+  });
+
+  it("re-inviting a waiting address renews its one invitation: new link and expiry, the chosen role, the old link dead", async () => {
+    const owner = await person("owner");
+    const mail = await mailSettings();
+    const first = await owner.post("/invitations", { email: "Friend@Example.com", role: "member" }, { env: mail.env });
+    expect(first.status, await first.clone().text()).toBe(200);
+    expect(await first.json()).toMatchObject({ renewed: false, notice: "Invitation sent to friend@example.com as member, valid for 7 days." });
+    const before = (await env.DB.prepare("SELECT * FROM invitations WHERE account_id = ?").bind(owner.account).first<{ id: string; token_hash: string; expires_at: number }>())!;
+    await new Promise((r) => setTimeout(r, 5));
+    const again = await owner.post("/invitations", { email: "friend@example.com", role: "admin" }, { env: mail.env });
+    const body = await again.json<{ id: string; renewed: boolean; notice: string }>();
+    expect(body).toMatchObject({ id: before.id, renewed: true });
+    expect(body.notice).toMatch(/already invited: a new link went out \(role now admin, was member\), valid for 7 days\. The earlier link no longer works\./);
+    const rows = (await env.DB.prepare("SELECT * FROM invitations WHERE account_id = ?").bind(owner.account).all<{ id: string; token_hash: string; expires_at: number; role: string }>()).results;
+    expect(rows).toHaveLength(1);
+    expect(rows[0]!.token_hash).not.toBe(before.token_hash);
+    expect(rows[0]!.expires_at).toBeGreaterThan(before.expires_at);
+    expect(rows[0]!.role).toBe("admin");
+    expect(await mailsTo(mail.account, "friend@example.com")).toBe(2);
+    const audit = (await env.DB.prepare("SELECT action FROM audit_log WHERE account_id = ? ORDER BY id").bind(owner.account).all<{ action: string }>()).results.map((r) => r.action);
+    expect(audit).toEqual(["member.invited", "invitation.renewed"]);
+  });
+
+  it("the rules without HTTP: the earlier token stops working, duplicates from before collapse, accepting twice keeps the role", async () => {
+    const owner = await person("owner");
+    const now = Date.now();
+    const input = { accountId: owner.account, email: "pal@example.com", role: "member" as const, invitedBy: owner.user, now };
+    // Two rows for one address, as the dashboard made them before the rule.
+    await env.DB.prepare("INSERT INTO invitations (id, account_id, email, role, token_hash, invited_by, created_at, expires_at) VALUES (?, ?, 'pal@example.com', 'member', ?, ?, 0, 1)")
+      .bind(crypto.randomUUID(), owner.account, crypto.randomUUID(), owner.user).run();
+    const first = await inviteToAccount(env.DB, input);
+    expect(first.kind).toBe("renewed"); // the expired one came back to life, once
+    const second = await inviteToAccount(env.DB, { ...input, now: now + 1 });
+    expect(second.kind).toBe("renewed");
+    if (first.kind === "member" || second.kind === "member") throw new Error("unreachable");
+    expect(await findInvitation(env.DB, first.token)).toBeNull();
+    const inv = (await findInvitation(env.DB, second.token))!;
+    expect(inv.email).toBe("pal@example.com");
+    expect(await count("SELECT count(*) AS n FROM invitations WHERE account_id = ?", owner.account)).toBe(1);
+
+    // Accepting when already a member: the invitation is used up, the role stays.
+    const admin = await person("admin", owner.account);
+    const forAdmin = await inviteToAccount(env.DB, { ...input, email: "late@example.com" });
+    if (forAdmin.kind === "member") throw new Error("unreachable");
+    await env.DB.prepare("UPDATE auth_users SET email = 'late@example.com' WHERE id = ?").bind(admin.user).run();
+    const result = await acceptInvitation(env.DB, (await findInvitation(env.DB, forAdmin.token))!, admin.user, now);
+    expect(result).toEqual({ kind: "already_member", role: "admin" });
+    expect(await count("SELECT count(*) AS n FROM memberships WHERE account_id = ? AND user_id = ? AND role = 'admin'", owner.account, admin.user)).toBe(1);
+    expect(await findInvitation(env.DB, forAdmin.token)).toBeNull();
+  });
+
+  it("accepting an invitation to an account you are in already says so and keeps your role", async () => {
+    const owner = await person("owner");
+    const member = await person("member", owner.account);
+    const made = await inviteToAccount(env.DB, { accountId: owner.account, email: member.email, role: "member", invitedBy: owner.user, now: Date.now() - 1 });
+    // Made directly: the dashboard refuses to invite a member, but one may join after an invitation went out.
+    expect(made.kind).toBe("member");
+    await env.DB.prepare("INSERT INTO invitations (id, account_id, email, role, token_hash, invited_by, created_at, expires_at) VALUES (?, ?, ?, 'admin', ?, ?, ?, ?)")
+      .bind(crypto.randomUUID(), owner.account, member.email, await hashToken("tok-already-member"), owner.user, Date.now(), Date.now() + 3600_000).run();
+    const page = await (await member.get("/dashboard/invitations/tok-already-member")).text();
+    expect(page).toContain("You are already a member of <strong>Dash</strong> (member)");
+    const res = await member.post("/invitations/accept", { token: "tok-already-member" });
+    expect(await res.json()).toEqual({ ok: true, notice: "You are already a member of Dash (member); your role is unchanged. The invitation is now used up." });
+    expect(await count("SELECT count(*) AS n FROM memberships WHERE account_id = ? AND user_id = ? AND role = 'member'", owner.account, member.user)).toBe(1);
+    expect((await member.post("/invitations/accept", { token: "tok-already-member" })).status).toBe(404);
+  });
+});
+
+describe("a domain's page", () => {
+  const domainName = () => `p${crypto.randomUUID().slice(0, 8)}.zone.test`;
+  const domainRow = (id: string) => env.DB.prepare("SELECT * FROM domains WHERE id = ?").bind(id).first<{ name: string; last_checked_at: number | null; last_check_json: string | null }>();
+
+  it("answers a new domain's id for the page that opens next, and shows a Unicode name with its A-label", async () => {
+    const owner = await person("owner");
+    const res = await owner.post("/domains", { name: "Bücher.Example" });
+    expect(res.status).toBe(201);
+    const { id } = await res.json<{ id: string }>();
+    expect((await domainRow(id))!.name).toBe("xn--bcher-kva.example");
+    const html = await (await owner.get(`/dashboard/domains/${id}`)).text();
+    expect(html).toContain("<h1>bücher.example</h1>");
+    expect(html).toContain("xn--bcher-kva.example");
+    expect(html).toContain("never: publish the records below, then verify");
+    // DMARC is on the page (recommended), not among the API's records (Resend's record kinds).
+    expect(html).toContain("v=DMARC1; p=none; rua=mailto:dmarc@xn--bcher-kva.example");
+    expect(html).not.toContain("it covers the subdomains too"); // its own organizational domain
+    const list = await (await owner.get("/dashboard/domains")).text();
+    expect(list).toContain("bücher.example");
+    const answer = await (await api(await addKey(owner.account, "full_access"), "GET", `/domains/${id}`)).json<{ name: string; records: DomainRecord[] }>();
+    expect(answer.name).toBe("xn--bcher-kva.example");
+    expect(answer.records.map((r) => r.record)).not.toContain("DMARC");
+  });
+
+  it("says when the resolver could not be reached, when it will retry, and what each record showed", async () => {
+    const owner = await person("owner");
+    const name = domainName();
+    const { id } = await (await owner.post("/domains", { name })).json<{ id: string }>();
+    const records = (await (await api(await addKey(owner.account, "full_access"), "GET", `/domains/${id}`)).json<{ records: DomainRecord[] }>()).records;
+    const dkim = records.find((r) => r.record === "DKIM")!;
+    await failLookups(`${dkim.name}.${name}`, "servfail");
+    try {
+      const res = await owner.post(`/domains/${id}/verify`, {});
+      const body = await res.json<{ status: string; notice: string }>();
+      expect(body.status).toBe("not_started");
+      expect(body.notice).toBe("Checked just now, but DNS could not be reached: nothing changed. The reason and the next try are on this page.");
+      const row = (await domainRow(id))!;
+      expect(row.last_checked_at).not.toBeNull();
+      const html = await (await owner.get(`/dashboard/domains/${id}`)).text();
+      expect(html).toContain("The last check could not reach DNS: resolver status 2");
+      expect(html).toContain("unknown: DNS could not be reached");
+      expect(html).toMatch(/Last checked<\/dt><dd><time/);
+      expect(html).toMatch(/Next check<\/dt><dd><time/);
+    } finally {
+      await failLookups(`${dkim.name}.${name}`, null);
+    }
+    // The records published, one with a wrong value: each row says what was found.
+    await publishRecords(name, records, (r) => r.record === "DKIM");
+    await publishRecords(name, records.map((r) => (r.type === "TXT" && r.record === "SPF" ? { ...r, value: "v=spf1 -all" } : r)), (r) => r.record === "SPF");
+    const body = await (await owner.post(`/domains/${id}/verify`, {})).json<{ status: string; notice: string }>();
+    expect(body).toEqual({ status: "partially_verified", notice: expect.stringMatching(/^Checked just now: 2 of 3 records found, 1 with a wrong value\./) });
+    const html = await (await owner.get(`/dashboard/domains/${id}`)).text();
+    expect(html).not.toContain("could not reach DNS");
+    expect(html).toContain("wrong value: found <code>v=spf1 -all</code>");
+    // A subdomain's DMARC record is recommended at its organizational domain, named in full.
+    expect(html).toContain("the full name: at zone.test, it covers the subdomains too");
+    expect(html.match(/<span class="ok">found<\/span>/g)).toHaveLength(2);
   });
 });

@@ -8,6 +8,7 @@ import { readConfig } from "../../worker/config.ts";
 import { openPrivateKey } from "../../worker/dkim/keys.ts";
 import { checkDomain, loadDomain, recheckDueDomains } from "../../worker/domains/service.ts";
 import { organizationalDomain } from "../../worker/domains/verification.ts";
+import { buildZone, type LocalDomain, type LocalKey } from "../../dev/dns-records.ts";
 import worker from "../../worker/index.ts";
 import { api, countRows, createAccount, type TestAccount } from "./fixtures.ts";
 import { failLookups, publish, publishRecords, unpublish, type DomainRecord } from "./zone.ts";
@@ -338,6 +339,23 @@ describe("verification over DNS", () => {
     await publishRecords(d.name, d.records);
     await unpublish(`_dmarc.${d.name}`);
     expect((await verify(d.id)).status).toBe("verified");
+  });
+
+  it("what the dev DNS zone of `npm start` publishes (dev/dns-records.ts) verifies a new domain, DMARC included", async () => {
+    // An organizational domain of its own: the zone puts DMARC there, and zone.test's record
+    // would be every other test's.
+    const d = await addDomain({ name: `x${crypto.randomUUID().slice(0, 8)}.test`, receiving: true, dkim_algorithm: "rsa+ed25519" });
+    const domains = (await env.DB.prepare("SELECT id, name, region, return_path AS returnPath, receiving FROM domains WHERE id = ?").bind(d.id).all<Omit<LocalDomain, "receiving"> & { receiving: number }>()).results;
+    const keys = (await env.DB.prepare("SELECT id, domain_id AS domainId, selector, algorithm, public_key AS publicKey, state, status FROM dkim_keys WHERE domain_id = ?").bind(d.id).all<LocalKey>()).results;
+    const zone = buildZone(domains.map((r) => ({ ...r, receiving: Boolean(r.receiving) })), keys, [], readConfig(env));
+    for (const [key, values] of zone) {
+      const [name, type] = key.split(" ") as [string, "TXT" | "MX"];
+      await publish(name, type, values);
+    }
+    const v = await verify(d.id);
+    expect(v.status).toBe("verified");
+    expect(v.records.map((r) => r.status)).toEqual(v.records.map(() => "verified"));
+    expect(v.dmarc).toMatchObject({ found: true, policy: "none", inherited: false });
   });
 
   it("the organizational domain is one label under the public suffix", () => {

@@ -130,11 +130,18 @@ export function ResetPasswordPage(props: { token: string | undefined; error?: st
   );
 }
 
-export function InvitationPage(props: { accountName: string | null; token: string; signedIn: boolean; csrf?: string | undefined }) {
+/** memberAs: the signed-in person's role when they already belong to the account. */
+export function InvitationPage(props: { accountName: string | null; token: string; signedIn: boolean; memberAs?: string | undefined; csrf?: string | undefined }) {
   return (
     <AuthLayout title="Join an account" csrf={props.csrf}>
       {!props.accountName ? (
         <p class="error" role="alert">This invitation is invalid, used or expired. Ask the account's owner for a new one.</p>
+      ) : props.signedIn && props.memberAs ? (
+        <form method="post" data-api="/dashboard/api/invitations/accept" data-then="/dashboard/emails">
+          <p>You are already a member of <strong>{props.accountName}</strong> ({props.memberAs}). Opening it uses up this invitation; your role stays {props.memberAs}.</p>
+          <input type="hidden" name="token" value={props.token} />
+          <button type="submit">Open {props.accountName}</button>
+        </form>
       ) : props.signedIn ? (
         <form method="post" data-api="/dashboard/api/invitations/accept" data-then="/dashboard/emails">
           <p>You are invited to join <strong>{props.accountName}</strong>.</p>

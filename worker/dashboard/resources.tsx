@@ -4,7 +4,8 @@
 import type { Hono } from "hono";
 import { createApiKey, listApiKeys, revokeApiKey } from "../api-keys/service.ts";
 import { readConfig } from "../config.ts";
-import { checkDomain, createDomain, deleteDomain, domainView, findDomain, listDomains, patchDomain, rotateDkim, rotationAlgorithm } from "../domains/service.ts";
+import { checkDomain, createDomain, deleteDomain, domainDetails, domainView, findDomain, lastCheckOf, listDomains, patchDomain, rotateDkim, rotationAlgorithm, type DomainDetails } from "../domains/service.ts";
+import { unicodeName } from "../domains/names.ts";
 import { cancelEmail, findEmail, getEmail, listEmailEvents } from "../emails/service.ts";
 import { renderMessage } from "../delivery/consumer.ts";
 import { validate } from "../http.ts";
@@ -257,7 +258,7 @@ async function domainsPage(c: DashCtx) {
   return page(c, "Domains", (
     <>
       {v.canManage ? (
-        <form method="post" class="panel row" data-api="/dashboard/api/domains" data-then="/dashboard/domains" aria-label="Add a domain">
+        <form method="post" class="panel row" data-api="/dashboard/api/domains" data-then="/dashboard/domains/{id}" aria-label="Add a domain">
           <label>Domain<input name="name" placeholder="mail.example.com" required /></label>
           <label>Region
             <select name="region">{REGIONS.map((r) => <option value={r}>{r}</option>)}</select>
@@ -271,7 +272,7 @@ async function domainsPage(c: DashCtx) {
         <table>
           <thead><tr><th scope="col">Domain</th><th scope="col">Status</th><th scope="col">Region</th><th scope="col">Added</th></tr></thead>
           <tbody>{list.data.map((d) => (
-            <tr><td><a href={`/dashboard/domains/${d.id}`}>{d.name}</a></td><td><Badge value={d.status} /></td><td>{d.region}</td><td><Time at={d.created_at} /></td></tr>
+            <tr><td><a href={`/dashboard/domains/${d.id}`}><DomainName name={d.name} /></a></td><td><Badge value={d.status} /></td><td>{d.region}</td><td><Time at={d.created_at} /></td></tr>
           ))}</tbody>
         </table>
       )}
@@ -279,19 +280,50 @@ async function domainsPage(c: DashCtx) {
   ));
 }
 
+/** An internationalized name in Unicode, its A-label (what DNS and the API carry) beside it. */
+function DomainName(props: { name: string }) {
+  const unicode = unicodeName(props.name);
+  return unicode === props.name ? <>{props.name}</> : <>{unicode} <span class="muted mono small">({props.name})</span></>;
+}
+
+/** What the last check found for one record, in words. */
+function LastFinding(props: { last: DomainDetails["records"][number]["last"]; checked: boolean }) {
+  const last = props.last;
+  if (!props.checked || !last) return <span class="muted">not checked yet</span>;
+  if (last.result === "match") return <span class="ok">found</span>;
+  if (last.result === "missing") return <span>not found</span>;
+  if (last.result === "error") return <span class="error">unknown: DNS could not be reached</span>;
+  return (
+    <span class="error">wrong value{last.found?.length ? <>: found <code>{last.found.join(" | ")}</code></> : null}</span>
+  );
+}
+
 async function domainPage(c: DashCtx) {
   const v = c.get("viewer");
-  const view = domainView(await findDomain(c.env.DB, v.account.id, c.req.param("id")!), readConfig(c.env));
-  return page(c, view.name, (
+  const details = domainDetails(await findDomain(c.env.DB, v.account.id, c.req.param("id")!), readConfig(c.env));
+  const { view } = details;
+  const unicode = unicodeName(view.name);
+  const checked = details.lastCheckedAt !== null;
+  const dmarc = details.dmarc;
+  const dmarcName = dmarc.fqdn === `_dmarc.${view.name}` ? "_dmarc" : dmarc.fqdn;
+  return page(c, unicode, (
     <>
       <p><a href="/dashboard/domains">← All domains</a></p>
       <section class="panel">
         <dl class="fields">
           <dt>Status</dt><dd><Badge value={view.status} /></dd>
+          {unicode !== view.name ? <><dt>In DNS</dt><dd class="mono">{view.name} <span class="muted">(the A-label: DNS records and the API use it)</span></dd></> : null}
+          <dt>Last checked</dt><dd>{checked ? <Time at={details.lastCheckedAt} /> : <span class="muted">never: publish the records below, then verify</span>}</dd>
+          {details.nextCheckAt !== null ? <><dt>Next check</dt><dd><Time at={details.nextCheckAt} /></dd></> : null}
           <dt>Region</dt><dd>{view.region}</dd>
           <dt>Tracking</dt><dd>opens {view.open_tracking ? "on" : "off"}, clicks {view.click_tracking ? "on" : "off"}</dd>
           <dt>TLS</dt><dd>{view.tls}</dd>
         </dl>
+        {details.checkError ? (
+          <p class="error" role="alert">
+            The last check could not reach DNS: {details.checkError}. Nothing changed on its account; tern will retry{details.nextCheckAt !== null ? <> at <Time at={details.nextCheckAt} /></> : null}, or verify again now.
+          </p>
+        ) : null}
         {v.canManage ? (
           <form method="post" class="row" data-api={`/dashboard/api/domains/${view.id}/settings`} style="margin-top:12px" aria-label="Domain settings">
             <label class="check"><input type="checkbox" name="open_tracking" checked={view.open_tracking} />Track opens</label>
@@ -309,25 +341,39 @@ async function domainPage(c: DashCtx) {
             <form method="post" data-api={`/dashboard/api/domains/${view.id}/rotate-dkim`} data-confirm="Make a new DKIM key? The current one signs until the new record is published and verified.">
               <button type="submit" class="secondary">Rotate the DKIM key</button>
             </form>
-            <form method="post" data-api={`/dashboard/api/domains/${view.id}/delete`} data-then="/dashboard/domains" data-confirm={`Delete ${view.name}? Mail from it stops being signed.`}>
+            <form method="post" data-api={`/dashboard/api/domains/${view.id}/delete`} data-then="/dashboard/domains" data-confirm={`Delete ${unicode}? Mail from it stops being signed.`}>
               <button type="submit" class="danger">Delete domain</button>
             </form>
           </div>
         ) : null}
       </section>
       <h2>DNS records to publish</h2>
-      <p class="muted">Add these at your DNS provider, then verify. Checks also run on a schedule.</p>
+      <p class="muted">Add these at your DNS provider{unicode !== view.name ? <> (names in their A-label form, <span class="mono">{view.name}</span>)</> : null}, then verify. Checks also run on a schedule. DKIM and SPF are required; DMARC is recommended (Gmail and Yahoo expect it of bulk senders).</p>
       <table>
-        <thead><tr><th scope="col">Purpose</th><th scope="col">Type</th><th scope="col">Name</th><th scope="col">Value</th><th scope="col">Status</th></tr></thead>
-        <tbody>{view.records.map((r) => (
+        <thead><tr><th scope="col">Purpose</th><th scope="col">Type</th><th scope="col">Name</th><th scope="col">Value</th><th scope="col">Status</th><th scope="col">Last check</th></tr></thead>
+        <tbody>
+          {details.records.map((r) => (
+            <tr>
+              <td>{r.record}</td>
+              <td>{r.type}{r.priority !== undefined ? ` (priority ${r.priority})` : ""}</td>
+              <td class="mono">{r.name} <Copy value={r.name} label={`Copy the ${r.record} record's name`} /></td>
+              <td class="mono"><code>{r.value}</code> <Copy value={r.value} label={`Copy the ${r.record} record's value`} /></td>
+              <td><Badge value={r.status} /></td>
+              <td><LastFinding last={r.last} checked={checked} /></td>
+            </tr>
+          ))}
           <tr>
-            <td>{r.record}</td>
-            <td>{r.type}{r.priority !== undefined ? ` (priority ${r.priority})` : ""}</td>
-            <td class="mono">{r.name} <Copy value={r.name} label={`Copy the ${r.record} record's name`} /></td>
-            <td class="mono"><code>{r.value}</code> <Copy value={r.value} label={`Copy the ${r.record} record's value`} /></td>
-            <td><Badge value={r.status} /></td>
+            <td>DMARC <span class="muted small">(recommended)</span></td>
+            <td>TXT</td>
+            <td class="mono">{dmarcName} <Copy value={dmarcName} label="Copy the DMARC record's name" />{dmarcName !== "_dmarc" ? <div class="muted small">the full name: at {unicodeName(dmarc.fqdn.slice("_dmarc.".length))}, it covers the subdomains too</div> : null}</td>
+            <td class="mono"><code>{dmarc.value}</code> <Copy value={dmarc.value} label="Copy the DMARC record's value" /></td>
+            <td>{dmarc.found?.found ? <Badge value="verified" /> : <span class="muted">optional</span>}</td>
+            <td>{!checked ? <span class="muted">not checked yet</span>
+              : dmarc.found === null ? <span class="muted">unknown</span>
+              : dmarc.found.found ? <span class="ok">found{dmarc.found.inherited ? " (the parent domain's)" : ""}: p={dmarc.found.policy ?? "none"}</span>
+              : <span>not found</span>}</td>
           </tr>
-        ))}</tbody>
+        </tbody>
       </table>
     </>
   ));
@@ -348,7 +394,7 @@ async function apiKeysPage(c: DashCtx) {
               <select name="permission"><option value="full_access">full access</option><option value="sending_access">sending only</option></select>
             </label>
             <label>Domain (sending-only keys)
-              <select name="domain_id"><option value="">any domain</option>{domains.data.map((d) => <option value={d.id}>{d.name}</option>)}</select>
+              <select name="domain_id"><option value="">any domain</option>{domains.data.map((d) => <option value={d.id}>{unicodeName(d.name)}</option>)}</select>
             </label>
             <button type="submit">Create key</button>
           </form>
@@ -652,6 +698,16 @@ async function receivedOne(c: DashCtx) {
   ));
 }
 
+/** What a "Verify now" found, in a sentence for the page that loads next. */
+export function verifyNotice(status: string, last: ReturnType<typeof lastCheckOf>): string {
+  const results = Object.values(last?.records ?? {});
+  const found = results.filter((r) => r.result === "match").length;
+  if (last?.error) return "Checked just now, but DNS could not be reached: nothing changed. The reason and the next try are on this page.";
+  if (status === "verified") return "Every record was found: the domain is verified and can send.";
+  const wrong = results.filter((r) => r.result === "mismatch").length;
+  return `Checked just now: ${found} of ${results.length} records found${wrong ? `, ${wrong} with a wrong value` : ""}. DNS changes can take a while to show; tern keeps checking for 72 hours.`;
+}
+
 export function registerResourcePages(app: Hono<DashEnv>): void {
   app.get("/suppressions", suppressionsPage);
   app.get("/received", receivedPage);
@@ -722,7 +778,8 @@ export function registerResourcePages(app: Hono<DashEnv>): void {
     const config = readConfig(c.env);
     const checked = await checkDomain(c.env, config, await findDomain(c.env.DB, v.account.id, c.req.param("id")), Date.now(), { restart: true });
     await audit(c.env, v, { action: "domain.verification_requested", target: checked.row.name });
-    return c.json({ status: domainView(checked, config).status });
+    const status = domainView(checked, config).status;
+    return c.json({ status, notice: verifyNotice(status, lastCheckOf(checked.row)) });
   });
   app.post("/api/domains/:id/settings", async (c) => {
     const v = c.get("viewer");

@@ -7,8 +7,7 @@ import { renderSVG } from "uqr";
 import type { Child } from "hono/jsx";
 import { and, desc, eq, gt, isNull, lt, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import { constantTimeEqual, toBase64Url } from "../bytes.ts";
-import { hashToken } from "../api-key-token.ts";
+import { constantTimeEqual } from "../bytes.ts";
 import { ApiError, logFailure } from "../errors.ts";
 import { accounts, auditLog, authAccounts, authSessions, authUsers, invitations, memberships, usage } from "../db/schema.ts";
 import { planLimits } from "../plans.ts";
@@ -29,6 +28,7 @@ import { registerContactPages } from "./contacts.tsx";
 import { registerMediaPages } from "./media.tsx";
 import { registerLogPages } from "./logs.tsx";
 import { userAgentSummary } from "./user-agent.ts";
+import { acceptInvitation, findInvitation, inviteToAccount } from "./invitations.ts";
 import { deleteAccountData, exportStream } from "../accounts/data.ts";
 import { d1Runner, r2Store } from "../accounts/bindings.ts";
 
@@ -302,27 +302,33 @@ export function dashboardApp(): Hono<DashEnv> {
   // ---- invitations ----------------------------------------------------------------------
   app.get("/invitations/:token", async (c) => {
     const token = c.req.param("token");
-    const inv = await findInvitation(c.env, token);
+    const inv = await findInvitation(c.env.DB, token);
     const account = inv ? await drizzle(c.env.DB).select({ name: accounts.name }).from(accounts).where(eq(accounts.id, inv.accountId)).get() : null;
-    return c.html(<InvitationPage accountName={account?.name ?? null} token={token} signedIn={!!c.get("viewer")} csrf={c.get("viewer")?.csrf} />);
+    const viewer = c.get("viewer");
+    const memberAs = inv && viewer ? viewer.memberships.find((m) => m.accountId === inv.accountId)?.role : undefined;
+    return c.html(<InvitationPage accountName={account?.name ?? null} token={token} signedIn={!!viewer} memberAs={memberAs} csrf={viewer?.csrf} />);
   });
   app.post("/api/invitations/accept", async (c) => {
     const v = c.get("viewer");
     const b = await body<{ token?: unknown }>(c);
-    const inv = await findInvitation(c.env, String(b.token ?? ""));
+    const inv = await findInvitation(c.env.DB, String(b.token ?? ""));
     if (!inv) throw new DashError(404, "This invitation is invalid, used or expired. Ask the account's owner for a new one.");
     if (inv.email.toLowerCase() !== v.user.email.toLowerCase()) {
       throw new DashError(403, `This invitation is for ${inv.email}. Sign in with that address to accept it.`);
     }
-    const d = drizzle(c.env.DB);
-    const now = Date.now();
-    await d.batch([
-      d.insert(memberships).values({ accountId: inv.accountId, userId: v.user.id, role: inv.role, createdAt: now }).onConflictDoNothing(),
-      d.update(invitations).set({ acceptedAt: now }).where(eq(invitations.id, inv.id)),
-    ]);
-    await audit(c.env, { ...v, account: { ...v.account, id: inv.accountId } }, { action: "member.joined", target: v.user.email, detail: { role: inv.role } });
+    const result = await acceptInvitation(c.env.DB, inv, v.user.id, Date.now());
+    const account = await drizzle(c.env.DB).select({ name: accounts.name }).from(accounts).where(eq(accounts.id, inv.accountId)).get();
+    const name = account?.name ?? "the account";
+    await audit(c.env, { ...v, account: { ...v.account, id: inv.accountId } }, result.kind === "joined"
+      ? { action: "member.joined", target: v.user.email, detail: { role: result.role } }
+      : { action: "invitation.used_by_member", target: v.user.email, detail: { role: result.role, invited_as: inv.role } });
     c.header("set-cookie", accountCookie(c.env, inv.accountId));
-    return c.json({ ok: true });
+    return c.json({
+      ok: true,
+      notice: result.kind === "joined"
+        ? `You joined ${name} as ${result.role}.`
+        : `You are already a member of ${name} (${result.role}); your role is unchanged. The invitation is now used up.`,
+    });
   });
 
   // ---- session and account ----------------------------------------------------------------
@@ -374,14 +380,19 @@ export function dashboardApp(): Hono<DashEnv> {
     const email = str(b.email, "the address to invite", 254).toLowerCase();
     if (!/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email)) throw new DashError(422, "Enter a valid email address to invite.");
     const role = b.role === "admin" ? "admin" : "member";
-    const token = toBase64Url(crypto.getRandomValues(new Uint8Array(32)));
-    const now = Date.now();
-    const id = crypto.randomUUID();
-    await drizzle(c.env.DB).insert(invitations).values({ id, accountId: v.account.id, email, role, tokenHash: await hashToken(token), invitedBy: v.user.id, createdAt: now, expiresAt: now + 7 * 86400_000 }).run();
-    const url = `${dashboardOrigin(c.env, c.req.url)}/dashboard/invitations/${token}`;
+    const result = await inviteToAccount(c.env.DB, { accountId: v.account.id, email, role, invitedBy: v.user.id, now: Date.now() });
+    if (result.kind === "member") {
+      throw new DashError(409, `${email} is already a member of ${v.account.name} (${result.role}). To give them another role, change it in the Members list.`);
+    }
+    const url = `${dashboardOrigin(c.env, c.req.url)}/dashboard/invitations/${result.token}`;
     await sendDashboardMail(c.env, linkMail(email, `Join ${v.account.name} on tern`, `${v.user.name || v.user.email} invited you to the tern account ${v.account.name} as ${role}.`, "Accept the invitation", url));
+    if (result.kind === "renewed") {
+      await audit(c.env, v, { action: "invitation.renewed", target: email, detail: { role, previous_role: result.previousRole } });
+      const roleNote = result.previousRole === role ? `role ${role}` : `role now ${role}, was ${result.previousRole}`;
+      return c.json({ id: result.id, renewed: true, notice: `${email} was already invited: a new link went out (${roleNote}), valid for 7 days. The earlier link no longer works.` });
+    }
     await audit(c.env, v, { action: "member.invited", target: email, detail: { role } });
-    return c.json({ id });
+    return c.json({ id: result.id, renewed: false, notice: `Invitation sent to ${email} as ${role}, valid for 7 days.` });
   });
   app.post("/api/invitations/:id/revoke", async (c) => {
     const v = c.get("viewer");
@@ -479,12 +490,6 @@ export function dashboardApp(): Hono<DashEnv> {
     return page(c, "Page not found", <Empty title="There is no page here."><p><a href="/dashboard/emails">Go to Emails</a></p></Empty>);
   });
   return app;
-}
-
-async function findInvitation(env: Env, token: string) {
-  if (!token || token.length > 100) return null;
-  const row = await drizzle(env.DB).select().from(invitations).where(and(eq(invitations.tokenHash, await hashToken(token)), isNull(invitations.acceptedAt), gt(invitations.expiresAt, Date.now()))).get();
-  return row ?? null;
 }
 
 async function settingsPage(c: DashCtx): Promise<Response> {

@@ -73,6 +73,9 @@ export const domains = sqliteTable(
     /** When a verified domain's records were first seen missing (temporary_failure). */
     failingSince: integer("failing_since"),
     lastCheckedAt: integer("last_checked_at"),
+    /** JSON: what the last check saw, record by record, and the resolver's error when it could
+     * not answer (worker/domains/service.ts LastCheck); the dashboard shows it. */
+    lastCheckJson: text("last_check_json"),
     /** When the cron checks this domain's records next; null: not checked on a schedule. */
     nextCheckAt: integer("next_check_at"),
     createdAt: integer("created_at").notNull(),

@@ -28,10 +28,11 @@ export function dohResolver(url: string, fetcher: typeof fetch = fetch): Resolve
       let body: unknown;
       try {
         const res = await fetcher(target, { headers: { accept: "application/dns-json" }, signal: AbortSignal.timeout(TIMEOUT_MS) });
-        if (!res.ok) return { kind: "error", message: `resolver answered HTTP ${res.status}` };
+        if (!res.ok) return { kind: "error", message: `resolver ${target.host} answered HTTP ${res.status}` };
         body = await res.json();
       } catch (err) {
-        return { kind: "error", message: `resolver unreachable: ${err instanceof Error ? err.message : String(err)}` };
+        // The host (DOH_URL's) tells an operator which resolver to look at; the rest is the runtime's.
+        return { kind: "error", message: `resolver ${target.host} unreachable: ${err instanceof Error ? err.message : String(err)}` };
       }
       return classify(body, type);
     },

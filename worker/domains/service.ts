@@ -23,6 +23,7 @@ import {
   expectedRecords,
   judge,
   organizationalDomain,
+  recommendedDmarc,
   type DmarcInfo,
   type DomainState,
   type DomainStatus,
@@ -239,6 +240,7 @@ export async function createDomain(env: Events, config: TernConfig, accountId: s
     verificationStartedAt: null,
     failingSince: null,
     lastCheckedAt: null,
+    lastCheckJson: null,
     nextCheckAt: null,
     createdAt: now,
     updatedAt: now,
@@ -357,8 +359,53 @@ export async function rotateDkim(env: Events, config: TernConfig, current: Domai
   return { row, keys };
 }
 
+/** What the last check saw (kept for the dashboard; the API keeps Resend's shapes). */
+export interface LastCheck {
+  /** Why the resolver could not answer, when any lookup failed: those records are unknown. */
+  error: string | null;
+  /** By ExpectedRecord.id: the judgement, and for a wrong value what was found instead. */
+  records: Record<string, { result: Judgement; found?: string[] }>;
+}
+
+export function lastCheckOf(row: DomainRow): LastCheck | null {
+  if (!row.lastCheckJson) return null;
+  try {
+    return JSON.parse(row.lastCheckJson) as LastCheck;
+  } catch {
+    return null;
+  }
+}
+
+/** The domain's records for the dashboard: the API's, each with its id and the last check's
+ * finding, plus the recommended DMARC record and when the domain was and will be checked. */
+export interface DomainDetails {
+  view: DomainView;
+  records: (DomainRecordView & { id: string; fqdn: string; last?: LastCheck["records"][string] })[];
+  dmarc: { fqdn: string; value: string; found: DmarcInfo | null };
+  lastCheckedAt: number | null;
+  nextCheckAt: number | null;
+  checkError: string | null;
+}
+
+export function domainDetails(d: DomainWithKeys, config: TernConfig): DomainDetails {
+  const view = domainView(d, config);
+  const last = lastCheckOf(d.row);
+  const records = expectedFor(d, config).map((e, i) => ({ ...view.records[i]!, id: e.id, fqdn: e.fqdn, ...(last?.records[e.id] ? { last: last.records[e.id] } : {}) }));
+  return {
+    view,
+    records,
+    dmarc: { ...recommendedDmarc(d.row.name), found: view.dmarc },
+    lastCheckedAt: d.row.lastCheckedAt,
+    nextCheckAt: d.row.nextCheckAt,
+    checkError: last?.error ?? null,
+  };
+}
+
+const FOUND_VALUES = 3;
+const FOUND_CHARS = 300;
+
 /** Looks every record up (in parallel) and judges it; DMARC is read for information. */
-async function lookUp(d: DomainWithKeys, config: TernConfig, resolver: Resolver): Promise<{ expected: ExpectedRecord[]; judged: Record<string, Judgement>; dmarc: DmarcInfo | null | undefined }> {
+async function lookUp(d: DomainWithKeys, config: TernConfig, resolver: Resolver): Promise<{ expected: ExpectedRecord[]; judged: Record<string, Judgement>; dmarc: DmarcInfo | null | undefined; last: LastCheck }> {
   const expected = expectedFor(d, config);
   const judged: Record<string, Judgement> = {};
   const name = d.row.name;
@@ -368,11 +415,19 @@ async function lookUp(d: DomainWithKeys, config: TernConfig, resolver: Resolver)
     resolver.lookup(`_dmarc.${name}`, "TXT"),
     org ? resolver.lookup(`_dmarc.${org}`, "TXT") : Promise.resolve(null),
   ]);
-  expected.forEach((e, i) => (judged[e.id] = judge(e, results[i]!, hosts(config, d.row.region))));
+  const last: LastCheck = { error: null, records: {} };
+  expected.forEach((e, i) => {
+    const lookup = results[i]!;
+    judged[e.id] = judge(e, lookup, hosts(config, d.row.region));
+    if (lookup.kind === "error") last.error ??= lookup.message;
+    last.records[e.id] = judged[e.id] === "mismatch" && lookup.kind === "records"
+      ? { result: "mismatch", found: lookup.values.slice(0, FOUND_VALUES).map((v) => (v.length > FOUND_CHARS ? `${v.slice(0, FOUND_CHARS)}…` : v)) }
+      : { result: judged[e.id]! };
+  });
   // undefined: the resolver failed, keep what was known.
   let dmarc: DmarcInfo | null | undefined = dmarcOf(own, false) ?? (inherited ? dmarcOf(inherited, true) : null);
   if (!dmarc && (own.kind === "error" || inherited?.kind === "error")) dmarc = undefined;
-  return { expected, judged, dmarc };
+  return { expected, judged, dmarc, last };
 }
 
 export interface CheckOptions {
@@ -385,7 +440,7 @@ export interface CheckOptions {
  * the status or a record's status changed). */
 export async function checkDomain(env: Events, config: TernConfig, current: DomainWithKeys, now: number, opts: CheckOptions = {}): Promise<DomainWithKeys> {
   const resolver = opts.resolver ?? dohResolver(config.dohUrl);
-  const { expected, judged, dmarc } = await lookUp(current, config, resolver);
+  const { expected, judged, dmarc, last } = await lookUp(current, config, resolver);
   const prevStatuses = recordStatuses(current.row, current.keys);
   const restart = opts.restart && !["verified", "temporary_failure"].includes(current.row.status);
   const prev: DomainState = {
@@ -413,6 +468,7 @@ export async function checkDomain(env: Events, config: TernConfig, current: Doma
     verificationStartedAt: next.verificationStartedAt,
     failingSince: next.failingSince,
     lastCheckedAt: now,
+    lastCheckJson: JSON.stringify(last),
     nextCheckAt: next.nextCheckAt,
   };
 
@@ -428,6 +484,7 @@ export async function checkDomain(env: Events, config: TernConfig, current: Doma
       verificationStartedAt: row.verificationStartedAt,
       failingSince: row.failingSince,
       lastCheckedAt: row.lastCheckedAt,
+      lastCheckJson: row.lastCheckJson,
       nextCheckAt: row.nextCheckAt,
       ...(changed ? { updatedAt: now } : {}),
     }).where(eq(domains.id, row.id)),

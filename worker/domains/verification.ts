@@ -245,3 +245,11 @@ export function organizationalDomain(name: string): string | null {
   const org = getDomain(lower, { allowPrivateDomains: true });
   return org && org !== lower ? org : null;
 }
+
+/** The DMARC record the dashboard recommends (not part of the API's records: Resend's record
+ * kinds have no DMARC, and verification does not need it). Published at the organizational
+ * domain, it covers every subdomain; p=none only asks for reports, so it cannot stop mail. */
+export function recommendedDmarc(name: string): { fqdn: string; value: string } {
+  const org = organizationalDomain(name) ?? name.toLowerCase();
+  return { fqdn: `_dmarc.${org}`, value: `v=DMARC1; p=none; rua=mailto:dmarc@${org}` };
+}

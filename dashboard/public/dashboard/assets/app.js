@@ -76,7 +76,11 @@ document.addEventListener("submit", async (event) => {
       return;
     }
     if (data.url && data.redirect && !form.dataset.then) return void (location.href = data.url);
-    const then = form.dataset.then;
+    // What the answer says happened (an invitation renewed, a check that could not reach DNS)
+    // is shown on the page that loads next.
+    if (typeof data.notice === "string") sessionStorage.setItem("tern-notice", data.notice);
+    // data-then="/dashboard/domains/{id}": the new thing's page, from the answer's fields.
+    const then = form.dataset.then?.replace(/\{(\w+)\}/g, (_, k) => encodeURIComponent(String(data[k] ?? "")));
     if (then === "reload" || !then) location.reload();
     else location.href = then;
   } catch (err) {
@@ -128,4 +132,19 @@ const here = navLinks?.querySelector("[aria-current]");
 if (navLinks && here && navLinks.scrollWidth > navLinks.clientWidth) {
   const offset = here.getBoundingClientRect().left - navLinks.getBoundingClientRect().left;
   navLinks.scrollLeft += offset - (navLinks.clientWidth - here.getBoundingClientRect().width) / 2;
+}
+// The notice an action left for this page (see the submit handler), shown once at the top.
+const notice = sessionStorage.getItem("tern-notice");
+if (notice) {
+  sessionStorage.removeItem("tern-notice");
+  const main = document.getElementById("main");
+  if (main) {
+    const p = document.createElement("p");
+    p.className = "notice";
+    p.setAttribute("role", "status");
+    p.textContent = notice;
+    const h1 = main.querySelector("h1");
+    if (h1) h1.after(p);
+    else main.prepend(p);
+  }
 }

@@ -1,0 +1,1 @@
+ALTER TABLE `domains` ADD `last_check_json` text;
