@@ -10,6 +10,7 @@ import { LIMITS, countAttempt } from "../../worker/dashboard/throttle.ts";
 import { sendDashboardMail } from "../../worker/dashboard/mail.ts";
 import { acceptInvitation, findInvitation, inviteToAccount } from "../../worker/dashboard/invitations.ts";
 import worker from "../../worker/index.ts";
+import { INVITATIONS_PER_DAY } from "../../worker/dashboard/routes.tsx";
 import { hashToken } from "../../worker/api-key-token.ts";
 import { addKey, api, createAccount } from "./fixtures.ts";
 import { failLookups, publishRecords, type DomainRecord } from "./zone.ts";
@@ -709,6 +710,34 @@ describe("invitations", () => {
     return { account: mail.accountId, env: { DASHBOARD_MAIL_ACCOUNT: mail.accountId, DASHBOARD_MAIL_FROM: `tern <no-reply@${mail.domain}>` } };
   }
   const mailsTo = (account: string, to: string) => count("SELECT count(*) AS n FROM emails WHERE account_id = ? AND to_json LIKE ?", account, `%${to}%`);
+
+  it("caps the invitations a person sends in a day, and takes back one whose mail could not go", async () => {
+    const owner = await person("owner");
+    const mail = await mailSettings();
+    for (let i = 0; i < INVITATIONS_PER_DAY.user; i++) {
+      expect((await owner.post("/invitations", { email: `pal${i}@example.com`, role: "member" }, { env: mail.env })).status).toBe(200);
+    }
+    const over = await owner.post("/invitations", { email: "one-more@example.com", role: "member" }, { env: mail.env });
+    expect(over.status).toBe(429);
+    expect((await over.json<{ message: string }>()).message).toMatch(/as many invitations as one person may send in a day \(20\)/);
+    expect(await mailsTo(mail.account, "one-more@example.com")).toBe(0);
+    // Dashboard mail that cannot be sent: a 503 that says so, and no invitation left behind.
+    const other = await person("owner");
+    const broken = await other.post("/invitations", { email: "lost@example.com", role: "member" }, { env: { DASHBOARD_MAIL_ACCOUNT: "", DASHBOARD_MAIL_FROM: "" } });
+    expect(broken.status).toBe(503);
+    expect((await broken.json<{ message: string }>()).message).toMatch(/^The invitation could not be sent: /);
+    expect(await count("SELECT count(*) AS n FROM invitations WHERE account_id = ?", other.account)).toBe(0);
+  });
+
+  it("refuses an account name that is not one line, so no line break reaches an invitation's subject", async () => {
+    const owner = await person("owner");
+    for (const name of ["Acme\r\nBcc: x@evil.example", "Acme\u0000", "Acme\u2028Inc"]) {
+      const res = await owner.post("/account", { name });
+      expect(res.status).toBe(422);
+      expect((await res.json<{ message: string }>()).message).toBe("The account's name must be one line of text, without control characters.");
+    }
+    expect((await env.DB.prepare("SELECT name FROM accounts WHERE id = ?").bind(owner.account).first<{ name: string }>())!.name).toBe("Dash");
+  });
 
   it("refuses to invite a member (yourself included), with a message and no mail", async () => {
     const owner = await person("owner");

@@ -101,8 +101,14 @@ export async function body<T = Record<string, unknown>>(c: DashCtx): Promise<T> 
 export function str(v: unknown, name: string, max = 200): string {
   if (typeof v !== "string" || !v.trim()) throw new DashError(422, `Fill in ${name}.`);
   if (v.length > max) throw new DashError(422, `${name} is too long (at most ${max} characters).`);
+  // One line of text: a line break in an account's name would reach the subject of its mail.
+  if (/[\p{Cc}\u2028\u2029]/u.test(v)) throw new DashError(422, `${name[0]!.toUpperCase()}${name.slice(1)} must be one line of text, without control characters.`);
   return v.trim();
 }
+
+/** Invitations one person may send in a day, and one account may: enough for any team, too few
+ * to make the operator's mail address a relay for text a stranger chose. */
+export const INVITATIONS_PER_DAY = { user: 20, account: 50 } as const;
 
 /** Paths under /dashboard that work without a session. */
 const PUBLIC_PAGES = new Set(["/dashboard/sign-in", "/dashboard/sign-up", "/dashboard/sign-in/two-factor", "/dashboard/forgot-password", "/dashboard/reset-password"]);
@@ -380,12 +386,28 @@ export function dashboardApp(): Hono<DashEnv> {
     const email = str(b.email, "the address to invite", 254).toLowerCase();
     if (!/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email)) throw new DashError(422, "Enter a valid email address to invite.");
     const role = b.role === "admin" ? "admin" : "member";
-    const result = await inviteToAccount(c.env.DB, { accountId: v.account.id, email, role, invitedBy: v.user.id, now: Date.now() });
+    const now = Date.now();
+    const sent = await drizzle(c.env.DB).select({
+      byUser: sql<number>`coalesce(sum(${invitations.invitedBy} = ${v.user.id}), 0)`,
+      byAccount: sql<number>`coalesce(sum(${invitations.accountId} = ${v.account.id}), 0)`,
+    }).from(invitations).where(and(gt(invitations.createdAt, now - 86400_000), sql`(${invitations.invitedBy} = ${v.user.id} OR ${invitations.accountId} = ${v.account.id})`)).get();
+    if ((sent?.byUser ?? 0) >= INVITATIONS_PER_DAY.user || (sent?.byAccount ?? 0) >= INVITATIONS_PER_DAY.account) {
+      throw new DashError(429, `That is as many invitations as ${(sent?.byUser ?? 0) >= INVITATIONS_PER_DAY.user ? "one person" : "one account"} may send in a day (${(sent?.byUser ?? 0) >= INVITATIONS_PER_DAY.user ? INVITATIONS_PER_DAY.user : INVITATIONS_PER_DAY.account}). Try again tomorrow, or ask someone already invited to accept.`);
+    }
+    const result = await inviteToAccount(c.env.DB, { accountId: v.account.id, email, role, invitedBy: v.user.id, now });
     if (result.kind === "member") {
       throw new DashError(409, `${email} is already a member of ${v.account.name} (${result.role}). To give them another role, change it in the Members list.`);
     }
     const url = `${dashboardOrigin(c.env, c.req.url)}/dashboard/invitations/${result.token}`;
-    await sendDashboardMail(c.env, linkMail(email, `Join ${v.account.name} on tern`, `${v.user.name || v.user.email} invited you to the tern account ${v.account.name} as ${role}.`, "Accept the invitation", url));
+    try {
+      await sendDashboardMail(c.env, linkMail(email, `Join ${v.account.name} on tern`, `${v.user.name || v.user.email} invited you to the tern account ${v.account.name} as ${role}.`, "Accept the invitation", url));
+    } catch (err) {
+      if (!(err instanceof DashboardMailError)) throw err;
+      // No mail, no invitation: a new one is taken back (a renewed one keeps its new link,
+      // which nobody received; inviting again sends another).
+      if (result.kind === "invited") await drizzle(c.env.DB).delete(invitations).where(eq(invitations.id, result.id));
+      return json({ message: `The invitation could not be sent: ${err.message}` }, 503);
+    }
     if (result.kind === "renewed") {
       await audit(c.env, v, { action: "invitation.renewed", target: email, detail: { role, previous_role: result.previousRole } });
       const roleNote = result.previousRole === role ? `role ${role}` : `role now ${role}, was ${result.previousRole}`;
