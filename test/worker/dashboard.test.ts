@@ -113,6 +113,9 @@ describe("the dashboard's doors", () => {
     expect(res.headers.get("content-security-policy")).toContain("script-src 'self'");
     expect(res.headers.get("x-frame-options")).toBe("DENY");
     expect(res.headers.get("cache-control")).toBe("no-store");
+    expect(res.headers.get("cross-origin-opener-policy")).toBe("same-origin");
+    expect(res.headers.get("permissions-policy")).toContain("camera=()");
+    expect(res.headers.get("strict-transport-security")).toBe("max-age=31536000");
     expect(await res.text()).toMatch(/^<!doctype html>/);
   });
 });
