@@ -33,7 +33,7 @@ import { CreateContactPropertyRequest, UpdateContactPropertyRequest } from "../r
 import { CreateContactRequest, createFrom, patchFrom, TopicChoice, UpdateContactRequest } from "../routes/contacts.ts";
 import { CreateSegmentRequest } from "../routes/segments.ts";
 import { CreateTopicRequest, UpdateTopicRequest } from "../routes/topics.ts";
-import { Badge, Copy, Empty, Time } from "./layout.tsx";
+import { Badge, Copy, Empty, Time, qs } from "./layout.tsx";
 import { body, DashError, page, type DashCtx, type DashEnv } from "./routes.tsx";
 import { audit } from "./viewer.ts";
 import { CUT_NOTE, MAX_SEARCH_CHARS, searchTerm } from "../db/search.ts";
@@ -57,13 +57,6 @@ function Tabs(props: { current: string }) {
       {TABS.map(([href, label]) => <a href={href} aria-current={props.current === href ? "page" : undefined}>{label}</a>)}
     </nav>
   );
-}
-
-function qs(params: Record<string, string | undefined>): string {
-  const out = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) if (v) out.set(k, v);
-  const s = out.toString();
-  return s ? `?${s}` : "";
 }
 
 const fullName = (c: { firstName: string | null; lastName: string | null }) => [c.firstName, c.lastName].filter(Boolean).join(" ");

@@ -134,3 +134,11 @@ export function Copy(props: { value: string; label?: string }) {
     </button>
   );
 }
+
+/** A page's query string from its filters, leaving out the empty ones ("" when none is set). */
+export function qs(params: Record<string, string | undefined>): string {
+  const out = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v) out.set(k, v);
+  const s = out.toString();
+  return s ? `?${s}` : "";
+}

@@ -9,17 +9,10 @@ import { MAX_LOGGED_BODY } from "../logs/record.ts";
 import { emailIdsOf, LOG_METHODS, readLogFilters, SEARCH_WINDOW, searchLogs, STATUS_CLASSES, type LogFilters } from "../logs/search.ts";
 import { findLog } from "../logs/service.ts";
 import { dashboardOrigin } from "./auth.ts";
-import { Copy, Empty, Time } from "./layout.tsx";
+import { Copy, Empty, Time, qs } from "./layout.tsx";
 import { page, type DashCtx, type DashEnv } from "./routes.tsx";
 
 const PAGE_SIZE = 50;
-
-function qs(params: Record<string, string | undefined>): string {
-  const out = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) if (v) out.set(k, v);
-  const s = out.toString();
-  return s ? `?${s}` : "";
-}
 
 const filterParams = (f: LogFilters) => ({ status: f.status, method: f.method, endpoint: f.endpoint, key: f.keyId });
 

@@ -24,18 +24,11 @@ import { emailInsights } from "../insights/service.ts";
 import type { Insight } from "../insights/checks.ts";
 import { addSuppression, listSuppressions, removeSuppressionById, updateSuppressionNote } from "../suppressions/service.ts";
 import { CreateSuppressionRequest } from "../routes/suppressions.ts";
-import { Badge, Copy, Empty, Time } from "./layout.tsx";
+import { Badge, Copy, Empty, Time, qs } from "./layout.tsx";
 import { body, DashError, page, requireManager, type DashCtx, type DashEnv } from "./routes.tsx";
 import { audit } from "./viewer.ts";
 
 const PAGE_SIZE = 25;
-
-function qs(params: Record<string, string | undefined>): string {
-  const out = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) if (v) out.set(k, v);
-  const s = out.toString();
-  return s ? `?${s}` : "";
-}
 
 // ---- Emails -----------------------------------------------------------------------------
 
