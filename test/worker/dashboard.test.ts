@@ -10,6 +10,7 @@ import { LIMITS, countAttempt } from "../../worker/dashboard/throttle.ts";
 import { sendDashboardMail } from "../../worker/dashboard/mail.ts";
 import { acceptInvitation, findInvitation, inviteToAccount } from "../../worker/dashboard/invitations.ts";
 import worker from "../../worker/index.ts";
+import { signedIn, type DashboardRole } from "./dashboard-session.ts";
 import { INVITATIONS_PER_DAY } from "../../worker/dashboard/routes.tsx";
 import { hashToken } from "../../worker/api-key-token.ts";
 import { addKey, api, createAccount } from "./fixtures.ts";
@@ -141,27 +142,10 @@ describe("the dashboard's own mail", () => {
 
 const DASH = "https://t.tern.test";
 
-/** A signed-in person: the rows better-auth keeps (the token only as its hash) and its signed session cookie, made the way
- * better-call signs it (HMAC-SHA256 of the token with the dashboard's secret). */
-async function person(role: "owner" | "admin" | "member", accountId?: string) {
-  const { dashboardSecret } = await import("../../worker/dashboard/auth.ts");
-  const { csrfToken } = await import("../../worker/dashboard/viewer.ts");
-  const { storedSessionToken } = await import("../../worker/dashboard/session-tokens.ts");
-  const account = accountId ?? crypto.randomUUID();
-  const user = crypto.randomUUID();
-  const session = crypto.randomUUID();
-  const token = crypto.randomUUID().replace(/-/g, "");
-  const now = Date.now();
-  await env.DB.batch([
-    ...(accountId ? [] : [env.DB.prepare("INSERT INTO accounts (id, name, created_at) VALUES (?, 'Dash', 0)").bind(account)]),
-    env.DB.prepare("INSERT INTO auth_users (id, name, email, email_verified, created_at, updated_at) VALUES (?, 'P', ?, 1, ?, ?)").bind(user, `${user}@people.test`, now, now),
-    env.DB.prepare("INSERT INTO memberships (account_id, user_id, role, created_at) VALUES (?, ?, ?, 0)").bind(account, user, role),
-    env.DB.prepare("INSERT INTO auth_sessions (id, expires_at, token, created_at, updated_at, user_id) VALUES (?, ?, ?, ?, ?, ?)").bind(session, now + 3600_000, await storedSessionToken(token), now, now, user),
-  ]);
-  const key = await crypto.subtle.importKey("raw", new TextEncoder().encode(await dashboardSecret(env)), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
-  const sig = btoa(String.fromCharCode(...new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(token)))));
-  const cookie = `__Secure-tern.session_token=${encodeURIComponent(`${token}.${sig}`)}`;
-  const csrf = await csrfToken(env, session);
+/** A signed-in person (test/worker/dashboard-session.ts), with page reads and endpoint posts. */
+async function person(role: DashboardRole, accountId?: string) {
+  const me = await signedIn(role, accountId);
+  const { cookie, csrf } = me;
   const get = (path: string) => exports.default.fetch(`${DASH}${path}`, { headers: { cookie } });
   /** opts.env: the Worker called with these settings over the test's (dashboard mail, say). */
   const post = (path: string, body: unknown, opts: { csrf?: string | null; type?: string; env?: Partial<Env> } = {}) => {
@@ -173,7 +157,7 @@ async function person(role: "owner" | "admin" | "member", accountId?: string) {
     if (!opts.env) return exports.default.fetch(`${DASH}/dashboard/api${path}`, init);
     return worker.fetch(new Request(`${DASH}/dashboard/api${path}`, init), { ...env, ...opts.env }, createExecutionContext());
   };
-  return { account, user, email: `${user}@people.test`, cookie, csrf, get, post };
+  return { ...me, get, post };
 }
 
 const count = async (sql: string, ...args: unknown[]) => (await env.DB.prepare(sql).bind(...args).first<{ n: number }>())!.n;

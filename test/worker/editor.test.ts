@@ -10,27 +10,17 @@ import { emptyBody, sendProblems, updateBroadcast, findBroadcast } from "../../w
 import { documentToHtml, documentToText, DocumentError, EMPTY_DOCUMENT, hasUnsubscribeLink, parseDocument, type DocNode } from "../../worker/broadcasts/document.ts";
 import { reviewBroadcast } from "../../worker/broadcasts/review.ts";
 import { mediaLimitsOf } from "../../worker/config.ts";
-import { dashboardSecret } from "../../worker/dashboard/auth.ts";
-import { storedSessionToken } from "../../worker/dashboard/session-tokens.ts";
-import { csrfToken } from "../../worker/dashboard/viewer.ts";
+import { signedIn } from "./dashboard-session.ts";
 import { ImageError, MAX_IMAGE_BYTES, MediaLimitError, sniffImage, storeImage } from "../../worker/media/images.ts";
 import { call, createAccount, type TestAccount } from "./fixtures.ts";
 
 const DASH = "https://t.tern.test";
 
-/** A signed-in owner of the account, made as test/worker/dashboard.test.ts makes one: the
+/** A signed-in owner of the account (test/worker/dashboard-session.ts): the
  * headers its browser sends, and JSON posts and page reads with them. */
 async function dashboardSession(accountId: string) {
-  const [user, session, token, now] = [crypto.randomUUID(), crypto.randomUUID(), crypto.randomUUID().replace(/-/g, ""), Date.now()];
-  await env.DB.batch([
-    env.DB.prepare("INSERT INTO auth_users (id, name, email, email_verified, created_at, updated_at) VALUES (?, 'P', ?, 1, ?, ?)").bind(user, `${user}@people.test`, now, now),
-    env.DB.prepare("INSERT INTO memberships (account_id, user_id, role, created_at) VALUES (?, ?, 'owner', 0)").bind(accountId, user),
-    env.DB.prepare("INSERT INTO auth_sessions (id, expires_at, token, created_at, updated_at, user_id) VALUES (?, ?, ?, ?, ?, ?)").bind(session, now + 3600_000, await storedSessionToken(token), now, now, user),
-  ]);
-  const key = await crypto.subtle.importKey("raw", new TextEncoder().encode(await dashboardSecret(env)), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
-  const sig = btoa(String.fromCharCode(...new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(token)))));
-  const cookie = `__Secure-tern.session_token=${encodeURIComponent(`${token}.${sig}`)}`;
-  const headers = { origin: DASH, cookie, "x-csrf-token": await csrfToken(env, session) };
+  const { cookie, csrf } = await signedIn("owner", accountId);
+  const headers = { origin: DASH, cookie, "x-csrf-token": csrf };
   return {
     headers,
     post: async (path: string, body: unknown) => {

@@ -4,13 +4,11 @@
 // and its endpoints, with the dashboard's session, CSRF and role checks.
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { dashboardSecret } from "../../worker/dashboard/auth.ts";
-import { storedSessionToken } from "../../worker/dashboard/session-tokens.ts";
-import { csrfToken } from "../../worker/dashboard/viewer.ts";
 import { cleanImageName, objectKey, storeImage } from "../../worker/media/images.ts";
 import { deleteImage, imagePageQuery, listImages, mediaUsage } from "../../worker/media/library.ts";
 import { formatBytes } from "../../worker/media/sizes.ts";
 import { createAccount } from "./fixtures.ts";
+import { signedIn, type DashboardRole } from "./dashboard-session.ts";
 
 const ORIGIN = "https://t.tern.test";
 const PNG = Uint8Array.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52, 1, 2, 3]);
@@ -166,17 +164,8 @@ describe("deleting an image", () => {
 // ---- the Images page and its endpoints ----------------------------------------------------
 
 /** A signed-in person (as test/worker/dashboard.test.ts makes one). */
-async function person(role: "owner" | "admin" | "member", accountId: string) {
-  const [user, session, token, now] = [crypto.randomUUID(), crypto.randomUUID(), crypto.randomUUID().replace(/-/g, ""), Date.now()];
-  await env.DB.batch([
-    env.DB.prepare("INSERT INTO auth_users (id, name, email, email_verified, created_at, updated_at) VALUES (?, 'P', ?, 1, ?, ?)").bind(user, `${user}@people.test`, now, now),
-    env.DB.prepare("INSERT INTO memberships (account_id, user_id, role, created_at) VALUES (?, ?, ?, 0)").bind(accountId, user, role),
-    env.DB.prepare("INSERT INTO auth_sessions (id, expires_at, token, created_at, updated_at, user_id) VALUES (?, ?, ?, ?, ?, ?)").bind(session, now + 3600_000, await storedSessionToken(token), now, now, user),
-  ]);
-  const key = await crypto.subtle.importKey("raw", new TextEncoder().encode(await dashboardSecret(env)), { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
-  const sig = btoa(String.fromCharCode(...new Uint8Array(await crypto.subtle.sign("HMAC", key, new TextEncoder().encode(token)))));
-  const cookie = `__Secure-tern.session_token=${encodeURIComponent(`${token}.${sig}`)}`;
-  const csrf = await csrfToken(env, session);
+async function person(role: DashboardRole, accountId: string) {
+  const { cookie, csrf } = await signedIn(role, accountId);
   return {
     get: (path: string) => exports.default.fetch(`${ORIGIN}${path}`, { headers: { cookie } }),
     post: (path: string, init: { csrf?: string | null; body?: BodyInit; headers?: Record<string, string> } = {}) =>
