@@ -330,9 +330,13 @@ function pickerItem(img: LibraryImage): HTMLLabelElement {
   radio.value = img.url;
   radio.checked = srcInput.value === img.url;
   const thumb = document.createElement("img");
-  thumb.src = img.url;
+  // The thumbnail (worker/media/images.ts, thumbUrl), never the full image, in the tile's box.
+  thumb.src = `${img.url}?size=thumb`;
   thumb.alt = "";
+  thumb.width = 92;
+  thumb.height = 56;
   thumb.loading = "lazy";
+  thumb.decoding = "async";
   const caption = document.createElement("span");
   caption.className = "pick-name";
   caption.textContent = name;
@@ -777,41 +781,40 @@ function listItem(status: string, title: string, detail: string): HTMLLIElement 
 }
 
 interface Insight { id: string; status: "passed" | "warning" | "failed"; title: string; detail: string }
+interface Review { blocking: string[]; warnings: string[]; recipients?: number | null; insights: Insight[]; verdict: string }
 const reviewPanel = document.getElementById("review-panel");
+/** The review in reading order: what blocks it, what to look at, the verdict on both (from the
+ * server, worker/broadcasts/review.ts and worker/templates/review.ts), then deliverability. */
 async function review() {
   if (!reviewPanel || !(await save())) return;
-  const r = (await call(`${base}/review`)) as unknown as { blocking: string[]; warnings: string[]; recipients: number | null; insights: Insight[] };
-  const blocking = $("#review-blocking");
-  blocking.replaceChildren();
-  if (r.blocking.length) {
+  const r = (await call(`${base}/review`)) as unknown as Review;
+  const verb = data.kind === "broadcast" ? "sending" : "publishing";
+  const section = (box: HTMLElement, title: string, status: "failed" | "warning", items: string[], alert: boolean) => {
+    box.replaceChildren();
+    if (!items.length) return;
     const h = document.createElement("h3");
-    h.textContent = "Fix these before sending";
+    h.textContent = title;
     const ul = document.createElement("ul");
-    ul.className = "insights blocking";
-    ul.setAttribute("role", "alert");
-    for (const b of r.blocking) ul.append(listItem("failed", "", b));
-    blocking.append(h, ul);
-  } else {
-    const p = document.createElement("p");
-    p.className = "ok";
-    const n = r.recipients;
-    p.textContent = `Nothing stops this broadcast from being sent.${n ? ` Sent now, it goes to ${n.toLocaleString("en-US")} contact${n === 1 ? "" : "s"}.` : ""}`;
-    blocking.append(p);
-  }
-  if (r.warnings.length) {
-    const ul = document.createElement("ul");
-    ul.className = "insights";
-    for (const w of r.warnings) ul.append(listItem("warning", r.recipients === 0 ? "Nobody would get it" : "", w));
-    blocking.append(ul);
-  }
+    ul.className = `insights${status === "failed" ? " blocking" : ""}`;
+    if (alert) ul.setAttribute("role", "alert");
+    for (const item of items) ul.append(listItem(status, "", item));
+    box.append(h, ul);
+  };
+  section($("#review-blocking"), `Fix ${r.blocking.length === 1 ? "this" : "these"} before ${verb}`, "failed", r.blocking, true);
+  section($("#review-warnings"), r.recipients === 0 ? "Nobody would get it" : `Look at ${r.warnings.length === 1 ? "this" : "these"} before ${verb}`, "warning", r.warnings, false);
+  const verdict = $("#review-verdict");
+  verdict.textContent = r.verdict;
+  verdict.className = r.blocking.length ? "error" : r.warnings.length ? "warn-text" : "ok";
   const order = { failed: 0, warning: 1, passed: 2 };
   const problems = r.insights.filter((i) => i.status !== "passed").sort((a, b) => order[a.status] - order[b.status]);
   const passed = r.insights.filter((i) => i.status === "passed");
   const box = $("#review-insights");
   box.replaceChildren();
-  const h = document.createElement("h3");
-  h.textContent = `Deliverability: ${problems.length ? `${problems.length} to look at` : "all checks passed"}`;
-  box.append(h);
+  if (r.insights.length) {
+    const h = document.createElement("h3");
+    h.textContent = `Deliverability: ${problems.length ? `${problems.length} to look at` : "all checks passed"}`;
+    box.append(h);
+  }
   if (problems.length) {
     const ul = document.createElement("ul");
     ul.className = "insights";
@@ -828,7 +831,7 @@ async function review() {
     d.append(s, ul);
     box.append(d);
   }
-  $<HTMLButtonElement>("#send-button").disabled = r.blocking.length > 0;
+  $<HTMLButtonElement>("[data-review-submit]", reviewPanel).disabled = r.blocking.length > 0;
   reviewPanel.hidden = false;
   showError(null);
   reviewPanel.scrollIntoView({ behavior: "smooth", block: "start" });
@@ -869,12 +872,17 @@ const actions: Record<string, () => Promise<void>> = {
     const r = await call(`${base}/test`);
     saveState.textContent = `Test sent to ${String(r.to)}.`;
   },
-  publish: async () => {
+};
+
+const publishForm = document.getElementById("publish-form") as HTMLFormElement | null;
+publishForm?.addEventListener("submit", (e) => {
+  e.preventDefault();
+  void busy($<HTMLButtonElement>("#publish-button"), async () => {
     if (!(await save())) return;
     await call(`${base}/publish`);
     location.reload();
-  },
-};
+  });
+});
 document.querySelectorAll<HTMLButtonElement>("[data-action]").forEach((b) => b.addEventListener("click", () => void busy(b, actions[b.dataset.action!]!)));
 
 (window as unknown as { ternEditor: Editor }).ternEditor = editor;

@@ -4,10 +4,11 @@
 // and its endpoints, with the dashboard's session, CSRF and role checks.
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { cleanImageName, objectKey, storeImage } from "../../worker/media/images.ts";
-import { deleteImage, imagePageQuery, listImages, mediaUsage } from "../../worker/media/library.ts";
+import { cleanImageName, objectKey, storeImage, thumbKey } from "../../worker/media/images.ts";
+import { deletedImagesIn, deleteImage, imagePageQuery, imageUses, listImages, mediaUsage } from "../../worker/media/library.ts";
+import { deleteConsequences } from "../../worker/dashboard/media.tsx";
+import { call, createAccount } from "./fixtures.ts";
 import { formatBytes } from "../../worker/media/sizes.ts";
-import { createAccount } from "./fixtures.ts";
 import { signedIn, type DashboardRole } from "./dashboard-session.ts";
 
 const ORIGIN = "https://t.tern.test";
@@ -18,6 +19,44 @@ const pngOf = (size: number) => {
   b.set(PNG);
   return b;
 };
+/** A real PNG of w x h noise pixels (noise: it does not compress, so it is big enough to get a
+ * thumbnail), with its chunks' CRCs. */
+async function noisePng(w: number, h: number): Promise<Uint8Array> {
+  const crcTable = Array.from({ length: 256 }, (_, n) => {
+    let c = n;
+    for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+    return c >>> 0;
+  });
+  const crc = (b: Uint8Array) => {
+    let c = 0xffffffff;
+    for (const x of b) c = crcTable[(c ^ x) & 0xff]! ^ (c >>> 8);
+    return (c ^ 0xffffffff) >>> 0;
+  };
+  const chunk = (type: string, data: Uint8Array) => {
+    const out = new Uint8Array(12 + data.length);
+    const v = new DataView(out.buffer);
+    v.setUint32(0, data.length);
+    out.set(new TextEncoder().encode(type), 4);
+    out.set(data, 8);
+    v.setUint32(8 + data.length, crc(out.subarray(4, 8 + data.length)));
+    return out;
+  };
+  const ihdr = new Uint8Array(13);
+  new DataView(ihdr.buffer).setUint32(0, w);
+  new DataView(ihdr.buffer).setUint32(4, h);
+  ihdr.set([8, 2, 0, 0, 0], 8);
+  const raw = new Uint8Array(h * (1 + w * 3));
+  for (let y = 0; y < h; y++) crypto.getRandomValues(raw.subarray(y * (1 + w * 3) + 1, (y + 1) * (1 + w * 3)));
+  const zipped = new Uint8Array(await new Response(new Blob([raw]).stream().pipeThrough(new CompressionStream("deflate"))).arrayBuffer());
+  const parts = [Uint8Array.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk("IHDR", ihdr), chunk("IDAT", zipped), chunk("IEND", new Uint8Array())];
+  const png = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    png.set(p, at);
+    at += p.length;
+  }
+  return png;
+}
 const fetchPath = (url: string) => exports.default.fetch(url);
 const held = async (accountId: string) => ({
   objects: (await env.BLOBS.list({ prefix: `media/${accountId}/` })).objects.length,
@@ -161,6 +200,80 @@ describe("deleting an image", () => {
   });
 });
 
+describe("where an image is used, and thumbnails", () => {
+  it("finds the broadcasts and templates that show an image, drafts first, never another account's; says what deleting breaks", async () => {
+    const a = await createAccount();
+    const b = await createAccount();
+    const [img, other] = await upload(a.accountId, 2);
+    const html = `<p>Sale</p><img src="${img!.url}" alt="Sale">`;
+    const segment = (await call(a, "POST", "/segments", { name: "Uses" })).body.id;
+    const draft = (await call(a, "POST", "/broadcasts", { segment_id: segment, name: "Spring draft", from: `n@${a.domain}`, subject: "S", html })).body.id;
+    const sent = (await call(a, "POST", "/broadcasts", { segment_id: segment, name: "Winter sale", from: `n@${a.domain}`, subject: "S", html })).body.id;
+    await env.DB.prepare("UPDATE broadcasts SET status = 'sent', recipient_count = 1200 WHERE id = ?").bind(sent).run();
+    await call(a, "POST", "/broadcasts", { segment_id: segment, from: `n@${a.domain}`, subject: "S", html: `<img src="${other!.url}" alt="">` });
+    const tpl = (await call(a, "POST", "/templates", { name: "Receipt", html })).body.id;
+    expect((await call(a, "POST", `/templates/${tpl}/publish`)).status).toBe(200);
+    const tplDraft = (await call(a, "POST", "/templates", { name: "Welcome", html: "<p>Hi</p>" })).body.id;
+    expect((await call(a, "PATCH", `/templates/${tplDraft}`, { html })).status).toBe(200);
+    // The same URL in another account's broadcast (pasted there) is not this account's use.
+    const segB = (await call(b, "POST", "/segments", { name: "B" })).body.id;
+    await call(b, "POST", "/broadcasts", { segment_id: segB, from: `n@${b.domain}`, subject: "S", html });
+
+    const uses = await imageUses(env.DB, a.accountId, img!.id);
+    expect(uses.broadcasts.map((x) => [x.id, x.status, x.recipients])).toEqual([[draft, "draft", 0], [sent, "sent", 1200]]);
+    expect(uses.templates.map((x) => [x.id, x.draft, x.published]).sort()).toEqual([[tpl, true, true], [tplDraft, true, false]].sort());
+    expect(deleteConsequences(uses)).toEqual([
+      "A broadcast already sent to 1,200 recipients shows it: the copies in their inboxes load it from its URL, so they will show a broken image. That cannot be fixed once it is deleted.",
+      "A broadcast not sent yet would go out with a broken image: replace it in its editor first.",
+      "A published template would send a broken image with every email from now on, and mail already sent with it breaks too: replace it, then publish again.",
+      "A template's draft would show a broken image once published.",
+    ]);
+    expect(await imageUses(env.DB, b.accountId, img!.id)).toEqual({ broadcasts: [], templates: [] });
+
+    // The delete page lists them with links, then what deleting breaks, then the button.
+    const owner = await person("owner", a.accountId);
+    const page = await (await owner.get(`/dashboard/images/${img!.id}/delete`)).text();
+    expect(page).toContain(`<a href="/dashboard/broadcasts/${draft}">Spring draft</a>`);
+    expect(page).toContain(`<a href="/dashboard/broadcasts/${sent}">Winter sale</a>`);
+    expect(page).toContain(`<a href="/dashboard/templates/${tpl}">Receipt</a></td><td>the published version and the draft</td>`);
+    expect(page.indexOf("Winter sale")).toBeLessThan(page.indexOf("If you delete it"));
+    expect(page.indexOf("already sent to 1,200 recipients")).toBeLessThan(page.indexOf("Delete the image"));
+
+    // Once deleted, the reviews of what still shows it say so.
+    expect(await deletedImagesIn(env.DB, a.accountId, html)).toEqual([]);
+    expect((await owner.post(`/media/${img!.id}/delete`)).status).toBe(200);
+    expect(await deletedImagesIn(env.DB, a.accountId, `${html}${html}<img src="${other!.url}">`)).toEqual([img!.url]);
+    expect(await deletedImagesIn(env.DB, b.accountId, html)).toEqual([]);
+  });
+
+  it("serves a thumbnail made by the Images binding, kept in R2 and deleted with the image; a small image is its own", async () => {
+    const a = (await createAccount()).accountId;
+    const big = await storeImage(env, a, await noisePng(400, 300), ORIGIN, "photo.png");
+    expect(big.bytes).toBeGreaterThan(300_000);
+    const res = await fetchPath(`${big.url}?size=thumb`);
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toBe("image/webp");
+    expect(res.headers.get("content-security-policy")).toBe("default-src 'none'; sandbox");
+    const thumb = new Uint8Array(await res.arrayBuffer());
+    expect(thumb.length).toBeGreaterThan(0);
+    expect(thumb.length).toBeLessThan(big.bytes / 2);
+    expect(new TextDecoder().decode(thumb.subarray(8, 12))).toBe("WEBP");
+    expect(await env.BLOBS.head(thumbKey(a, big.id))).not.toBeNull();
+    // The full image is unchanged at its own URL; a bad signature gets no thumbnail either.
+    expect((await fetchPath(big.url)).headers.get("content-type")).toBe("image/png");
+    expect((await fetchPath(`${big.url.replace(/\/[A-Za-z0-9_-]{22}\./, "/AAAAAAAAAAAAAAAAAAAAAA.")}?size=thumb`)).status).toBe(404);
+    // A small image is served as it is.
+    const [small] = await upload(a, 1);
+    const smallRes = await fetchPath(`${small!.url}?size=thumb`);
+    expect(smallRes.headers.get("content-type")).toBe("image/png");
+    expect((await smallRes.arrayBuffer()).byteLength).toBe(small!.bytes);
+    // Deleting removes the thumbnail with the image: nothing stays in R2.
+    expect((await deleteImage(env, a, big.id)).ok).toBe(true);
+    expect(await env.BLOBS.head(thumbKey(a, big.id))).toBeNull();
+    expect((await fetchPath(`${big.url}?size=thumb`)).status).toBe(404);
+  });
+});
+
 // ---- the Images page and its endpoints ----------------------------------------------------
 
 /** A signed-in person (as test/worker/dashboard.test.ts makes one). */
@@ -224,15 +337,22 @@ describe("the Images page", () => {
     expect(stored.name).toBe("Spring sale banner.png");
 
     const html = await (await member.get("/dashboard/images")).text();
-    expect(html).toContain(`<img src="${stored.url}" alt="Spring sale banner.png (opens full size)"`);
+    // The grid asks for thumbnails in a fixed box, lazily, never the full image.
+    expect(html).toContain(`<img src="${stored.url}?size=thumb" alt="Spring sale banner.png (opens full size)" width="240" height="140" loading="lazy" decoding="async"`);
     expect(html).toContain(`data-copy="${stored.url}"`);
     expect(html).toContain("2 KB of 500 MB</strong>, 1 of 10,000 images");
     // A member sees and copies, and is told who deletes; the owner gets the button and its warning.
     expect(html).not.toContain("/delete");
     expect(html).toContain("Only owners and admins delete images.");
     const ownerHtml = await (await owner.get("/dashboard/images")).text();
-    expect(ownerHtml).toContain(`data-api="/dashboard/api/media/${stored.id}/delete"`);
-    expect(ownerHtml).toContain("Emails already sent that show it will show a broken image");
+    expect(ownerHtml).toContain(`href="/dashboard/images/${stored.id}/delete"`);
+    // Its delete page is the confirmation: where it is used (nowhere), what deleting breaks.
+    const confirm = await (await owner.get(`/dashboard/images/${stored.id}/delete`)).text();
+    expect(confirm).toContain(`data-api="/dashboard/api/media/${stored.id}/delete"`);
+    expect(confirm).toContain("No broadcast or template of this account shows it.");
+    expect(confirm).toContain("Emails already sent that show it will show a broken image");
+    expect(await (await member.get(`/dashboard/images/${stored.id}/delete`)).text()).not.toContain(`/dashboard/api/media/${stored.id}/delete`);
+    expect((await stranger.get(`/dashboard/images/${stored.id}/delete`)).status).toBe(404);
     // Another account's page and list do not show it.
     expect(await (await stranger.get("/dashboard/images")).text()).not.toContain(stored.id);
     expect(((await (await stranger.get("/dashboard/api/media")).json()) as { data: unknown[] }).data).toEqual([]);

@@ -210,18 +210,20 @@ export function htmlShowsSomething(html: string): boolean {
   return htmlToText(html).replace(/[\u200b-\u200d\u2060\ufeff]/g, "").trim() !== "";
 }
 
-/** Why the broadcast's body would show its readers nothing, or null when it shows something.
- * The html is what mail apps show when there is one, so an html with nothing in it is empty
- * even beside a text part. */
-export function emptyBody(row: Pick<BroadcastRow, "html" | "text">): string | null {
+/** Why a body would show its readers nothing, or null when it shows something. The html is
+ * what mail apps show when there is one, so an html with nothing in it is empty even beside a
+ * text part. The one rule for an empty body: a broadcast's send, its review and its test send,
+ * and a template's publish, its review and its test send all ask it (`kind` and `before` only
+ * word the message). */
+export function emptyBody(row: Pick<BroadcastRow, "html" | "text">, kind: "broadcast" | "template" = "broadcast", before: "sending" | "publishing" = "sending"): string | null {
   if (row.html) {
     return htmlShowsSomething(row.html) ? null
-      : "The broadcast's body is empty: its html shows no text or image. Write the message in the editor (or give `html` with content through the API) before sending.";
+      : `The ${kind}'s body is empty: its html shows no text or image. Write the message in the editor (or give \`html\` with content through the API) before ${before}.`;
   }
   if (row.text && row.text.trim()) return null;
   return row.text === null || row.text === undefined
-    ? "The broadcast needs `html` or `text` before it can be sent: write the message in the editor, or give one through the API."
-    : "The broadcast's body is empty: its text is blank. Write the message in the editor (or give `html` or `text` with content through the API) before sending.";
+    ? `The ${kind} needs \`html\` or \`text\` before it can be ${before === "sending" ? "sent" : "published"}: write the message in the editor, or give one through the API.`
+    : `The ${kind}'s body is empty: its text is blank. Write the message in the editor (or give \`html\` or \`text\` with content through the API) before ${before}.`;
 }
 
 /** Tells the fan-out about a broadcast; best effort, the cron finds any it missed. */

@@ -276,6 +276,18 @@ export function hasUnsubscribeLink(doc: DocNode): boolean {
   return walk(doc);
 }
 
+/** The labels of buttons that link nowhere (the editor's button starts without a link, and the
+ * html shows it as a coloured label no one can click). */
+export function buttonsWithoutLink(doc: DocNode): string[] {
+  const out: string[] = [];
+  const walk = (n: DocNode): void => {
+    if (n.type === "button" && !safeHref(n.attrs?.href)) out.push(typeof n.attrs?.label === "string" && n.attrs.label.trim() ? n.attrs.label.trim() : "Button");
+    for (const c of n.content ?? []) walk(c);
+  };
+  walk(doc);
+  return out;
+}
+
 /** An empty document: one heading and one paragraph to type over. */
 export const EMPTY_DOCUMENT: DocNode = {
   type: "doc",

@@ -11,7 +11,7 @@ import type { Child } from "hono/jsx";
 import { and, asc, eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import type { Principal } from "../auth.ts";
-import { cancelBroadcast, createBroadcast, deleteBroadcast, duplicateBroadcast, findBroadcast, listBroadcasts, sendBroadcast, undeletable, updateBroadcast } from "../broadcasts/broadcasts.ts";
+import { cancelBroadcast, createBroadcast, emptyBody, deleteBroadcast, duplicateBroadcast, findBroadcast, listBroadcasts, sendBroadcast, undeletable, updateBroadcast } from "../broadcasts/broadcasts.ts";
 import { personalSubject, preheaderOf, renderBroadcastBody } from "../broadcasts/content.ts";
 import { documentToHtml, documentToText, DocumentError, EMPTY_DOCUMENT, parseDocument, type DocNode } from "../broadcasts/document.ts";
 import { reviewBroadcast } from "../broadcasts/review.ts";
@@ -361,6 +361,23 @@ export function EditorWorkspace(props: { kind: "broadcast" | "template"; id: str
   );
 }
 
+/** The review before sending a broadcast or publishing a template, filled by editor.js from
+ * /review in reading order: what blocks it, what to look at, the verdict, then deliverability;
+ * `children` is the form that sends or publishes (its [data-review-submit] button is disabled
+ * while anything blocks). */
+export function ReviewPanel(props: { title: string; children: Child }) {
+  return (
+    <section class="panel" id="review-panel" aria-labelledby="review-title" hidden>
+      <h2 id="review-title">{props.title}</h2>
+      <div id="review-blocking"></div>
+      <div id="review-warnings"></div>
+      <p id="review-verdict" role="status"></p>
+      <div id="review-insights"></div>
+      {props.children}
+    </section>
+  );
+}
+
 /** A labelled input; with `variables`, editor.js turns it into a one-line field showing
  * placeholders as chips (the input keeps the string form and is what the form sends). */
 function Field(props: { label: string; name: string; value?: string | null; placeholder?: string; required?: boolean; size?: number; maxlength?: number; hint?: string; variables?: boolean; wide?: boolean }) {
@@ -421,10 +438,7 @@ async function broadcastPage(c: DashCtx) {
     <>
       <p><a href="/dashboard/broadcasts">← All broadcasts</a> · <Badge value={row.status} /></p>
       <EditorWorkspace kind="broadcast" id={row.id} document={row.documentJson ? JSON.parse(row.documentJson) : EMPTY_DOCUMENT} variables={variables} apiBody={apiBodyOf(row, row.html, row.text)} settings={settings} actions={actions} />
-      <section class="panel" id="review-panel" aria-labelledby="review-title" hidden>
-        <h2 id="review-title">Review before sending</h2>
-        <div id="review-blocking"></div>
-        <div id="review-insights"></div>
+      <ReviewPanel title="Review before sending">
         <form class="row send-form" id="send-form" aria-label="Send">
           <label>When
             <select name="when">
@@ -433,9 +447,9 @@ async function broadcastPage(c: DashCtx) {
             </select>
           </label>
           <label data-when-later hidden>Time (e.g. "tomorrow at 9am" or 2026-12-01T09:00:00Z)<input name="scheduled_at" size={30} /></label>
-          <button type="submit" id="send-button">Send now</button>
+          <button type="submit" id="send-button" data-review-submit>Send now</button>
         </form>
-      </section>
+      </ReviewPanel>
       <div class="row danger-zone">
         <form method="post" class="inline" data-api={`/dashboard/api/broadcasts/${row.id}/duplicate`}><button type="submit" class="secondary">Duplicate</button></form>
         <form method="post" class="inline" data-api={`/dashboard/api/broadcasts/${row.id}/delete`} data-then="/dashboard/broadcasts" data-confirm="Delete this draft?"><button type="submit" class="danger">Delete draft</button></form>
@@ -541,6 +555,9 @@ export function registerBroadcastPages(app: Hono<DashEnv>): void {
     const row = await findBroadcast(c.env.DB, v.account.id, c.req.param("id"));
     if (!row) throw new DashError(404, "This broadcast is gone.");
     if (!row.fromAddress || !row.subject) throw new DashError(422, "Fill in From and Subject first.");
+    // The send's own rule (emptyBody), so a test is refused as the send would be, in its words.
+    const empty = emptyBody(row);
+    if (empty) throw new DashError(422, empty);
     const { lookup } = await sampleLookup(c.env, v, row);
     const out = renderBroadcastBody(row, lookup);
     const answer = await performSend(c.env, principalOf(v), {

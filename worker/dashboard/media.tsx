@@ -4,11 +4,14 @@
 // from). Rules live in worker/media/; these routes only read the request and render.
 // Deleting is for owners and admins, as deleting a template is: it breaks the image in every
 // email already sent that shows it, which a member (who "sees and sends") should not do alone.
+// It goes through a page that lists the broadcasts and templates showing the image first.
+// Thumbnails are the image's ?size=thumb (made by the Images binding, worker/media/images.ts),
+// with a fixed box size and lazy, async decoding, so a page of 48 never loads 48 full images.
 import type { Hono } from "hono";
-import { ImageError, imageUrl, MAX_IMAGE_BYTES, storeImage } from "../media/images.ts";
-import { deleteImage, listImages, mediaUsage, type LibraryImage, type MediaUsage } from "../media/library.ts";
+import { ImageError, imageUrl, MAX_IMAGE_BYTES, storeImage, thumbUrl } from "../media/images.ts";
+import { deleteImage, findImage, imageUses, listImages, mediaUsage, type ImageUses, type LibraryImage, type MediaUsage } from "../media/library.ts";
 import { formatBytes, formatCount } from "../media/sizes.ts";
-import { Empty, Time } from "./layout.tsx";
+import { Badge, Empty, Time } from "./layout.tsx";
 import { DashError, json, page, type DashCtx, type DashEnv } from "./routes.tsx";
 import { audit } from "./viewer.ts";
 import { dashboardOrigin } from "./auth.ts";
@@ -18,6 +21,9 @@ import { readBodyLimited } from "../http.ts";
 const TYPE_NAMES: Record<string, string> = { "image/png": "PNG", "image/jpeg": "JPEG", "image/gif": "GIF", "image/webp": "WebP" };
 
 export const DELETE_WARNING = "Emails already sent that show it will show a broken image from now on, and so will drafts and templates that use it. This cannot be undone.";
+
+/** The thumbnail box of the Images page's cards (CSS .media-thumb), for width and height. */
+const THUMB_BOX = { width: 240, height: 140 };
 
 function label(img: LibraryImage): string {
   return img.name ?? `Image uploaded ${img.created_at.slice(0, 10)}`;
@@ -58,7 +64,7 @@ function Card(props: { img: LibraryImage; canDelete: boolean }) {
   return (
     <li class="media-card">
       <a class="media-thumb" href={img.url} target="_blank" rel="noopener noreferrer">
-        <img src={img.url} alt={`${name} (opens full size)`} loading="lazy" decoding="async" />
+        <img src={thumbUrl(img.url)} alt={`${name} (opens full size)`} width={THUMB_BOX.width} height={THUMB_BOX.height} loading="lazy" decoding="async" />
       </a>
       <div class="media-meta">
         <div class="media-name" title={name}>{name}</div>
@@ -67,9 +73,7 @@ function Card(props: { img: LibraryImage; canDelete: boolean }) {
         <div class="media-actions">
           <button type="button" class="secondary" data-copy={img.url} aria-label={`Copy the URL of ${name}`}>Copy URL</button>
           {props.canDelete ? (
-            <form method="post" class="inline" data-api={`/dashboard/api/media/${img.id}/delete`} data-confirm={`Delete ${name}? ${DELETE_WARNING}`}>
-              <button type="submit" class="danger" aria-label={`Delete ${name}`}>Delete</button>
-            </form>
+            <a class="button danger" href={`/dashboard/images/${img.id}/delete`} aria-label={`Delete ${name}…`}>Delete…</a>
           ) : null}
         </div>
       </div>
@@ -117,8 +121,89 @@ async function imagesPage(c: DashCtx) {
   ));
 }
 
+const STATUS_WORDS: Record<string, string> = { draft: "draft", scheduled: "scheduled", queued: "sending soon", sending: "sending", sent: "sent", canceled: "canceled", failed: "failed" };
+
+/** What deleting breaks, in words: sent mail first (it cannot be fixed), then what can be. */
+export function deleteConsequences(uses: ImageUses): string[] {
+  const out: string[] = [];
+  const reached = uses.broadcasts.filter((b) => b.recipients > 0);
+  const recipients = reached.reduce((n, b) => n + b.recipients, 0);
+  if (reached.length > 0) {
+    out.push(`${reached.length === 1 ? "A broadcast" : `${reached.length} broadcasts`} already sent to ${recipients.toLocaleString("en-US")} recipient${recipients === 1 ? "" : "s"} show${reached.length === 1 ? "s" : ""} it: the copies in their inboxes load it from its URL, so they will show a broken image. That cannot be fixed once it is deleted.`);
+  }
+  const waiting = uses.broadcasts.filter((b) => b.recipients === 0 && ["draft", "scheduled", "queued", "sending"].includes(b.status));
+  if (waiting.length > 0) {
+    out.push(`${waiting.length === 1 ? "A broadcast" : `${waiting.length} broadcasts`} not sent yet would go out with a broken image: replace it in ${waiting.length === 1 ? "its" : "their"} editor first.`);
+  }
+  const published = uses.templates.filter((t) => t.published);
+  if (published.length > 0) {
+    out.push(`${published.length === 1 ? "A published template" : `${published.length} published templates`} would send a broken image with every email from now on, and mail already sent with ${published.length === 1 ? "it" : "them"} breaks too: replace it, then publish again.`);
+  }
+  const drafts = uses.templates.filter((t) => !t.published);
+  if (drafts.length > 0) out.push(`${drafts.length === 1 ? "A template's draft" : `${drafts.length} templates' drafts`} would show a broken image once published.`);
+  return out;
+}
+
+/** The page before an image is deleted: the image, where it is used, what deleting breaks. */
+async function deleteImagePage(c: DashCtx) {
+  const v = c.get("viewer");
+  const img = await findImage(c.env, v.account.id, dashboardOrigin(c.env, c.req.url), c.req.param("id")!);
+  if (!img) {
+    c.status(404);
+    return page(c, "Image not found", <Empty title="There is no such image in this account."><p>It was deleted already, or the address is wrong. <a href="/dashboard/images">All images</a></p></Empty>);
+  }
+  const name = label(img);
+  const uses = await imageUses(c.env.DB, v.account.id, img.id);
+  const consequences = deleteConsequences(uses);
+  const used = uses.broadcasts.length + uses.templates.length;
+  return page(c, `Delete ${name}?`, (
+    <>
+      <p><a href="/dashboard/images">← All images</a></p>
+      <section class="panel media-delete" aria-labelledby="used-in">
+        <div class="row">
+          <a class="media-thumb" href={img.url} target="_blank" rel="noopener noreferrer"><img src={thumbUrl(img.url)} alt={`${name} (opens full size)`} width={THUMB_BOX.width} height={THUMB_BOX.height} decoding="async" /></a>
+          <div class="muted">{TYPE_NAMES[img.type] ?? img.type} · {formatBytes(img.bytes)} · uploaded <Time at={img.created_at} /></div>
+        </div>
+        <h2 id="used-in">Where it is used</h2>
+        {used === 0 ? (
+          <p>No broadcast or template of this account shows it. Emails sent through the API with its URL are not searched: if your code sends it, those emails show a broken image once it is deleted.</p>
+        ) : (
+          <>
+            {uses.broadcasts.length ? (
+              <table>
+                <thead><tr><th scope="col">Broadcast</th><th scope="col">Status</th><th scope="col" class="num">Recipients</th></tr></thead>
+                <tbody>{uses.broadcasts.map((b) => (
+                  <tr><td><a href={`/dashboard/broadcasts/${b.id}`}>{b.name || b.subject || "(untitled)"}</a></td><td><Badge value={b.status} /> <span class="sr-only">{STATUS_WORDS[b.status] ?? b.status}</span></td><td class="num">{b.recipients.toLocaleString("en-US")}</td></tr>
+                ))}</tbody>
+              </table>
+            ) : null}
+            {uses.templates.length ? (
+              <table>
+                <thead><tr><th scope="col">Template</th><th scope="col">In</th></tr></thead>
+                <tbody>{uses.templates.map((t) => (
+                  <tr><td><a href={`/dashboard/templates/${t.id}`}>{t.name}</a></td><td>{[t.published ? "the published version" : null, t.draft ? "the draft" : null].filter(Boolean).join(" and ") || "the editor's design"}</td></tr>
+                ))}</tbody>
+              </table>
+            ) : null}
+          </>
+        )}
+        <h2>If you delete it</h2>
+        <ul class="consequences">{[...consequences, used ? "This cannot be undone." : DELETE_WARNING].map((x) => <li>{x}</li>)}</ul>
+        {v.canManage ? (
+          // This page is the confirmation: what deleting breaks is listed above the button.
+          <form method="post" class="row" data-api={`/dashboard/api/media/${img.id}/delete`} data-then="/dashboard/images">
+            <button type="submit" class="danger">Delete the image</button>
+            <a class="button secondary" href="/dashboard/images">Keep it</a>
+          </form>
+        ) : <p class="muted">Only owners and admins delete images, since emails already sent may show them.</p>}
+      </section>
+    </>
+  ));
+}
+
 export function registerMediaPages(app: Hono<DashEnv>): void {
   app.get("/images", (c) => imagesPage(c));
+  app.get("/images/:id/delete", (c) => deleteImagePage(c));
 
   // An image for the editor: the file's bytes as the body (the type is read from them), its
   // name (URI-encoded) in X-File-Name.

@@ -11,7 +11,8 @@ import { validate } from "../http.ts";
 import { contentOf, CreateTemplateRequest, UpdateTemplateRequest } from "../routes/templates.ts";
 import { Badge, Empty, Time } from "./layout.tsx";
 import { body, DashError, page, requireManager, type DashCtx, type DashEnv } from "./routes.tsx";
-import { apiBodyOf, EditorWorkspace, guardApiBody, renderDocument } from "./broadcasts.tsx";
+import { apiBodyOf, EditorWorkspace, guardApiBody, principalOf, renderDocument, ReviewPanel } from "./broadcasts.tsx";
+import { reviewTemplate } from "../templates/review.ts";
 import { audit } from "./viewer.ts";
 
 async function templatesPage(c: DashCtx) {
@@ -68,13 +69,19 @@ async function templatePage(c: DashCtx) {
     <>
       <button type="button" data-action="save" class="secondary">Save draft</button>
       <button type="button" data-action="preview" class="secondary">Preview</button>
-      <button type="button" data-action="publish">Publish</button>
+      <button type="button" data-action="review">Review and publish…</button>
     </>
   );
   return page(c, row.name, (
     <>
       <p><a href="/dashboard/templates">← All templates</a> · <Badge value={state} /> {row.alias ? <>· <code>{row.alias}</code></> : null}</p>
       <EditorWorkspace kind="template" id={row.id} document={row.documentJson ? JSON.parse(row.documentJson) : EMPTY_DOCUMENT} variables={variables} apiBody={apiBodyOf(row, draft.html, draft.text)} settings={settings} actions={actions} />
+      <ReviewPanel title="Review before publishing">
+        <form class="row" id="publish-form" aria-label="Publish">
+          <button type="submit" id="publish-button" data-review-submit>Publish</button>
+          <span class="muted">Sends that name this template use the published version.</span>
+        </form>
+      </ReviewPanel>
       <div class="row danger-zone">
         <form method="post" class="inline" data-api={`/dashboard/api/templates/${row.id}/duplicate`}><button type="submit" class="secondary">Duplicate</button></form>
         {v.canManage ? (
@@ -135,6 +142,15 @@ export function registerTemplatePages(app: Hono<DashEnv>): void {
     return c.json({ html: html.output, text, who: note });
   });
 
+  // What publishing would refuse, what sends would need, and the deliverability checks.
+  app.post("/api/templates/:id/review", async (c) => {
+    const v = c.get("viewer");
+    const row = await findTemplate(c.env.DB, v.account.id, c.req.param("id"));
+    if (!row) throw new DashError(404, "This template is gone.");
+    return c.json(await reviewTemplate(c.env, principalOf(v), row));
+  });
+
+  // publishTemplate refuses what the review blocks on (publishProblems), with the API's 422.
   app.post("/api/templates/:id/publish", async (c) => {
     const v = c.get("viewer");
     const row = await publishTemplate(c.env.DB, v.account.id, c.req.param("id"));

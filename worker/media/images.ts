@@ -107,25 +107,69 @@ async function limitError(db: D1Database, accountId: string, bytes: number, limi
   return new MediaLimitError(`This account's uploaded images leave ${size(left, Math.floor)} of its ${size(limits.bytes ?? 0)}, and this image takes ${size(bytes)}. ${fix} MEDIA_ACCOUNT_LIMIT_MB.`);
 }
 
-/** The response for GET /media/{account}/{id}/{sig}.{ext}: the image, or a 404 that says nothing. */
-export async function serveImage(env: Pick<Env, "BLOBS" | "MASTER_KEY">, accountId: string, id: string, file: string): Promise<Response> {
+/** Thumbnails are this wide (the Images page's cards and the picker's tiles at twice their CSS
+ * width), WebP, made once by the Images binding and kept in R2 beside the image. */
+export const THUMB_WIDTH = 480;
+
+export function thumbKey(accountId: string, id: string): string {
+  return `media/${accountId}/${id}/thumb-${THUMB_WIDTH}`;
+}
+
+/** The URL of an image's thumbnail: its own URL asking for the small size. */
+export function thumbUrl(url: string): string {
+  return `${url}?size=thumb`;
+}
+
+const HEADERS = {
+  "x-content-type-options": "nosniff",
+  "content-security-policy": "default-src 'none'; sandbox",
+  "content-disposition": "inline",
+  "cache-control": "public, max-age=31536000, immutable",
+  "cross-origin-resource-policy": "cross-origin",
+};
+
+/** The response for GET /media/{account}/{id}/{sig}.{ext}: the image, or a 404 that says nothing.
+ * With `thumb`, its thumbnail (see thumbnail()), or the image itself where none can be made. */
+export async function serveImage(env: Pick<Env, "BLOBS" | "MASTER_KEY"> & Partial<Pick<Env, "IMAGES">>, accountId: string, id: string, file: string, thumb = false): Promise<Response> {
   const notFound = () => new Response("Not found", { status: 404, headers: { "content-type": "text/plain; charset=utf-8", "x-content-type-options": "nosniff" } });
   const m = /^([A-Za-z0-9_-]{22})\.(png|jpg|gif|webp)$/.exec(file);
   if (!m || !ID.test(id) || !ACCOUNT.test(accountId)) return notFound();
   const enc = new TextEncoder();
   if (!constantTimeEqual(enc.encode(m[1]!), enc.encode(await signature(env.MASTER_KEY, accountId, id)))) return notFound();
+  if (thumb) {
+    const small = await thumbnail(env, accountId, id);
+    if (small) return new Response(small, { headers: { "content-type": "image/webp", ...HEADERS } });
+  }
   const obj = await env.BLOBS.get(objectKey(accountId, id));
   if (!obj) return notFound();
   const ext = (obj.customMetadata?.ext ?? m[2]) as ImageExt;
-  return new Response(obj.body, {
-    headers: {
-      // The type found at upload, never the one the URL names.
-      "content-type": IMAGE_TYPES[ext] ?? "application/octet-stream",
-      "x-content-type-options": "nosniff",
-      "content-security-policy": "default-src 'none'; sandbox",
-      "content-disposition": "inline",
-      "cache-control": "public, max-age=31536000, immutable",
-      "cross-origin-resource-policy": "cross-origin",
-    },
-  });
+  // The type found at upload, never the one the URL names.
+  return new Response(obj.body, { headers: { "content-type": IMAGE_TYPES[ext] ?? "application/octet-stream", ...HEADERS } });
+}
+
+/** An image's thumbnail bytes: kept in R2, or made now with the Images binding (in `wrangler dev`
+ * and tests too: miniflare runs it on sharp) and kept. Null where there is nothing smaller to
+ * give: a small image (its own bytes are as cheap), no binding, or the binding failed (the
+ * caller serves the image itself: a thumbnail is never worth a broken tile). */
+async function thumbnail(env: Pick<Env, "BLOBS"> & Partial<Pick<Env, "IMAGES">>, accountId: string, id: string): Promise<ArrayBuffer | null> {
+  const kept = await env.BLOBS.get(thumbKey(accountId, id));
+  if (kept) return kept.arrayBuffer();
+  if (!env.IMAGES) return null;
+  const original = await env.BLOBS.get(objectKey(accountId, id));
+  if (!original || original.size <= 48 * 1024) {
+    await original?.body.cancel();
+    return null;
+  }
+  try {
+    const out = await env.IMAGES.input(original.body).transform({ width: THUMB_WIDTH, fit: "scale-down" }).output({ format: "image/webp", quality: 80 });
+    const bytes = await out.response().arrayBuffer();
+    await env.BLOBS.put(thumbKey(accountId, id), bytes, { httpMetadata: { contentType: "image/webp" } });
+    // Deleted meanwhile (deleteImage removes both keys): take the thumbnail back too, so no
+    // bytes stay in R2 that no row counts.
+    if (!(await env.BLOBS.head(objectKey(accountId, id)))) await env.BLOBS.delete(thumbKey(accountId, id));
+    return bytes;
+  } catch (err) {
+    console.error("thumbnail not made; serving the image", accountId, id, err instanceof Error ? err.message : String(err));
+    return null;
+  }
 }

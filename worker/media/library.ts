@@ -4,7 +4,7 @@
 // tenant never lists, counts or deletes another's images.
 import { mediaLimitsOf, type MediaLimits } from "../config.ts";
 import type { Result } from "../result.ts";
-import { IMAGE_TYPES, ImageError, imageUrl, objectKey, type ImageExt } from "./images.ts";
+import { IMAGE_TYPES, ImageError, imageUrl, objectKey, thumbKey, type ImageExt } from "./images.ts";
 
 export interface LibraryImage {
   id: string;
@@ -97,9 +97,80 @@ export async function deleteImage(env: Pick<Env, "DB" | "BLOBS">, accountId: str
   if (!ID.test(id)) return gone;
   const row = await env.DB.prepare(`SELECT id, bytes, ext, name FROM media_images WHERE account_id = ?1 AND id = ?2`).bind(accountId, id).first<Omit<Row, "created_at">>();
   if (!row) return gone;
-  await env.BLOBS.delete(objectKey(accountId, id));
+  await env.BLOBS.delete([objectKey(accountId, id), thumbKey(accountId, id)]);
   // Of two deletes at once, the one whose statement removed the row reports it.
   const removed = await env.DB.prepare(`DELETE FROM media_images WHERE account_id = ?1 AND id = ?2 RETURNING id`).bind(accountId, id).first();
   if (!removed) return gone;
   return { ok: true, value: { id, name: row.name, bytes: row.bytes, ext: row.ext, type: IMAGE_TYPES[row.ext as ImageExt] ?? "application/octet-stream" } };
+}
+
+/** One of the account's images by id (null: not this account's, or no such image). */
+export async function findImage(env: LibraryEnv, accountId: string, origin: string, id: string): Promise<LibraryImage | null> {
+  if (!ID.test(id)) return null;
+  const r = await env.DB.prepare(`SELECT id, bytes, ext, name, created_at FROM media_images WHERE account_id = ?1 AND id = ?2`).bind(accountId, id).first<Row>();
+  if (!r) return null;
+  return {
+    id: r.id, url: await imageUrl(env.MASTER_KEY, origin, accountId, r.id, r.ext), name: r.name, bytes: r.bytes,
+    type: IMAGE_TYPES[r.ext as ImageExt] ?? "application/octet-stream", created_at: new Date(r.created_at).toISOString(),
+  };
+}
+
+/** The part of an image's URL that names it whatever the origin (the dashboard's, PUBLIC_URL):
+ * its id is 128 random bits, so the path alone finds it in a body. */
+export function imagePath(accountId: string, id: string): string {
+  return `/media/${accountId}/${id}/`;
+}
+
+export interface ImageUses {
+  /** Broadcasts whose body shows it, drafts first; `status` as the API names it. */
+  broadcasts: { id: string; name: string | null; subject: string | null; status: string; recipients: number }[];
+  /** Templates whose draft or published version shows it. */
+  templates: { id: string; name: string; draft: boolean; published: boolean }[];
+}
+
+/** Where the account's broadcasts and templates show an image, for the owner to see before
+ * deleting it: a draft or a template would show a broken image from then on, and a broadcast
+ * already sent points every recipient's copy at its URL. A scan of the account's bodies
+ * (instr, no index): an account has tens or hundreds of them, and this runs only when someone
+ * is about to delete an image. Emails sent through the API with the URL are not searched: their
+ * bodies are not kept for this. */
+export async function imageUses(db: D1Database, accountId: string, id: string): Promise<ImageUses> {
+  const path = imagePath(accountId, id);
+  const [b, t] = await db.batch([
+    db.prepare(
+      `SELECT id, name, subject, status, recipient_count FROM broadcasts
+       WHERE account_id = ?1 AND (instr(coalesce(html, ''), ?2) > 0 OR instr(coalesce(text, ''), ?2) > 0 OR instr(coalesce(document_json, ''), ?2) > 0)
+       ORDER BY CASE status WHEN 'draft' THEN 0 WHEN 'scheduled' THEN 1 WHEN 'queued' THEN 2 WHEN 'sending' THEN 3 ELSE 4 END, id DESC LIMIT 200`,
+    ).bind(accountId, path),
+    db.prepare(
+      `SELECT id, name, instr(draft_json, ?2) > 0 AS in_draft, instr(coalesce(published_json, ''), ?2) > 0 AS in_published FROM templates
+       WHERE account_id = ?1 AND (instr(draft_json, ?2) > 0 OR instr(coalesce(published_json, ''), ?2) > 0 OR instr(coalesce(document_json, ''), ?2) > 0)
+       ORDER BY id DESC LIMIT 200`,
+    ).bind(accountId, path),
+  ]);
+  return {
+    broadcasts: (b!.results as { id: string; name: string | null; subject: string | null; status: string; recipient_count: number }[])
+      .map((r) => ({ id: r.id, name: r.name, subject: r.subject, status: r.status, recipients: r.recipient_count })),
+    templates: (t!.results as { id: string; name: string; in_draft: number; in_published: number }[])
+      .map((r) => ({ id: r.id, name: r.name, draft: !!r.in_draft, published: !!r.in_published })),
+  };
+}
+
+/** Images uploaded to this account that a body shows but that were deleted since: readers would
+ * see a broken image. Each missing image's URL as the body has it, once. */
+export async function deletedImagesIn(db: D1Database, accountId: string, html: string | null): Promise<string[]> {
+  if (!html) return [];
+  const found = new Map<string, string>();
+  const re = /https?:\/\/[^\s"'<>()]*\/media\/([A-Za-z0-9_-]{1,64})\/([0-9a-f]{32})\/[A-Za-z0-9_-]{22}\.(?:png|jpg|gif|webp)/g;
+  for (const m of html.matchAll(re)) if (m[1] === accountId && !found.has(m[2]!)) found.set(m[2]!, m[0]);
+  if (found.size === 0) return [];
+  const ids = [...found.keys()];
+  const present = new Set<string>();
+  // D1 binds at most 100 parameters to a statement.
+  for (let i = 0; i < ids.length; i += 90) {
+    const part = ids.slice(i, i + 90);
+    const rows = await db.prepare(`SELECT id FROM media_images WHERE account_id = ?1 AND id IN (${part.map((_, j) => `?${j + 2}`).join(", ")})`).bind(accountId, ...part).all<{ id: string }>();
+    for (const r of rows.results) present.add(r.id);
+  }
+  return ids.filter((i) => !present.has(i)).map((i) => found.get(i)!);
 }

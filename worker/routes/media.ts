@@ -5,5 +5,6 @@ import type { App } from "../app.ts";
 import { serveImage } from "../media/images.ts";
 
 export function registerMediaRoutes(app: App): void {
-  app.get("/media/:account/:id/:file", (c) => serveImage(c.env, c.req.param("account"), c.req.param("id"), c.req.param("file")));
+  // ?size=thumb: the dashboard's thumbnail of it (worker/media/images.ts).
+  app.get("/media/:account/:id/:file", (c) => serveImage(c.env, c.req.param("account"), c.req.param("id"), c.req.param("file"), c.req.query("size") === "thumb"));
 }

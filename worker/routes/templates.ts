@@ -136,9 +136,9 @@ export function registerTemplateRoutes(app: App): void {
 
   defineRoute(app, "full", createRoute({
     method: "post", path: "/templates/{id}/publish", tags: ["Templates"], summary: "Publish a template",
-    description: "The current draft becomes the version sends use.",
+    description: "The current draft becomes the version sends use. A draft whose body shows nothing (no text or image) is refused with a 422; sends keep the version published before.",
     request: { params: RefParam },
-    responses: { 200: json(TemplateRef, "Published"), ...errorResponses(401, 403, 404) },
+    responses: { 200: json(TemplateRef, "Published"), ...errorResponses(401, 403, 404, 422) },
     paramPattern: REF,
   }), async (c) => {
     const row = await publishTemplate(c.env.DB, account(c), c.req.param("id")!);

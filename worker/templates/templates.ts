@@ -10,6 +10,7 @@ import { isUuid, uuidv7 } from "../ids.ts";
 import { finishPage, pageQuery, type Page } from "../pagination.ts";
 import { d1ErrorText } from "../sending/quota.ts";
 import { render, type VariableValue } from "./render.ts";
+import { emptyBody } from "../broadcasts/broadcasts.ts";
 
 export type VariableType = "string" | "number" | "boolean" | "object" | "list";
 export interface TemplateVariable {
@@ -123,9 +124,21 @@ export async function updateTemplate(db: D1Database, accountId: string, idOrAlia
   return after;
 }
 
+/** What publishing refuses: a body that shows nothing, which no send could make up for (the
+ * same rule and words as a broadcast's send, worker/broadcasts/broadcasts.ts). The dashboard's
+ * review (review.ts) lists these beside the warnings a send can make up for. */
+export function publishProblems(draft: Pick<TemplateContent, "html" | "text">): ApiError[] {
+  const empty = emptyBody(draft, "template", "publishing");
+  return empty ? [new ApiError("validation_error", empty)] : [];
+}
+
+/** The draft becomes the version sends use; refused (a 422, nothing changes) while
+ * publishProblems finds any. */
 export async function publishTemplate(db: D1Database, accountId: string, idOrAlias: string, now = Date.now()): Promise<TemplateRow | undefined> {
   const row = await findTemplate(db, accountId, idOrAlias);
   if (!row) return undefined;
+  const [problem] = publishProblems(viewOf(row).draft);
+  if (problem) throw problem;
   await drizzle(db).update(templates).set({ publishedJson: row.draftJson, publishedAt: now, updatedAt: now }).where(eq(templates.id, row.id));
   return { ...row, publishedJson: row.draftJson, publishedAt: now, updatedAt: now };
 }
