@@ -8,7 +8,8 @@ import { env, exports } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { emptyBody, sendProblems, updateBroadcast, findBroadcast } from "../../worker/broadcasts/broadcasts.ts";
 import { documentToHtml, documentToText, DocumentError, EMPTY_DOCUMENT, hasUnsubscribeLink, parseDocument, type DocNode } from "../../worker/broadcasts/document.ts";
-import { reviewBroadcast } from "../../worker/broadcasts/review.ts";
+import { broadcastVerdict, reviewBroadcast } from "../../worker/broadcasts/review.ts";
+import { deleteImage } from "../../worker/media/library.ts";
 import { mediaLimitsOf } from "../../worker/config.ts";
 import { signedIn } from "./dashboard-session.ts";
 import { ImageError, MAX_IMAGE_BYTES, MediaLimitError, sniffImage, storeImage } from "../../worker/media/images.ts";
@@ -360,17 +361,59 @@ describe("an empty body, an empty segment and dead-end broadcasts", () => {
     const made = await dash.post("/api/broadcasts", { name: "Blank", from: `news@${a.domain}`, subject: "S", segment_id: segment });
     expect((await dash.post(`/api/broadcasts/${made.body.id}/review`, {})).body.blocking).toEqual([expect.stringMatching(/body is empty/)]);
     expect((await dash.post(`/api/broadcasts/${made.body.id}/send`, {})).status).toBe(422);
+    // Its test send is refused by the same rule, in the same words, and sends nothing.
+    const before = (await env.DB.prepare("SELECT count(*) AS n FROM emails WHERE account_id = ?").bind(a.accountId).first<{ n: number }>())!.n;
+    for (const broadcast of [id, made.body.id]) {
+      const test = await dash.post(`/api/broadcasts/${broadcast}/test`, {});
+      expect(test).toMatchObject({ status: 422, body: { message: (await dash.post(`/api/broadcasts/${broadcast}/review`, {})).body.blocking[0] } });
+    }
+    expect((await env.DB.prepare("SELECT count(*) AS n FROM emails WHERE account_id = ?").bind(a.accountId).first<{ n: number }>())!.n).toBe(before);
+    // Written in, the test goes.
+    expect((await call(a, "PATCH", `/broadcasts/${id}`, { html: "<p>Now with words</p>" })).status).toBe(200);
+    expect(await dash.post(`/api/broadcasts/${id}/test`, {})).toMatchObject({ status: 200, body: { ok: true } });
+  });
+
+  it("ends the review with a verdict that follows its problems and warnings", () => {
+    expect(broadcastVerdict(2, [], 5)).toBe("It cannot be sent until these 2 are fixed.");
+    expect(broadcastVerdict(0, ["nobody"], 0)).toBe("Nothing else stops it from being sent, but as things stand it would reach nobody: see the warning above.");
+    expect(broadcastVerdict(0, ["a button"], 1200)).toBe("It can be sent, but read the warning above first. Sent now, it goes to 1,200 contacts.");
+    expect(broadcastVerdict(0, [], 1)).toBe("Ready to send: nothing stops it. Sent now, it goes to 1 contact.");
+  });
+
+  it("warns of buttons and links that go nowhere and of uploaded images deleted since", async () => {
+    const segment = (await call(a, "POST", "/segments", { name: "Broken bits" })).body.id;
+    await call(a, "POST", "/contacts", { email: `bb-${crypto.randomUUID().slice(0, 6)}@example.com`, segments: [segment] });
+    const img = await storeImage(env, a.accountId, Uint8Array.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0]), DASH, "hero.png");
+    const doc: DocNode = { type: "doc", content: [
+      { type: "paragraph", content: [text("Hello")] },
+      { type: "button", attrs: { label: "Shop now", href: "" } },
+      { type: "image", attrs: { src: img.url, alt: "Hero" } },
+    ] };
+    const made = await dash.post("/api/broadcasts", { name: "Broken", from: `news@${a.domain}`, subject: "S", segment_id: segment });
+    expect((await dash.post(`/api/broadcasts/${made.body.id}`, { name: "Broken", from: `news@${a.domain}`, subject: "S", segment_id: segment, topic_id: "", reply_to: "", preview_text: "", document: doc })).status).toBe(200);
+    const review = async () => (await dash.post(`/api/broadcasts/${made.body.id}/review`, {})).body;
+    expect(await review()).toMatchObject({
+      blocking: [],
+      warnings: ["The button “Shop now” has no link, so readers cannot click it. Select the button in the editor, press Enter and give its link."],
+      verdict: "It can be sent, but read the warning above first. Sent now, it goes to 1 contact.",
+    });
+    expect((await deleteImage(env, a.accountId, img.id)).ok).toBe(true);
+    expect((await review()).warnings).toEqual([expect.stringMatching(/^The button “Shop now” has no link/), expect.stringMatching(/^An image uploaded to tern was deleted from Images/)]);
   });
 
   it("warns, without blocking, when nobody in the segment could receive it; counts who would", async () => {
     const segment = (await call(a, "POST", "/segments", { name: "Nobody yet" })).body.id;
     const id = (await call(a, "POST", "/broadcasts", { segment_id: segment, from: `news@${a.domain}`, subject: "S", html: "<p>Hi</p>" })).body.id;
     const review = async () => reviewBroadcast(env, principal(), (await findBroadcast(env.DB, a.accountId, id))!, () => "Ada");
-    expect(await review()).toMatchObject({ blocking: [], recipients: 0, warnings: ["The segment “Nobody yet” has no contacts, so sent now it would reach nobody. Add contacts to the segment (Contacts, or POST /contacts), pick another segment, or schedule it for after they are added."] });
+    expect(await review()).toMatchObject({
+      blocking: [], recipients: 0,
+      warnings: ["The segment “Nobody yet” has no contacts, so sent now it would reach nobody. Add contacts to the segment (Contacts, or POST /contacts), pick another segment, or schedule it for after they are added."],
+      verdict: "Nothing else stops it from being sent, but as things stand it would reach nobody: see the warning above.",
+    });
     await call(a, "POST", "/contacts", { email: `gone-${crypto.randomUUID().slice(0, 6)}@example.com`, unsubscribed: true, segments: [segment] });
     expect((await review()).warnings).toEqual([expect.stringMatching(/^None of the 1 contact in the segment “Nobody yet” can receive it \(unsubscribed, suppressed\), so sent now it would reach nobody/)]);
     await call(a, "POST", "/contacts", { email: `here-${crypto.randomUUID().slice(0, 6)}@example.com`, segments: [segment] });
-    expect(await review()).toMatchObject({ blocking: [], warnings: [], recipients: 1 });
+    expect(await review()).toMatchObject({ blocking: [], warnings: [], recipients: 1, verdict: "Ready to send: nothing stops it. Sent now, it goes to 1 contact." });
     // Opted out of its topic counts as nobody too.
     const topic = (await call(a, "POST", "/topics", { name: "Rare", default_subscription: "opt_out" })).body.id;
     expect((await call(a, "PATCH", `/broadcasts/${id}`, { topic_id: topic })).status).toBe(200);

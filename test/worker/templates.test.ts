@@ -1,7 +1,14 @@
 // Templates in Resend's shapes: a draft, publishing, duplicate, the {id_or_alias} paths, and
 // sending with `template: {id, variables}` from POST /emails and /emails/batch (only published
 // versions; a missing variable without a fallback is a 422 that names it and sends nothing).
+import { env, exports } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
+import { findTemplate } from "../../worker/templates/templates.ts";
+import { reviewTemplate, undeclaredVariables } from "../../worker/templates/review.ts";
+import { documentToHtml, documentToText, EMPTY_DOCUMENT } from "../../worker/broadcasts/document.ts";
+import { storeImage } from "../../worker/media/images.ts";
+import { deleteImage } from "../../worker/media/library.ts";
+import { signedIn } from "./dashboard-session.ts";
 import { call, countRows, createAccount, type TestAccount } from "./fixtures.ts";
 
 let a: TestAccount;
@@ -134,5 +141,94 @@ describe("sending with a template", () => {
     const sent = await call(a, "POST", "/emails", { to: "delivered@simulator.tern.test", template: { id, variables: { toString: "T<", valueOf: "V" } } });
     expect(sent.status, JSON.stringify(sent.body)).toBe(200);
     expect((await call(a, "GET", `/emails/${sent.body.id}`)).body).toMatchObject({ subject: "About V", html: "<p>T&lt; none x</p>", text: "T< none" });
+  });
+});
+
+describe("the review before a template is published", () => {
+  const principal = (x: TestAccount) => ({ accountId: x.accountId, keyId: "test", permission: "full_access" as const, domainId: null, plan: "free", rateLimit: 0 });
+  const EMPTY = "The template's body is empty: its html shows no text or image. Write the message in the editor (or give `html` with content through the API) before publishing.";
+
+  it("publish refuses a body that shows nothing with the contract's 422, the broadcast's rule; sends keep the version before", async () => {
+    const id = (await call(a, "POST", "/templates", { name: "Blank", subject: "S", html: "<p>Hi</p>" })).body.id;
+    expect((await call(a, "POST", `/templates/${id}/publish`)).status).toBe(200);
+    // The editor's untouched design, and html with nothing visible in it.
+    for (const html of [documentToHtml(EMPTY_DOCUMENT), "<p>&nbsp;</p><!-- x -->"]) {
+      expect((await call(a, "PATCH", `/templates/${id}`, { html, text: documentToText(EMPTY_DOCUMENT) })).status).toBe(200);
+      const refused = await call(a, "POST", `/templates/${id}/publish`);
+      expect(refused).toMatchObject({ status: 422, body: { statusCode: 422, name: "validation_error", message: EMPTY } });
+    }
+    // Nothing changed: the published version is still the one with a body.
+    const sent = await call(a, "POST", "/emails", { from: `t@${a.domain}`, to: "delivered@simulator.tern.test", template: { id } });
+    expect(sent.status, JSON.stringify(sent.body)).toBe(200);
+    expect((await call(a, "GET", `/emails/${sent.body.id}`)).body.html).toBe("<p>Hi</p>");
+    expect((await call(a, "GET", `/templates/${id}`)).body).toMatchObject({ status: "published", has_unpublished_versions: true });
+    // An image alone is a body.
+    expect((await call(a, "PATCH", `/templates/${id}`, { html: '<img src="https://example.com/a.png" alt="A">' })).status).toBe(200);
+    expect((await call(a, "POST", `/templates/${id}/publish`)).status).toBe(200);
+  });
+
+  it("finds variables used without a fallback that are not declared", () => {
+    const draft = { from: null, subject: "Order {{{ORDER}}} for {{{NAME|you}}}", reply_to: null, html: "<p>{{{NAME}}} {{{CODE}}} {{{PLAN|Free}}} {{{CODE}}} {{{RESEND_UNSUBSCRIBE_URL}}}</p>", text: "{{{TRACKING}}}", variables: [{ key: "NAME", type: "string" as const }] };
+    expect(undeclaredVariables(draft)).toEqual(["ORDER", "CODE", "TRACKING"]);
+  });
+
+  it("warns of what sends would need (a subject, a verified sender, undeclared variables) and blocks only an empty body", async () => {
+    const id = (await call(a, "POST", "/templates", {
+      name: "Warned", from: "Shop <shop@unverified.example>", html: '<p>Hi {{{NAME}}}, order {{{ORDER}}}. <a href="#">Track it</a></p>',
+      variables: [{ key: "NAME", type: "string", fallback_value: "there" }],
+    })).body.id;
+    const review = await reviewTemplate(env, principal(a), (await findTemplate(env.DB, a.accountId, id))!);
+    expect(review.blocking).toEqual([]);
+    expect(review.warnings).toEqual([
+      "It has no subject, so every send with it must give its own `subject`, or is refused. Write one in Subject.",
+      "The unverified.example domain is not verified. Add and verify it on the domains API first. Until then, sends that use the template's From are refused (a send's own `from` wins).",
+      "`ORDER` is used without a fallback and not declared, so every send must give it in `template.variables`, or is refused. Declare it with a fallback (`variables` in the API), or give the placeholder one: {{{ORDER|fallback}}}.",
+      "A link goes nowhere (an empty address or “#”). Give it a web address, or remove the link.",
+    ]);
+    expect(review.verdict).toBe("It can be published, but read the warnings above first: sends that name it use this version from then on.");
+    // The deliverability checks ran on the draft with its fallbacks, from its sender.
+    expect(new Map(review.insights.map((i) => [i.id, i.status])).get("domain_authentication")).toBe("failed");
+    expect(review.insights.find((i) => i.id === "list_unsubscribe")?.status).toBe("passed");
+
+    // Fixed: nothing to say.
+    expect((await call(a, "PATCH", `/templates/${id}`, { from: `Shop <shop@${a.domain}>`, subject: "Your order", html: '<p>Hi {{{NAME}}}, order {{{ORDER|soon}}}. <a href="https://example.com/t">Track it</a></p>' })).status).toBe(200);
+    const fixed = await reviewTemplate(env, principal(a), (await findTemplate(env.DB, a.accountId, id))!);
+    expect(fixed).toMatchObject({ blocking: [], warnings: [], verdict: "Ready to publish: sends that name it use this version from then on." });
+
+    // An empty body blocks, in the words publish refuses with.
+    expect((await call(a, "PATCH", `/templates/${id}`, { html: "<p> </p>" })).status).toBe(200);
+    const blocked = await reviewTemplate(env, principal(a), (await findTemplate(env.DB, a.accountId, id))!);
+    expect(blocked.blocking).toEqual([EMPTY]);
+    expect(blocked.verdict).toMatch(/^It cannot be published until this is fixed/);
+  });
+
+  it("warns of an uploaded image deleted since it was placed", async () => {
+    const png = Uint8Array.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13]);
+    const img = await storeImage(env, a.accountId, png, "https://t.tern.test", "logo.png");
+    const id = (await call(a, "POST", "/templates", { name: "Logo", subject: "S", html: `<p>Hello</p><img src="${img.url}" alt="Logo">` })).body.id;
+    const review = async () => reviewTemplate(env, principal(a), (await findTemplate(env.DB, a.accountId, id))!);
+    expect((await review()).warnings).toEqual([]);
+    expect((await deleteImage(env, a.accountId, img.id)).ok).toBe(true);
+    expect((await review()).warnings).toEqual(["An image uploaded to tern was deleted from Images since it was placed here, so readers would see a broken image. Replace it in the editor (Image, then upload or pick another)."]);
+  });
+
+  it("the dashboard shows the review before publishing, and its publish is refused as the API's is", async () => {
+    const { cookie, csrf } = await signedIn("owner", a.accountId);
+    const post = async (path: string, body: unknown = {}) => {
+      const res = await exports.default.fetch(`https://t.tern.test/dashboard${path}`, { method: "POST", headers: { origin: "https://t.tern.test", cookie, "x-csrf-token": csrf, "content-type": "application/json", accept: "application/json" }, body: JSON.stringify(body) });
+      return { status: res.status, body: (await res.json()) as any };
+    };
+    const made = await post("/api/templates", { name: "From the dashboard" });
+    const page = await (await exports.default.fetch(`https://t.tern.test/dashboard/templates/${made.body.id}`, { headers: { cookie } })).text();
+    expect(page).toContain('data-action="review">Review and publish…</button>');
+    expect(page).toMatch(/<section class="panel" id="review-panel"[^>]*hidden="">[\s\S]*id="publish-button" data-review-submit="true">Publish<\/button>/);
+    // A template never written in: the review blocks, and publish says why.
+    const review = await post(`/api/templates/${made.body.id}/review`);
+    expect(review).toMatchObject({ status: 200, body: { blocking: [EMPTY], insights: [] } });
+    expect(await post(`/api/templates/${made.body.id}/publish`)).toMatchObject({ status: 422, body: { message: EMPTY } });
+    expect((await call(a, "GET", `/templates/${made.body.id}`)).body.status).toBe("draft");
+    // Another account's template is not found.
+    const theirs = (await call(other, "POST", "/templates", { name: "Theirs", html: "<p>x</p>" })).body.id;
+    expect((await post(`/api/templates/${theirs}/review`)).status).toBe(404);
   });
 });
