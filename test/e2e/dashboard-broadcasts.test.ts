@@ -6,9 +6,10 @@
 // (in the subject, the preheader and the body), the button's link, the image tern serves and a
 // working one-click unsubscribe. Then a template is written (its subject pasted in Resend's
 // syntax, the broadcast's image picked again from the image dialog) and published, and that
-// image is seen and deleted on the Images page. Last, a broadcast written through the API keeps
+// image is seen on the Images page and deleted after the page that lists where it is used. Last, a broadcast written through the API keeps
 // its html when only its name is edited, until the person chooses to edit it in the editor.
-// Screenshots: test-results/dashboard/5x-*.png, 6x-images*.png and 6x-broadcast-api-html*.png.
+// Screenshots: test-results/dashboard/5x-*.png, 6x-images*.png, 61-image-delete.png and
+// 6x-broadcast-api-html*.png.
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { crc32, deflateSync } from "node:zlib";
@@ -117,6 +118,12 @@ describe("the Broadcasts page and the block editor", () => {
     await page.getByRole("button", { name: "Create and edit" }).click();
     await page.waitForURL(/\/dashboard\/broadcasts\/[0-9a-f-]{36}$/);
     const broadcastId = page.url().split("/").pop()!;
+    // A test of the untouched design is refused as its send would be, saying what to do.
+    await page.getByRole("button", { name: /^Send a test to / }).click();
+    await expect.poll(() => page.locator("#editor-error").innerText()).toMatch(/The broadcast's body is empty: its html shows no text or image\. Write the message in the editor/);
+    // The browser logs the refused request (a 422) as a console error: that one is expected.
+    expect(scriptErrors).toEqual([expect.stringContaining("status of 422")]);
+    scriptErrors.length = 0;
 
     // The subject, with the keyboard only: its own Variable button, the same menu as the body's;
     // the variable shows as a chip, Enter adds no line, the form holds Resend's syntax.
@@ -251,7 +258,8 @@ describe("the Broadcasts page and the block editor", () => {
     await page.getByRole("button", { name: "Review and send…" }).click();
     const reviewPanel = page.locator("#review-panel");
     await expect.poll(() => reviewPanel.isVisible()).toBe(true);
-    expect(await reviewPanel.innerText()).toContain("Nothing stops this broadcast from being sent.");
+    // Its verdict comes last, after any problems and warnings (here there are none).
+    expect(await reviewPanel.locator("#review-verdict").innerText()).toMatch(/^Ready to send: nothing stops it\. Sent now, it goes to \d+ contacts\.$/);
     expect(await reviewPanel.locator("li").count()).toBeGreaterThan(5);
     await reviewPanel.screenshot({ path: join(SCREENSHOTS, "54-broadcast-review.png") });
     expect(await axeViolations(page)).toEqual([]);
@@ -388,7 +396,15 @@ describe("the Broadcasts page and the block editor", () => {
     await page.keyboard.press("Enter");
     await expect.poll(() => imgDialog.isVisible()).toBe(false);
     expect(await page.getByRole("textbox", { name: "Email content" }).locator("img").getAttribute("src")).toBe(bannerUrl);
-    await page.getByRole("button", { name: "Publish" }).click();
+    // The review before publishing: the subject's ORDER has no fallback and is not declared, so
+    // every send must give it: a warning, then the verdict; publishing is not blocked.
+    await page.getByRole("button", { name: "Review and publish…" }).click();
+    const tplReview = page.locator("#review-panel");
+    await expect.poll(() => tplReview.isVisible()).toBe(true);
+    expect(await tplReview.locator("#review-warnings").innerText()).toContain("ORDER is used without a fallback and not declared");
+    expect(await tplReview.locator("#review-verdict").innerText()).toBe("It can be published, but read the warning above first: sends that name it use this version from then on.");
+    await tplReview.screenshot({ path: join(SCREENSHOTS, "58-template-review.png") });
+    await page.getByRole("button", { name: "Publish", exact: true }).click();
     await page.waitForLoadState("load");
     await expect.poll(() => page.locator("main p .badge").first().innerText()).toBe("published");
     await shot(page, "58-template-editor");
@@ -424,11 +440,20 @@ describe("the Broadcasts page and the block editor", () => {
     await expect.poll(() => card.locator("img").evaluate((img) => (img as unknown as { naturalWidth: number }).naturalWidth)).toBe(480);
     await shot(page, "60-images");
     expect(await axeViolations(page)).toEqual([]);
-    let warning = "";
-    page.once("dialog", (d) => { warning = d.message(); void d.accept(); });
-    await card.getByRole("button", { name: "Delete banner.png" }).click();
+    // Delete leads to where it is used: the sent broadcast (its recipients' copies break) and
+    // the published template, then the button.
+    await card.getByRole("link", { name: "Delete banner.png…" }).click();
+    await page.waitForURL("**/dashboard/images/*/delete");
+    const used = await page.locator("main").innerText();
+    expect(used).toContain("November news");
+    expect(used).toContain("Order shipped");
+    expect(used).toMatch(/A broadcast already sent to \d+ recipients shows it: the copies in their inboxes load it from its URL, so they will show a broken image/);
+    expect(used).toContain("A published template would send a broken image");
+    await shot(page, "61-image-delete");
+    expect(await axeViolations(page)).toEqual([]);
+    await page.getByRole("button", { name: "Delete the image" }).click();
+    await page.waitForURL("**/dashboard/images");
     await expect.poll(() => page.locator("main").innerText()).toContain("No images uploaded yet.");
-    expect(warning).toContain("Emails already sent that show it will show a broken image");
     expect((await fetch(bannerUrl)).status).toBe(404);
     await shot(page, "61-images-empty");
   }, 90_000);

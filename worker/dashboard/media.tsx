@@ -121,8 +121,6 @@ async function imagesPage(c: DashCtx) {
   ));
 }
 
-const STATUS_WORDS: Record<string, string> = { draft: "draft", scheduled: "scheduled", queued: "sending soon", sending: "sending", sent: "sent", canceled: "canceled", failed: "failed" };
-
 /** What deleting breaks, in words: sent mail first (it cannot be fixed), then what can be. */
 export function deleteConsequences(uses: ImageUses): string[] {
   const out: string[] = [];
@@ -160,7 +158,7 @@ async function deleteImagePage(c: DashCtx) {
     <>
       <p><a href="/dashboard/images">← All images</a></p>
       <section class="panel media-delete" aria-labelledby="used-in">
-        <div class="row">
+        <div class="media-delete-head">
           <a class="media-thumb" href={img.url} target="_blank" rel="noopener noreferrer"><img src={thumbUrl(img.url)} alt={`${name} (opens full size)`} width={THUMB_BOX.width} height={THUMB_BOX.height} decoding="async" /></a>
           <div class="muted">{TYPE_NAMES[img.type] ?? img.type} · {formatBytes(img.bytes)} · uploaded <Time at={img.created_at} /></div>
         </div>
@@ -173,7 +171,7 @@ async function deleteImagePage(c: DashCtx) {
               <table>
                 <thead><tr><th scope="col">Broadcast</th><th scope="col">Status</th><th scope="col" class="num">Recipients</th></tr></thead>
                 <tbody>{uses.broadcasts.map((b) => (
-                  <tr><td><a href={`/dashboard/broadcasts/${b.id}`}>{b.name || b.subject || "(untitled)"}</a></td><td><Badge value={b.status} /> <span class="sr-only">{STATUS_WORDS[b.status] ?? b.status}</span></td><td class="num">{b.recipients.toLocaleString("en-US")}</td></tr>
+                  <tr><td><a href={`/dashboard/broadcasts/${b.id}`}>{b.name || b.subject || "(untitled)"}</a></td><td><Badge value={b.status} /></td><td class="num">{b.recipients.toLocaleString("en-US")}</td></tr>
                 ))}</tbody>
               </table>
             ) : null}
