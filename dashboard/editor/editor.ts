@@ -801,7 +801,7 @@ async function review() {
     box.append(h, ul);
   };
   section($("#review-blocking"), `Fix ${r.blocking.length === 1 ? "this" : "these"} before ${verb}`, "failed", r.blocking, true);
-  section($("#review-warnings"), r.recipients === 0 ? "Nobody would get it" : `Look at ${r.warnings.length === 1 ? "this" : "these"} before ${verb}`, "warning", r.warnings, false);
+  section($("#review-warnings"), `Look at ${r.warnings.length === 1 ? "this" : "these"} before ${verb}`, "warning", r.warnings, false);
   const verdict = $("#review-verdict");
   verdict.textContent = r.verdict;
   verdict.className = r.blocking.length ? "error" : r.warnings.length ? "warn-text" : "ok";

@@ -4,7 +4,7 @@
 // and its endpoints, with the dashboard's session, CSRF and role checks.
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { cleanImageName, objectKey, storeImage, thumbKey } from "../../worker/media/images.ts";
+import { cleanImageName, objectKey, serveImage, storeImage, thumbKey } from "../../worker/media/images.ts";
 import { deletedImagesIn, deleteImage, imagePageQuery, imageUses, listImages, mediaUsage } from "../../worker/media/library.ts";
 import { deleteConsequences } from "../../worker/dashboard/media.tsx";
 import { call, createAccount } from "./fixtures.ts";
@@ -262,6 +262,14 @@ describe("where an image is used, and thumbnails", () => {
     // The full image is unchanged at its own URL; a bad signature gets no thumbnail either.
     expect((await fetchPath(big.url)).headers.get("content-type")).toBe("image/png");
     expect((await fetchPath(`${big.url.replace(/\/[A-Za-z0-9_-]{22}\./, "/AAAAAAAAAAAAAAAAAAAAAA.")}?size=thumb`)).status).toBe(404);
+    // The binding failing (a failed transform) serves the image itself, never a broken tile.
+    const other = await storeImage(env, a, await noisePng(300, 200), ORIGIN, "other.png");
+    const [, , acct, oid, file] = new URL(other.url).pathname.split("/");
+    const broken = { ...env, IMAGES: { input: () => { throw new Error("Images is down"); } } as unknown as ImagesBinding };
+    const fallback = await serveImage(broken, acct!, oid!, file!, true);
+    expect(fallback.headers.get("content-type")).toBe("image/png");
+    expect((await fallback.arrayBuffer()).byteLength).toBe(other.bytes);
+    expect(await env.BLOBS.head(thumbKey(a, other.id))).toBeNull();
     // A small image is served as it is.
     const [small] = await upload(a, 1);
     const smallRes = await fetchPath(`${small!.url}?size=thumb`);

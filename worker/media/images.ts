@@ -136,8 +136,12 @@ export async function serveImage(env: Pick<Env, "BLOBS" | "MASTER_KEY"> & Partia
   if (!m || !ID.test(id) || !ACCOUNT.test(accountId)) return notFound();
   const enc = new TextEncoder();
   if (!constantTimeEqual(enc.encode(m[1]!), enc.encode(await signature(env.MASTER_KEY, accountId, id)))) return notFound();
-  if (thumb) {
-    const small = await thumbnail(env, accountId, id);
+  if (thumb && env.IMAGES) {
+    // The image's own size decides (a head, no bytes): a small one is as cheap as its thumbnail,
+    // and a deleted one has none, whatever R2 still holds.
+    const meta = await env.BLOBS.head(objectKey(accountId, id));
+    if (!meta) return notFound();
+    const small = meta.size > THUMB_FROM_BYTES ? await thumbnail({ BLOBS: env.BLOBS, IMAGES: env.IMAGES }, accountId, id) : null;
     if (small) return new Response(small, { headers: { "content-type": "image/webp", ...HEADERS } });
   }
   const obj = await env.BLOBS.get(objectKey(accountId, id));
@@ -147,19 +151,20 @@ export async function serveImage(env: Pick<Env, "BLOBS" | "MASTER_KEY"> & Partia
   return new Response(obj.body, { headers: { "content-type": IMAGE_TYPES[ext] ?? "application/octet-stream", ...HEADERS } });
 }
 
+/** Images up to this size are their own thumbnail. */
+const THUMB_FROM_BYTES = 48 * 1024;
+
+type ThumbEnv = Pick<Env, "BLOBS" | "IMAGES">;
+
 /** An image's thumbnail bytes: kept in R2, or made now with the Images binding (in `wrangler dev`
- * and tests too: miniflare runs it on sharp) and kept. Null where there is nothing smaller to
- * give: a small image (its own bytes are as cheap), no binding, or the binding failed (the
- * caller serves the image itself: a thumbnail is never worth a broken tile). */
-async function thumbnail(env: Pick<Env, "BLOBS"> & Partial<Pick<Env, "IMAGES">>, accountId: string, id: string): Promise<ArrayBuffer | null> {
+ * and tests too: miniflare runs it on sharp) and kept. The URL is public, but each image is
+ * transformed once, at one width, so a stranger cannot make it work more. Null when the binding
+ * fails: the caller serves the image itself, since a thumbnail is never worth a broken tile. */
+async function thumbnail(env: ThumbEnv, accountId: string, id: string): Promise<ArrayBuffer | null> {
   const kept = await env.BLOBS.get(thumbKey(accountId, id));
   if (kept) return kept.arrayBuffer();
-  if (!env.IMAGES) return null;
   const original = await env.BLOBS.get(objectKey(accountId, id));
-  if (!original || original.size <= 48 * 1024) {
-    await original?.body.cancel();
-    return null;
-  }
+  if (!original) return null;
   try {
     const out = await env.IMAGES.input(original.body).transform({ width: THUMB_WIDTH, fit: "scale-down" }).output({ format: "image/webp", quality: 80 });
     const bytes = await out.response().arrayBuffer();
