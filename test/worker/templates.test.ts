@@ -227,8 +227,26 @@ describe("the review before a template is published", () => {
     expect(review).toMatchObject({ status: 200, body: { blocking: [EMPTY], insights: [] } });
     expect(await post(`/api/templates/${made.body.id}/publish`)).toMatchObject({ status: 422, body: { message: EMPTY } });
     expect((await call(a, "GET", `/templates/${made.body.id}`)).body.status).toBe("draft");
+    // Its test send is refused by the same empty-body rule, in a broadcast test's words, and
+    // sends nothing.
+    const before = await countRows("emails", a.accountId);
+    expect(await post(`/api/templates/${made.body.id}/test`)).toMatchObject({ status: 422, body: { message: "The template's body is empty: its html shows no text or image. Write the message in the editor (or give `html` with content through the API) before sending." } });
+    // Written, with a sender: the test goes to the signed-in person, variables filled with fallbacks.
+    expect((await call(a, "PATCH", `/templates/${made.body.id}`, {
+      from: `Shop <shop@${a.domain}>`, subject: "Order {{{ORDER}}} for {{{NAME}}}", html: "<p>Hi {{{NAME}}}, order {{{ORDER|soon}}}</p>",
+      variables: [{ key: "NAME", type: "string", fallback_value: "Ada" }],
+    })).status).toBe(200);
+    const test = await post(`/api/templates/${made.body.id}/test`);
+    expect(test).toMatchObject({ status: 200, body: { ok: true, to: expect.stringContaining("@") } });
+    expect(await countRows("emails", a.accountId)).toBe(before + 1);
+    const sent = await env.DB.prepare("SELECT subject, to_json FROM emails WHERE account_id = ? ORDER BY created_at DESC LIMIT 1").bind(a.accountId).first<{ subject: string; to_json: string }>();
+    expect(sent).toEqual({ subject: "[Test] Order for Ada", to_json: JSON.stringify([test.body.to]) });
+    // Without a From it says what to fill in.
+    expect((await call(a, "PATCH", `/templates/${made.body.id}`, { from: null })).status).toBe(200);
+    expect((await post(`/api/templates/${made.body.id}/test`)).body.message).toMatch(/^Fill in From first/);
     // Another account's template is not found.
     const theirs = (await call(other, "POST", "/templates", { name: "Theirs", html: "<p>x</p>" })).body.id;
     expect((await post(`/api/templates/${theirs}/review`)).status).toBe(404);
+    expect((await post(`/api/templates/${theirs}/test`)).status).toBe(404);
   });
 });

@@ -503,6 +503,29 @@ async function sentBroadcastPage(c: DashCtx, row: BroadcastRow, title: string, l
   ));
 }
 
+/** A test of a broadcast or template to the signed-in person's own address only, through the
+ * same send path as POST /emails; a refusal (an unverified sender, the quota) is a 422 in the
+ * send's own words. */
+export async function sendTest(env: Env, v: Viewer, m: { from: string; subject: string; html: string | null; text: string | null; headers?: Record<string, string>; category: string }): Promise<void> {
+  const answer = await performSend(env, principalOf(v), {
+    kind: "single",
+    batchMode: "strict",
+    body: {
+      from: m.from, to: [v.user.email], subject: `[Test] ${m.subject}`,
+      ...(m.html ? { html: m.html } : {}), ...(m.text ? { text: m.text } : {}),
+      ...(m.headers ? { headers: m.headers } : {}),
+      tags: [{ name: "category", value: m.category }],
+    },
+  });
+  if (answer.status !== 200) {
+    let message = `The test could not be sent (${answer.status}).`;
+    try {
+      message = (JSON.parse(answer.body) as { message?: string }).message ?? message;
+    } catch {}
+    throw new DashError(422, message);
+  }
+}
+
 export function registerBroadcastPages(app: Hono<DashEnv>): void {
   app.get("/broadcasts", (c) => broadcastsPage(c));
   app.get("/broadcasts/:id", (c) => broadcastPage(c));
@@ -560,24 +583,12 @@ export function registerBroadcastPages(app: Hono<DashEnv>): void {
     if (empty) throw new DashError(422, empty);
     const { lookup } = await sampleLookup(c.env, v, row);
     const out = renderBroadcastBody(row, lookup);
-    const answer = await performSend(c.env, principalOf(v), {
-      kind: "single",
-      batchMode: "strict",
-      body: {
-        from: row.fromAddress, to: [v.user.email], subject: `[Test] ${personalSubject(row.subject, lookup)}`,
-        ...(out.html ? { html: out.html } : {}), ...(out.text ? { text: out.text } : {}),
-        // The same one-click unsubscribe a recipient gets, for the tester's own address.
-        headers: { "List-Unsubscribe": `<${UNSUBSCRIBE_PLACEHOLDER}>` },
-        tags: [{ name: "category", value: "broadcast_test" }],
-      },
+    await sendTest(c.env, v, {
+      from: row.fromAddress, subject: personalSubject(row.subject, lookup), html: out.html, text: out.text,
+      // The same one-click unsubscribe a recipient gets, for the tester's own address.
+      headers: { "List-Unsubscribe": `<${UNSUBSCRIBE_PLACEHOLDER}>` },
+      category: "broadcast_test",
     });
-    if (answer.status !== 200) {
-      let message = `The test could not be sent (${answer.status}).`;
-      try {
-        message = (JSON.parse(answer.body) as { message?: string }).message ?? message;
-      } catch {}
-      throw new DashError(422, message);
-    }
     await audit(c.env, v, { action: "broadcast.test_sent", target: row.id, detail: { to: v.user.email } });
     return c.json({ ok: true, to: v.user.email });
   });

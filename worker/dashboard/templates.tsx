@@ -1,19 +1,31 @@
 // Templates in the dashboard: the list, a new template, the same block editor as broadcasts for
-// its draft, a preview with each variable's fallback, and publish (what POST /emails with
+// its draft, a preview and a test to oneself with each variable's fallback, the review before
+// publishing (worker/templates/review.ts), and publish (what POST /emails with
 // `template` then sends). A template written through the API keeps its html until the person
 // chooses to edit its body in the editor (as for broadcasts). Saves go through worker/templates/templates.ts with the REST API's
 // own request schema.
 import type { Hono } from "hono";
-import { createTemplate, deleteTemplate, duplicateTemplate, findTemplate, listTemplates, publishTemplate, updateTemplate, viewOf } from "../templates/templates.ts";
+import { createTemplate, deleteTemplate, duplicateTemplate, findTemplate, listTemplates, publishTemplate, updateTemplate, viewOf, type TemplateContent } from "../templates/templates.ts";
+import { emptyBody } from "../broadcasts/broadcasts.ts";
 import { render, ownValue, type VariableValue } from "../templates/render.ts";
 import { EMPTY_DOCUMENT } from "../broadcasts/document.ts";
 import { validate } from "../http.ts";
 import { contentOf, CreateTemplateRequest, UpdateTemplateRequest } from "../routes/templates.ts";
 import { Badge, Empty, Time } from "./layout.tsx";
 import { body, DashError, page, requireManager, type DashCtx, type DashEnv } from "./routes.tsx";
-import { apiBodyOf, EditorWorkspace, guardApiBody, principalOf, renderDocument, ReviewPanel } from "./broadcasts.tsx";
+import { apiBodyOf, EditorWorkspace, guardApiBody, principalOf, renderDocument, ReviewPanel, sendTest } from "./broadcasts.tsx";
 import { reviewTemplate } from "../templates/review.ts";
 import { audit } from "./viewer.ts";
+
+/** The draft filled with each declared variable's fallback (the placeholder's own otherwise);
+ * `missing`: variables with neither, shown empty. The preview and the test show this. */
+function draftWithFallbacks(draft: TemplateContent): { subject: string; html: string; text: string | null; missing: string[] } {
+  const fallbacks: Record<string, VariableValue> = Object.fromEntries(draft.variables.filter((x) => x.fallback_value !== undefined).map((x) => [x.key, x.fallback_value as VariableValue]));
+  const lookup = (k: string) => ownValue(fallbacks, k);
+  const html = render(draft.html, lookup, "html");
+  const subject = render(draft.subject ?? "", lookup, "text").output.replace(/\s+/g, " ").trim();
+  return { subject, html: html.output, text: draft.text === null ? null : render(draft.text, lookup, "text").output, missing: html.missing };
+}
 
 async function templatesPage(c: DashCtx) {
   const v = c.get("viewer");
@@ -69,6 +81,7 @@ async function templatePage(c: DashCtx) {
     <>
       <button type="button" data-action="save" class="secondary">Save draft</button>
       <button type="button" data-action="preview" class="secondary">Preview</button>
+      <button type="button" data-action="test" class="secondary">Send a test to {v.user.email}</button>
       <button type="button" data-action="review">Review and publish…</button>
     </>
   );
@@ -133,13 +146,25 @@ export function registerTemplatePages(app: Hono<DashEnv>): void {
     const v = c.get("viewer");
     const row = await findTemplate(c.env.DB, v.account.id, c.req.param("id"));
     if (!row) throw new DashError(404, "This template is gone.");
+    const out = draftWithFallbacks(viewOf(row).draft);
+    const note = out.missing.length ? `Variables without a value or fallback show empty here: ${out.missing.join(", ")}. A send must give them.` : "Variables show their fallbacks.";
+    return c.json({ html: out.html, text: out.text, who: note });
+  });
+
+  // A test of the draft, filled as the preview is, to the signed-in person's own address; an
+  // empty body is refused by the rule a broadcast's send and test use (emptyBody).
+  app.post("/api/templates/:id/test", async (c) => {
+    const v = c.get("viewer");
+    const row = await findTemplate(c.env.DB, v.account.id, c.req.param("id"));
+    if (!row) throw new DashError(404, "This template is gone.");
     const { draft } = viewOf(row);
-    const fallbacks: Record<string, VariableValue> = Object.fromEntries(draft.variables.filter((x) => x.fallback_value !== undefined).map((x) => [x.key, x.fallback_value as VariableValue]));
-    const lookup = (k: string) => ownValue(fallbacks, k);
-    const html = render(draft.html, lookup, "html");
-    const text = draft.text === null ? null : render(draft.text, lookup, "text").output;
-    const note = html.missing.length ? `Variables without a value or fallback show empty here: ${html.missing.join(", ")}. A send must give them.` : "Variables show their fallbacks.";
-    return c.json({ html: html.output, text, who: note });
+    const empty = emptyBody(draft, "template", "sending");
+    if (empty) throw new DashError(422, empty);
+    if (!draft.from) throw new DashError(422, "Fill in From first: a test is sent from the template's own sender (sends may give their own).");
+    const out = draftWithFallbacks(draft);
+    await sendTest(c.env, v, { from: draft.from, subject: out.subject || "(no subject)", html: out.html, text: out.text, category: "template_test" });
+    await audit(c.env, v, { action: "template.test_sent", target: row.id, detail: { to: v.user.email } });
+    return c.json({ ok: true, to: v.user.email });
   });
 
   // What publishing would refuse, what sends would need, and the deliverability checks.
