@@ -4,12 +4,17 @@ import { toHex } from "./bytes.ts";
 
 let lastMs = 0;
 let seq = 0;
+/** How far behind the last id's time a call may be and still be moved up to it. Callers pass
+ * times a few milliseconds apart (a settlement's events at now + i); a time far from the last
+ * one is a clock of its own (a test's, a report's), and following it would stamp every later
+ * id of the isolate with it, out of the retention purge's reach. */
+const CLAMP_MS = 1_000;
 
 export function uuidv7(now: number = Date.now()): string {
   const bytes = new Uint8Array(16);
   crypto.getRandomValues(bytes);
   // Keep ids from one isolate strictly increasing within a millisecond (12-bit counter in rand_a).
-  if (now <= lastMs) {
+  if (now <= lastMs && lastMs - now <= CLAMP_MS) {
     now = lastMs;
     seq = (seq + 1) & 0xfff;
     if (seq === 0) now = ++lastMs;

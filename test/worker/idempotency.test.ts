@@ -17,18 +17,23 @@ const keyRow = (a: TestAccount, key: string, scope = "POST /emails") =>
   env.DB.prepare("SELECT * FROM idempotency_keys WHERE account_id = ? AND scope = ? AND key = ?").bind(a.accountId, scope, key)
     .first<{ fingerprint: string; status: number; body: string; created_at: number; expires_at: number }>();
 
-/** Every R2 object under emails/ belongs to a recorded email: a send that lost (or was
- * refused) removed what it had stored. */
-async function orphanedContent(): Promise<string[]> {
-  const keys: string[] = [];
+async function contentKeys(): Promise<Set<string>> {
+  const keys = new Set<string>();
   let cursor: string | undefined;
   do {
     const page = await env.BLOBS.list({ prefix: "emails/", cursor });
-    keys.push(...page.objects.map((o) => o.key));
+    for (const o of page.objects) keys.add(o.key);
     cursor = page.truncated ? page.cursor : undefined;
   } while (cursor);
+  return keys;
+}
+
+/** Every R2 object stored under emails/ since `before` belongs to a recorded email: a send
+ * that lost (or was refused) removed what it had stored. (Other test files share the bucket.) */
+async function orphanedContent(before: Set<string>): Promise<string[]> {
   const orphans: string[] = [];
-  for (const k of keys) {
+  for (const k of await contentKeys()) {
+    if (before.has(k)) continue;
     const id = k.split("/")[1]!;
     if (!(await env.DB.prepare("SELECT 1 FROM emails WHERE id = ?").bind(id).first())) orphans.push(k);
   }
@@ -208,6 +213,7 @@ describe("Idempotency-Key on POST /emails", () => {
 
   it("the key is recorded with the emails, atomically: a send that recorded but never answered replays; a refused one leaves no key", async () => {
     const a = await createAccount();
+    const before = await contentKeys();
     const body = { from: `k@${a.domain}`, to: "delivered@simulator.tern.test", subject: "s", text: "t" };
     const principal = { accountId: a.accountId, keyId: "k", permission: "full_access" as const, domainId: null, plan: "free", rateLimit: 0 };
     const req = { kind: "single" as const, body, batchMode: "strict" as const };
@@ -228,11 +234,12 @@ describe("Idempotency-Key on POST /emails", () => {
     expect(refused.status).toBe(429);
     expect(await keyRow(a, "k7")).toBeNull();
     expect(await countRows("emails", a.accountId)).toBe(1);
-    expect(await orphanedContent()).toEqual([]);
+    expect(await orphanedContent(before)).toEqual([]);
   });
 
   it("racing requests with one key and different bodies: one is recorded, the others get 409 invalid_idempotent_request", async () => {
     const a = await createAccount();
+    const before = await contentKeys();
     const bodies = Array.from({ length: 20 }, (_, i) => ({ from: `k@${a.domain}`, to: "delivered@simulator.tern.test", subject: `race ${i}`, html: `<p>${"y".repeat(70_000)}</p>` }));
     const answers = await Promise.all(bodies.map((b) => sendWithKey(a, "k8", b)));
     const names = await Promise.all(answers.map(async (r) => (r.status === 200 ? "ok" : ((await r.json()) as { name: string }).name)));
@@ -241,7 +248,7 @@ describe("Idempotency-Key on POST /emails", () => {
     expect(await countRows("emails", a.accountId)).toBe(1);
     expect(await used(a.accountId)).toBe(1);
     // The losers had stored their bodies in R2 before their batch failed; none is left.
-    expect(await orphanedContent()).toEqual([]);
+    expect(await orphanedContent(before)).toEqual([]);
   });
 });
 

@@ -6,7 +6,7 @@ import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { loggedJson, MAX_LOGGED_DEPTH, redact, TOO_DEEP } from "../../worker/logs/record.ts";
 import { purgeExpired } from "../../worker/retention/purge.ts";
-import { api, countRows, createAccount, type TestAccount } from "./fixtures.ts";
+import { api, countRows, createAccount, purgeAll, type TestAccount } from "./fixtures.ts";
 import { waitFor } from "./wait.ts";
 
 let acct: TestAccount;
@@ -82,7 +82,7 @@ describe("GET /logs", () => {
     await waitFor("the log", async () => ((await countRows("api_logs", a.accountId)) > 0 ? true : undefined));
     await purgeExpired(env, 30, Date.now() + 10 * 86_400_000);
     expect(await countRows("api_logs", a.accountId)).toBeGreaterThan(0);
-    const counts = await purgeExpired(env, 30, Date.now() + 31 * 86_400_000);
+    const counts = await purgeAll(30, Date.now() + 31 * 86_400_000);
     expect(counts.apiLogs).toBeGreaterThan(0);
     expect(await countRows("api_logs", a.accountId)).toBe(0);
   });

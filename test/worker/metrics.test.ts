@@ -9,7 +9,7 @@ import { returnPathAddress } from "../../worker/sending/return-path.ts";
 import { loadEmail, recordClick, recordOpen, recordUnsubscribe } from "../../worker/tracking/record.ts";
 import { METRICS } from "../../worker/metrics/query.ts";
 import { mergedRollups, rollupStatement, type RollupInput } from "../../worker/metrics/rollup.ts";
-import { api, createAccount, insertDomain, type TestAccount } from "./fixtures.ts";
+import { api, createAccount, insertDomain, purgeAll, type TestAccount } from "./fixtures.ts";
 import { waitFor } from "./wait.ts";
 
 const files = import.meta.glob("../fixtures/reports/*.eml", { query: "?raw", import: "default", eager: true }) as Record<string, string>;
@@ -225,13 +225,12 @@ describe("GET /emails/metrics: counts from the real event sites", () => {
   });
 
   it("rollups outlive the retention purge", async () => {
-    const { purgeExpired } = await import("../../worker/retention/purge.ts");
     const a = await createAccount();
     const res = await api(a.token, "POST", "/emails", { from: `m@${a.domain}`, to: "delivered@simulator.tern.test", subject: "Old", text: "x" });
     const { id } = (await res.json()) as { id: string };
     await waitFor("delivered", async () => (((await (await api(a.token, "GET", `/emails/${id}`)).json()) as { last_event: string }).last_event === "delivered" ? true : undefined), 20_000);
     // Purge as if 31 days had passed: the email and its events go, the counts stay.
-    await purgeExpired(env, 30, Date.now() + 31 * 86_400_000);
+    await purgeAll(30, Date.now() + 31 * 86_400_000);
     expect((await api(a.token, "GET", `/emails/${id}`)).status).toBe(404);
     expect((await metrics(a, "metrics=received,delivered")).totals).toEqual({ received: 1, delivered: 1 });
   });

@@ -76,6 +76,21 @@ function idAt(ms: number): string {
   return `${uuidv7Floor(ms).slice(0, 14)}7${hex.slice(0, 3)}-${"89ab"[Number.parseInt(hex[3]!, 16) % 4]}${hex.slice(4, 7)}-${hex.slice(7, 19)}`;
 }
 
+describe("uuidv7", () => {
+  it("increases within an isolate, and an id stamped with a time of its own moves no later one", () => {
+    const made = Array.from({ length: 5000 }, () => uuidv7());
+    for (let i = 1; i < made.length; i++) expect(made[i]! > made[i - 1]!).toBe(true);
+    // A settlement's events are stamped a few ms ahead: a later id still sorts after them.
+    const ahead = uuidv7(Date.now() + 5);
+    expect(uuidv7() > ahead).toBe(true);
+    // A clock a month ahead (a test's, a backdated report's) leaves the next id at the real time.
+    const t = Date.now();
+    uuidv7(t + 31 * 86_400_000);
+    const next = uuidv7();
+    expect(next >= uuidv7Floor(t) && next < uuidv7Floor(t + 60_000)).toBe(true);
+  });
+});
+
 describe("uuidv7Floor", () => {
   it("sorts below every UUIDv7 of an earlier millisecond and above none of a later one", () => {
     const t = Date.now();
