@@ -1,7 +1,7 @@
 // Starting tern the way `npm start` does, as real processes, on free ports and in a temporary
 // state directory, for end-to-end tests and benchmarks.
 import { spawn, type ChildProcess } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -99,6 +99,10 @@ export async function startTern(opts: { stateDir?: string; env?: Record<string, 
   const apiKey = "tern_" + "e2e0".repeat(10);
   // A restart on the same state: the last run's pid file names a group that is gone.
   rmSync(join(stateDir, "tern", "wrangler.pid"), { force: true });
+  // A fresh state starts from the run's migrated database (test/node-global-setup.ts); npm
+  // start still applies migrations, and finds none left to apply.
+  const template = process.env.TERN_TEST_MIGRATED_STATE;
+  if (template && !existsSync(join(stateDir, "wrangler"))) cpSync(template, join(stateDir, "wrangler"), { recursive: true });
   const child = spawn(process.execPath, [join(root, "dev", "start.ts")], {
     cwd: root,
     env: {
