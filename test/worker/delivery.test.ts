@@ -5,7 +5,7 @@ import { env } from "cloudflare:workers";
 import PostalMime from "postal-mime";
 import { beforeAll, describe, expect, it } from "vitest";
 import { readConfig } from "../../worker/config.ts";
-import { consumeSendBatch, deliverBatch } from "../../worker/delivery/consumer.ts";
+import { consumeSendBatch, deliverBatch, releaseClaim } from "../../worker/delivery/consumer.ts";
 import { sweepDelivery } from "../../worker/delivery/cron.ts";
 import { SENDER_POOL_DEFAULTS, SessionPool } from "../../worker/delivery/session-pool.ts";
 import { parseReturnPath, recipientOfReturnPath } from "../../worker/sending/return-path.ts";
@@ -533,6 +533,70 @@ describe("a settlement written after its lease was lost", () => {
       expect((await outbox(account, id)).filter((t) => t !== "email.scheduled"), id).toEqual(["email.delivered", "email.sent"]);
     }
     expect(await counted(account)).toEqual({ sent: 3, delivered: 3, bounced: 0 });
+  });
+});
+
+describe("a claim handed back after a failed write", () => {
+  const row = (id: string) => env.DB.prepare("SELECT state, lease_until FROM emails WHERE id = ?").bind(id).first<{ state: string; lease_until: number | null }>();
+
+  it("is handed back only while this consumer still holds it, never from under its next owner", async () => {
+    const account = await createAccount();
+    const real = unique("fine");
+    const sim = `delivered+${crypto.randomUUID().slice(0, 8)}@simulator.tern.test`;
+    const realId = await recordedEmail([real], {}, account);
+    const simId = await recordedEmail([sim], {}, account);
+    // While the real email's message is at the relay, the simulated one's lease runs out and
+    // another consumer claims it (mid-send, its own lease); then D1 refuses the first consumer's
+    // write of the simulated outcomes, and the first consumer hands back what it claimed.
+    const theirs = Date.now() + 3_600_000;
+    let armed = false;
+    const db = new Proxy(env.DB, {
+      get(target, name) {
+        if (name === "batch") {
+          return async (statements: D1PreparedStatement[]) => {
+            if (armed && (await row(realId))!.state === "done") throw new Error("D1_ERROR: the database is unavailable");
+            return target.batch(statements);
+          };
+        }
+        const value = Reflect.get(target, name) as unknown;
+        return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
+      },
+    });
+    const transport = (): Transport => {
+      const inner = peerTransport("plain")();
+      return {
+        async open() {
+          const session = await inner.open();
+          return {
+            async deliver(m) {
+              const replies = await session.deliver(m);
+              await env.DB.prepare("UPDATE emails SET lease_until = ? WHERE id = ? AND state = 'sending'").bind(theirs, simId).run();
+              armed = true;
+              return replies;
+            },
+            close: () => session.close(),
+          };
+        },
+      };
+    };
+    const batch = createMessageBatch("tern-send", [realId, simId].map((emailId, i) => ({ id: `m${i}`, timestamp: new Date(), attempts: 1, body: { emailId } })));
+    const ctx = createExecutionContext();
+    await consumeSendBatch(batch as MessageBatch<{ emailId: string }>, { ...env, DB: db } as Env, { transportFor: transport });
+    // The simulated email's message is retried (its redelivery will find it claimed and do
+    // nothing); the email itself stays with its next owner.
+    expect((await getQueueResult(batch, ctx)).retryMessages).toEqual([expect.objectContaining({ msgId: "m1" })]);
+    expect(await row(realId)).toMatchObject({ state: "done" });
+    expect(await row(simId)).toEqual({ state: "sending", lease_until: theirs });
+  });
+
+  it("goes back to the queue under this consumer's own lease", async () => {
+    const account = await createAccount();
+    const id = await recordedEmail([unique("back")], {}, account);
+    await env.DB.prepare("UPDATE emails SET state = 'sending', lease_until = 1000 WHERE id = ?").bind(id).run();
+    await releaseClaim(env.DB, id, [999, 2000]);
+    expect(await row(id)).toEqual({ state: "sending", lease_until: 1000 });
+    await releaseClaim(env.DB, id, [999, 1000]);
+    expect(await row(id)).toEqual({ state: "queued", lease_until: null });
   });
 });
 

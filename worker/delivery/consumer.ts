@@ -4,7 +4,7 @@
 // recipient gets its own message (its own return path, sending/return-path.ts), and each
 // message's reply is recorded as soon as it arrives (progress.ts), so a crash can send again
 // only the one message whose reply it had not yet recorded, and says so (outcome_unknown).
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq, inArray, sql } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
 import { readConfig, type TernConfig } from "../config.ts";
@@ -107,9 +107,10 @@ export async function deliverBatch(env: Env, emailIds: string[], pool: SessionPo
         const next = queue.length >= PARALLEL_SESSIONS ? queue.shift() : undefined;
         const first: Carried = carried ?? { marked: false, leases: [email.leaseUntil!] };
         carried = null;
+        const held: Held = {};
         try {
           const nextMark = next ? firstMessageMark(next, suppressed.get(next.accountId)!, config) : null;
-          const done = await deliverEmail(env, config, email, suppressed.get(email.accountId)!, pool, now, simulatedWrites, hints, { first, nextMark });
+          const done = await deliverEmail(env, config, email, suppressed.get(email.accountId)!, pool, now, simulatedWrites, hints, { first, nextMark }, held);
           outcome.set(email.id, done.retryIn);
           carried = done.next;
         } catch (err) {
@@ -124,7 +125,7 @@ export async function deliverBatch(env: Env, emailIds: string[], pool: SessionPo
             outcome.set(email.id, null);
           } else {
             console.error("delivery failed unexpectedly; will retry", email.id, err);
-            await releaseClaim(env.DB, email.id).catch(() => {});
+            await releaseClaim(env.DB, email.id, held.log?.currentLeases ?? first.leases).catch(() => {});
             outcome.set(email.id, "error");
           }
         }
@@ -154,7 +155,7 @@ export async function deliverBatch(env: Env, emailIds: string[], pool: SessionPo
     } catch (err) {
       console.error("recording simulated outcomes failed; will retry", err);
       for (const w of chunk) {
-        await releaseClaim(env.DB, w.emailId).catch(() => {});
+        await releaseClaim(env.DB, w.emailId, w.leases).catch(() => {});
         outcome.set(w.emailId, "error");
       }
     }
@@ -178,10 +179,12 @@ export function claimQuery(ids: string[], t: number, leaseMs: number): Query {
 }
 
 /** Hands an email back for a quick retry. Results already recorded stay (the next attempt
- * skips their recipients); nothing can be in flight when this runs. */
-async function releaseClaim(db: D1Database, emailId: string): Promise<void> {
+ * skips their recipients); nothing can be in flight when this runs. Only while this consumer
+ * still holds it (one of `leases`): if the cron took it back and another consumer claimed it
+ * meanwhile, it is that consumer's, mid-send. */
+export async function releaseClaim(db: D1Database, emailId: string, leases: readonly number[]): Promise<void> {
   await drizzle(db).update(emails).set({ state: "queued", leaseUntil: null, attemptJson: sql`json_set(${emails.attemptJson}, '$.inFlight', json('null'))` })
-    .where(and(eq(emails.id, emailId), eq(emails.state, "sending")));
+    .where(and(eq(emails.id, emailId), eq(emails.state, "sending"), inArray(emails.leaseUntil, [...leases])));
 }
 
 interface SimulatedWrite {
@@ -191,6 +194,8 @@ interface SimulatedWrite {
   /** The settlement's UPDATE, among `statements`. */
   settle: D1PreparedStatement;
   rollup: RollupInput;
+  /** The leases the settlement is guarded by: a failed write hands the email back under them. */
+  leases: number[];
 }
 
 /** Simulated settlements written per D1 batch (about 6 statements each). */
@@ -290,11 +295,11 @@ async function deliverEmail(
   simulatedWrites: SimulatedWrite[],
   hints: HintBuffer,
   handoff: Handoff,
+  held: Held,
 ): Promise<{ retryIn: number | null; next: Carried | null }> {
   // The connection the email's messages went out on is given back only once its last reply is
   // recorded: another worker (of this batch or of another batch sharing the region's sender)
   // must not send on it while that reply is unwritten (README, "Delivery guarantees").
-  const held: Held = {};
   try {
     return await deliverOnHeld(env, config, email, suppressedSet, pool, now, simulatedWrites, hints, handoff, held);
   } finally {
@@ -302,9 +307,11 @@ async function deliverEmail(
   }
 }
 
-/** The session an email's attempt borrowed, held until its settlement is written. */
+/** The session an email's attempt borrowed, held until its settlement is written, and the
+ * attempt's log (the leases its writes renewed). */
 interface Held {
   session?: TransportSession;
+  log?: AttemptLog;
 }
 
 async function deliverOnHeld(
@@ -321,7 +328,7 @@ async function deliverOnHeld(
 ): Promise<{ retryIn: number | null; next: Carried | null }> {
   const attempt = email.attempts + 1;
   const plan = planAttempt(email, suppressedSet, config);
-  const log = new AttemptLog(env.DB, email.id, handoff.first.leases, config.leaseMs, now, [...plan.answered]);
+  const log = (held.log = new AttemptLog(env.DB, email.id, handoff.first.leases, config.leaseMs, now, [...plan.answered]));
 
   let retrySchedule = config.retrySchedule;
   // Results made up here for recipients no message went to: they never left tern.
@@ -363,7 +370,7 @@ async function deliverOnHeld(
   // Only a message that went out needs its outcome written before anything else happens.
   const leftTern = log.results.some((r) => !unsent.has(r) && !isSimulated(r.recipient, config.simulatorDomains));
   if (!leftTern) {
-    simulatedWrites.push({ emailId: email.id, statements, settle: statements[settled]!, rollup });
+    simulatedWrites.push({ emailId: email.id, statements, settle: statements[settled]!, rollup, leases: log.currentLeases });
     return { retryIn: retryAfter, next: null };
   }
   statements.push(...rollupStatement(env.DB, rollup));
