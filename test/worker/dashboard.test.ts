@@ -3,6 +3,7 @@
 // endpoints of the Contacts (imports and their failed rows included), Webhooks and Suppressions pages.
 import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
+import * as OTPAuth from "otpauth";
 import { describe, expect, it, vi } from "vitest";
 import { searchEmails, searchQuery, type EmailFilters } from "../../worker/dashboard/email-search.ts";
 import { passwordProblem } from "../../worker/dashboard/passwords.ts";
@@ -13,6 +14,8 @@ import worker from "../../worker/index.ts";
 import { signedIn, type DashboardRole } from "./dashboard-session.ts";
 import { INVITATIONS_PER_DAY } from "../../worker/dashboard/routes.tsx";
 import { hashToken } from "../../worker/api-key-token.ts";
+import { storedSessionToken } from "../../worker/dashboard/session-tokens.ts";
+import { csrfToken } from "../../worker/dashboard/viewer.ts";
 import { addKey, api, createAccount } from "./fixtures.ts";
 import { failLookups, publishRecords, type DomainRecord } from "./zone.ts";
 
@@ -158,6 +161,20 @@ async function person(role: DashboardRole, accountId?: string) {
     return worker.fetch(new Request(`${DASH}/dashboard/api${path}`, init), { ...env, ...opts.env }, createExecutionContext());
   };
   return { ...me, get, post };
+}
+
+/** The session better-auth set in `res` (it renews one when TOTP is turned on), with its CSRF
+ * token, posting as person() does. */
+async function renewedSession(res: Response) {
+  const set = res.headers.getSetCookie().find((c) => /^__Secure-tern\.session_token=[^;]/.test(c))!;
+  const cookie = set.split(";")[0]!;
+  const token = decodeURIComponent(cookie.slice(cookie.indexOf("=") + 1)).split(".")[0]!;
+  const row = (await env.DB.prepare("SELECT id FROM auth_sessions WHERE token = ?").bind(await storedSessionToken(token)).first<{ id: string }>())!;
+  const csrf = await csrfToken(env, row.id);
+  const post = (path: string, body: unknown) => exports.default.fetch(`${DASH}/dashboard/api${path}`, {
+    method: "POST", headers: { cookie, origin: DASH, "x-csrf-token": csrf, "content-type": "application/json" }, body: JSON.stringify(body),
+  });
+  return { cookie, csrf, post };
 }
 
 const count = async (sql: string, ...args: unknown[]) => (await env.DB.prepare(sql).bind(...args).first<{ n: number }>())!.n;
@@ -567,6 +584,33 @@ describe("the sign-in doors, as an outside probe tried them", () => {
     expect(statuses.slice(0, LIMITS.email)).not.toContain(429);
     expect(statuses.at(-1)).toBe(429);
     expect(await count("SELECT max(count) AS n FROM auth_attempts WHERE substr(key, 1, length(?1)) = ?1", `email:${email}@`)).toBe(LIMITS.email + 1);
+  });
+
+  it("asks someone without a password for a current code to turn two-factor off or mint recovery codes", async () => {
+    // signedIn() makes a person with no password, as a Google or GitHub sign-up is.
+    const p = await person("owner");
+    const enabled = (await (await p.post("/auth/two-factor/enable", {})).json()) as { totpURI: string; backupCodes: string[] };
+    const totp = OTPAuth.URI.parse(enabled.totpURI) as OTPAuth.TOTP;
+    const verified = await p.post("/auth/two-factor/verify-totp", { code: totp.generate() });
+    expect(verified.status).toBe(200);
+    const on = async () => (await env.DB.prepare("SELECT two_factor_enabled AS on_ FROM auth_users WHERE id = ?").bind(p.user).first<{ on_: number }>())!.on_ === 1;
+    expect(await on()).toBe(true);
+    // better-auth renewed the session when TOTP was turned on; that session alone is not enough.
+    const q = await renewedSession(verified);
+    // (Each refusal counts against the address as a wrong password does: guesses are throttled.)
+    const refusals = [["/auth/two-factor/disable", {}, "CODE_REQUIRED"], ["/auth/two-factor/disable", { code: "000000" }, "INVALID_CODE"],
+      ["/auth/two-factor/generate-backup-codes", { code: "not-a-recovery-code" }, "INVALID_CODE"]] as const;
+    for (const [path, body, code] of refusals) {
+      const res = await q.post(path, body);
+      expect(res.status, path).toBe(422);
+      expect(await res.json(), path).toMatchObject({ code, message: expect.stringMatching(/authenticator app.*recovery code/) });
+    }
+    expect(await on()).toBe(true);
+    // A recovery code works once; the app's current code works.
+    expect((await q.post("/auth/two-factor/generate-backup-codes", { code: enabled.backupCodes[0] })).status).toBe(200);
+    expect((await q.post("/auth/two-factor/disable", { code: enabled.backupCodes[0] })).status).toBe(422);
+    expect((await q.post("/auth/two-factor/disable", { code: totp.generate() })).status).toBe(200);
+    expect(await on()).toBe(false);
   });
 
   it("ignores a malformed account cookie instead of failing every page", async () => {

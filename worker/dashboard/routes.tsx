@@ -13,7 +13,7 @@ import { accounts, auditLog, authAccounts, authSessions, authUsers, invitations,
 import { planLimits } from "../plans.ts";
 import { readConfig } from "../config.ts";
 import { periodsAt } from "../sending/quota.ts";
-import { AUTH_BASE, COOKIE_PREFIX, SESSION_COOKIE, authFor, configuredProviders, dashboardOrigin, isOAuthPath } from "./auth.ts";
+import { AUTH_BASE, COOKIE_PREFIX, SESSION_COOKIE, authFor, configuredProviders, dashboardOrigin, isOAuthPath, type Auth } from "./auth.ts";
 import { ForgotPasswordPage, InvitationPage, ResetPasswordPage, SignInPage, SignUpPage, TwoFactorPage } from "./auth-pages.tsx";
 import { AuthLayout, Badge, Empty, Layout, NAV, Time } from "./layout.tsx";
 import { DashboardMailError, linkMail, sendDashboardMail } from "./mail.ts";
@@ -125,6 +125,31 @@ const ATTEMPT_PATHS = new Set(["/sign-in/email", "/two-factor/verify-totp", "/tw
  * session) count against the user's address as sign-ins do. */
 const PASSWORD_PATHS = new Set(["/change-password", "/two-factor/enable", "/two-factor/disable", "/two-factor/generate-backup-codes"]);
 
+/** Changes to the second factor that need a current code from someone without a password. */
+const FACTOR_PATHS = new Set(["/two-factor/disable", "/two-factor/generate-backup-codes"]);
+
+async function hasPassword(env: Env, userId: string): Promise<boolean> {
+  const row = await drizzle(env.DB).select({ id: authAccounts.id }).from(authAccounts)
+    .where(and(eq(authAccounts.userId, userId), eq(authAccounts.providerId, "credential"))).get();
+  return row !== undefined;
+}
+
+/** Checks the request's `code` (from the authenticator app, or an unused recovery code, which
+ * it uses up) with better-auth's own verification; an answer to send back when it fails. */
+async function secondFactorRefusal(auth: Auth, req: Request): Promise<Response | null> {
+  const body = (await req.clone().json().catch(() => ({}))) as { code?: unknown };
+  const code = typeof body.code === "string" ? body.code.trim() : "";
+  if (!code) return json({ message: "Enter a current code from your authenticator app, or a recovery code.", code: "CODE_REQUIRED" }, 422);
+  try {
+    const headers = new Headers({ cookie: req.headers.get("cookie") ?? "" });
+    if (/^\d{6}$/.test(code)) await auth.api.verifyTOTP({ body: { code }, headers });
+    else await auth.api.verifyBackupCode({ body: { code }, headers });
+    return null;
+  } catch {
+    return json({ message: "That code is not right. Enter the code your authenticator app shows now, or an unused recovery code.", code: "INVALID_CODE" }, 422);
+  }
+}
+
 /** The better-auth endpoints the dashboard uses; the rest of its surface (listing sessions with
  * their tokens, changing the address, deleting the user, ...) is not reachable. */
 const AUTH_PATHS = [
@@ -183,6 +208,13 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
     }
   }
   const auth = await authFor(env, dashboardOrigin(env, req.url), { oauth: isOAuthPath(new URL(req.url).pathname) });
+  // Someone who signs in with Google or GitHub has no password for better-auth to ask for
+  // (allowPasswordless): turning their second factor off, or minting new recovery codes, takes
+  // a current code instead, so a stolen session cannot do it alone.
+  if (req.method === "POST" && viewer && FACTOR_PATHS.has(path) && viewer.user.twoFactorEnabled && !(await hasPassword(env, viewer.user.id))) {
+    const refused = await secondFactorRefusal(auth, req);
+    if (refused) return refused;
+  }
   let res: Response;
   try {
     res = await auth.handler(req);
@@ -532,7 +564,7 @@ async function settingsPage(c: DashCtx): Promise<Response> {
     d.select().from(invitations).where(and(eq(invitations.accountId, v.account.id), isNull(invitations.acceptedAt), gt(invitations.expiresAt, now))).orderBy(desc(invitations.createdAt)).all(),
     d.select().from(authSessions).where(and(eq(authSessions.userId, v.user.id), gt(authSessions.expiresAt, new Date(now)))).orderBy(desc(authSessions.createdAt)).all(),
     d.select({ period: usage.period, used: usage.used }).from(usage).where(and(eq(usage.accountId, v.account.id), sql`${usage.period} in (${periods.month}, ${periods.day})`)).all(),
-    d.select({ id: authAccounts.id }).from(authAccounts).where(and(eq(authAccounts.userId, v.user.id), eq(authAccounts.providerId, "credential"))).get(),
+    hasPassword(c.env, v.user.id),
   ]);
   const usedIn = (p: string) => used.find((u) => u.period === p)?.used ?? 0;
   return page(c, "Settings", (
@@ -616,7 +648,8 @@ async function settingsPage(c: DashCtx): Promise<Response> {
           <>
             <p><Badge value="enabled" /> Every sign-in asks for a code from your authenticator app (or a recovery code).</p>
             <form method="post" class="row" data-api="/dashboard/api/auth/two-factor/disable" data-confirm="Turn off two-factor authentication?">
-              {credential ? <label>Password<input type="password" name="password" autocomplete="current-password" required /></label> : null}
+              {credential ? <label>Password<input type="password" name="password" autocomplete="current-password" required /></label>
+                : <label>Code from the app, or a recovery code<input name="code" autocomplete="one-time-code" required /></label>}
               <button type="submit" class="danger">Turn off</button>
             </form>
           </>
