@@ -8,11 +8,12 @@ import { describe, expect, it } from "vitest";
 import {
   broadcastProgress, broadcastProgressRows, claimDelivery, claimEmails, insertWebhookAttempt, markDelivered, consumeUsage, emailRows, enabledHookRows, enabledHooks, fanoutPage, fanoutPageRows, insertApiLog, insertBroadcastRecipients,
   insertBroadcastEmails, insertEmail, insertEmailEvent, insertQueuedEvents, insertSettlementEvent, insertWebhookDelivery, insertWebhookEvent, insertWebhookEventIfRecorded, markFannedOut, markInFlight,
-  pendingEventRows, pendingEvents, prepared, recordProgress, settleEmail, statementOf,
+  pendingEventRows, pendingEvents, prepared, recordProgress, settleEmail, statementOf, deleteExpiredKey, insertKey,
 } from "../../worker/db/compiled.ts";
+import { deleteIfExpired, keyRow } from "../../worker/sending/key-claim.ts";
 import { unindexed } from "../../worker/db/plan.ts";
 import {
-  apiLogs, webhookAttempts, broadcastRecipients, broadcasts, contactSegments, contactTopics, contacts, emailEvents, emails, segments, suppressions, topics, usage, webhookDeliveries, webhookEvents, webhooks,
+  apiLogs, idempotencyKeys, webhookAttempts, broadcastRecipients, broadcasts, contactSegments, contactTopics, contacts, emailEvents, emails, segments, suppressions, topics, usage, webhookDeliveries, webhookEvents, webhooks,
 } from "../../worker/db/schema.ts";
 import { outboxInsert, outboxInsertIfRecorded, outboxStatement, outboxStatementIfRecorded, eventsToFanOut } from "../../worker/events/outbox.ts";
 import { uuidv7 } from "../../worker/ids.ts";
@@ -39,6 +40,10 @@ describe("statements compiled once from the drizzle schema", () => {
     expect(insertEmailEvent.sql).toBe(db.insert(emailEvents).values({ id: "e", emailId: "m", accountId: "a", type: "queued", dataJson: "{}", createdAt: 1, dedupeKey: null }).toSQL().sql);
     const log = { id: "l", accountId: "a", keyId: null, method: "POST", endpoint: "/emails", status: 200, userAgent: "ua", requestJson: "{}", responseJson: null, createdAt: 1 };
     expect(insertApiLog.query(log)).toEqual(db.insert(apiLogs).values(log).toSQL());
+    const claim = { accountId: "a", scope: "POST /emails", key: "k", fingerprint: "f" };
+    expect(deleteExpiredKey.query({ ...claim, now: 5 })).toEqual(deleteIfExpired(db, claim, 5).toSQL());
+    const keyed = keyRow(claim, { status: 200, body: '{"id":"x"}' }, 5);
+    expect(insertKey.query(keyed)).toEqual(db.insert(idempotencyKeys).values(keyed).toSQL());
   });
 
   it("write exactly the row drizzle writes", async () => {

@@ -30,11 +30,11 @@ function countingEnv(counts: Counts): Env {
   return { ...env, DB, SEND_QUEUE_US_EAST_1: SEND_QUEUE, BLOBS };
 }
 
-async function send(e: Env, subject: string) {
+async function send(e: Env, subject: string, headers: Record<string, string> = {}) {
   const ctx = createExecutionContext();
   const res = await app.fetch(new Request("http://tern.test/emails", {
     method: "POST",
-    headers: { authorization: `Bearer ${acct.token}`, "content-type": "application/json" },
+    headers: { authorization: `Bearer ${acct.token}`, "content-type": "application/json", ...headers },
     body: JSON.stringify({ from: `a@${acct.domain}`, to: ["delivered@simulator.tern.test", "delivered+2@simulator.tern.test"], subject, html: "<p>hi</p>" }),
   }), e, ctx);
   await waitOnExecutionContext(ctx);
@@ -52,4 +52,21 @@ it("one accepted email costs one D1 batch and one queue send", async () => {
   // The request's API log (GET /logs) rode in that one batch.
   const logged = await env.DB.prepare("SELECT COUNT(*) AS n FROM api_logs WHERE account_id = ? AND request_json LIKE ?").bind(acct.accountId, '%"subject":"measured"%').first<{ n: number }>();
   expect(logged!.n).toBe(1);
+});
+
+it("with a fresh Idempotency-Key too: the key's row and the API log ride in the same one batch", async () => {
+  const counts: Counts = { d1Batches: 0, d1Queries: 0, queueSends: 0, r2Calls: 0 };
+  const e = countingEnv(counts);
+  await send(e, "keyed warm-up", { "idempotency-key": crypto.randomUUID() });
+  Object.assign(counts, { d1Batches: 0, d1Queries: 0, queueSends: 0, r2Calls: 0 });
+  const key = crypto.randomUUID();
+  await send(e, "keyed", { "idempotency-key": key });
+  expect(counts).toEqual({ d1Batches: 1, d1Queries: 0, queueSends: 1, r2Calls: 0 });
+  const rows = (sql: string, ...args: unknown[]) => env.DB.prepare(sql).bind(...args).first<{ n: number }>().then((r) => r!.n);
+  expect(await rows("SELECT COUNT(*) AS n FROM idempotency_keys WHERE account_id = ? AND key = ?", acct.accountId, key)).toBe(1);
+  expect(await rows("SELECT COUNT(*) AS n FROM api_logs WHERE account_id = ? AND request_json LIKE ?", acct.accountId, '%"subject":"keyed"%')).toBe(1);
+  // A replay sends nothing and is logged on its own, after its answer.
+  await send(e, "keyed", { "idempotency-key": key });
+  expect(await rows("SELECT COUNT(*) AS n FROM api_logs WHERE account_id = ? AND request_json LIKE ?", acct.accountId, '%"subject":"keyed"%')).toBe(2);
+  expect(counts.queueSends).toBe(1);
 });

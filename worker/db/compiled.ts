@@ -12,7 +12,7 @@ import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
 import type { SQLiteInsertValue, SQLiteTable } from "drizzle-orm/sqlite-core";
 import { unindexed } from "./plan.ts";
-import { apiLogs, broadcastRecipients, broadcasts, contactSegments, contactTopics, contacts, emailEvents, emails, suppressions, usage, webhookAttempts, webhookDeliveries, webhookEvents, webhooks, type EmailRow } from "./schema.ts";
+import { apiLogs, broadcastRecipients, broadcasts, contactSegments, contactTopics, contacts, emailEvents, emails, idempotencyKeys, suppressions, usage, webhookAttempts, webhookDeliveries, webhookEvents, webhooks, type EmailRow } from "./schema.ts";
 
 /** A statement's SQL and its parameters, as drizzle's toSQL() answers them. */
 export type Query = { sql: string; params: unknown[] };
@@ -175,6 +175,15 @@ export const fanoutPage: Compiled<{ broadcastId: string; segmentId: string; topi
   ))
   .orderBy(contactSegments.contactId).limit(sql.placeholder("limit")));
 export const fanoutPageRows = namedRowsOf<{ id: string; email: string; firstName: string | null; lastName: string | null; unsubscribed: boolean; propertiesJson: string; own: string | null; suppressed: string | null }>(fanoutPageFields);
+
+/** The claim of an Idempotency-Key in a send's batch (sending/key-claim.ts claimStatements):
+ * its row deleted if its 24 hours are over, then inserted with the answer (a live row fails the
+ * insert, and with it the batch). */
+export const deleteExpiredKey: Compiled<{ accountId: string; scope: string; key: string; now: number }> = compile(builder.delete(idempotencyKeys).where(and(
+  and(eq(idempotencyKeys.accountId, sql.placeholder("accountId")), eq(idempotencyKeys.scope, sql.placeholder("scope")), eq(idempotencyKeys.key, sql.placeholder("key"))),
+  lte(idempotencyKeys.expiresAt, sql.placeholder("now")),
+)));
+export const insertKey: Compiled<Row<typeof idempotencyKeys>> = compile(builder.insert(idempotencyKeys).values(placeholders(idempotencyKeys)));
 
 /** INSERT INTO api_logs, every column bound: a send's log row, in the send's batch. */
 export const insertApiLog: Compiled<Row<typeof apiLogs>> = compile(builder.insert(apiLogs).values(placeholders(apiLogs)));

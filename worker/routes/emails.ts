@@ -53,10 +53,11 @@ function send(c: Ctx, route: string, req: SendRequest): Promise<Answer> {
   const key = c.req.header("idempotency-key");
   const principal = c.get("principal");
   const defer = (work: Promise<unknown>) => c.executionCtx.waitUntil(work);
-  if (key !== undefined) return sendIdempotently(c.env, principal, route, key, req, defer);
-  // The log row rides in the send's own batch: no extra D1 round trip on the hot path.
+  // The log row rides in the send's own batch: no extra D1 round trip on the hot path. (A
+  // keyed request that replays instead of sending is logged after its answer, as any request.)
   const log = sendLog(c.env.DB, { req: c.req.raw, principal });
   c.set("sendLog", log);
+  if (key !== undefined) return sendIdempotently(c.env, principal, route, key, req, defer, log);
   return performSend(c.env, principal, req, { defer, log });
 }
 

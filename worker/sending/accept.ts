@@ -5,7 +5,7 @@ import { enqueueEmails } from "../delivery/enqueue.ts";
 import { drizzle } from "drizzle-orm/d1";
 import type { Principal } from "../auth.ts";
 import type { TernConfig } from "../config.ts";
-import { insertEmail, insertEmailEvent, statementOf } from "../db/compiled.ts";
+import { insertEmail, insertEmailEvent } from "../db/compiled.ts";
 import { ApiError } from "../errors.ts";
 import { uuidv7 } from "../ids.ts";
 import { parseMailbox } from "../mime/address.ts";
@@ -19,7 +19,7 @@ import { consumeStatements, isQuotaViolation, quotaError, type QuotaUse } from "
 import { parseScheduledAt } from "./schedule.ts";
 import { authorizeSender } from "./sender.ts";
 import { announce, emailFacts, emailOutboxEvent, outboxStatement, eventsToFanOut } from "../events/outbox.ts";
-import { claimStatements, isKeyTaken, KeyTaken, type KeyClaim } from "./key-claim.ts";
+import { claimBound, isKeyTaken, KeyTaken, type KeyClaim } from "./key-claim.ts";
 import { acceptedRollups } from "../metrics/rollup.ts";
 import { assertSendingAllowed } from "../metrics/health.ts";
 
@@ -238,7 +238,7 @@ async function recordPrepared(env: Env, config: TernConfig, principal: Principal
   const { key, defer, extra } = opts;
   if (config.healthPause && prepared.length > 0) await assertSendingAllowed(env.DB, principal.accountId, now);
   const db = drizzle(env.DB);
-  const keyStatements = key ? claimStatements(db, key.claim, key, now).map((q) => statementOf(env.DB, q)) : [];
+  const keyStatements = key ? claimBound(env.DB, key.claim, key, now) : [];
   if (prepared.length === 0) {
     if (keyStatements.length > 0) {
       try {

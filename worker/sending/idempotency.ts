@@ -26,6 +26,7 @@ import { planLimits } from "../plans.ts";
 import { deleteIfExpired, KeyTaken, keyRow, thisKey, type KeyClaim } from "./key-claim.ts";
 import { periodsAt, quotaHeaders, type QuotaUse } from "./quota.ts";
 import type { Defer } from "./accept.ts";
+import type { SendLog } from "../logs/record.ts";
 import { performSend, type Answer, type SendRequest } from "./send.ts";
 
 export const MAX_KEY_LENGTH = 256;
@@ -151,10 +152,10 @@ async function replay(db: DrizzleD1Database, claim: KeyClaim, principal: Princip
 /** Sends at most once per key: replays the stored answer (with idempotent-replayed: true).
  * Through the key's Durable Object (the single-flight point) unless IDEMPOTENCY_FRONT is
  * "false"; either way the key's row in D1 decides. */
-export async function sendIdempotently(env: Env, principal: Principal, route: string, key: string, req: SendRequest, defer?: Defer): Promise<Answer> {
+export async function sendIdempotently(env: Env, principal: Principal, route: string, key: string, req: SendRequest, defer?: Defer, log?: SendLog): Promise<Answer> {
   checkKey(key);
   const claim: KeyClaim = { accountId: principal.accountId, scope: route, key, fingerprint: await fingerprint(req) };
-  const decide = () => decideInD1(env, principal, claim, req, defer);
+  const decide = () => decideInD1(env, principal, claim, req, defer, log);
   return env.IDEMPOTENCY_FRONT === "false" ? decide() : throughFront(env, claim, decide, defer);
 }
 
@@ -210,13 +211,13 @@ async function throughFront(env: Env, claim: KeyClaim, decide: () => Promise<Ans
 
 /** The key's row in D1 decides: the send claims it in its own batch; a request that loses
  * replays the winner's stored answer. */
-async function decideInD1(env: Env, principal: Principal, claim: KeyClaim, req: SendRequest, defer?: Defer): Promise<Answer> {
+async function decideInD1(env: Env, principal: Principal, claim: KeyClaim, req: SendRequest, defer?: Defer, log?: SendLog): Promise<Answer> {
   const db = drizzle(env.DB);
   // A second round only when the row we lost to expired between the two reads.
   for (let round = 0; round < 3; round++) {
     const now = Date.now();
     try {
-      const answer = await performSend(env, principal, req, { claim, defer });
+      const answer = await performSend(env, principal, req, { claim, defer, log });
       // 2xx answers were stored with the emails; 429 and 5xx release the key (store nothing);
       // other 4xx are validation outcomes, stored so that a retry gets the same answer.
       if (answer.status < 400 || answer.status === 429 || answer.status >= 500) return answer;

@@ -2,8 +2,8 @@
 // ride first in the D1 batch recording a send, so that claiming the key and recording the
 // emails are one atomic fact.
 import { and, eq, lte } from "drizzle-orm";
-import type { BatchItem } from "drizzle-orm/batch";
 import type { DrizzleD1Database } from "drizzle-orm/d1";
+import { deleteExpiredKey, insertKey } from "../db/compiled.ts";
 import { idempotencyKeys } from "../db/schema.ts";
 import { d1ErrorText } from "./quota.ts";
 
@@ -38,9 +38,10 @@ export function keyRow(claim: KeyClaim, answer: { status: number; body: string }
 }
 
 /** The statements that claim the key with its answer; they go first in the send's batch. A
- * live row makes the INSERT fail, and with it the batch; an expired one is deleted first. */
-export function claimStatements(db: DrizzleD1Database, claim: KeyClaim, answer: { status: number; body: string }, now: number): BatchItem<"sqlite">[] {
-  return [deleteIfExpired(db, claim, now), db.insert(idempotencyKeys).values(keyRow(claim, answer, now))];
+ * live row makes the INSERT fail, and with it the batch; an expired one is deleted first.
+ * Compiled once per isolate (db/compiled.ts): drizzle built them on every keyed send. */
+export function claimBound(d1: D1Database, claim: KeyClaim, answer: { status: number; body: string }, now: number): D1PreparedStatement[] {
+  return [deleteExpiredKey.bind(d1, { accountId: claim.accountId, scope: claim.scope, key: claim.key, now }), insertKey.bind(d1, keyRow(claim, answer, now))];
 }
 
 export function isKeyTaken(err: unknown): boolean {
