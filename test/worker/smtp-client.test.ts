@@ -62,6 +62,79 @@ describe("DATA encoding", async () => {
   });
 });
 
+/** The stuffing rules a byte at a time, as the spec reads: what dataChunks must write. */
+function stuffedReference(raw: Uint8Array): Uint8Array {
+  const out: number[] = [];
+  let lineStart = true;
+  let afterCR = false;
+  for (const b of raw) {
+    if (afterCR) {
+      afterCR = false;
+      out.push(10);
+      lineStart = true;
+      if (b === 10) continue;
+    }
+    if (b === 13) {
+      out.push(13);
+      afterCR = true;
+    } else if (b === 10) {
+      out.push(13, 10);
+      lineStart = true;
+    } else {
+      if (lineStart && b === 46) out.push(46);
+      out.push(b);
+      lineStart = false;
+    }
+  }
+  if (afterCR) out.push(10);
+  else if (!lineStart) out.push(13, 10);
+  out.push(46, 13, 10);
+  return Uint8Array.from(out);
+}
+
+async function joinedBytes(chunks: AsyncIterable<Uint8Array>): Promise<Uint8Array> {
+  const parts: Uint8Array[] = [];
+  for await (const c of chunks) parts.push(c.slice()); // the buffers are used again
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) out.set(p, (at += p.length) - p.length);
+  return out;
+}
+
+describe("DATA encoding, against the rules a byte at a time", () => {
+  it("writes the same bytes for any input, source chunks, chunk size and size hint (right, low or missing)", async () => {
+    let seed = 7;
+    const rand = (n: number) => ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) % n);
+    const alphabet = [13, 10, 46, 97, 98, 32];
+    for (let round = 0; round < 300; round++) {
+      const raw = Uint8Array.from({ length: rand(400) }, () => alphabet[rand(alphabet.length)]!);
+      const want = stuffedReference(raw);
+      // The message in source chunks of random sizes.
+      const sources: Uint8Array[] = [];
+      for (let at = 0; at < raw.length;) {
+        const size = 1 + rand(50);
+        sources.push(raw.subarray(at, at + size));
+        at += size;
+      }
+      const chunkBytes = 1 + rand(64);
+      const hint = [undefined, raw.length, rand(raw.length + 1)][rand(3)];
+      expect(await joinedBytes(dataChunks(sources, chunkBytes, hint)), `round ${round}`).toEqual(want);
+    }
+  });
+
+  it("keeps every byte when a run of bare line feeds follows a part-filled buffer", async () => {
+    // Two sources: a line, then 64 KB of bare LFs, each of which becomes two bytes.
+    const line = encoder.encode(`${"x".repeat(98)}\r\n`);
+    const raw = [line, new Uint8Array(65536).fill(10)];
+    const out = await joinedBytes(dataChunks(raw));
+    expect(out.length).toBe(100 + 65536 * 2 + 3);
+    const whole = new Uint8Array(100 + 65536);
+    whole.set(line);
+    whole.set(raw[1]!, 100);
+    expect(out).toEqual(stuffedReference(whole));
+  });
+});
+
 describe("reply parsing", () => {
   it("takes the enhanced status code from the text when its class matches the reply code", () => {
     expect(makeReply(550, ["5.1.1 No such user"])).toEqual({ code: 550, enhancedCode: "5.1.1", lines: ["No such user"], text: "No such user" });

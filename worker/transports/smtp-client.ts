@@ -131,50 +131,84 @@ export function formatReply(reply: SmtpReply): string {
 /** The whole DATA payload in chunks of about chunkBytes: bare CR or LF become CRLF (so no relay
  * can read an early end of data: SMTP smuggling), a line starting with "." gets another, and
  * CRLF.CRLF ends it. The message may come in chunks of any size; one output chunk at a time is
- * made, so stuffing never copies the whole message. */
-export async function* dataChunks(raw: Uint8Array | Iterable<Uint8Array> | AsyncIterable<Uint8Array>, chunkBytes = BODY_CHUNK_BYTES): AsyncGenerator<Uint8Array> {
+ * made, so stuffing never copies the whole message. `sizeHint`, the message's length when it is
+ * known, sizes the buffers for it (a 10 KB message had two 128 KB buffers made and zeroed). */
+export async function* dataChunks(raw: Uint8Array | Iterable<Uint8Array> | AsyncIterable<Uint8Array>, chunkBytes = BODY_CHUNK_BYTES, sizeHint?: number): AsyncGenerator<Uint8Array> {
   let lineStart = true;
   let afterCR = false;
-  // Worst case every byte doubles; the tail adds at most CR LF + CR LF . CR LF. Two buffers
-  // take turns: a chunk stays valid until the one after the next is asked for, which lets the
-  // writer send one while the next is made (a new buffer per chunk was twice the message in
-  // garbage, which the isolate holds until its next collection).
-  const buffers = [new Uint8Array(chunkBytes * 2 + 8), new Uint8Array(chunkBytes * 2 + 8)];
+  // A slice of input at most doubles (every byte a bare CR or LF); the tail adds at most
+  // CR LF + CR LF . CR LF. Two buffers take turns: a chunk stays valid until the one after the
+  // next is asked for, which lets the writer send one while the next is made (a new buffer per
+  // chunk was twice the message in garbage, which the isolate holds until its next collection).
+  const sliceBytes = Math.max(1, Math.min(chunkBytes, sizeHint ?? chunkBytes));
+  const buffers = [new Uint8Array(sliceBytes * 2 + 8), new Uint8Array(sliceBytes * 2 + 8)];
   let turn = 0;
   let out = buffers[0]!;
   let n = 0;
+  const next = () => {
+    out = buffers[(turn = 1 - turn)]!;
+    n = 0;
+  };
   for await (const source of raw instanceof Uint8Array ? [raw] : raw) {
     for (let start = 0; start < source.length; start += chunkBytes) {
       const slice = source.subarray(start, Math.min(source.length, start + chunkBytes));
-      for (let i = 0; i < slice.length; i++) {
-        const b = slice[i]!;
+      const len = slice.length;
+      // Room for this slice's worst case, after what the buffer holds: else the buffer goes
+      // first (and a hint that was too small gives way to buffers of the full size).
+      if (n + len * 2 + 8 > out.length) {
+        if (n > 0) {
+          yield out.subarray(0, n);
+          next();
+        }
+        if (len * 2 + 8 > out.length) buffers[turn] = out = new Uint8Array(chunkBytes * 2 + 8);
+      }
+      // Runs of ordinary bytes are copied whole (the positions of the next CR and LF are kept,
+      // so each is searched for once per line, natively): a byte at a time was 12 ns a byte.
+      let nextCR = -1;
+      let nextLF = -1;
+      let i = 0;
+      while (i < len) {
         if (afterCR) {
           afterCR = false;
           out[n++] = LF;
           lineStart = true;
-          if (b === LF) continue;
+          if (slice[i] === LF) {
+            i++;
+            continue;
+          }
         }
+        const b = slice[i]!;
         if (b === CR) {
           out[n++] = CR;
           afterCR = true;
+          i++;
           continue;
         }
         if (b === LF) {
           out[n++] = CR;
           out[n++] = LF;
           lineStart = true;
+          i++;
           continue;
         }
         if (lineStart && b === DOT) out[n++] = DOT;
-        out[n++] = b;
         lineStart = false;
+        if (nextCR < i) nextCR = slice.indexOf(CR, i) >>> 0; // not found: past any index
+        if (nextLF < i) nextLF = slice.indexOf(LF, i) >>> 0;
+        const end = Math.min(nextCR, nextLF, len);
+        out.set(slice.subarray(i, end), n);
+        n += end - i;
+        i = end;
       }
       if (n >= chunkBytes) {
         yield out.subarray(0, n);
-        out = buffers[(turn = 1 - turn)]!;
-        n = 0;
+        next();
       }
     }
+  }
+  if (n + 5 > out.length) {
+    yield out.subarray(0, n);
+    next();
   }
   if (afterCR) {
     out[n++] = LF;
@@ -551,7 +585,7 @@ export class SmtpClient {
       // only then is it known whether it holds the final ".", after which a failure may follow
       // a delivery. If making a chunk fails (an attachment could not be read), the connection
       // is dropped without the final ".": the relay discards what it got.
-      const chunks = dataChunks(chunksOf(message.raw));
+      const chunks = dataChunks(chunksOf(message.raw), BODY_CHUNK_BYTES, message.raw.length);
       try {
         let pending = await chunks.next();
         while (!pending.done) {
