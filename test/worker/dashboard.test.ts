@@ -334,6 +334,13 @@ describe("the Contacts pages' endpoints", () => {
     // Another account's import is not there, as a page or as a file.
     expect((await stranger.get(`/dashboard/contacts/imports/${id}`)).status).toBe(404);
     expect((await stranger.get(`/dashboard/contacts/imports/${id}/failures.csv`)).status).toBe(404);
+    // Past the retention window the purge lets the failed rows go (test/worker/retention.test.ts):
+    // the page keeps the counts and says why the rows are not there.
+    await env.DB.prepare("UPDATE contact_imports SET failures_json = NULL WHERE id = ?").bind(id).run();
+    const later = await (await p.get(`/dashboard/contacts/imports/${id}`)).text();
+    expect(later).toContain("116 read: 1 created, 0 updated, 0 skipped, 115 failed");
+    expect(later).toContain("115 rows failed; which ones is no longer kept.");
+    expect(later).toContain("as long as it keeps sent mail, 30 days");
   });
 
   it("reads a chosen file's columns by the upload's rules, refusing a binary file with what to do", async () => {

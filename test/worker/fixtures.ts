@@ -82,7 +82,7 @@ export async function countRows(table: string, accountId: string): Promise<numbe
 /** Runs the retention purge until a run removes nothing, summing what each removed: the worker
  * test files share one database, so one budgeted run may spend itself on other files' rows. */
 export async function purgeAll(retentionDays: number, now: number): Promise<PurgeCounts> {
-  const total = { emails: 0, webhookDeliveries: 0, webhookEvents: 0, inboundEmails: 0, apiLogs: 0, blobs: 0 };
+  const total = { emails: 0, webhookDeliveries: 0, webhookEvents: 0, inboundEmails: 0, apiLogs: 0, importFailures: 0, blobs: 0 };
   for (;;) {
     const counts = await purgeExpired(env, retentionDays, now);
     for (const k of Object.keys(total) as (keyof typeof total)[]) total[k] += counts[k];

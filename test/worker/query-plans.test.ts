@@ -88,6 +88,7 @@ describe("query plans of the retention purge", () => {
     ["events", /SEARCH d USING (COVERING )?INDEX webhook_deliveries_event \(webhook_id=\? AND event_id=\?\)/, /webhook_events_pending|webhook_deliveries_due|TEMP B-TREE|SCAN/],
     ["inbound", /SEARCH inbound_emails USING (COVERING )?INDEX sqlite_autoindex_inbound_emails_1 \(id<\?\)/, /TEMP B-TREE|SCAN/],
     ["apiLogs", /SEARCH api_logs USING (COVERING )?INDEX sqlite_autoindex_api_logs_1 \(id<\?\)/, /TEMP B-TREE|SCAN api_logs/],
+    ["importFailures", /SEARCH contact_imports USING (COVERING )?INDEX sqlite_autoindex_contact_imports_1 \(id<\?\)/, /TEMP B-TREE|SCAN contact_imports/],
   ] as const)("%s walks the primary key", async (name, expected, never) => {
     const rows = await env.DB.prepare(`EXPLAIN QUERY PLAN ${PURGE_SQL[name]}`).bind(uuidv7Floor(Date.now()), 500).all<{ detail: string }>();
     const detail = rows.results.map((r) => r.detail).join("\n");

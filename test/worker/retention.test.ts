@@ -10,7 +10,7 @@ import { readConfig } from "../../worker/config.ts";
 import { uuidv7, uuidv7Floor } from "../../worker/ids.ts";
 import worker from "../../worker/index.ts";
 import { deleteExpiredEmails, deleteSettledDeliveries, ORPHAN_CURSOR_KEY, PURGE_SQL, purgeExpired, sweepOrphanedContent } from "../../worker/retention/purge.ts";
-import { api, createAccount, type TestAccount } from "./fixtures.ts";
+import { api, createAccount, purgeAll, type TestAccount } from "./fixtures.ts";
 import { waitFor } from "./wait.ts";
 
 const DAY = 86_400_000;
@@ -205,6 +205,22 @@ describe("the retention purge", () => {
     expect(await blobKeys(prefix)).toEqual([]);
   });
 
+  it("lets a finished contact import's failed rows go after the window, keeping its counts; a running import keeps them", async () => {
+    const now = Date.now();
+    const failures = JSON.stringify([{ row: 2, value: "not-an-address", reason: "not an email address" }]);
+    const [done, running] = [uuidv7(now), uuidv7(now)];
+    for (const [id, status] of [[done, "completed"], [running, "in_progress"]] as const) {
+      await env.DB.prepare("INSERT INTO contact_imports (id, account_id, status, file_key, options_json, total, created, failed, failures_json, created_at) VALUES (?, ?, ?, 'imports/x.csv', '{}', 3, 2, 1, ?, ?)")
+        .bind(id, acct.accountId, status, failures, now).run();
+    }
+    const failuresOf = async (id: string) => (await row("contact_imports", id)) as { failures_json: string | null; failed: number; created: number } | null;
+    await purgeExpired(env, 30, now + 29 * DAY);
+    expect((await failuresOf(done))!.failures_json).toBe(failures);
+    expect((await purgeAll(30, now + 31 * DAY)).importFailures).toBeGreaterThanOrEqual(1);
+    expect(await failuresOf(done)).toMatchObject({ failures_json: null, failed: 1, created: 2 });
+    expect((await failuresOf(running))!.failures_json).toBe(failures);
+  });
+
   it("each delete checks again: a click recorded after the candidates were read keeps its email, a replay keeps its delivery", async () => {
     const [quiet, clicked] = [await sendSettled({ to: "delivered@simulator.tern.test" }), await sendSettled({ to: "delivered@simulator.tern.test" })];
     const now = Date.now();
@@ -233,7 +249,7 @@ describe("the retention purge", () => {
 
   it("keeps everything when retention is off", async () => {
     const id = await sendSettled({ to: "delivered@simulator.tern.test" });
-    expect(await purgeExpired(env, null, Date.now() + 10_000 * DAY)).toEqual({ emails: 0, webhookDeliveries: 0, webhookEvents: 0, inboundEmails: 0, apiLogs: 0, blobs: 0 });
+    expect(await purgeExpired(env, null, Date.now() + 10_000 * DAY)).toEqual({ emails: 0, webhookDeliveries: 0, webhookEvents: 0, inboundEmails: 0, apiLogs: 0, importFailures: 0, blobs: 0 });
     expect(await row("emails", id)).not.toBeNull();
   });
 });

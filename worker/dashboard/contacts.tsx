@@ -36,6 +36,7 @@ import { CreateTopicRequest, UpdateTopicRequest } from "../routes/topics.ts";
 import { Badge, Copy, Empty, Time, qs } from "./layout.tsx";
 import { body, DashError, page, type DashCtx, type DashEnv } from "./routes.tsx";
 import { audit } from "./viewer.ts";
+import { readConfig } from "../config.ts";
 import { CUT_NOTE, MAX_SEARCH_CHARS, searchTerm } from "../db/search.ts";
 
 const PAGE_SIZE = 25;
@@ -450,6 +451,7 @@ async function importPage(c: DashCtx) {
   const failures = importFailures(imp);
   const more = imp.failed - failures.length;
   const running = imp.status === "queued" || imp.status === "in_progress";
+  const retention = readConfig(c.env).retentionDays;
   return page(c, "Contact import", (
     <>
       <Tabs current="/dashboard/contacts/imports" />
@@ -466,6 +468,10 @@ async function importPage(c: DashCtx) {
       <h2 id="failures">Failed rows</h2>
       {imp.failed === 0 ? (
         <Empty title={running ? "No row has failed so far." : "No row failed."}><p>Every row had a valid address and values that fit.</p></Empty>
+      ) : failures.length === 0 && !running ? (
+        <Empty title={`${imp.failed} ${imp.failed === 1 ? "row" : "rows"} failed; which ones is no longer kept.`}>
+          <p>tern keeps an import's failed rows (the addresses in them among the rest) as long as it keeps sent mail{retention === null ? "" : `, ${retention} days`}. Import the file again to see which rows fail: rows already imported are skipped or updated, as you choose.</p>
+        </Empty>
       ) : (
         <>
           <p>Fix these rows in the file (row numbers are as a spreadsheet shows them, the header being row 1), then import it again: rows already imported are skipped or updated, as you choose.</p>

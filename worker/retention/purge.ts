@@ -22,6 +22,8 @@ export interface PurgeCounts {
   webhookEvents: number;
   inboundEmails: number;
   apiLogs: number;
+  /** Finished contact imports whose failed rows (addresses among them) were let go. */
+  importFailures: number;
   blobs: number;
 }
 
@@ -57,6 +59,9 @@ export const PURGE_SQL = {
       ORDER BY id LIMIT ?2)`,
   inbound: `SELECT id FROM inbound_emails WHERE id < ?1 ORDER BY id LIMIT ?2`,
   apiLogs: `DELETE FROM api_logs WHERE id IN (SELECT id FROM api_logs WHERE id < ?1 ORDER BY id LIMIT ?2)`,
+  // A finished import keeps its counts; the rows that failed, with what they held, go.
+  importFailures: `UPDATE contact_imports SET failures_json = NULL WHERE id IN (
+      SELECT id FROM contact_imports WHERE id < ?1 AND failures_json IS NOT NULL AND +status IN ('completed', 'failed') ORDER BY id LIMIT ?2)`,
 } as const;
 
 export interface PurgeOptions {
@@ -67,7 +72,7 @@ export interface PurgeOptions {
 }
 
 export async function purgeExpired(env: Pick<Env, "DB" | "BLOBS">, retentionDays: number | null, now: number, options: PurgeOptions = {}): Promise<PurgeCounts> {
-  const counts: PurgeCounts = { emails: 0, webhookDeliveries: 0, webhookEvents: 0, inboundEmails: 0, apiLogs: 0, blobs: 0 };
+  const counts: PurgeCounts = { emails: 0, webhookDeliveries: 0, webhookEvents: 0, inboundEmails: 0, apiLogs: 0, importFailures: 0, blobs: 0 };
   if (retentionDays === null) return counts;
   const batch = options.batch ?? PURGE_BATCH;
   const rounds = options.rounds ?? ROUND_LIMIT;
@@ -113,6 +118,8 @@ async function purgeRound(env: Pick<Env, "DB" | "BLOBS">, floor: string, batch: 
   // API request logs: nothing in R2, nothing refers to them.
   const logs = (await db.prepare(PURGE_SQL.apiLogs).bind(floor, batch).run()).meta.changes ?? 0;
   counts.apiLogs += logs;
+  const imports = (await db.prepare(PURGE_SQL.importFailures).bind(floor, batch).run()).meta.changes ?? 0;
+  counts.importFailures += imports;
 
   for (let i = 0; i < blobs.length; i += 1000) {
     try {
@@ -122,7 +129,7 @@ async function purgeRound(env: Pick<Env, "DB" | "BLOBS">, floor: string, batch: 
       console.error("retention: R2 objects not deleted (left unreachable)", err instanceof Error ? err.message : String(err));
     }
   }
-  return emails.length === batch || deliveries.length === batch || events === batch || inbound.length === batch || logs === batch;
+  return emails.length === batch || deliveries.length === batch || events === batch || inbound.length === batch || logs === batch || imports === batch;
 }
 
 /** Deletes those of the candidate emails `ids` that are still expired (settled, no event since
