@@ -11,7 +11,7 @@ import { SENDER_POOL_DEFAULTS, SessionPool } from "../../worker/delivery/session
 import { parseReturnPath, recipientOfReturnPath } from "../../worker/sending/return-path.ts";
 import { relayUrlFor, transportFor } from "../../worker/transports/select.ts";
 import { createSmtpTransport } from "../../worker/transports/smtp.ts";
-import type { Transport } from "../../worker/transports/transport.ts";
+import type { OutboundMessage, Transport } from "../../worker/transports/transport.ts";
 import { api, createAccount, type TestAccount } from "./fixtures.ts";
 import { address, capturedFor, rawText } from "./peers.ts";
 import { waitFor } from "./wait.ts";
@@ -46,6 +46,35 @@ function peerTransport(peer: string): () => Transport {
     host: "127.0.0.1", port: env.TEST_PEERS[peer]!, security: peer === "plain" ? "plain" : "starttls", heloName: "mx.tern.example",
     connectTimeoutMs: 2000, commandTimeoutMs: 2000, dataTimeoutMs: 5000,
   });
+}
+
+/** What a test does around each message handed to the loopback relay: made once per connection. */
+interface RelayHooks {
+  before?: (m: OutboundMessage) => unknown;
+  after?: (m: OutboundMessage) => unknown;
+}
+
+/** The loopback relay, with a test's hooks run as each message is handed over and once its
+ * replies are back. */
+function watchedRelay(hooksFor: () => RelayHooks): () => Transport {
+  return () => {
+    const inner = peerTransport("plain")();
+    return {
+      async open() {
+        const session = await inner.open();
+        const hooks = hooksFor();
+        return {
+          async deliver(m) {
+            await hooks.before?.(m);
+            const replies = await session.deliver(m);
+            await hooks.after?.(m);
+            return replies;
+          },
+          close: () => session.close(),
+        };
+      },
+    };
+  };
 }
 
 async function consume(ids: string[], peer = "plain") {
@@ -149,22 +178,12 @@ describe("delivery through the relay", () => {
       emailOf.set(r, await recordedEmail([r]));
     }
     const seen: { sending: string; progress: { inFlight: string; results: { recipient: string; status: string }[] } | null }[] = [];
-    const watching = (): Transport => {
-      const inner = peerTransport("plain")();
-      return {
-        async open() {
-          const session = await inner.open();
-          return {
-            async deliver(m) {
-              const row = await env.DB.prepare("SELECT attempt_json FROM emails WHERE id = ?").bind(emailOf.get(m.recipients[0]!)).first<{ attempt_json: string | null }>();
-              seen.push({ sending: m.recipients[0]!, progress: row?.attempt_json ? JSON.parse(row.attempt_json) : null });
-              return session.deliver(m);
-            },
-            close: () => session.close(),
-          };
-        },
-      };
-    };
+    const watching = watchedRelay(() => ({
+      async before(m) {
+        const row = await env.DB.prepare("SELECT attempt_json FROM emails WHERE id = ?").bind(emailOf.get(m.recipients[0]!)).first<{ attempt_json: string | null }>();
+        seen.push({ sending: m.recipients[0]!, progress: row?.attempt_json ? JSON.parse(row.attempt_json) : null });
+      },
+    }));
     // The real D1, counting the progress writes made on their own (AttemptLog.record, guarded
     // by `lease_until in (...)`; a mark in a settlement's batch is guarded by one lease).
     let ownWrites = 0;
@@ -234,28 +253,20 @@ describe("delivery through the relay", () => {
     for (const r of rs) emailOf.set(r, await recordedEmail([r]));
     const unrecorded: string[] = [];
     let sent = 0;
-    const watching = (): Transport => {
-      const inner = peerTransport("plain")();
+    const watching = watchedRelay(() => {
+      let last: string | undefined; // this connection's previous message
       return {
-        async open() {
-          const session = await inner.open();
-          let last: string | undefined;
-          return {
-            async deliver(m) {
-              if (last !== undefined) {
-                const prev = await env.DB.prepare("SELECT state, attempt_json FROM emails WHERE id = ?").bind(emailOf.get(last)).first<{ state: string; attempt_json: string | null }>();
-                const results = prev?.attempt_json ? (JSON.parse(prev.attempt_json) as { results: { recipient: string }[] }).results : [];
-                if (prev?.state === "sending" && !results.some((r) => r.recipient === last)) unrecorded.push(last);
-              }
-              last = m.recipients[0]!;
-              sent++;
-              return session.deliver(m);
-            },
-            close: () => session.close(),
-          };
+        async before(m) {
+          if (last !== undefined) {
+            const prev = await env.DB.prepare("SELECT state, attempt_json FROM emails WHERE id = ?").bind(emailOf.get(last)).first<{ state: string; attempt_json: string | null }>();
+            const results = prev?.attempt_json ? (JSON.parse(prev.attempt_json) as { results: { recipient: string }[] }).results : [];
+            if (prev?.state === "sending" && !results.some((r) => r.recipient === last)) unrecorded.push(last);
+          }
+          last = m.recipients[0]!;
+          sent++;
         },
       };
-    };
+    });
     // Settlements take a while to commit (a slow D1): time for the other batch to grab the
     // connection if it were given back before its last reply was written.
     const slow = new Proxy(env.DB, {
@@ -301,26 +312,16 @@ describe("delivery through the relay", () => {
     const recipients = [unique("big"), unique("big")];
     const id = await recordedEmail(recipients, { html: "<p>big</p>", attachments: [{ filename: "big.bin", content: btoa(binary) }] });
     const handed: { chunked: boolean; largest: number; total: number; length: number }[] = [];
-    const recording = (): Transport => {
-      const inner = peerTransport("plain")();
-      return {
-        open: async () => {
-          const session = await inner.open();
-          return {
-            deliver: async (m) => {
-              let largest = 0, total = 0;
-              for await (const c of m.raw instanceof Uint8Array ? [m.raw] : m.raw.chunks()) {
-                largest = Math.max(largest, c.length);
-                total += c.length;
-              }
-              handed.push({ chunked: !(m.raw instanceof Uint8Array), largest, total, length: m.raw.length });
-              return session.deliver(m);
-            },
-            close: () => session.close(),
-          };
-        },
-      };
-    };
+    const recording = watchedRelay(() => ({
+      async before(m) {
+        let largest = 0, total = 0;
+        for await (const c of m.raw instanceof Uint8Array ? [m.raw] : m.raw.chunks()) {
+          largest = Math.max(largest, c.length);
+          total += c.length;
+        }
+        handed.push({ chunked: !(m.raw instanceof Uint8Array), largest, total, length: m.raw.length });
+      },
+    }));
     const batch = createMessageBatch("tern-send", [{ id: "m0", timestamp: new Date(), attempts: 1, body: { emailId: id } }]);
     await consumeSendBatch(batch as MessageBatch<{ emailId: string }>, env, { transportFor: recording });
     expect(handed).toHaveLength(2);
@@ -460,22 +461,7 @@ describe("a settlement written after its lease was lost", () => {
   /** A relay whose message to `at` reaches the relay, then the email is taken over before its
    * reply comes back to the first consumer. */
   function takingOver(at: string, take: () => Promise<void>): () => Transport {
-    return () => {
-      const inner = peerTransport("plain")();
-      return {
-        async open() {
-          const session = await inner.open();
-          return {
-            async deliver(m) {
-              const replies = await session.deliver(m);
-              if (m.recipients[0] === at) await take();
-              return replies;
-            },
-            close: () => session.close(),
-          };
-        },
-      };
-    };
+    return watchedRelay(() => ({ after: (m) => (m.recipients[0] === at ? take() : undefined) }));
   }
 
   async function outbox(account: TestAccount, id: string): Promise<string[]> {
@@ -562,23 +548,12 @@ describe("a claim handed back after a failed write", () => {
         return typeof value === "function" ? (value as (...a: unknown[]) => unknown).bind(target) : value;
       },
     });
-    const transport = (): Transport => {
-      const inner = peerTransport("plain")();
-      return {
-        async open() {
-          const session = await inner.open();
-          return {
-            async deliver(m) {
-              const replies = await session.deliver(m);
-              await env.DB.prepare("UPDATE emails SET lease_until = ? WHERE id = ? AND state = 'sending'").bind(theirs, simId).run();
-              armed = true;
-              return replies;
-            },
-            close: () => session.close(),
-          };
-        },
-      };
-    };
+    const transport = watchedRelay(() => ({
+      async after() {
+        await env.DB.prepare("UPDATE emails SET lease_until = ? WHERE id = ? AND state = 'sending'").bind(theirs, simId).run();
+        armed = true;
+      },
+    }));
     const batch = createMessageBatch("tern-send", [realId, simId].map((emailId, i) => ({ id: `m${i}`, timestamp: new Date(), attempts: 1, body: { emailId } })));
     const ctx = createExecutionContext();
     await consumeSendBatch(batch as MessageBatch<{ emailId: string }>, { ...env, DB: db } as Env, { transportFor: transport });
