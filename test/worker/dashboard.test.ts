@@ -613,11 +613,31 @@ describe("the sign-in doors, as an outside probe tried them", () => {
       expect(await res.json(), path).toMatchObject({ code, message: expect.stringMatching(/authenticator app.*recovery code/) });
     }
     expect(await on()).toBe(true);
-    // A recovery code works once; the app's current code works.
-    expect((await q.post("/auth/two-factor/generate-backup-codes", { code: enabled.backupCodes[0] })).status).toBe(200);
-    expect((await q.post("/auth/two-factor/disable", { code: enabled.backupCodes[0] })).status).toBe(422);
+    // A recovery code is a code: new ones are minted with it, and the old ones stop working.
+    const minted = await q.post("/auth/two-factor/generate-backup-codes", { code: enabled.backupCodes[0] });
+    expect(minted.status).toBe(200);
+    const fresh = ((await minted.json()) as { backupCodes: string[] }).backupCodes;
+    expect(fresh).not.toContain(enabled.backupCodes[1]);
+    expect((await q.post("/auth/two-factor/disable", { code: enabled.backupCodes[1] })).status).toBe(422);
+    // The app's current code works.
     expect((await q.post("/auth/two-factor/disable", { code: totp.generate() })).status).toBe(200);
     expect(await on()).toBe(false);
+  });
+
+  it("refuses password and two-factor changes to a session whose person is in no account", async () => {
+    const p = await person("owner");
+    const enabled = (await (await p.post("/auth/two-factor/enable", {})).json()) as { totpURI: string };
+    const totp = OTPAuth.URI.parse(enabled.totpURI) as OTPAuth.TOTP;
+    const q = await renewedSession(await p.post("/auth/two-factor/verify-totp", { code: totp.generate() }));
+    // Removed from their only account: the session still signs them in, but there is no viewer.
+    await env.DB.prepare("DELETE FROM memberships WHERE user_id = ?").bind(p.user).run();
+    for (const path of ["/auth/two-factor/disable", "/auth/two-factor/generate-backup-codes", "/auth/two-factor/enable", "/auth/change-password"]) {
+      const res = await q.post(path, { currentPassword: "x", newPassword: "correct-horse-battery-staple-42" });
+      expect(res.status, path).toBe(403);
+      expect(((await res.json()) as { message: string }).message, path).toMatch(/member of an account/);
+    }
+    const on = await env.DB.prepare("SELECT two_factor_enabled AS on_ FROM auth_users WHERE id = ?").bind(p.user).first<{ on_: number }>();
+    expect(on!.on_).toBe(1);
   });
 
   it("ignores a malformed account cookie instead of failing every page", async () => {

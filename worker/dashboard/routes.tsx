@@ -192,6 +192,12 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
   if (req.method === "POST" && !path.startsWith("/callback/") && !/^application\/json\b/i.test(req.headers.get("content-type") ?? "")) {
     return json({ message: "Send this request as JSON (Content-Type: application/json)." }, 415);
   }
+  // A person's password and second factor change from Settings, as a member of an account: a
+  // session without one (its person removed from every account) would pass by what comes with
+  // a viewer (the code asked of the passwordless, the throttle, the CSRF token, the audit).
+  if (req.method === "POST" && viewer === null && PASSWORD_PATHS.has(path)) {
+    return json({ message: "Sign in as a member of an account to change your password or two-factor authentication." }, 403);
+  }
   let email: string | undefined;
   const passwordCheck = req.method === "POST" && viewer !== null && PASSWORD_PATHS.has(path);
   if (passwordCheck || (req.method === "POST" && ATTEMPT_PATHS.has(path) && !(viewer && path.startsWith("/two-factor/")))) {
