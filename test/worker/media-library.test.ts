@@ -4,7 +4,7 @@
 // and its endpoints, with the dashboard's session, CSRF and role checks.
 import { env, exports } from "cloudflare:workers";
 import { describe, expect, it } from "vitest";
-import { cleanImageName, objectKey, serveImage, storeImage, thumbKey } from "../../worker/media/images.ts";
+import { cleanImageName, objectKey, serveImage, storeImage, thumbFailedKey, thumbKey } from "../../worker/media/images.ts";
 import { deletedImagesIn, deleteImage, imagePageQuery, imageUses, listImages, mediaUsage } from "../../worker/media/library.ts";
 import { deleteConsequences } from "../../worker/dashboard/media.tsx";
 import { call, createAccount } from "./fixtures.ts";
@@ -244,6 +244,14 @@ describe("where an image is used, and thumbnails", () => {
     expect((await owner.post(`/media/${img!.id}/delete`)).status).toBe(200);
     expect(await deletedImagesIn(env.DB, a.accountId, `${html}${html}<img src="${other!.url}">`)).toEqual([img!.url]);
     expect(await deletedImagesIn(env.DB, b.accountId, html)).toEqual([]);
+
+    // Any body is read in time proportional to its length: 340 KB of link-like text once took
+    // seconds (a pattern backtracking once per "http"); the URL is still found as written.
+    const links = "http://x/media/a/".repeat(20_000);
+    const started = performance.now();
+    expect(await deletedImagesIn(env.DB, a.accountId, `<p>${links}</p>`)).toEqual([]);
+    expect(performance.now() - started).toBeLessThan(1_000);
+    expect(await deletedImagesIn(env.DB, a.accountId, `<p>${links}${img!.url}</p>`)).toEqual([img!.url]);
   });
 
   it("serves a thumbnail made by the Images binding, kept in R2 and deleted with the image; a small image is its own", async () => {
@@ -265,11 +273,30 @@ describe("where an image is used, and thumbnails", () => {
     // The binding failing (a failed transform) serves the image itself, never a broken tile.
     const other = await storeImage(env, a, await noisePng(300, 200), ORIGIN, "other.png");
     const [, , acct, oid, file] = new URL(other.url).pathname.split("/");
-    const broken = { ...env, IMAGES: { input: () => { throw new Error("Images is down"); } } as unknown as ImagesBinding };
-    const fallback = await serveImage(broken, acct!, oid!, file!, true);
-    expect(fallback.headers.get("content-type")).toBe("image/png");
-    expect((await fallback.arrayBuffer()).byteLength).toBe(other.bytes);
+    let tried = 0;
+    const broken = { ...env, IMAGES: { input: () => { tried++; throw new Error("Images is down"); } } as unknown as ImagesBinding };
+    const fallbacks = await Promise.all([1, 2, 3].map(() => serveImage(broken, acct!, oid!, file!, true)));
+    for (const fallback of fallbacks) {
+      expect(fallback.headers.get("content-type")).toBe("image/png");
+      // Cached for an hour, not a year: the thumbnail's URL shows the thumbnail once it can be made.
+      expect(fallback.headers.get("cache-control")).toBe("public, max-age=3600");
+      expect((await fallback.arrayBuffer()).byteLength).toBe(other.bytes);
+    }
     expect(await env.BLOBS.head(thumbKey(a, other.id))).toBeNull();
+    // Three requests at once made one attempt, and the failure is remembered: a public URL
+    // cannot make the binding work on every request.
+    expect(tried).toBe(1);
+    await (await serveImage(broken, acct!, oid!, file!, true)).arrayBuffer();
+    expect(tried).toBe(1);
+    // Hours later it is tried again (and Images, back, makes it).
+    const failedAt = await env.BLOBS.head(thumbFailedKey(a, other.id));
+    expect(failedAt).not.toBeNull();
+    await env.BLOBS.put(thumbFailedKey(a, other.id), "", { customMetadata: { at: String(Date.now() - 7 * 3600_000) } });
+    const healed = await fetchPath(`${other.url}?size=thumb`);
+    expect(healed.headers.get("content-type")).toBe("image/webp");
+    await healed.arrayBuffer();
+    expect((await deleteImage(env, a, other.id)).ok).toBe(true);
+    expect(await env.BLOBS.head(thumbFailedKey(a, other.id))).toBeNull();
     // A small image is served as it is.
     const [small] = await upload(a, 1);
     const smallRes = await fetchPath(`${small!.url}?size=thumb`);

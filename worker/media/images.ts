@@ -115,6 +115,16 @@ export function thumbKey(accountId: string, id: string): string {
   return `media/${accountId}/${id}/thumb-${THUMB_WIDTH}`;
 }
 
+/** Marks a thumbnail that could not be made (its `at` the time of the failure), so that requests
+ * for it serve the image until THUMB_RETRY_MS has passed instead of transforming it again. */
+export function thumbFailedKey(accountId: string, id: string): string {
+  return `${thumbKey(accountId, id)}.failed`;
+}
+
+/** How long a failed thumbnail is not tried again: long enough that a public URL cannot make the
+ * binding work on every request, short enough that an outage of Images heals by itself. */
+const THUMB_RETRY_MS = 6 * 3600_000;
+
 /** The URL of an image's thumbnail: its own URL asking for the small size. */
 export function thumbUrl(url: string): string {
   return `${url}?size=thumb`;
@@ -127,6 +137,9 @@ const HEADERS = {
   "cache-control": "public, max-age=31536000, immutable",
   "cross-origin-resource-policy": "cross-origin",
 };
+/** The image served in place of a thumbnail that could not be made: cached for an hour, not a
+ * year, so that the thumbnail's URL shows the thumbnail once it can be made. */
+const STANDIN_HEADERS = { ...HEADERS, "cache-control": "public, max-age=3600" };
 
 /** The response for GET /media/{account}/{id}/{sig}.{ext}: the image, or a 404 that says nothing.
  * With `thumb`, its thumbnail (see thumbnail()), or the image itself where none can be made. */
@@ -136,19 +149,23 @@ export async function serveImage(env: Pick<Env, "BLOBS" | "MASTER_KEY"> & Partia
   if (!m || !ID.test(id) || !ACCOUNT.test(accountId)) return notFound();
   const enc = new TextEncoder();
   if (!constantTimeEqual(enc.encode(m[1]!), enc.encode(await signature(env.MASTER_KEY, accountId, id)))) return notFound();
+  let standIn = false;
   if (thumb && env.IMAGES) {
     // The image's own size decides (a head, no bytes): a small one is as cheap as its thumbnail,
     // and a deleted one has none, whatever R2 still holds.
     const meta = await env.BLOBS.head(objectKey(accountId, id));
     if (!meta) return notFound();
-    const small = meta.size > THUMB_FROM_BYTES ? await thumbnail({ BLOBS: env.BLOBS, IMAGES: env.IMAGES }, accountId, id) : null;
-    if (small) return new Response(small, { headers: { "content-type": "image/webp", ...HEADERS } });
+    if (meta.size > THUMB_FROM_BYTES) {
+      const small = await thumbnail({ BLOBS: env.BLOBS, IMAGES: env.IMAGES }, accountId, id);
+      if (small) return new Response(small, { headers: { "content-type": "image/webp", ...HEADERS } });
+      standIn = true;
+    }
   }
   const obj = await env.BLOBS.get(objectKey(accountId, id));
   if (!obj) return notFound();
   const ext = (obj.customMetadata?.ext ?? m[2]) as ImageExt;
   // The type found at upload, never the one the URL names.
-  return new Response(obj.body, { headers: { "content-type": IMAGE_TYPES[ext] ?? "application/octet-stream", ...HEADERS } });
+  return new Response(obj.body, { headers: { "content-type": IMAGE_TYPES[ext] ?? "application/octet-stream", ...(standIn ? STANDIN_HEADERS : HEADERS) } });
 }
 
 /** Images up to this size are their own thumbnail. */
@@ -156,13 +173,29 @@ const THUMB_FROM_BYTES = 48 * 1024;
 
 type ThumbEnv = Pick<Env, "BLOBS" | "IMAGES">;
 
+/** Thumbnails being made in this isolate: requests that come meanwhile wait for the same one. */
+const making = new Map<string, Promise<ArrayBuffer | null>>();
+
 /** An image's thumbnail bytes: kept in R2, or made now with the Images binding (in `wrangler dev`
- * and tests too: miniflare runs it on sharp) and kept. The URL is public, but each image is
- * transformed once, at one width, so a stranger cannot make it work more. Null when the binding
- * fails: the caller serves the image itself, since a thumbnail is never worth a broken tile. */
+ * and tests too: miniflare runs it on sharp) and kept. The URL is public, so each image is
+ * transformed at one width, once (requests meanwhile in this isolate wait for it), and a
+ * failure is remembered for THUMB_RETRY_MS: nobody can make the binding work on every request.
+ * Null when there is none: the caller serves the image itself, never a broken tile. */
 async function thumbnail(env: ThumbEnv, accountId: string, id: string): Promise<ArrayBuffer | null> {
   const kept = await env.BLOBS.get(thumbKey(accountId, id));
   if (kept) return kept.arrayBuffer();
+  const failed = await env.BLOBS.head(thumbFailedKey(accountId, id));
+  if (failed && Date.now() - Number(failed.customMetadata?.at ?? 0) < THUMB_RETRY_MS) return null;
+  const key = thumbKey(accountId, id);
+  let made = making.get(key);
+  if (!made) {
+    made = makeThumbnail(env, accountId, id).finally(() => making.delete(key));
+    making.set(key, made);
+  }
+  return made;
+}
+
+async function makeThumbnail(env: ThumbEnv, accountId: string, id: string): Promise<ArrayBuffer | null> {
   const original = await env.BLOBS.get(objectKey(accountId, id));
   if (!original) return null;
   try {
@@ -175,6 +208,9 @@ async function thumbnail(env: ThumbEnv, accountId: string, id: string): Promise<
     return bytes;
   } catch (err) {
     console.error("thumbnail not made; serving the image", accountId, id, err instanceof Error ? err.message : String(err));
+    await env.BLOBS.put(thumbFailedKey(accountId, id), "", { customMetadata: { at: String(Date.now()) } }).catch(() => {});
+    // Deleted meanwhile: the marker goes too.
+    if (!(await env.BLOBS.head(objectKey(accountId, id)))) await env.BLOBS.delete(thumbFailedKey(accountId, id)).catch(() => {});
     return null;
   }
 }

@@ -4,7 +4,7 @@
 // tenant never lists, counts or deletes another's images.
 import { mediaLimitsOf, type MediaLimits } from "../config.ts";
 import type { Result } from "../result.ts";
-import { IMAGE_TYPES, ImageError, imageUrl, objectKey, thumbKey, type ImageExt } from "./images.ts";
+import { IMAGE_TYPES, ImageError, imageUrl, objectKey, thumbFailedKey, thumbKey, type ImageExt } from "./images.ts";
 
 export interface LibraryImage {
   id: string;
@@ -97,7 +97,7 @@ export async function deleteImage(env: Pick<Env, "DB" | "BLOBS">, accountId: str
   if (!ID.test(id)) return gone;
   const row = await env.DB.prepare(`SELECT id, bytes, ext, name FROM media_images WHERE account_id = ?1 AND id = ?2`).bind(accountId, id).first<Omit<Row, "created_at">>();
   if (!row) return gone;
-  await env.BLOBS.delete([objectKey(accountId, id), thumbKey(accountId, id)]);
+  await env.BLOBS.delete([objectKey(accountId, id), thumbKey(accountId, id), thumbFailedKey(accountId, id)]);
   // Of two deletes at once, the one whose statement removed the row reports it.
   const removed = await env.DB.prepare(`DELETE FROM media_images WHERE account_id = ?1 AND id = ?2 RETURNING id`).bind(accountId, id).first();
   if (!removed) return gone;
@@ -156,13 +156,33 @@ export async function imageUses(db: D1Database, accountId: string, id: string): 
   };
 }
 
+/** The absolute URL whose path is html[start, end): read back to the nearest http(s) scheme,
+ * never across a space, quote or bracket and at most URL_HEAD characters, or null. */
+function urlEndingIn(html: string, start: number, end: number): string | null {
+  let i = start;
+  const stop = Math.max(0, start - URL_HEAD);
+  while (i > stop && !/[\s"'<>()]/.test(html[i - 1]!)) i--;
+  const head = html.slice(i, start);
+  const at = Math.max(head.lastIndexOf("http://"), head.lastIndexOf("https://"));
+  return at < 0 ? null : html.slice(i + at, end);
+}
+/** Characters of scheme and host read back from an image's path (a media URL's are a few dozen). */
+const URL_HEAD = 512;
+
 /** Images uploaded to this account that a body shows but that were deleted since: readers would
  * see a broken image. Each missing image's URL as the body has it, once. */
 export async function deletedImagesIn(db: D1Database, accountId: string, html: string | null): Promise<string[]> {
   if (!html) return [];
   const found = new Map<string, string>();
-  const re = /https?:\/\/[^\s"'<>()]*\/media\/([A-Za-z0-9_-]{1,64})\/([0-9a-f]{32})\/[A-Za-z0-9_-]{22}\.(?:png|jpg|gif|webp)/g;
-  for (const m of html.matchAll(re)) if (m[1] === accountId && !found.has(m[2]!)) found.set(m[2]!, m[0]);
+  // The path's fixed shape is matched, then its URL's start is read back from it: a pattern
+  // starting at "http" with a free run before /media/ backtracked once per "http" in a run, and a
+  // body of repeated links took seconds per 100 KB.
+  const tail = /\/media\/([A-Za-z0-9_-]{1,64})\/([0-9a-f]{32})\/[A-Za-z0-9_-]{22}\.(?:png|jpg|gif|webp)/g;
+  for (const m of html.matchAll(tail)) {
+    if (m[1] !== accountId || found.has(m[2]!)) continue;
+    const url = urlEndingIn(html, m.index, m.index + m[0].length);
+    if (url) found.set(m[2]!, url);
+  }
   if (found.size === 0) return [];
   const ids = [...found.keys()];
   const present = new Set<string>();
