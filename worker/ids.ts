@@ -4,17 +4,25 @@ import { toHex } from "./bytes.ts";
 
 let lastMs = 0;
 let seq = 0;
-/** How far behind the last id's time a call may be and still be moved up to it. Callers pass
- * times a few milliseconds apart (a settlement's events at now + i); a time far from the last
- * one is a clock of its own (a test's, a report's), and following it would stamp every later
- * id of the isolate with it, out of the retention purge's reach. */
-const CLAMP_MS = 1_000;
+/** How far from the clock a given time may be and still join the isolate's sequence. Callers
+ * pass times a few milliseconds apart (a settlement's events at now + i); a time further off is
+ * a clock of its own (a test's, a webhook attempt's start, a backdated report's): it is stamped
+ * as given and leaves the sequence alone. Following it would have stamped every later id of the
+ * isolate with it (a month ahead: out of the retention purge's reach), or let a later id sort
+ * before an earlier one of the same millisecond. */
+const OWN_CLOCK_MS = 1_000;
 
 export function uuidv7(now: number = Date.now()): string {
   const bytes = new Uint8Array(16);
   crypto.getRandomValues(bytes);
+  if (Math.abs(now - Date.now()) > OWN_CLOCK_MS) {
+    stampTime(bytes, now);
+    bytes[6] = 0x70 | (bytes[6]! & 0x0f);
+    bytes[8] = (bytes[8]! & 0x3f) | 0x80;
+    return uuidFromBytes(bytes);
+  }
   // Keep ids from one isolate strictly increasing within a millisecond (12-bit counter in rand_a).
-  if (now <= lastMs && lastMs - now <= CLAMP_MS) {
+  if (now <= lastMs) {
     now = lastMs;
     seq = (seq + 1) & 0xfff;
     if (seq === 0) now = ++lastMs;

@@ -88,6 +88,12 @@ describe("uuidv7", () => {
     uuidv7(t + 31 * 86_400_000);
     const next = uuidv7();
     expect(next >= uuidv7Floor(t) && next < uuidv7Floor(t + 60_000)).toBe(true);
+    // A time seconds back (a webhook attempt's start) is stamped as given, and the ids around
+    // it still increase.
+    const before = uuidv7();
+    const past = uuidv7(t - 5_000);
+    expect(past < uuidv7Floor(t - 4_999)).toBe(true);
+    expect(uuidv7() > before).toBe(true);
   });
 });
 

@@ -92,9 +92,18 @@ function stuffedReference(raw: Uint8Array): Uint8Array {
   return Uint8Array.from(out);
 }
 
-async function joinedBytes(chunks: AsyncIterable<Uint8Array>): Promise<Uint8Array> {
+/** The chunks read as the SMTP client reads them: each one held while the next is made (it is
+ * written only then), and checked to be unchanged by the making of the next. */
+async function joinedBytes(chunks: AsyncGenerator<Uint8Array>): Promise<Uint8Array> {
   const parts: Uint8Array[] = [];
-  for await (const c of chunks) parts.push(c.slice()); // the buffers are used again
+  let pending = await chunks.next();
+  while (!pending.done) {
+    const copy = pending.value.slice();
+    const next = await chunks.next();
+    expect(pending.value).toEqual(copy);
+    parts.push(copy);
+    pending = next;
+  }
   const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
   let at = 0;
   for (const p of parts) out.set(p, (at += p.length) - p.length);
