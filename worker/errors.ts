@@ -64,9 +64,21 @@ export function errorReference(): string {
 /** Logs a failure in full under a fresh reference, and answers the reference. */
 export function logFailure(what: string, cause: unknown): string {
   const ref = errorReference();
-  console.error(`${what} ref=${ref}`, cause instanceof Error ? (cause.stack ?? cause.message) : String(cause));
+  console.error(`${what} ref=${ref}`, describeFailure(cause));
   return ref;
 }
+
+/** What is logged of a failure: its stack and its causes', without the values a query was
+ * bound to and at most LOGGED_FAILURE_CHARS. drizzle's query errors carry every bound value in
+ * their message (bodies, addresses: megabytes of a person's content), and the database's own
+ * reason only in their cause. */
+export function describeFailure(err: unknown, depth = 0): string {
+  let text = err instanceof Error ? (err.stack ?? err.message) : String(err);
+  text = text.replace(/\nparams: [\s\S]*?(?=\n {4}at |$)/, "\nparams: (not logged)");
+  if (err instanceof Error && err.cause !== undefined && depth < 3) text += `\ncaused by: ${describeFailure(err.cause, depth + 1)}`;
+  return text.length > LOGGED_FAILURE_CHARS ? `${text.slice(0, LOGGED_FAILURE_CHARS)}… (${text.length} characters)` : text;
+}
+const LOGGED_FAILURE_CHARS = 8192;
 
 /** Anything unexpected: logged in full server-side, answered without internals but with the
  * log line's reference. */

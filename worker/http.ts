@@ -15,10 +15,16 @@ export async function readBodyLimited(req: Request, limit: number): Promise<Uint
   const tooBig = () => new ApiError("validation_error", `The request body must be at most ${limit / 1024 / 1024} MB.`, 413);
   if (declared !== null && declared > limit) throw tooBig();
   if (!req.body) return new Uint8Array();
+  // A client that goes away mid-body leaves the read failing ("Network connection lost"): that
+  // is the request's fault, a 400, not tern's 500 (nobody is left to read it, but the log is).
+  const cutShort = (err: unknown) => {
+    console.error("request body cut short", err instanceof Error ? err.message : String(err));
+    return new ApiError("validation_error", "The request body ended before it was complete.", 400);
+  };
   // A body with a declared length (HTTP framing holds it to that length) is read in one call;
   // any other is read piece by piece and stopped at the limit.
   if (declared !== null) {
-    const bytes = new Uint8Array(await req.arrayBuffer());
+    const bytes = new Uint8Array(await req.arrayBuffer().catch((err: unknown) => { throw cutShort(err); }));
     if (bytes.byteLength > limit) throw tooBig();
     if (bytes.byteLength !== declared) throw new ApiError("validation_error", "The request body's length differs from its Content-Length.", 400);
     return bytes;
@@ -27,7 +33,7 @@ export async function readBodyLimited(req: Request, limit: number): Promise<Uint
   const chunks: Uint8Array[] = [];
   let size = 0;
   for (;;) {
-    const { done, value } = await reader.read();
+    const { done, value } = await reader.read().catch((err: unknown) => { throw cutShort(err); });
     if (done) break;
     size += value.byteLength;
     if (size > limit) {
@@ -116,6 +122,10 @@ export function zodToApiError(error: z.ZodError, input: unknown, rootName = "bod
   if (issue.path.length === 0 && at.length === 0) {
     if (issue.code === "invalid_type") {
       return new ApiError("validation_error", `The request ${rootName} must be a JSON ${issue.expected}.`, 400);
+    }
+    // A body that is none of the shapes a union takes (null for an object or an array).
+    if (issue.code === "invalid_union" && unionKinds(issue.errors).length > 0) {
+      return new ApiError("validation_error", `The request ${rootName} must be ${unionKinds(issue.errors).join(" or ")}.`, 400);
     }
     return new ApiError("validation_error", issue.message);
   }
@@ -257,9 +267,24 @@ const quoteList = (values: readonly unknown[], last = "or") => {
 };
 
 const TYPES: Record<string, string> = {
-  string: "a string", boolean: "true or false", array: "a list (a JSON array)", object: "an object",
+  string: "a string", boolean: "true or false", array: "a list (a JSON array)", object: "an object", record: "an object",
   date: "a date", bigint: "a whole number", null: "null", int: "a whole number",
 };
+
+/** What each branch of a failed union wanted, when every branch refused the value's type
+ * itself ("a string or a list (a JSON array)"); empty when a branch got further. */
+function unionKinds(branches: unknown): string[] {
+  const kinds: string[] = [];
+  for (const branch of (branches as Array<Array<{ code?: string; path?: unknown[]; expected?: unknown }>> | undefined) ?? []) {
+    const first = branch[0];
+    if (!first || first.code !== "invalid_type" || (first.path?.length ?? 0) > 0) return [];
+    const expected = String(first.expected);
+    const noun = expected === "number" ? "a number" : TYPES[expected];
+    if (!noun) return [];
+    if (!kinds.includes(noun)) kinds.push(noun);
+  }
+  return kinds;
+}
 
 type RawIssue = z.core.$ZodRawIssue;
 
@@ -303,6 +328,10 @@ export function plainMessage(issue: RawIssue, root?: z.ZodType): string | undefi
     case "invalid_value": {
       const values = (i.values as unknown[] | undefined) ?? [];
       return values.length === 1 ? `must be ${quoteList(values)}` : `must be one of ${quoteList(values)}`;
+    }
+    case "invalid_union": {
+      const kinds = unionKinds(i.errors);
+      return kinds.length > 0 ? `must be ${kinds.join(" or ")}${nullNote}` : undefined;
     }
     case "unrecognized_keys": {
       const keys = ((i.keys as string[] | undefined) ?? []).map((k) => fieldPath([...((i.path as PropertyKey[] | undefined) ?? []), k]));

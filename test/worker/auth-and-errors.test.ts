@@ -3,8 +3,8 @@ import { env } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { z } from "@hono/zod-openapi";
 import { hashToken } from "../../worker/api-key-token.ts";
-import { ApiError } from "../../worker/errors.ts";
-import { validate } from "../../worker/http.ts";
+import { ApiError, describeFailure } from "../../worker/errors.ts";
+import { readBodyLimited, validate } from "../../worker/http.ts";
 import { addKey, api, createAccount, type TestAccount } from "./fixtures.ts";
 
 let acct: TestAccount;
@@ -166,6 +166,23 @@ describe("the error contract everywhere", () => {
   });
 });
 
+describe("what a failure logs", () => {
+  it("never the values a query was bound to, always the database's reason, and never megabytes", async () => {
+    const { drizzle } = await import("drizzle-orm/d1");
+    const { emails } = await import("../../worker/db/schema.ts");
+    const secret = "person@example.com " + "x".repeat(100_000);
+    const failed = await drizzle(env.DB).insert(emails).values({ id: "e", accountId: "no-such-account", fromAddress: secret } as never).then(() => null, (e: unknown) => e);
+    expect(failed).toBeInstanceOf(Error);
+    expect(String((failed as Error).message)).toContain("person@example.com"); // drizzle's own message has it
+    const logged = describeFailure(failed);
+    expect(logged).toContain("Failed query: insert into \"emails\"");
+    expect(logged).toContain("params: (not logged)");
+    expect(logged).not.toContain("person@example.com");
+    expect(logged).toMatch(/caused by: .*(NOT NULL|FOREIGN KEY|constraint)/s);
+    expect(describeFailure(new Error("y".repeat(50_000))).length).toBeLessThan(9_000);
+  });
+});
+
 describe("validation messages read as sentences", () => {
   it("a list's query parameters say what they must be, whatever is wrong with them", async () => {
     for (const limit of ["abc", "0", "101", "1.5", "", "-3"]) {
@@ -217,5 +234,30 @@ describe("validation messages read as sentences", () => {
     expect(message({ nested: { n: 10 } })).toBe("`nested.n` must be a whole number of at most 9.");
     expect(message({ nested: { n: 1, m: 2 } })).toBe("`nested.m` is not a field this request takes.");
     expect(message({ extra: 1, more: 2 })).toBe("`extra` and `more` are not fields this request takes.");
+  });
+
+  it("a union names the shapes it takes, a record is an object, and a body none of a union's shapes is a 400", async () => {
+    const Schema = z.object({ reply_to: z.union([z.string(), z.array(z.string())]).optional(), headers: z.record(z.string(), z.string()).optional(), age: z.union([z.string(), z.number()]).optional() }).strict();
+    const message = (schema: z.ZodType, input: unknown) => {
+      try {
+        validate(schema, input);
+      } catch (err) {
+        return [(err as ApiError).status, (err as ApiError).message];
+      }
+      throw new Error("no error");
+    };
+    expect(message(Schema, { reply_to: 123 })).toEqual([422, "`reply_to` must be a string or a list (a JSON array)."]);
+    expect(message(Schema, { headers: null })).toEqual([422, "`headers` must be an object, not null."]);
+    expect(message(Schema, { age: true })).toEqual([422, "`age` must be a string or a number."]);
+    expect(message(z.union([z.object({ a: z.string() }), z.array(z.string())]), null)).toEqual([400, "The request body must be an object or a list (a JSON array)."]);
+    // A body whose reading fails (its client went away mid-body: "Network connection lost") is
+    // the request's 400, with or without a declared length.
+    for (const length of ["200", null]) {
+      const cut = new ReadableStream({ start(c) { c.enqueue(new TextEncoder().encode('{"email":"a@b.co"')); c.error(new Error("Network connection lost.")); } });
+      const req = new Request("http://tern.test/contacts", { method: "POST", body: cut, headers: length ? { "content-length": length } : {} });
+      const err = await readBodyLimited(req, 1024).then(() => null, (e: unknown) => e);
+      expect(err).toBeInstanceOf(ApiError);
+      expect([(err as ApiError).status, (err as ApiError).message]).toEqual([400, "The request body ended before it was complete."]);
+    }
   });
 });

@@ -104,6 +104,7 @@ describe("POST /domains", () => {
     ["an address", { name: "me@example.com" }, 422, "validation_error"],
     ["a bad label", { name: "-bad-.example.com" }, 422, "validation_error"],
     ["a long label", { name: `${"a".repeat(64)}.example.com` }, 422, "validation_error"],
+    ["a percent-escape (the URL parser would decode it)", { name: "ex%61mple.org" }, 422, "validation_error"],
     ["an unknown region", { name: "ok.example.com", region: "mars-1" }, 422, "invalid_region"],
     ["a bad return path", { name: "ok.example.com", custom_return_path: "not valid!" }, 422, "validation_error"],
     ["a bad tls", { name: "ok.example.com", tls: "always" }, 422, "validation_error"],

@@ -60,6 +60,14 @@ describe("templates", () => {
     const alias = `dup-${crypto.randomUUID().slice(0, 8)}`;
     await call(a, "POST", "/templates", { name: "x", html: "<p/>", alias });
     expect((await call(a, "POST", "/templates", { name: "y", html: "<p/>", alias })).body.message).toMatch(/already exists/);
+    // A draft must fit its row twice (the draft and, once published, its copy), in bytes: a
+    // 422 on create and on update, never a 500 at publish. A fallback value counts too.
+    const big = (await call(a, "POST", "/templates", { name: "big", html: "é".repeat(500_000) })).body;
+    expect(big).toMatchObject({ statusCode: 422, message: expect.stringMatching(/draft \(kept twice.*would take 2\.0 MB/) });
+    const small = (await call(a, "POST", "/templates", { name: "small", html: "<p>{{{A}}}</p>" })).body;
+    const fallback = await call(a, "PATCH", `/templates/${small.id}`, { variables: [{ key: "A", type: "string", fallback_value: "€".repeat(400_000) }] });
+    expect(fallback.body).toMatchObject({ statusCode: 422, message: expect.stringMatching(/would take 2\.4 MB/) });
+    expect((await call(a, "POST", `/templates/${small.id}/publish`)).status).toBe(200);
   });
 
   it("another account gets 404 by id and by alias and changes nothing", async () => {
@@ -248,5 +256,13 @@ describe("the review before a template is published", () => {
     const theirs = (await call(other, "POST", "/templates", { name: "Theirs", html: "<p>x</p>" })).body.id;
     expect((await post(`/api/templates/${theirs}/review`)).status).toBe(404);
     expect((await post(`/api/templates/${theirs}/test`)).status).toBe(404);
+  });
+});
+
+describe("a row's content size", () => {
+  it("counts UTF-8 bytes as the encoder writes them: ASCII, two, three and four bytes, and lone surrogates", async () => {
+    const { utf8Bytes } = await import("../../worker/db/row-size.ts");
+    const samples = ["", "plain", "é", "€", "😀", "a😀b", "\ud800", "x\udc00y", "\ud83d", `${"é€😀".repeat(1000)}\ud800`];
+    for (const s of samples) expect(utf8Bytes(s), JSON.stringify(s)).toBe(new TextEncoder().encode(s).byteLength);
   });
 });

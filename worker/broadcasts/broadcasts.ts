@@ -16,6 +16,7 @@ import { authorizeSender } from "../sending/sender.ts";
 import { healthPauseOn } from "../config.ts";
 import { assertSendingAllowed } from "../metrics/health.ts";
 import { htmlToText } from "../mime/html-to-text.ts";
+import { assertFitsRow, utf8Bytes } from "../db/row-size.ts";
 
 export type BroadcastStatus = "draft" | "scheduled" | "queued" | "sending" | "sent" | "canceled" | "failed";
 
@@ -62,7 +63,14 @@ function draftState(now: number) {
   };
 }
 
+/** The body a broadcast's row keeps (its html, text and editor document) fits the row. */
+function checkBodySize(body: { html: string | null; text: string | null; document: string | null }): void {
+  assertFitsRow(utf8Bytes(body.html) + utf8Bytes(body.text) + utf8Bytes(body.document), "The broadcast's html, text and editor document",
+    "Make the html smaller (link images rather than embedding them), or leave out text: tern derives it from the html.");
+}
+
 export async function createBroadcast(db: D1Database, principal: Principal, f: BroadcastFields & { segmentId: string; from: string; subject: string }, now = Date.now()): Promise<BroadcastRow> {
+  checkBodySize({ html: f.html ?? null, text: f.text ?? null, document: f.document ?? null });
   await checkReferences(db, principal.accountId, f);
   const row: BroadcastRow = {
     id: uuidv7(now),
@@ -100,6 +108,12 @@ export async function updateBroadcast(db: D1Database, accountId: string, id: str
   const row = await findBroadcast(db, accountId, id);
   if (!row) return undefined;
   if (row.status !== "draft") throw notDraft(row, "changed");
+  // The body as it would be after the change (a new html or text without a document drops it).
+  checkBodySize({
+    html: f.html !== undefined ? f.html : row.html,
+    text: f.text !== undefined ? f.text : row.text,
+    document: f.document !== undefined ? f.document : f.html !== undefined || f.text !== undefined ? null : row.documentJson,
+  });
   await checkReferences(db, accountId, f);
   const set: Partial<BroadcastRow> = { updatedAt: now };
   if (f.name !== undefined) set.name = f.name;

@@ -15,7 +15,7 @@ import { drizzle } from "drizzle-orm/d1";
 import type { Principal } from "../auth.ts";
 import { broadcastProgress, broadcastProgressRows, fanoutPage, fanoutPageRows, insertBroadcastEmails, insertBroadcastRecipients, insertQueuedEvents, statementOf } from "../db/compiled.ts";
 import { accounts, broadcasts, topics, type BroadcastRow } from "../db/schema.ts";
-import { ApiError } from "../errors.ts";
+import { ApiError, describeFailure } from "../errors.ts";
 import { uuidv7 } from "../ids.ts";
 import { parseMailbox } from "../mime/address.ts";
 import { enqueueEmails } from "../delivery/enqueue.ts";
@@ -190,7 +190,7 @@ export async function runFanout(env: FanoutEnv, broadcastId: string, opts: Fanou
     recorded += eligible.length;
     if (emailIds.length > 0) {
       // Hints only: the cron re-enqueues emails left in `queued`.
-      await enqueueEmails(env, emailIds.map((id) => ({ id, region: domain.region }))).catch((e: unknown) => console.error("enqueue failed; the cron will pick these up", e));
+      await enqueueEmails(env, emailIds.map((id) => ({ id, region: domain.region }))).catch((e: unknown) => console.error("enqueue failed; the cron will pick these up", describeFailure(e)));
     }
   }
   return { recorded, status: "sending", more: true };
@@ -209,7 +209,7 @@ export async function consumeBroadcastBatch(batch: MessageBatch<BroadcastMessage
       }
       msg.ack();
     } catch (err) {
-      console.error("broadcast queue work failed; will retry", msg.body, err);
+      console.error("broadcast queue work failed; will retry", msg.body, describeFailure(err));
       msg.retry({ delaySeconds: 5 });
     }
   }
@@ -227,6 +227,6 @@ export async function sweepBroadcasts(env: Pick<Env, "DB" | "BROADCAST_QUEUE">, 
   const ids = [...new Set([...due, ...stalled].map((r) => r.id))];
   for (const id of ids) await hint(env, id);
   const imports = await stalledImports(env.DB, now);
-  for (const importId of imports) await env.BROADCAST_QUEUE.send({ importId } satisfies ImportMessage).catch((e: unknown) => console.error("import hint not sent", e));
+  for (const importId of imports) await env.BROADCAST_QUEUE.send({ importId } satisfies ImportMessage).catch((e: unknown) => console.error("import hint not sent", describeFailure(e)));
   return ids.length + imports.length;
 }

@@ -7,7 +7,7 @@ import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
 import Papa from "papaparse";
 import { contactImports, contactSegments, contactTopics, contacts, type ContactImportRow, type ContactRow } from "../db/schema.ts";
-import { ApiError } from "../errors.ts";
+import { ApiError, describeFailure } from "../errors.ts";
 import { announce, contactOutboxEvent, outboxInsert, type OutboxEvent } from "../events/outbox.ts";
 import { uuidv7 } from "../ids.ts";
 import { parseMailbox } from "../mime/address.ts";
@@ -172,7 +172,7 @@ export async function createImport(env: Pick<Env, "DB" | "BLOBS" | "BROADCAST_QU
   };
   await env.BLOBS.put(row.fileKey, csv);
   await drizzle(env.DB).insert(contactImports).values(row);
-  await env.BROADCAST_QUEUE.send({ importId: id } satisfies ImportMessage).catch((e: unknown) => console.error("import hint not sent; the cron will start it", e));
+  await env.BROADCAST_QUEUE.send({ importId: id } satisfies ImportMessage).catch((e: unknown) => console.error("import hint not sent; the cron will start it", describeFailure(e)));
   return row;
 }
 

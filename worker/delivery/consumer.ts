@@ -32,6 +32,7 @@ import { linkTokenKey, trackedHtml } from "../tracking/outgoing.ts";
 import { mergedRollups, rollupStatement, type RollupInput } from "../metrics/rollup.ts";
 import { asksForUnsubscribe, UNSUBSCRIBE_PLACEHOLDER, unsubscribeUrl, withUnsubscribeUrl, type MessageParts } from "../contacts/list-unsubscribe.ts";
 import { broadcastContent, primeBroadcastContacts } from "../broadcasts/content.ts";
+import { describeFailure } from "../errors.ts";
 
 /** A queue message may arrive a little before its email is due. */
 const EARLY_SLACK_MS = 5_000;
@@ -87,7 +88,7 @@ export async function deliverBatch(env: Env, emailIds: string[], pool: SessionPo
   // The contacts of broadcast emails bound for a relay, in one read for the batch (a failed
   // read only means each email reads its own).
   const rendered = claimed.filter((e) => e.broadcastId !== null && (JSON.parse(e.pendingJson) as string[]).some((r) => !isSimulated(r, config.simulatorDomains)));
-  await primeBroadcastContacts(env.DB, rendered).catch((err: unknown) => console.error("reading the batch's broadcast contacts failed", err));
+  await primeBroadcastContacts(env.DB, rendered).catch((err: unknown) => console.error("reading the batch's broadcast contacts failed", describeFailure(err)));
   const outcome = new Map<string, DeliveryOutcome>();
 
   // A few workers take the claimed emails in turn; each message's reply is recorded as soon as
@@ -121,10 +122,10 @@ export async function deliverBatch(env: Env, emailIds: string[], pool: SessionPo
           } else if (err instanceof UnrecordedDeliveryError) {
             // The mail left tern: handing the claim back would send it again in 30 s. The row
             // stays in `sending` until its lease ends, the longest wait before a resend.
-            console.error("delivered but not recorded; left to its lease", email.id, err.cause);
+            console.error("delivered but not recorded; left to its lease", email.id, describeFailure(err.cause));
             outcome.set(email.id, null);
           } else {
-            console.error("delivery failed unexpectedly; will retry", email.id, err);
+            console.error("delivery failed unexpectedly; will retry", email.id, describeFailure(err));
             await releaseClaim(env.DB, email.id, held.log?.currentLeases ?? first.leases).catch(() => {});
             outcome.set(email.id, "error");
           }
@@ -153,7 +154,7 @@ export async function deliverBatch(env: Env, emailIds: string[], pool: SessionPo
         outcome.set(w.emailId, null);
       }
     } catch (err) {
-      console.error("recording simulated outcomes failed; will retry", err);
+      console.error("recording simulated outcomes failed; will retry", describeFailure(err));
       for (const w of chunk) {
         await releaseClaim(env.DB, w.emailId, w.leases).catch(() => {});
         outcome.set(w.emailId, "error");
@@ -352,7 +353,7 @@ async function deliverOnHeld(
       // Anything else may pass (a D1 or R2 hiccup) or may not (a bug, a broken setting): it
       // counts as an attempt and follows the retry schedule, so it fails in the end instead of
       // coming back every 30 s for ever.
-      console.error("delivery failed unexpectedly; retried on the schedule", email.id, err);
+      console.error("delivery failed unexpectedly; retried on the schedule", email.id, describeFailure(err));
       message = `tern hit an unexpected error while delivering: ${err instanceof Error ? err.message : String(err)}`;
     }
     const unanswered = plan.toAttempt.filter((r) => !log.results.some((x) => canonicalRecipient(x.recipient) === canonicalRecipient(r)));

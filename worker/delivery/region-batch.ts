@@ -6,6 +6,7 @@ import { inJurisdiction, regionFacts } from "../regions.ts";
 import type { QueueMessage } from "../sending/accept.ts";
 import { answerBatch, consumeSendBatch, type DeliveryOutcome } from "./consumer.ts";
 import { queueRegion } from "../queues.ts";
+import { describeFailure } from "../errors.ts";
 
 /** The sender of a region: one object per region, named by it, placed by its hint (a hint
  * takes effect when the object is first created). SENDERS_PER_REGION > 1 spreads a busy
@@ -35,7 +36,7 @@ export async function consumeRegionBatch(batch: MessageBatch<QueueMessage>, env:
   } catch (err) {
     // The object failed or was reset mid-batch: what it claimed waits for its lease (the cron
     // hands it back, with outcome_unknown for a message in flight); the rest is tried again.
-    console.error(`region ${region}: its sender failed; the batch is retried`, err);
+    console.error(`region ${region}: its sender failed; the batch is retried`, describeFailure(err));
     batch.retryAll({ delaySeconds: 30 });
     return;
   }

@@ -10,6 +10,7 @@ import { insertApiLog } from "../db/compiled.ts";
 import { apiLogs, type ApiLogRow } from "../db/schema.ts";
 import { parsedBody } from "../http.ts";
 import { uuidv7 } from "../ids.ts";
+import { describeFailure } from "../errors.ts";
 
 /** Fields whose values are credentials: never stored. */
 const SECRET_KEYS = /^(token|signing_secret|secret|password|authorization|api_key|previous_secret|recovery_codes?)$/i;
@@ -107,7 +108,7 @@ export async function writeLog(d1: D1Database, r: LogRequest, status: number, re
     await drizzle(d1).insert(apiLogs).values(logRow(r, status, responseText === null ? null : responseJsonOf(responseText)));
   } catch (err) {
     // A lost log line must never fail or slow the request it describes.
-    console.error("could not record the API log", err);
+    console.error("could not record the API log", describeFailure(err));
   }
 }
 

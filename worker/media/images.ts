@@ -10,6 +10,7 @@
 import { constantTimeEqual, toBase64Url } from "../bytes.ts";
 import { macKey } from "../crypto/master-key.ts";
 import { mediaLimitsOf } from "../config.ts";
+import { describeFailure } from "../errors.ts";
 
 /** Email images beyond a few hundred KB slow every reader's download; 5 MB is a hard limit. */
 export const MAX_IMAGE_BYTES = 5 * 1024 * 1024;
@@ -87,7 +88,7 @@ export async function storeImage(env: StoreEnv, accountId: string, bytes: Uint8A
     // A Worker that dies right here leaves a row without bytes: it counts against the limit
     // until the account is deleted, at most 5 MB an occurrence, the safe side of the limit.
     await env.DB.prepare(`DELETE FROM media_images WHERE id = ?1`).bind(id).run()
-      .catch((e: unknown) => console.error("could not give back the space of an image R2 refused", id, e));
+      .catch((e: unknown) => console.error("could not give back the space of an image R2 refused", id, describeFailure(e)));
     throw err;
   }
   return { id, url: await imageUrl(env.MASTER_KEY, origin, accountId, id, ext), bytes: bytes.length, type: IMAGE_TYPES[ext], name: cleanImageName(name) };

@@ -25,7 +25,8 @@ import { REGIONS } from "../regions.ts";
 /** A DNS name as tern stores it: lower case, A-labels, at least two labels, no IP address. */
 export function normaliseDomainName(input: string): string | null {
   const trimmed = input.trim().replace(/\.$/, "").toLowerCase();
-  if (trimmed === "" || trimmed.length > 253 || /[\s/@:?#\\]/.test(trimmed)) return null;
+  // A percent-escape is decoded by the URL parser ("ex%61mple.org" would become example.org).
+  if (trimmed === "" || trimmed.length > 253 || /[\s/@:?#\\%]/.test(trimmed)) return null;
   let host: string;
   try {
     host = new URL(`http://${trimmed}/`).hostname;

@@ -6,7 +6,7 @@ import { drizzle } from "drizzle-orm/d1";
 import type { Principal } from "../auth.ts";
 import type { TernConfig } from "../config.ts";
 import { insertEmail, insertEmailEvent } from "../db/compiled.ts";
-import { ApiError } from "../errors.ts";
+import { ApiError, describeFailure } from "../errors.ts";
 import { uuidv7 } from "../ids.ts";
 import { parseMailbox } from "../mime/address.ts";
 import { attachmentBound, isValidContentId, largestAttachmentWithin, messageBaseBound } from "../mime/build.ts";
@@ -210,7 +210,7 @@ async function resolveWithin(deps: SendDeps, id: string, req: SendEmailRequest, 
 export async function discardContent(bucket: R2Bucket, emails: { id: string; attachments: unknown[] }[]): Promise<void> {
   const keys = emails.flatMap((e) => contentKeys(e.id, e.attachments.length));
   if (keys.length === 0) return;
-  await bucket.delete(keys).catch((e: unknown) => console.error("could not delete the content of a refused send", e));
+  await bucket.delete(keys).catch((e: unknown) => console.error("could not delete the content of a refused send", describeFailure(e)));
 }
 
 function prefix(where: string, message: string): string {
@@ -339,7 +339,7 @@ async function recordPrepared(env: Env, config: TernConfig, principal: Principal
       ? undefined
       : enqueueEmails(env, due).catch((err: unknown) => {
           // Recorded mail is never lost: the cron re-enqueues rows left in `queued`.
-          console.error("enqueue failed; the cron will pick these up", due.map((p) => p.id), err);
+          console.error("enqueue failed; the cron will pick these up", due.map((p) => p.id), describeFailure(err));
         }),
   ]);
   if (defer) defer(hints);

@@ -7,6 +7,7 @@ import type { EmailRow } from "../db/schema.ts";
 import type { ByteSource, MimeAttachment } from "../mime/build.ts";
 import type { OutboundBody } from "../net/outbound.ts";
 import type { DecodedContent } from "./attachments.ts";
+import { describeFailure } from "../errors.ts";
 
 export interface StoredAttachment {
   filename: string | null;
@@ -106,7 +107,7 @@ export async function storeFetched(bucket: R2Bucket, key: string, body: Outbound
     if (body.declaredLength !== null) return { key, size: await putFixed(bucket, key, body.chunks, body.declaredLength) };
     return { key, size: await putParts(bucket, key, body.chunks) };
   } catch (err) {
-    await bucket.delete(key).catch((e: unknown) => console.error("could not delete a refused attachment", key, e));
+    await bucket.delete(key).catch((e: unknown) => console.error("could not delete a refused attachment", key, describeFailure(e)));
     throw err;
   }
 }
@@ -129,7 +130,7 @@ export async function storeDecoded(bucket: R2Bucket, key: string, content: Decod
     }
     return { key, size: await putFixed(bucket, key, content.slices(), content.size) };
   } catch (err) {
-    await bucket.delete(key).catch((e: unknown) => console.error("could not delete a refused attachment", key, e));
+    await bucket.delete(key).catch((e: unknown) => console.error("could not delete a refused attachment", key, describeFailure(e)));
     throw err;
   }
 }

@@ -11,6 +11,7 @@ import { finishPage, pageQuery, type Page } from "../pagination.ts";
 import { d1ErrorText } from "../sending/quota.ts";
 import { render, type VariableValue } from "./render.ts";
 import { emptyBody } from "../broadcasts/broadcasts.ts";
+import { assertFitsRow, utf8Bytes } from "../db/row-size.ts";
 
 export type VariableType = "string" | "number" | "boolean" | "object" | "list";
 export interface TemplateVariable {
@@ -62,6 +63,14 @@ function checkVariables(vars: TemplateVariable[]): void {
 
 const aliasTaken = (alias: string) => new ApiError("validation_error", `A template with the alias ${alias} already exists.`);
 
+/** A template's row keeps its draft, its published version (a copy of an earlier draft, or of
+ * this one once published) and its editor document: a draft fits when it and its copy fit
+ * with the document, so that it can always be published. */
+function checkDraftSize(draftJson: string, documentJson: string | null): void {
+  assertFitsRow(2 * utf8Bytes(draftJson) + utf8Bytes(documentJson), "The template's draft (kept twice once published: the draft and the published version) and its editor document",
+    "Make the html smaller (link images rather than embedding them), or leave out text: tern derives it from the html.");
+}
+
 export async function createTemplate(db: D1Database, accountId: string, input: { name: string; alias?: string | null; content: TemplateContent; document?: string | null }, now = Date.now()): Promise<TemplateRow> {
   checkVariables(input.content.variables);
   const row: TemplateRow = {
@@ -77,6 +86,7 @@ export async function createTemplate(db: D1Database, accountId: string, input: {
     createdAt: now,
     updatedAt: now,
   };
+  checkDraftSize(row.draftJson, row.documentJson);
   try {
     await drizzle(db).insert(templates).values(row);
   } catch (err) {
@@ -115,6 +125,7 @@ export async function updateTemplate(db: D1Database, accountId: string, idOrAlia
     documentJson: patch.document !== undefined ? patch.document : patch.content.html !== undefined || patch.content.text !== undefined ? null : row.documentJson,
     updatedAt: now,
   };
+  checkDraftSize(after.draftJson, after.documentJson);
   try {
     await drizzle(db).update(templates).set({ name: after.name, alias: after.alias, draftJson: after.draftJson, currentVersionId: after.currentVersionId, documentJson: after.documentJson, updatedAt: now }).where(eq(templates.id, row.id));
   } catch (err) {
@@ -139,6 +150,7 @@ export async function publishTemplate(db: D1Database, accountId: string, idOrAli
   if (!row) return undefined;
   const [problem] = publishProblems(viewOf(row).draft);
   if (problem) throw problem;
+  checkDraftSize(row.draftJson, row.documentJson); // a draft saved before drafts were bounded
   await drizzle(db).update(templates).set({ publishedJson: row.draftJson, publishedAt: now, updatedAt: now }).where(eq(templates.id, row.id));
   return { ...row, publishedJson: row.draftJson, publishedAt: now, updatedAt: now };
 }
