@@ -90,6 +90,8 @@ describe("the broadcasts API", () => {
     const base = { segment_id: segment, from: `news@${a.domain}`, subject: "S", html: "<p>Hi</p>" };
     expect((await call(a, "POST", "/broadcasts", { from: base.from, subject: "S" })).body).toMatchObject({ statusCode: 422, name: "missing_required_field" });
     expect((await call(a, "POST", "/broadcasts", { ...base, segment_id: theirs })).body.message).toMatch(/segment_id/);
+    expect((await call(a, "POST", "/broadcasts", { ...base, audience_id: theirs })).body).toMatchObject({ statusCode: 422, message: "`audience_id` is the older name of `segment_id`; give one of them, or the same id in both." });
+    expect((await call(a, "POST", "/broadcasts", { ...base, audience_id: segment })).status).toBe(201);
     expect((await call(a, "POST", "/broadcasts", { ...base, scheduled_at: "in 1 hour" })).body.message).toMatch(/scheduled_at.*send/);
     expect((await call(a, "POST", "/broadcasts", { ...base, from: "news@unverified.example", send: true })).status).toBe(403);
     expect((await call(a, "POST", "/broadcasts", { ...base, send: true, scheduled_at: "last year" })).status).toBe(422);

@@ -27,6 +27,14 @@ const fields = {
   text: z.string({ error: "`text` must be a string." }).max(2_000_000).nullable().optional(),
   topic_id: Id("topic_id").nullable().optional(),
 };
+/** `audience_id` is the older name of `segment_id`: two different values would leave one
+ * silently unused. */
+function oneSegment(b: { segment_id?: string; audience_id?: string }, ctx: z.RefinementCtx): void {
+  if (b.segment_id && b.audience_id && b.segment_id !== b.audience_id) {
+    ctx.addIssue({ code: "custom", path: ["audience_id"], message: "is the older name of `segment_id`; give one of them, or the same id in both." });
+  }
+}
+
 export const CreateBroadcastRequest = z.object({
   ...fields,
   from: Mailbox("from"),
@@ -35,9 +43,10 @@ export const CreateBroadcastRequest = z.object({
   scheduled_at: z.string({ error: "`scheduled_at` must be a string." }).optional().openapi({ description: "With `send`: ISO 8601 or natural language (\"tomorrow at 9am\")." }),
 }).superRefine((b, ctx) => {
   if (!b.segment_id && !b.audience_id) ctx.addIssue({ code: "custom", path: [], message: "Missing `segment_id` field.", params: { missing: true } });
+  oneSegment(b, ctx);
   if (b.scheduled_at !== undefined && b.send !== true) ctx.addIssue({ code: "custom", path: ["scheduled_at"], message: "can only be given with `send: true`." });
 }).openapi("CreateBroadcastRequest");
-export const UpdateBroadcastRequest = z.object(fields).openapi("UpdateBroadcastRequest");
+export const UpdateBroadcastRequest = z.object(fields).superRefine(oneSegment).openapi("UpdateBroadcastRequest");
 const SendBroadcastRequest = z.object({ scheduled_at: z.string({ error: "`scheduled_at` must be a string." }).optional() }).openapi("SendBroadcastRequest");
 
 const Broadcast = z.object({
