@@ -187,6 +187,17 @@ describe("the dashboard in a browser", () => {
     await page.getByLabel(/6-digit code/).fill(await totpCode(totp, used));
     await page.getByRole("button", { name: "Verify" }).click();
     await page.waitForURL("**/dashboard/emails");
+    // With no password to ask for, turning the second factor off takes a current code.
+    await page.goto(`${tern.url}/dashboard/settings`);
+    const mfa = page.locator("#mfa").locator("..");
+    page.on("dialog", (d) => void d.accept());
+    await mfa.getByLabel("Code from the app, or a recovery code").fill("000000");
+    await mfa.getByRole("button", { name: "Turn off" }).click();
+    await expect.poll(() => mfa.getByRole("alert").innerText(), POLL).toMatch(/That code is not right/);
+    await shot(page, "mfa-oauth-turn-off-refused");
+    await mfa.getByLabel("Code from the app, or a recovery code").fill(totp.generate()); // a settings change may reuse the step's code
+    await mfa.getByRole("button", { name: "Turn off" }).click();
+    await expect.poll(() => mfa.innerText(), POLL).toContain("Set up two-factor authentication");
     await signOut(page);
 
     await page.getByRole("button", { name: "Continue with GitHub" }).click();

@@ -339,7 +339,7 @@ describe("the Contacts pages' endpoints", () => {
     await env.DB.prepare("UPDATE contact_imports SET failures_json = NULL WHERE id = ?").bind(id).run();
     const later = await (await p.get(`/dashboard/contacts/imports/${id}`)).text();
     expect(later).toContain("116 read: 1 created, 0 updated, 0 skipped, 115 failed");
-    expect(later).toContain("115 rows failed; which ones is no longer kept.");
+    expect(later).toContain("115 rows failed; those rows are no longer kept.");
     expect(later).toContain("as long as it keeps sent mail, 30 days");
   });
 

@@ -469,7 +469,7 @@ async function importPage(c: DashCtx) {
       {imp.failed === 0 ? (
         <Empty title={running ? "No row has failed so far." : "No row failed."}><p>Every row had a valid address and values that fit.</p></Empty>
       ) : failures.length === 0 && !running ? (
-        <Empty title={`${imp.failed} ${imp.failed === 1 ? "row" : "rows"} failed; which ones is no longer kept.`}>
+        <Empty title={imp.failed === 1 ? "1 row failed; that row is no longer kept." : `${imp.failed} rows failed; those rows are no longer kept.`}>
           <p>tern keeps an import's failed rows (the addresses in them among the rest) as long as it keeps sent mail{retention === null ? "" : `, ${retention} days`}. Import the file again to see which rows fail: rows already imported are skipped or updated, as you choose.</p>
         </Empty>
       ) : (
