@@ -124,9 +124,8 @@ export function zodToApiError(error: z.ZodError, input: unknown, rootName = "bod
       return new ApiError("validation_error", `The request ${rootName} must be a JSON ${issue.expected}.`, 400);
     }
     // A body that is none of the shapes a union takes (null for an object or an array).
-    if (issue.code === "invalid_union" && unionKinds(issue.errors).length > 0) {
-      return new ApiError("validation_error", `The request ${rootName} must be ${unionKinds(issue.errors).join(" or ")}.`, 400);
-    }
+    const kinds = issue.code === "invalid_union" ? unionKinds(issue.errors) : [];
+    if (kinds.length > 0) return new ApiError("validation_error", `The request ${rootName} must be ${kinds.join(" or ")}.`, 400);
     return new ApiError("validation_error", issue.message);
   }
   const field = fieldPath([...at, ...issue.path]);

@@ -108,12 +108,6 @@ export async function updateBroadcast(db: D1Database, accountId: string, id: str
   const row = await findBroadcast(db, accountId, id);
   if (!row) return undefined;
   if (row.status !== "draft") throw notDraft(row, "changed");
-  // The body as it would be after the change (a new html or text without a document drops it).
-  checkBodySize({
-    html: f.html !== undefined ? f.html : row.html,
-    text: f.text !== undefined ? f.text : row.text,
-    document: f.document !== undefined ? f.document : f.html !== undefined || f.text !== undefined ? null : row.documentJson,
-  });
   await checkReferences(db, accountId, f);
   const set: Partial<BroadcastRow> = { updatedAt: now };
   if (f.name !== undefined) set.name = f.name;
@@ -127,6 +121,9 @@ export async function updateBroadcast(db: D1Database, accountId: string, id: str
   if (f.text !== undefined) set.text = f.text;
   if (f.document !== undefined) set.documentJson = f.document;
   else if (f.html !== undefined || f.text !== undefined) set.documentJson = null;
+  // The body as the change leaves it.
+  const after = { ...row, ...set };
+  checkBodySize({ html: after.html, text: after.text, document: after.documentJson });
   const changed = await drizzle(db).update(broadcasts).set(set).where(and(eq(broadcasts.id, row.id), eq(broadcasts.status, "draft"))).returning();
   if (changed.length === 0) throw notDraft((await findBroadcast(db, accountId, id))!, "changed");
   return changed[0];

@@ -176,7 +176,7 @@ export const fanoutPage: Compiled<{ broadcastId: string; segmentId: string; topi
   .orderBy(contactSegments.contactId).limit(sql.placeholder("limit")));
 export const fanoutPageRows = namedRowsOf<{ id: string; email: string; firstName: string | null; lastName: string | null; unsubscribed: boolean; propertiesJson: string; own: string | null; suppressed: string | null }>(fanoutPageFields);
 
-/** The claim of an Idempotency-Key in a send's batch (sending/key-claim.ts claimStatements):
+/** The claim of an Idempotency-Key in a send's batch (sending/key-claim.ts claimBound):
  * its row deleted if its 24 hours are over, then inserted with the answer (a live row fails the
  * insert, and with it the batch). */
 export const deleteExpiredKey: Compiled<{ accountId: string; scope: string; key: string; now: number }> = compile(builder.delete(idempotencyKeys).where(and(

@@ -206,10 +206,7 @@ export async function* dataChunks(raw: Uint8Array | Iterable<Uint8Array> | Async
       }
     }
   }
-  if (n + 5 > out.length) {
-    yield out.subarray(0, n);
-    next();
-  }
+  // Every slice left 8 bytes of room: the tail (at most 5) fits.
   if (afterCR) {
     out[n++] = LF;
     lineStart = true;
