@@ -12,9 +12,10 @@ export const MAX_REQUEST_BYTES = 40 * 1024 * 1024;
 export async function readBodyLimited(req: Request, limit: number): Promise<Uint8Array> {
   const header = req.headers.get("content-length");
   const declared = header !== null && /^\d{1,15}$/.test(header) ? Number(header) : null;
-  const tooBig = () => new ApiError("validation_error", `The request body must be at most ${limit / 1024 / 1024} MB.`, 413);
+  const tooBig = () => new ApiError("validation_error", `The request body must be at most ${limit / 1024 / 1024} MB${encoding(req) ? " once decompressed" : ""}.`, 413);
   if (declared !== null && declared > limit) throw tooBig();
   if (!req.body) return new Uint8Array();
+  const format = encoding(req);
   // A client that goes away mid-body leaves the read failing ("Network connection lost"): that
   // is the request's fault, a 400, not tern's 500 (nobody is left to read it, but the log is).
   const cutShort = (err: unknown) => {
@@ -22,18 +23,24 @@ export async function readBodyLimited(req: Request, limit: number): Promise<Uint
     return new ApiError("validation_error", "The request body ended before it was complete.", 400);
   };
   // A body with a declared length (HTTP framing holds it to that length) is read in one call;
-  // any other is read piece by piece and stopped at the limit.
-  if (declared !== null) {
+  // any other, and any compressed one, is read piece by piece and stopped at the limit (so a
+  // small gzip bomb stops there too).
+  if (declared !== null && format === null) {
     const bytes = new Uint8Array(await req.arrayBuffer().catch((err: unknown) => { throw cutShort(err); }));
     if (bytes.byteLength > limit) throw tooBig();
     if (bytes.byteLength !== declared) throw new ApiError("validation_error", "The request body's length differs from its Content-Length.", 400);
     return bytes;
   }
-  const reader = req.body.getReader();
+  const reader = (format === null ? req.body : req.body.pipeThrough(new DecompressionStream(format))).getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
   for (;;) {
-    const { done, value } = await reader.read().catch((err: unknown) => { throw cutShort(err); });
+    const { done, value } = await reader.read().catch((err: unknown) => {
+      if (format !== null && !(err instanceof Error && /connection lost|disconnected|aborted/i.test(err.message))) {
+        throw new ApiError("validation_error", `The request body is not valid ${format} data, as its Content-Encoding says it is.`, 400);
+      }
+      throw cutShort(err);
+    });
     if (done) break;
     size += value.byteLength;
     if (size > limit) {
@@ -43,6 +50,17 @@ export async function readBodyLimited(req: Request, limit: number): Promise<Uint
     chunks.push(value);
   }
   return concatBytes(chunks, size);
+}
+
+/** The Content-Encoding of a request body, as DecompressionStream names it; null for none.
+ * Some HTTP clients compress what they send; other encodings (br, zstd) are a 415 that says
+ * what to send instead. */
+function encoding(req: Request): "gzip" | "deflate" | null {
+  const value = (req.headers.get("content-encoding") ?? "").trim().toLowerCase();
+  if (value === "" || value === "identity") return null;
+  if (value === "gzip" || value === "x-gzip") return "gzip";
+  if (value === "deflate") return "deflate";
+  throw new ApiError("validation_error", `Content-Encoding \`${value.slice(0, 40)}\` is not supported: send the body uncompressed, or with gzip or deflate.`, 415);
 }
 
 /** The parsed body of each request read with readJson, for the API log (worker/logs). */
@@ -71,8 +89,25 @@ export async function readJson(req: Request, limit = MAX_REQUEST_BYTES): Promise
   } catch {
     throw new ApiError("validation_error", "The request body is not valid JSON.", 400);
   }
+  // JSON.parse makes `__proto__` an own key, but every object zod builds from it drops that key
+  // without a word (a property, header or variable by that name would vanish). Refused instead;
+  // the full walk runs only when the text names it or has escapes that could spell it.
+  if ((text.includes("__proto__") || text.includes("\\u")) && hasProtoKey(parsed)) {
+    throw new ApiError("validation_error", "`__proto__` cannot be used as a name (of a property, header, variable or any other key).");
+  }
   parsedBodies.set(req, parsed);
   return parsed;
+}
+
+function hasProtoKey(value: unknown): boolean {
+  const stack = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (v === null || typeof v !== "object") continue;
+    if (!Array.isArray(v) && Object.hasOwn(v, "__proto__")) return true;
+    for (const inner of Array.isArray(v) ? v : Object.values(v)) if (inner !== null && typeof inner === "object") stack.push(inner);
+  }
+  return false;
 }
 
 function fieldPath(path: PropertyKey[]): string {

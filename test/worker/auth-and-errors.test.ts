@@ -1,5 +1,5 @@
 // Authentication, API keys and the error contract on every path.
-import { env } from "cloudflare:workers";
+import { env, exports } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { z } from "@hono/zod-openapi";
 import { hashToken } from "../../worker/api-key-token.ts";
@@ -259,5 +259,55 @@ describe("validation messages read as sentences", () => {
       expect(err).toBeInstanceOf(ApiError);
       expect([(err as ApiError).status, (err as ApiError).message]).toEqual([400, "The request body ended before it was complete."]);
     }
+  });
+});
+
+describe("request bodies: compressed, and keys zod would drop", () => {
+  const raw = (body: BodyInit, headers: Record<string, string>) =>
+    exports.default.fetch(new Request("http://tern.test/contacts", { method: "POST", body, headers: { authorization: `Bearer ${acct.token}`, "content-type": "application/json", ...headers } }));
+  const compressed = async (text: string, format: "gzip" | "deflate") =>
+    new Uint8Array(await new Response(new Blob([text]).stream().pipeThrough(new CompressionStream(format))).arrayBuffer());
+  const contactCount = async () => Number((await env.DB.prepare("SELECT count(*) AS n FROM contacts WHERE account_id = ?").bind(acct.accountId).first<{ n: number }>())!.n);
+
+  it("a gzip or deflate body is read as the JSON it holds", async () => {
+    for (const format of ["gzip", "deflate"] as const) {
+      const email = `compressed-${format}-${crypto.randomUUID()}@example.com`;
+      const body = await compressed(JSON.stringify({ email, first_name: "Zip" }), format);
+      const res = await raw(body, { "content-encoding": format, "content-length": String(body.byteLength) });
+      expect(res.status, format).toBe(201);
+      const got = (await (await api(acct.token, "GET", `/contacts/${encodeURIComponent(email)}`)).json()) as { first_name: string };
+      expect(got.first_name).toBe("Zip");
+    }
+  });
+  it("a compressed body is held to the limit once decompressed, and bad data or another encoding is a clear error", async () => {
+    // 1 MB of zeros compresses to about 1 KB; the limit counts what it holds.
+    const bomb = await compressed("0".repeat(1024 * 1024 + 1), "gzip");
+    const err = await readBodyLimited(new Request("http://tern.test/x", { method: "POST", body: bomb, headers: { "content-encoding": "gzip" } }), 1024 * 1024).then(() => null, (e: unknown) => e);
+    expect(err).toBeInstanceOf(ApiError);
+    expect([(err as ApiError).status, (err as ApiError).message]).toEqual([413, "The request body must be at most 1 MB once decompressed."]);
+    const before = await contactCount();
+    const garbage = await raw(JSON.stringify({ email: "plain@example.com" }), { "content-encoding": "gzip" });
+    expect(garbage.status).toBe(400);
+    expect(await errorOf(garbage)).toEqual({ statusCode: 400, name: "validation_error", message: "The request body is not valid gzip data, as its Content-Encoding says it is." });
+    const br = await raw(JSON.stringify({ email: "br@example.com" }), { "content-encoding": "br" });
+    expect(br.status).toBe(415);
+    expect((await errorOf(br)).message).toBe("Content-Encoding `br` is not supported: send the body uncompressed, or with gzip or deflate.");
+    expect(await contactCount()).toBe(before);
+  });
+  it("a `__proto__` key anywhere, plain or escaped, is a 422 and changes nothing", async () => {
+    const before = await contactCount();
+    for (const text of [
+      '{"email":"proto1@example.com","properties":{"__proto__":"x"}}',
+      '{"email":"proto2@example.com","properties":{"\\u005f_proto__":"x"}}',
+      '[{"email":"proto3@example.com","properties":{"a":[{"__pr\\u006fto__":{}}]}}]',
+    ]) {
+      const res = await api(acct.token, "POST", "/contacts", text);
+      expect(res.status, text).toBe(422);
+      expect((await errorOf(res)).message).toBe("`__proto__` cannot be used as a name (of a property, header, variable or any other key).");
+    }
+    expect(await contactCount()).toBe(before);
+    // Text that merely mentions it, or escapes other characters, is fine.
+    const ok = await api(acct.token, "POST", "/contacts", '{"email":"proto-ok@example.com","first_name":"__proto__ \\u00e9"}');
+    expect(ok.status).toBe(201);
   });
 });
