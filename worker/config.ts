@@ -60,6 +60,9 @@ export function healthPauseOn(env: Pick<Env, "HEALTH_PAUSE">): boolean {
   return env.HEALTH_PAUSE === "true";
 }
 
+/** The simulator's domains when SIMULATOR_DOMAINS is unset (wrangler.toml states the same). */
+export const DEFAULT_SIMULATOR_DOMAINS = "simulator.tern.test,resend.dev";
+
 export function readConfig(env: Env): TernConfig {
   const retry = env.RETRY_SCHEDULE;
   // What every region falls back to (worker/regions.ts).
@@ -74,7 +77,9 @@ export function readConfig(env: Env): TernConfig {
     relayFinal: env.RELAY_FINAL === "true",
     heloName: env.SMTP_HELO_NAME || "tern.localhost",
     relayTimeoutMs: (Number(env.RELAY_TIMEOUT_SECONDS) || 30) * 1000,
-    simulatorDomains: (env.SIMULATOR_DOMAINS ?? "")
+    // Unset (a wrangler environment that does not restate it) keeps the simulator: mail to its
+    // addresses must never leave for real. An empty string turns it off.
+    simulatorDomains: (env.SIMULATOR_DOMAINS ?? DEFAULT_SIMULATOR_DOMAINS)
       .split(",")
       .map((d) => d.trim().toLowerCase())
       .filter(Boolean),

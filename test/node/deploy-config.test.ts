@@ -43,7 +43,8 @@ function dryRun(config: string, env?: string): string[] {
   expect(out).toContain("--dry-run: exiting now.");
   return out
     .split("\n")
-    .map((l) => /^env\.(\w+) \(.*?\)\s+(.+?)\s*$/.exec(l))
+    // A binding with a resource prints it in parentheses; one without (Images) prints none.
+    .map((l) => /^env\.(\w+)(?: \(.*?\))?\s{2,}(.+?)\s*$/.exec(l))
     .filter((m): m is RegExpExecArray => m !== null && m[2] !== "Environment Variable")
     .map((m) => `${m[1]} ${m[2]}`)
     .sort();
@@ -53,7 +54,7 @@ function dryRun(config: string, env?: string): string[] {
 function queueTables(toml: string, kind: "producers" | "consumers", env?: string): Record<string, string>[] {
   const header = `[[${env ? `env.${env}.` : ""}queues.${kind}]]`;
   return toml.split(/^(?=\[)/m).filter((t) => t.startsWith(header)).map((t) =>
-    Object.fromEntries([...t.matchAll(/^(\w+)\s*=\s*"([^"]*)"/gm)].map((m) => [m[1]!, m[2]!])),
+    Object.fromEntries([...t.matchAll(/^(\w+)\s*=\s*(?:"([^"]*)"|([^\s#]+))/gm)].map((m) => [m[1]!, m[2] ?? m[3]!])),
   );
 }
 
@@ -82,10 +83,16 @@ function checkQueues(toml: string, env?: string): void {
   }
 }
 
+/** Each consumer's batch settings by what its queue is for ("send us-east-1", "webhooks"). */
+function consumerSettings(toml: string, env?: string): Record<string, Record<string, string>> {
+  const tables = queueTables(toml, "consumers", env);
+  return Object.fromEntries(tables.map(({ queue, ...settings }) => [`${queueRole(queue!)} ${queueRegion(queue!) ?? ""}`.trim(), settings]));
+}
+
 describe("wrangler deploy --dry-run, for every environment the README describes", () => {
   it("the default environment (wrangler.toml) builds, with its bindings", () => {
     const bindings = dryRun(configWith());
-    expect(bindings).toEqual(expect.arrayContaining(["DB D1 Database", "BLOBS R2 Bucket", ...SEND_QUEUE_BINDINGS.map((b) => `${b} Queue`), "RATE_LIMITER Durable Object", "SENDER Durable Object"]));
+    expect(bindings).toEqual(expect.arrayContaining(["DB D1 Database", "BLOBS R2 Bucket", ...SEND_QUEUE_BINDINGS.map((b) => `${b} Queue`), "RATE_LIMITER Durable Object", "SENDER Durable Object", "IMAGES Images", "EMAIL Send Email"]));
     checkQueues(readFileSync(join(root, "wrangler.toml"), "utf8"));
   }, 150_000);
 
@@ -95,5 +102,10 @@ describe("wrangler deploy --dry-run, for every environment the README describes"
     const base = dryRun(config);
     expect(dryRun(config, "eu")).toEqual(base);
     checkQueues(eu, "eu");
+    // Consumed as the default consumes each kind of queue (a batch timeout of 1 s on the
+    // broadcast queue would stall a paced broadcast between its runs).
+    const settings = consumerSettings(readFileSync(join(root, "wrangler.toml"), "utf8"));
+    expect(settings["broadcasts"]).toMatchObject({ max_batch_timeout: "0" });
+    expect(consumerSettings(eu, "eu")).toEqual(settings);
   }, 150_000);
 });

@@ -198,8 +198,9 @@ describe("the fan-out", () => {
     expect(await recipientsOf(id)).toHaveLength(12);
   });
 
-  it("an unreadable or zero BROADCAST_RATE leaves the fan-out unpaced", async () => {
-    expect([undefined, "", "0", "-5", "fast"].map((v) => broadcastRateOf({ BROADCAST_RATE: v }))).toEqual([0, 0, 0, 0, 0]);
+  it("BROADCAST_RATE \"0\" leaves the fan-out unpaced; unset or unreadable keeps the default pace", async () => {
+    expect([undefined, "", "-5", "fast"].map((v) => broadcastRateOf({ BROADCAST_RATE: v }))).toEqual([200, 200, 200, 200]);
+    expect(broadcastRateOf({ BROADCAST_RATE: "0" })).toBe(0);
     expect(broadcastRateOf({ BROADCAST_RATE: "150" })).toBe(150);
   });
 

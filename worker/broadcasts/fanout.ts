@@ -66,11 +66,17 @@ async function load(db: D1Database, id: string): Promise<BroadcastRow | undefine
   return drizzle(db).select().from(broadcasts).where(eq(broadcasts.id, id)).get();
 }
 
-/** BROADCAST_RATE: the most emails a second one run of a fan-out records; 0 when unpaced (unset,
- * "0" or unreadable: pacing is a protection, and a typo must not stall broadcasts). */
+/** The pace when BROADCAST_RATE is unset, as in a wrangler environment that does not restate it. */
+export const DEFAULT_BROADCAST_RATE = 200;
+
+/** BROADCAST_RATE: the most emails a second one run of a fan-out records; 0 when unpaced ("0").
+ * Unset or unreadable keeps the default: pacing is a protection, and a typo must neither lift
+ * it nor stall broadcasts. */
 export function broadcastRateOf(env: Partial<Pick<Env, "BROADCAST_RATE">>): number {
-  const n = Number(env.BROADCAST_RATE);
-  return Number.isFinite(n) && n > 0 ? n : 0;
+  const value = (env.BROADCAST_RATE ?? "").trim();
+  if (value === "0") return 0;
+  const n = Number(value);
+  return value !== "" && Number.isFinite(n) && n > 0 ? n : DEFAULT_BROADCAST_RATE;
 }
 
 async function stop(db: D1Database, id: string, status: "sent" | "failed", reason: string | null, now: number): Promise<void> {

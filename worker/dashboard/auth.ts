@@ -47,7 +47,7 @@ function oauthConfigs(env: Env): GenericOAuthConfig[] {
     configs.push({
       providerId: "google",
       name: "Google",
-      discoveryUrl: env.GOOGLE_DISCOVERY_URL,
+      discoveryUrl: env.GOOGLE_DISCOVERY_URL || "https://accounts.google.com/.well-known/openid-configuration",
       clientId: env.GOOGLE_CLIENT_ID,
       clientSecret: env.GOOGLE_CLIENT_SECRET,
       scopes: ["openid", "email", "profile"],
@@ -55,12 +55,14 @@ function oauthConfigs(env: Env): GenericOAuthConfig[] {
     });
   }
   if (env.GITHUB_CLIENT_ID) {
-    const api = env.GITHUB_API_URL.replace(/\/+$/, "");
+    // The providers' own addresses unless set (tests point them at a local OAuth server); a
+    // wrangler environment that does not restate them still signs in.
+    const api = (env.GITHUB_API_URL || "https://api.github.com").replace(/\/+$/, "");
     configs.push({
       providerId: "github",
       name: "GitHub",
-      authorizationUrl: env.GITHUB_AUTHORIZE_URL,
-      tokenUrl: env.GITHUB_TOKEN_URL,
+      authorizationUrl: env.GITHUB_AUTHORIZE_URL || "https://github.com/login/oauth/authorize",
+      tokenUrl: env.GITHUB_TOKEN_URL || "https://github.com/login/oauth/access_token",
       clientId: env.GITHUB_CLIENT_ID,
       clientSecret: env.GITHUB_CLIENT_SECRET,
       scopes: ["read:user", "user:email"],
