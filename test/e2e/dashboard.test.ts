@@ -578,6 +578,7 @@ describe("the dashboard in a browser", () => {
     await page.getByRole("button", { name: "Save topics" }).click();
     await expect.poll(async () => { await page.reload(); return page.getByLabel("Product news").inputValue(); }, POLL).toBe("opt_out");
     expect(await page.getByLabel(/^plan/).inputValue()).toBe("team");
+    expect(await page.getByRole("link", { name: "Emails sent to this address" }).getAttribute("href")).toBe("/dashboard/emails?q=grace%40example.com");
     await shot(page, "22-contact");
     expect(await axeViolations(page)).toEqual([]);
 

@@ -132,7 +132,7 @@ async function broadcastsPage(c: DashCtx) {
           <p>Create one above: write it in the editor (headings, text, buttons, images, personal fields), preview it, send yourself a test, then send it to a segment now or at a time you choose.</p>
         </Empty>
       ) : (
-        <table>
+        <table class="wide">
           <thead><tr><th scope="col">Broadcast</th><th scope="col">Status</th><th scope="col" class="num">Recipients</th>{STATS.map(([, label]) => <th scope="col" class="num">{label}</th>)}<th scope="col">Created</th></tr></thead>
           <tbody>{list.data.map((b) => (
             <tr>

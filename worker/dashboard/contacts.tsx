@@ -178,6 +178,7 @@ async function contactPage(c: DashCtx) {
           <dt>Contact id</dt><dd class="mono">{contact.id} <Copy value={contact.id} label="Copy the contact id" /></dd>
           <dt>Added</dt><dd><Time at={contact.createdAt} /></dd>
           <dt>Last changed</dt><dd><Time at={contact.updatedAt} /></dd>
+          <dt>Mail</dt><dd><a href={`/dashboard/emails?q=${encodeURIComponent(contact.email)}`}>Emails sent to this address</a></dd>
         </dl>
         <h2 id="edit">Name, subscription and properties</h2>
         <form method="post" data-api={`/dashboard/api/contacts/${contact.id}`} aria-labelledby="edit" class="stack">

@@ -124,7 +124,9 @@ export function Badge(props: { value: string }) {
 export function Time(props: { at: number | string | Date | null | undefined }) {
   if (props.at == null) return <span class="muted">never</span>;
   const d = new Date(props.at);
-  return <time datetime={d.toISOString()}>{d.toISOString().replace("T", " ").slice(0, 19)} UTC</time>;
+  const iso = d.toISOString();
+  // The clock stays on one line; a wide table may break the date before it (table.wide).
+  return <time datetime={iso}>{iso.slice(0, 10)} <span class="clock">{iso.slice(11, 19)} UTC</span></time>;
 }
 
 export function Copy(props: { value: string; label?: string }) {
