@@ -240,7 +240,12 @@ describe("parseMailbox", () => {
     ["User.Name+tag@Sub.Example.COM", { email: "User.Name+tag@sub.example.com" }],
     ["o'brien!#$%&*/=?^_`{|}~-@ex-ample.co.uk", { email: "o'brien!#$%&*/=?^_`{|}~-@ex-ample.co.uk" }],
     ["a@BÜCHER.de", { email: "a@bücher.de" }],
-    ["a@xn--bcher-kva.de", { email: "a@xn--bcher-kva.de" }],
+    // One spelling per domain (canonicalDomain): A-labels read back as U-labels, full-width
+    // letters as the ASCII ones IDNA maps them to.
+    ["a@xn--bcher-kva.de", { email: "a@bücher.de" }],
+    ["a@XN--BCHER-KVA.de", { email: "a@bücher.de" }],
+    ["sup@\uff45xample.com", { email: "sup@example.com" }],
+    ["Name <a@\uff21\uff23\uff2d\uff25.test>", { name: "Name", email: "a@acme.test" }],
     [`${local64}@b.co`, { email: `${local64}@b.co` }],
     [`a@${label63}.co`, { email: `a@${label63}.co` }],
     [long254, { email: long254 }],

@@ -106,6 +106,35 @@ describe("suppression", () => {
   });
 });
 
+describe("one mailbox, however its domain is spelled", () => {
+  it("a suppressed address is not reached through a full-width or A-label spelling of its domain", async () => {
+    const local = `fw-${crypto.randomUUID()}`;
+    expect((await api(acct.token, "POST", "/suppressions", { email: `${local}@example.com` })).status).toBe(201);
+    // U+FF45 is a full-width "e": delivery would write the domain as example.com.
+    const fullWidth = await send(`${local}@\uff45xample.com`);
+    await settled(fullWidth, "suppressed");
+    expect(await capturedFor(`${local}@example.com`)).toEqual([]);
+    // Added as an A-label, suppressed as the Unicode name (and listed once, in Unicode).
+    expect((await api(acct.token, "POST", "/suppressions", { email: `${local}@xn--exmple-cua.com` })).status).toBe(201);
+    expect((await api(acct.token, "POST", "/suppressions", { email: `${local}@EX\u00c4MPLE.com` })).status).toBe(200);
+    expect((await list()).filter((s) => s.email.startsWith(local)).map((s) => s.email).sort()).toEqual([`${local}@example.com`, `${local}@ex\u00e4mple.com`]);
+    await settled(await send(`${local}@ex\u00e4mple.com`), "suppressed");
+  });
+
+  it("a contact is one per mailbox: another spelling of its domain finds and updates it", async () => {
+    const local = `c-${crypto.randomUUID()}`;
+    const created = await api(acct.token, "POST", "/contacts", { email: `${local}@xn--exmple-cua.com`, first_name: "Ana" });
+    expect(created.status).toBe(201);
+    const { id } = (await created.json()) as { id: string };
+    const got = (await (await api(acct.token, "GET", `/contacts/${encodeURIComponent(`${local}@EX\u00c4MPLE.com`)}`)).json()) as { id: string; email: string };
+    expect(got).toMatchObject({ id, email: `${local}@ex\u00e4mple.com` });
+    const again = await api(acct.token, "POST", "/contacts", { email: `${local}@ex\u00e4mple.com`, first_name: "Ana" });
+    expect(((await again.json()) as { id?: string }).id ?? id).toBe(id);
+    const rows = await env.DB.prepare("SELECT count(*) AS n FROM contacts WHERE account_id = ? AND email LIKE ?").bind(acct.accountId, `${local}@%`).first<{ n: number }>();
+    expect(rows!.n).toBe(1);
+  });
+});
+
 describe("/suppressions", () => {
   it("adds once (201, then 200 with the same entry), lists newest first, removes by id or by address", async () => {
     const a = await createAccount();

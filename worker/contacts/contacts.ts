@@ -10,6 +10,7 @@ import { contactSegments, contactTopics, contacts, segments, topics, type Contac
 import { ApiError } from "../errors.ts";
 import { announce, contactOutboxEvent, outboxInsert, type OutboxEvent } from "../events/outbox.ts";
 import { uuidv7 } from "../ids.ts";
+import { addressKey } from "../mime/address.ts";
 import { finishPage, pageQuery, type Page } from "../pagination.ts";
 import { d1ErrorText } from "../sending/quota.ts";
 import type { ContactFacts, ContactEventType } from "../webhooks/payloads.ts";
@@ -47,9 +48,10 @@ async function commit(env: ContactEnv, changes: BatchItem<"sqlite">[], type: Con
   await announce(env, [event]);
 }
 
-/** How a contact's address is stored and looked up: one contact per address, whatever its case. */
+/** How a contact's address is stored and looked up: one contact per mailbox, however the
+ * address is spelled (addressKey). */
 export function contactKey(email: string): string {
-  return email.trim().toLowerCase();
+  return addressKey(email);
 }
 
 export interface NewContact {

@@ -1,6 +1,7 @@
 // Mailboxes (RFC 5322 section 3.4): parse what callers send, and format it for a header
 // without ever letting a display name or an address break out of its header field.
 
+import { domainToUnicode } from "node:url";
 import { encodeWords } from "./encoding.ts";
 
 export interface Address {
@@ -29,8 +30,9 @@ const utf8 = new TextEncoder();
 
 /**
  * Parses one mailbox: `a@b.c`, `Name <a@b.c>`, `"Quoted, Name" <a@b.c>`. Returns null when
- * it is not a valid single mailbox. The domain comes back lower-cased; internationalized
- * domains stay in Unicode (use {@link toAsciiEmail} for the envelope).
+ * it is not a valid single mailbox. The domain comes back in its one canonical spelling
+ * ({@link canonicalDomain}); internationalized domains stay in Unicode (use
+ * {@link toAsciiEmail} for the envelope).
  */
 export function parseMailbox(input: string): Address | null {
   if (typeof input !== "string" || CONTROL.test(input)) return null;
@@ -124,19 +126,54 @@ function parseDisplayName(raw: string): string | null {
   return UNQUOTED_NAME_FORBIDDEN.test(raw) ? null : raw;
 }
 
-/** Validates an addr-spec and returns it with a lower-cased domain, or null. */
+/** Validates an addr-spec and returns it with its domain's canonical spelling, or null. */
 function normalizeAddrSpec(addr: string): string | null {
   if (CONTROL.test(addr) || /\s/.test(addr)) return null;
   const at = addr.lastIndexOf("@");
   if (at <= 0) return null;
   const local = addr.slice(0, at);
-  const domain = addr.slice(at + 1).toLowerCase();
+  let domain = addr.slice(at + 1).toLowerCase();
   // Local parts are ASCII dot-atoms: quoted local parts and SMTPUTF8 are not supported.
   if (local.length > LOCAL_PART_MAX || !DOT_ATOM.test(local)) return null;
   if (!isValidDomain(domain)) return null;
+  try {
+    domain = canonicalDomain(domain);
+  } catch {
+    return null;
+  }
   const email = `${local}@${domain}`;
   if (utf8.encode(email).length > ADDRESS_MAX) return null;
   return email;
+}
+
+/**
+ * One spelling per domain. Delivery writes the domain as A-labels, and IDNA (UTS #46) maps
+ * case, full-width letters and A-labels onto one name: `ｅxample.com` is example.com and
+ * `xn--exmple-cua.com` is exämple.com. Stored and compared in this form, an address cannot
+ * pass a suppression or make a second contact by being spelled another way. Unicode where
+ * the name has U-labels (people read those), ASCII otherwise. Throws when it is not a domain.
+ */
+export function canonicalDomain(domain: string): string {
+  const lower = domain.toLowerCase();
+  if (isAscii(lower) && !lower.includes("xn--")) return lower;
+  const ascii = asciiDomain(lower);
+  if (!ascii.includes("xn--")) return ascii;
+  const unicode = domainToUnicode(ascii);
+  if (unicode === "") throw new TypeError("invalid domain");
+  return unicode;
+}
+
+/** How an address is kept and looked up where one row stands for one mailbox (contacts,
+ * suppressions): lower-cased, its domain in its canonical spelling. */
+export function addressKey(email: string): string {
+  const lower = email.trim().toLowerCase();
+  const at = lower.lastIndexOf("@");
+  if (at < 0) return lower;
+  try {
+    return lower.slice(0, at + 1) + canonicalDomain(lower.slice(at + 1));
+  } catch {
+    return lower; // not a domain: validation refuses it before it is stored
+  }
 }
 
 function isValidDomain(domain: string): boolean {

@@ -7,6 +7,7 @@ import type { BatchItem } from "drizzle-orm/batch";
 import type { DrizzleD1Database } from "drizzle-orm/d1";
 import { emailEvents, suppressions } from "../db/schema.ts";
 import { uuidv7 } from "../ids.ts";
+import { addressKey } from "../mime/address.ts";
 
 export type SuppressionReason = "bounce" | "complaint" | "manual";
 
@@ -21,9 +22,9 @@ export interface SuppressionInput {
   now: number;
 }
 
-/** Suppression is per address, whatever its case: the list keeps addresses lower-cased. */
+/** Suppression is per mailbox, however the address is spelled (addressKey). */
 export function suppressionKey(email: string): string {
-  return email.trim().toLowerCase();
+  return addressKey(email);
 }
 
 /** INSERT OR IGNORE: an address already on the list keeps its first reason. With `ifRecorded`,
