@@ -12,7 +12,8 @@ export const MAX_REQUEST_BYTES = 40 * 1024 * 1024;
 export async function readBodyLimited(req: Request, limit: number): Promise<Uint8Array> {
   const header = req.headers.get("content-length");
   const declared = header !== null && /^\d{1,15}$/.test(header) ? Number(header) : null;
-  const tooBig = () => new ApiError("validation_error", `The request body must be at most ${limit / 1024 / 1024} MB${encoding(req) ? " once decompressed" : ""}.`, 413);
+  const most = limit >= 1024 * 1024 ? `${limit / 1024 / 1024} MB` : `${Math.floor(limit / 1024)} KB`;
+  const tooBig = () => new ApiError("validation_error", `The request body must be at most ${most}${encoding(req) ? " once decompressed" : ""}.`, 413);
   if (declared !== null && declared > limit) throw tooBig();
   if (!req.body) return new Uint8Array();
   const format = encoding(req);

@@ -360,6 +360,18 @@ describe("the Contacts pages' endpoints", () => {
     expect(png.status).toBe(422);
     expect((await png.json<{ message: string }>()).message).toMatch(/not a CSV text file.*CSV UTF-8/);
     expect((await p.post("/contacts/imports/inspect", head("email\n"), { csrf: null })).status).toBe(403);
+    // More than a file's head is refused as it is read, never parsed whole.
+    const big = await p.post("/contacts/imports/inspect", head("email\n" + "x@example.com\n".repeat(10_000)));
+    expect([big.status, (await big.json<{ message: string }>()).message]).toEqual([413, "Send at most the file's first 64 KB."]);
+  });
+
+  it("a JSON body past the dashboard's limit is a 413 that changes nothing", async () => {
+    const p = await person("owner");
+    const before = await count("SELECT count(*) AS n FROM segments WHERE account_id = ?", p.account);
+    const res = await p.post("/segments", { name: "Big", padding: "x".repeat(4 * 1024 * 1024) });
+    expect([res.status, (await res.json<{ message: string }>()).message]).toEqual([413, "The request body must be at most 4 MB."]);
+    expect(await count("SELECT count(*) AS n FROM segments WHERE account_id = ?", p.account)).toBe(before);
+    expect((await p.post("/segments", { name: "Small" })).status).toBe(201);
   });
 
   it("lists any number of contacts a page at a time, newest first", async () => {
@@ -579,6 +591,23 @@ describe("the sign-in doors, as an outside probe tried them", () => {
     expect(((await form.json()) as { message: string }).message).toMatch(/as JSON/);
     // Nothing was counted or tried for the address.
     expect(await count("SELECT count(*) AS n FROM auth_attempts WHERE key LIKE 'email:victim@people.test@%'")).toBe(0);
+  });
+
+  it("reads an auth request's body against 64 KB before anything parses it", async () => {
+    const big = await exports.default.fetch(`${DASH}/dashboard/api/auth/sign-in/email`, {
+      method: "POST",
+      headers: { origin: DASH, "content-type": "application/json" },
+      body: JSON.stringify({ email: "victim@people.test", password: "guess", padding: "x".repeat(64 * 1024) }),
+    });
+    expect([big.status, ((await big.json()) as { message: string }).message]).toEqual([413, "The request body must be at most 64 KB."]);
+    expect(await count("SELECT count(*) AS n FROM auth_attempts WHERE key LIKE 'email:victim@people.test@%'")).toBe(0);
+    // A normal one still reaches better-auth (a wrong password for an unknown address: 401).
+    const small = await exports.default.fetch(`${DASH}/dashboard/api/auth/sign-in/email`, {
+      method: "POST",
+      headers: { origin: DASH, "content-type": "application/json" },
+      body: JSON.stringify({ email: `nobody-${crypto.randomUUID()}@people.test`, password: "guess-guess-guess" }),
+    });
+    expect(small.status).toBe(401);
   });
 
   it("counts password checks of a signed-in user against their address, as sign-ins are", async () => {

@@ -27,7 +27,8 @@ import { createProperty, deleteProperty, fallbackOf, findProperty, listPropertie
 import { createSegment, deleteSegment, listSegments, segmentCounts } from "../contacts/segments.ts";
 import { createTopic, deleteTopic, listTopics, updateTopic } from "../contacts/topics.ts";
 import type { ContactPropertyRow, SegmentRow, TopicRow } from "../db/schema.ts";
-import { validate } from "../http.ts";
+import { ApiError } from "../errors.ts";
+import { readBodyLimited, validate } from "../http.ts";
 import { readImportForm } from "../routes/contact-imports.ts";
 import { CreateContactPropertyRequest, UpdateContactPropertyRequest } from "../routes/contact-properties.ts";
 import { CreateContactRequest, createFrom, patchFrom, TopicChoice, UpdateContactRequest } from "../routes/contacts.ts";
@@ -603,9 +604,14 @@ export function registerContactPages(app: Hono<DashEnv>): void {
   // The import form's column preview: the file's head (the browser sends its first 64 KB), read
   // by the same rules as the upload, so a binary or non-UTF-8 file is refused before columns are offered.
   app.post("/api/contacts/imports/inspect", async (c) => {
+    // 64 KB of file and the form's own parts: anything larger is refused before it is read whole.
+    const raw = await readBodyLimited(c.req.raw, 80 * 1024).catch((err: unknown) => {
+      if (err instanceof ApiError) throw new DashError(err.status as DashError["status"], err.status === 413 ? "Send at most the file's first 64 KB." : err.message);
+      throw err;
+    });
     let form: FormData;
     try {
-      form = await c.req.raw.formData();
+      form = await new Response(raw, { headers: { "content-type": c.req.header("content-type") ?? "" } }).formData();
     } catch {
       throw new DashError(400, "Send the file's beginning as multipart/form-data.");
     }

@@ -9,6 +9,7 @@ import { and, desc, eq, gt, isNull, lt, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { constantTimeEqual } from "../bytes.ts";
 import { ApiError, logFailure } from "../errors.ts";
+import { readBodyLimited } from "../http.ts";
 import { accounts, auditLog, authAccounts, authSessions, authUsers, invitations, memberships, usage } from "../db/schema.ts";
 import { planLimits } from "../plans.ts";
 import { readConfig } from "../config.ts";
@@ -36,7 +37,7 @@ export type DashEnv = { Bindings: Env; Variables: { viewer: Viewer } };
 export type DashCtx = Context<DashEnv>;
 
 export class DashError extends Error {
-  constructor(public status: 400 | 403 | 404 | 409 | 422 | 429, message: string) {
+  constructor(public status: 400 | 403 | 404 | 409 | 413 | 415 | 422 | 429, message: string) {
     super(message);
   }
 }
@@ -96,9 +97,17 @@ export function requireManager(v: Viewer): void {
   if (!v.canManage) throw new DashError(403, "Only owners and admins of this account can do this. Ask one of them.");
 }
 
+/** The most a dashboard form's JSON may hold: an editor document (1 MB at most) with its
+ * fields, escaped. Read against the limit, so a larger body is never held whole. */
+export const MAX_DASHBOARD_JSON_BYTES = 4 * 1024 * 1024;
+
 export async function body<T = Record<string, unknown>>(c: DashCtx): Promise<T> {
+  const bytes = await readBodyLimited(c.req.raw, MAX_DASHBOARD_JSON_BYTES).catch((err: unknown) => {
+    if (err instanceof ApiError) throw new DashError(err.status as DashError["status"], err.message);
+    throw err;
+  });
   try {
-    const value = await c.req.json();
+    const value: unknown = JSON.parse(new TextDecoder().decode(bytes));
     if (value && typeof value === "object" && !Array.isArray(value)) return value as T;
   } catch {}
   throw new DashError(400, "Send a JSON object.");
@@ -181,9 +190,13 @@ function sessionTokenFrom(setCookies: string[]): string | null {
   return null;
 }
 
+/** What a sign-in, sign-up or settings request to better-auth may carry: an address, a name,
+ * a password, a code. Read against this before anything parses it (these paths need no session). */
+const MAX_AUTH_BODY_BYTES = 64 * 1024;
+
 async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
   const env = c.env;
-  const req = c.req.raw;
+  let req = c.req.raw;
   const path = new URL(req.url).pathname.slice(AUTH_BASE.length);
   if (!AUTH_PATHS.some((re) => re.test(path))) return json({ message: "No such dashboard endpoint." }, 404);
   const ip = clientIp(req);
@@ -191,6 +204,16 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
   // would not see an address in: a form post was a way round the per-address limit.
   if (req.method === "POST" && !path.startsWith("/callback/") && !/^application\/json\b/i.test(req.headers.get("content-type") ?? "")) {
     return json({ message: "Send this request as JSON (Content-Type: application/json)." }, 415);
+  }
+  if (req.method === "POST" && req.body) {
+    let bytes: Uint8Array;
+    try {
+      bytes = await readBodyLimited(req, MAX_AUTH_BODY_BYTES);
+    } catch (err) {
+      if (err instanceof ApiError) return json({ message: err.message }, err.status);
+      throw err;
+    }
+    req = new Request(req, { body: bytes });
   }
   // A person's password and second factor change from Settings, as a member of an account: a
   // session without one (its person removed from every account) would pass by what comes with
