@@ -4,12 +4,21 @@
 /** Characters that make Excel, Sheets or LibreOffice read a cell as a formula (OWASP's list). */
 const FORMULA_START = /^[=+\-@\t\r]/;
 
-/** One cell: a would-be formula gets a leading apostrophe (shown as text, not run); a cell with
- * a comma, quote or line break is quoted, its quotes doubled. */
+/** A separator some spreadsheet splits on (a semicolon in most European locales' Excel, a tab)
+ * followed by what would start a formula in the cell it splits off. */
+const FORMULA_AFTER_SEPARATOR = /([,;\t])(?=[=+\-@\t\r])/g;
+
+/** One cell: a would-be formula gets a leading apostrophe (shown as text, not run), and so does
+ * each piece a spreadsheet splitting on another separator would read as one (`x;=cmd` is two
+ * cells where the list separator is `;`, whatever the quoting); a cell with a separator, quote
+ * or line break is quoted, its quotes doubled. */
 export function csvCell(value: string | number | null | undefined): string {
   let text = value == null ? "" : String(value);
-  if (typeof value === "string" && FORMULA_START.test(text)) text = `'${text}`;
-  return /[",\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
+  if (typeof value === "string") {
+    text = text.replace(FORMULA_AFTER_SEPARATOR, "$1'");
+    if (FORMULA_START.test(text)) text = `'${text}`;
+  }
+  return /[",;\t\r\n]/.test(text) ? `"${text.replace(/"/g, '""')}"` : text;
 }
 
 /** A header row and the rows, CRLF-separated as RFC 4180 has it. */

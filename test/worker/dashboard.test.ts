@@ -330,7 +330,9 @@ describe("the Contacts pages' endpoints", () => {
       "8,nope-0,Not a valid email address (like name@example.com).",
     ]);
     const { csvCell } = await import("../../worker/csv.ts");
-    expect([csvCell("\tx"), csvCell("\rx"), csvCell('a,"b"'), csvCell(-3), csvCell("plain")]).toEqual(["'\tx", '"\'\rx"', '"a,""b"""', "-3", "plain"]);
+    expect([csvCell("\tx"), csvCell("\rx"), csvCell('a,"b"'), csvCell(-3), csvCell("plain")]).toEqual(['"\'\tx"', '"\'\rx"', '"a,""b"""', "-3", "plain"]);
+    // Split on ";" (Excel in most European locales) or a tab, no piece starts a formula.
+    expect([csvCell("x;=cmd|' /C calc'!A0"), csvCell("a,+1;b\t@SUM(1)"), csvCell("a;b")]).toEqual([`"x;'=cmd|' /C calc'!A0"`, `"a,'+1;b\t'@SUM(1)"`, '"a;b"']);
     // Another account's import is not there, as a page or as a file.
     expect((await stranger.get(`/dashboard/contacts/imports/${id}`)).status).toBe(404);
     expect((await stranger.get(`/dashboard/contacts/imports/${id}/failures.csv`)).status).toBe(404);
