@@ -54,6 +54,18 @@ describe("render", () => {
     expect(render("<p>{{{site}}}</p>", look, "html").output).toBe("<p>javascript:alert(1)</p>");
   });
 
+  it("a value in an attribute written without quotes cannot end it and add another", () => {
+    const values: Record<string, string> = { url: "https://a.example/ onmouseover=alert(1) style=position:fixed", tick: "x`y", spaced: " java\tscript:alert(1)" };
+    const look = (k: string) => values[k];
+    expect(render("<a href={{{url}}}>x</a>", look, "html").output).toBe("<a href=https://a.example/&#32;onmouseover&#61;alert(1)&#32;style&#61;position:fixed>x</a>");
+    expect(render("<a href= https://b.example/?u={{{url}}} title=x{{{tick}}}>x</a>", look, "html").output)
+      .toBe("<a href= https://b.example/?u=https://a.example/&#32;onmouseover&#61;alert(1)&#32;style&#61;position:fixed title=xx&#96;y>x</a>");
+    // Still never a script, however the value is escaped.
+    expect(render("<a href={{{spaced}}}>x</a>", look, "html").output).toBe("<a href=#>x</a>");
+    // Quoted attributes and text keep the plain escaping (spaces stay spaces).
+    expect(render('<a href="{{{url}}}">{{{url}}}</a>', look, "html").output).toBe('<a href="https://a.example/ onmouseover=alert(1) style=position:fixed">https://a.example/ onmouseover=alert(1) style=position:fixed</a>');
+  });
+
   it("reads variables as the editor's chips name them, for pages that show a subject", () => {
     // The renderer's grammar: what it fills is exactly what reads as a variable.
     const src = "What's new, {{{ FIRST_NAME | friend }}} at {{{company}}}{{ x }}{{{9x}}}";

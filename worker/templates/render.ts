@@ -63,12 +63,30 @@ export function render(source: string, lookup: Lookup, mode: RenderMode): Render
     }
     // A fallback is written by the template's author in the source's own syntax: escaping it
     // again would double-escape an &amp; they wrote.
-    const out = mode === "html" && given ? escapeHtml(text) : text;
+    const out = mode === "html" && given ? (inUnquotedValue(source, offset) ? escapeUnquoted(text) : escapeHtml(text)) : text;
     // A value that becomes a whole link or image address (a contact's property, a fallback)
     // is never a script: the editor refuses such links, and a value must not bring one back.
-    return mode === "html" && startsUrlAttribute(source, offset) && unsafeUrl(out) ? "#" : out;
+    // Judged by the value itself, which is what a browser reads back from the escaped form.
+    return mode === "html" && startsUrlAttribute(source, offset) && unsafeUrl(text) ? "#" : out;
   });
   return { output, missing };
+}
+
+/** Whether the placeholder at `offset` may sit in an attribute value written without quotes
+ * (`href={{{url}}}`, `src=https://x/{{{id}}}`): an `=` before it with nothing between but the
+ * value's own characters. Text such as `a=b{{{KEY}}}` also counts; escaping it more is harmless. */
+function inUnquotedValue(source: string, offset: number): boolean {
+  let i = offset - 1;
+  while (i >= 0 && /\s/.test(source[i]!)) i--;
+  while (i >= 0 && !/[\s"'<>`=]/.test(source[i]!)) i--;
+  return source[i] === "=";
+}
+
+/** A value for an unquoted attribute: also whitespace, `=` and backquotes as character
+ * references, so a contact's value cannot end the attribute and add another (an onmouseover,
+ * a style). A browser reads the references back as the same characters. */
+function escapeUnquoted(s: string): string {
+  return escapeHtml(s).replace(/[\s=`]/g, (ch) => `&#${ch.codePointAt(0)};`);
 }
 
 /** Whether the text before `offset` opens an href or src attribute's value. */
