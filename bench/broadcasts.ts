@@ -17,6 +17,7 @@ import { processTree, sampleCpu, type CpuSample } from "./cpu.ts";
 import { writeDoc } from "./report.ts";
 import { freePort, startTern } from "../test/support/processes.ts";
 import { attachProfilers, summarize, type ProfilerSession } from "./inspector.ts";
+import { documentToHtml, type DocNode } from "../worker/broadcasts/document.ts";
 
 const root = resolve(import.meta.dirname, "..");
 const DOC = join(root, "docs", "benchmarks.md");
@@ -47,6 +48,43 @@ export interface BroadcastBenchResult {
   cpuPerSingleMs: number | null;
   /** CPU seconds per second tern's processes use with nothing to do (subtracted too). */
   restCpuPerSecond: number;
+}
+
+/** The email both paths send (BENCH_BROADCAST_BODY=newsletter, the default): a newsletter as a
+ * person writes it in the editor (a heading, a greeting with the reader's name, four sections
+ * of text with links, a button, an image, two columns, a divider and a footer), rendered by the
+ * editor's own renderer: about 5.4 KB of html. BENCH_BROADCAST_BODY=tiny sends one short line
+ * instead (what runs before 2026-11-29 measured): every email's cost is then bookkeeping. */
+export function benchBody(kind: string): { html: string; personal: (name: string) => string } {
+  if (kind === "tiny") return { html: "<p>Hello {{{FIRST_NAME|there}}}</p>", personal: (name) => `<p>Hello ${name}</p>` };
+  const text = (t: string, marks?: DocNode["marks"]): DocNode => ({ type: "text", text: t, ...(marks ? { marks } : {}) });
+  const link = (t: string, href: string) => text(t, [{ type: "link", attrs: { href } }]);
+  const para = (...content: DocNode[]): DocNode => ({ type: "paragraph", content });
+  const section = (title: string, slug: string): DocNode[] => [
+    { type: "heading", attrs: { level: 2 }, content: [text(title)] },
+    para(text("This month we shipped the change many of you asked for, and measured what it does: pages load faster, "), text("exports finish in half the time", [{ type: "bold" }]), text(", and the settings you use most are one click closer. The details, with before-and-after figures, are in "), link("the full write-up", `https://example.com/blog/${slug}`), text(".")),
+    para(text("As always, tell us what works and what does not: every reply to this email reaches the team that built it, and we read them all before planning the next release.")),
+  ];
+  const doc: DocNode = {
+    type: "doc",
+    content: [
+      { type: "heading", attrs: { level: 1 }, content: [text("What's new in November")] },
+      para(text("Hi "), { type: "variable", attrs: { key: "FIRST_NAME", fallback: "there" } }, text(", here is what changed this month and what is coming next.")),
+      ...section("Faster dashboards", "faster-dashboards"),
+      { type: "button", attrs: { label: "Read the changelog", href: "https://example.com/changelog" } },
+      { type: "image", attrs: { src: "https://example.com/images/november-hero.png", alt: "The new dashboard", width: 536 } },
+      ...section("Exports in half the time", "exports"),
+      { type: "columns", content: [
+        { type: "column", content: [{ type: "heading", attrs: { level: 3 }, content: [text("For teams")] }, para(text("Shared views, roles per project and an audit log of every change. "), link("Learn more", "https://example.com/teams"))] },
+        { type: "column", content: [{ type: "heading", attrs: { level: 3 }, content: [text("For developers")] }, para(text("A new API for bulk updates, webhooks for every event and typed clients. "), link("Read the docs", "https://example.com/docs"))] },
+      ] },
+      ...section("Coming in December", "december"),
+      { type: "horizontalRule" },
+      para(text("You get this email because you signed up at example.com. Example Inc., 1 Market Street, San Francisco, CA.")),
+    ],
+  };
+  const html = documentToHtml(doc, { title: "What's new in November" });
+  return { html, personal: (name) => html.replaceAll("{{{FIRST_NAME|there}}}", name) };
 }
 
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? 0;
@@ -87,9 +125,11 @@ function workerdRssMb(pid: number | undefined): number | null {
   return kb / 1024;
 }
 
-export async function runBroadcastBench(opts: { quick: boolean; contacts?: number; profile?: boolean; log: (line: string) => void }): Promise<BroadcastBenchResult> {
+export async function runBroadcastBench(opts: { quick: boolean; contacts?: number; body?: string; profile?: boolean; log: (line: string) => void }): Promise<BroadcastBenchResult> {
   if (opts.profile) mkdirSync("/tmp/prof", { recursive: true });
   const n = opts.contacts ?? (opts.quick ? 2000 : 100_000);
+  const body = benchBody(opts.body ?? "newsletter");
+  opts.log(`each email's html: ${body.html.length} bytes (${opts.body ?? "newsletter"})`);
   const inspectorPort = opts.profile ? await freePort() : undefined;
   const tern = await startTern({ env: { TERN_DEV_PLAN: "scale_2_5m", TERN_DEV_RATE_LIMIT: "100000", TERN_CRON_INTERVAL_MS: "5000", ...(process.env.BENCH_BROADCAST_RATE ? { TERN_BROADCAST_RATE: process.env.BENCH_BROADCAST_RATE } : {}), ...(inspectorPort ? { TERN_INSPECTOR_PORT: String(inspectorPort) } : {}) } });
   const db = d1(tern.stateDir);
@@ -234,7 +274,7 @@ export async function runBroadcastBench(opts: { quick: boolean; contacts?: numbe
     const broadcast = await measure(
       "broadcast",
       async () => {
-        broadcastId = (await call("POST", "/broadcasts", { segment_id: segment, from: `News <news@${tern.domain}>`, subject: "Hi {{{FIRST_NAME}}}", html: "<p>Hello {{{FIRST_NAME|there}}}</p>", send: true })).id;
+        broadcastId = (await call("POST", "/broadcasts", { segment_id: segment, from: `News <news@${tern.domain}>`, subject: "Hi {{{FIRST_NAME}}}", html: body.html, send: true })).id;
       },
       () => tryGet<{ status: string }>(db, "SELECT status FROM broadcasts WHERE id = ?", broadcastId)?.status === "sent",
       () => settled("broadcast_id = ?", broadcastId) >= n,
@@ -246,7 +286,7 @@ export async function runBroadcastBench(opts: { quick: boolean; contacts?: numbe
       "batch",
       async () => {
         const requests = Array.from({ length: Math.ceil(n / 100) }, (_, r) =>
-          Array.from({ length: Math.min(100, n - r * 100) }, (_, i) => ({ from: `b@${tern.domain}`, to: `batch${r * 100 + i}@simulator.tern.test`, subject: `Hi Reader ${r * 100 + i}`, html: `<p>Hello Reader ${r * 100 + i}</p>` })));
+          Array.from({ length: Math.min(100, n - r * 100) }, (_, i) => ({ from: `b@${tern.domain}`, to: `batch${r * 100 + i}@simulator.tern.test`, subject: `Hi Reader ${r * 100 + i}`, html: body.personal(`Reader ${r * 100 + i}`) })));
         // Four requests at a time, in the background while the single sends are measured.
         void (async () => {
           for (let i = 0; i < requests.length; i += 4) {
@@ -296,7 +336,7 @@ if (import.meta.main) {
   const contacts = process.env.BENCH_BROADCAST_CONTACTS ? Number(process.env.BENCH_BROADCAST_CONTACTS) : undefined;
   const started = performance.now();
   const log = (line: string) => console.log(`[broadcasts ${((performance.now() - started) / 1000).toFixed(0).padStart(3)}s] ${line}`);
-  const result = await runBroadcastBench({ quick, contacts, profile: process.env.BENCH_PROFILE === "1", log });
+  const result = await runBroadcastBench({ quick, contacts, body: process.env.BENCH_BROADCAST_BODY, profile: process.env.BENCH_PROFILE === "1", log });
   const block = renderBroadcasts(result, new Date().toISOString().slice(0, 10), `${cpus().length} cores (${cpus()[0]?.model ?? "unknown CPU"})`);
   console.log(block);
   if (!quick) writeBroadcastsDoc(block);
