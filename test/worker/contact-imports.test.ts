@@ -3,6 +3,7 @@
 // topics given, and each change emits its contact.* event; the counts say what happened.
 import { env, exports } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
+import { csvLayout, csvRows, readRows, runImport, type ParsePosition } from "../../worker/contacts/imports.ts";
 import { call, createAccount, type TestAccount } from "./fixtures.ts";
 import { waitFor } from "./wait.ts";
 
@@ -182,5 +183,83 @@ describe("contact imports", () => {
     expect(bom.status, JSON.stringify(bom.body)).toBe(201);
     expect((await finished(t, bom.body.id)).counts).toMatchObject({ created: 1, failed: 0 });
     expect((await call(t, "GET", "/contacts/zoe@example.com")).body.first_name).toBe("Zo\u00e9");
+  });
+});
+
+describe("a run reads on from where the last one stopped", () => {
+  // Quoted line breaks, doubled quotes, CRLF, blank lines before and between rows, multi-byte
+  // characters (a window may cut one), a U+FEFF inside a cell and a last row without a break.
+  const csv = [
+    "", "email;name;note", "a1@example.com;Ada;plain", "", "a2@example.com;\"Zo\u00eb\r\nM\u00fcller\";\"say \"\"hi\"\"\"",
+    "a3@example.com;\u5c71\u7530;\ud83d\ude00 emoji", "a4@example.com;\ufeffBom;x", "", "", "a5@example.com;\"multi\r\n\r\nline\";end",
+    ...Array.from({ length: 20 }, (_, i) => `b${i}@example.com;N\u00e4me ${i};${"\u00e9".repeat(i)}`), "last@example.com;Last;no break",
+  ].join("\r\n");
+
+  it("reads every row exactly as the whole file parsed at once, whatever the window cuts", async () => {
+    const key = `test/${crypto.randomUUID()}.csv`;
+    await env.BLOBS.put(key, csv);
+    const { layout, rows } = csvLayout(csv);
+    const whole = csvRows(csv);
+    expect(rows).toBe(whole.rows.length);
+    expect(layout).toMatchObject({ delimiter: ";", linebreak: "\r\n", header: ["email", "name", "note"], headerRecord: 1 });
+    for (const window of [5, 16, 33, 100, 4096]) {
+      for (const want of [1, 3, 50]) {
+        const got: { rows: Record<string, string>[]; numbers: number[] } = { rows: [], numbers: [] };
+        let position: ParsePosition = { offset: 0, record: 0 };
+        for (let reads = 0; ; reads++) {
+          expect(reads, `window ${window}, want ${want}: no end`).toBeLessThan(1000);
+          const read = (await readRows(env.BLOBS, key, layout, position, want, window))!;
+          expect(read.rows.length).toBeLessThanOrEqual(want);
+          got.rows.push(...read.rows);
+          got.numbers.push(...read.numbers);
+          position = read.rows.length > 0 ? read.after.at(-1)! : read.end;
+          if (read.done) break;
+        }
+        expect(got, `window ${window}, want ${want}`).toEqual(whole);
+      }
+    }
+    // A position is a byte offset: the rest of the file read from it is the rest of the text.
+    const { after } = (await readRows(env.BLOBS, key, layout, { offset: 0, record: 0 }, 5, 4096))!;
+    const rest = await (await env.BLOBS.get(key, { range: { offset: after[3]!.offset } }))!.text();
+    expect(csv.endsWith(rest)).toBe(true);
+    expect(rest.startsWith("\r\n\r\na5@example.com")).toBe(true);
+  });
+
+  it("each run starts at the last one's position, and an import made before positions were kept resumes at its cursor", async () => {
+    const rows = Array.from({ length: 4500 }, (_, i) => `r${i}@example.com,R\u00f6w ${i}`);
+    const created = await upload(a, { on_conflict: "upsert" }, ["email,first_name", ...rows].join("\n"));
+    expect(created.status).toBe(201);
+    const id = created.body.id as string;
+    expect((await call(a, "GET", `/contacts/imports/${id}`)).body.counts.total).toBe(4500);
+    // The runs the queue would make, with the file's reads recorded.
+    const starts: number[] = [];
+    const bucket = new Proxy(env.BLOBS, {
+      get(target, prop) {
+        if (prop === "get") return (k: string, o?: R2GetOptions) => {
+          if (k.startsWith("imports/")) starts.push((o?.range as { offset?: number } | undefined)?.offset ?? -1);
+          return target.get(k, o);
+        };
+        const v = Reflect.get(target, prop);
+        return typeof v === "function" ? v.bind(target) : v;
+      },
+    });
+    const run = () => runImport({ ...env, BLOBS: bucket }, id);
+    expect(await run()).toBe(true);
+    const after1 = (await env.DB.prepare("SELECT cursor, parse_offset, parse_record FROM contact_imports WHERE id = ?").bind(id).first<{ cursor: number; parse_offset: number; parse_record: number }>())!;
+    expect(after1.cursor).toBe(2000);
+    // The position is where row 2,001's record starts: the header and 2,000 rows are behind it.
+    expect(after1.parse_record).toBe(2001);
+    expect(after1.parse_offset).toBe(new TextEncoder().encode(["email,first_name", ...rows.slice(0, 2000)].join("\n") + "\n").length);
+    expect(starts).toEqual([0]);
+    expect(await run()).toBe(true);
+    expect(starts).toEqual([0, after1.parse_offset]);
+    // As an import made before this change would stand: no layout or position, its cursor at 4,000.
+    await env.DB.prepare("UPDATE contact_imports SET layout_json = NULL, parse_offset = 0, parse_record = 0 WHERE id = ?").bind(id).run();
+    expect(await run()).toBe(false);
+    const done = (await call(a, "GET", `/contacts/imports/${id}`)).body;
+    expect(done).toMatchObject({ status: "completed", counts: { total: 4500, created: 4500, failed: 0 } });
+    const count = await env.DB.prepare("SELECT count(*) AS n FROM contacts WHERE account_id = ? AND email LIKE 'r%@example.com'").bind(a.accountId).first<{ n: number }>();
+    expect(count!.n).toBe(4500);
+    expect((await call(a, "GET", `/contacts/r4499@example.com`)).body.first_name).toBe("R\u00f6w 4499");
   });
 });

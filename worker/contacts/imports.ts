@@ -9,6 +9,7 @@ import Papa from "papaparse";
 import { contactImports, contactSegments, contactTopics, contacts, type ContactImportRow, type ContactRow } from "../db/schema.ts";
 import { ApiError, describeFailure } from "../errors.ts";
 import { announce, contactOutboxEvent, outboxInsert, type OutboxEvent } from "../events/outbox.ts";
+import { utf8Bytes } from "../db/row-size.ts";
 import { uuidv7 } from "../ids.ts";
 import { parseMailbox } from "../mime/address.ts";
 import { finishPage, pageQuery, type Page } from "../pagination.ts";
@@ -27,6 +28,9 @@ const MAX_COLUMN_NAME = 256;
 const CHUNK = 50;
 const CHUNKS_PER_RUN = 40;
 const LEASE_MS = 30_000;
+/** How much of the file a run reads at a time: a run's rows (2,000 of them, about 200 KB in
+ * a typical file) usually fit; a window that holds no whole row is doubled. */
+const WINDOW_BYTES = 1024 * 1024;
 
 export interface ColumnMap {
   email: string;
@@ -114,6 +118,108 @@ export function csvHeader(csv: string): string[] {
   return header;
 }
 
+/** How an import's file is read from one run to the next: its delimiter and line break, as
+ * guessed from its first rows when it is created, its header row and that row's record index
+ * (blank lines may come before it). */
+export interface CsvLayout {
+  delimiter: string;
+  linebreak: string;
+  header: string[];
+  headerRecord: number;
+}
+
+const isBlank = (record: string[]) => record.join("").trim() === "";
+
+/** A file's layout and its data rows counted (blank lines hold no row), in one pass that keeps
+ * no row: the count is the import's total from the start. */
+export function csvLayout(csv: string): { layout: CsvLayout; rows: number } {
+  const { delimiter, linebreak } = Papa.parse<string[]>(csv, { preview: 10, skipEmptyLines: "greedy" }).meta;
+  let header: string[] | undefined;
+  let headerRecord = 0;
+  let records = 0;
+  let rows = 0;
+  Papa.parse<string[]>(csv, {
+    delimiter, newline: linebreak, skipEmptyLines: false,
+    step: (r) => {
+      records++;
+      if (isBlank(r.data)) return;
+      if (header) rows++;
+      else [header, headerRecord] = [r.data.map((h) => h.trim()), records - 1];
+    },
+  });
+  return { layout: { delimiter, linebreak, header: header ?? [], headerRecord }, rows };
+}
+
+/** A record's cells keyed by the header's names (of duplicate columns the first keeps the name). */
+function rowOf(header: string[], record: string[]): Record<string, string> {
+  const row: Record<string, string> = {};
+  header.forEach((name, j) => {
+    if (!(name in row) && j < record.length) row[name] = record[j]!;
+  });
+  return row;
+}
+
+/** Where a run stands in the file: the byte at which the next record starts, and how many
+ * records (header and blank lines included) come before it. */
+export interface ParsePosition {
+  offset: number;
+  record: number;
+}
+
+export interface WindowRows {
+  rows: Record<string, string>[];
+  /** Each row's number as a spreadsheet shows it (the header is row 1). */
+  numbers: number[];
+  /** The position just after each row. */
+  after: ParsePosition[];
+  /** The position after the last whole record read (a blank line's, perhaps). */
+  end: ParsePosition;
+  /** Nothing is left after the last row: the file is done. */
+  done: boolean;
+}
+
+/** Up to `want` data rows of the file from `from`, reading a window of it (an R2 range read),
+ * so a run costs its own rows, not the whole file. A record the window cuts is left for the
+ * next read; a window that holds no whole record grows until it does. Null: no file. */
+export async function readRows(bucket: R2Bucket, key: string, layout: CsvLayout, from: ParsePosition, want: number, window = WINDOW_BYTES): Promise<WindowRows | null> {
+  for (let length = window; ; length *= 2) {
+    const object = await bucket.get(key, { range: { offset: from.offset, length } });
+    if (!object) return null;
+    const eof = from.offset + length >= object.size;
+    // A window starts at a record's first byte; a character it cuts at its end belongs to the
+    // record dropped below. A U+FEFF inside the file is a character like any other.
+    const text = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true }).decode(await object.arrayBuffer());
+    const records: { fields: string[]; end: number }[] = [];
+    let dataRows = 0;
+    Papa.parse<string[]>(text, {
+      delimiter: layout.delimiter, newline: layout.linebreak, skipEmptyLines: false,
+      step: (r, parser) => {
+        records.push({ fields: r.data, end: r.meta.cursor });
+        if (from.record + records.length - 1 > layout.headerRecord && !isBlank(r.data)) dataRows++;
+        // One data row past what is wanted: it tells that more follows, and is never used.
+        if (dataRows > want) parser.abort();
+      },
+    });
+    const complete = eof && dataRows <= want;
+    const whole = complete ? records : records.slice(0, -1);
+    if (whole.length === 0 && !eof) continue;
+    const out: WindowRows = { rows: [], numbers: [], after: [], end: from, done: complete };
+    let bytes = from.offset;
+    let chars = 0;
+    for (const [i, rec] of whole.entries()) {
+      bytes += utf8Bytes(text.slice(chars, rec.end));
+      chars = rec.end;
+      const index = from.record + i;
+      out.end = { offset: bytes, record: index + 1 };
+      if (index <= layout.headerRecord || isBlank(rec.fields)) continue;
+      out.rows.push(rowOf(layout.header, rec.fields));
+      out.numbers.push(index + 1);
+      out.after.push({ offset: bytes, record: index + 1 });
+    }
+    return out;
+  }
+}
+
 /** The file's data rows, keyed by the trimmed header, with each row's number as a spreadsheet
  * shows it (the header is row 1; blank lines count but hold no contact). The same rows as
  * Papa's header mode with skipEmptyLines "greedy", which gives no row numbers; of duplicate
@@ -166,9 +272,11 @@ export async function createImport(env: Pick<Env, "DB" | "BLOBS" | "BROADCAST_QU
     else if (def.type !== type) throw new ApiError("validation_error", `\`column_map.properties.${key}\` is typed ${p.type ?? "string"}, but the contact property is a ${def.type}.`);
   }
   const id = uuidv7(now);
+  const { layout, rows } = csvLayout(csv);
   const row: ContactImportRow = {
     id, accountId, status: "queued", fileKey: `imports/${id}.csv`, optionsJson: JSON.stringify(options), cursor: 0,
-    total: 0, created: 0, updated: 0, skipped: 0, failed: 0, error: null, failuresJson: null, leaseUntil: null, createdAt: now, completedAt: null,
+    parseOffset: 0, parseRecord: 0, layoutJson: JSON.stringify(layout),
+    total: rows, created: 0, updated: 0, skipped: 0, failed: 0, error: null, failuresJson: null, leaseUntil: null, createdAt: now, completedAt: null,
   };
   await env.BLOBS.put(row.fileKey, csv);
   await drizzle(env.DB).insert(contactImports).values(row);
@@ -249,32 +357,80 @@ export function rowToContact(row: Record<string, string>, map: ColumnMap): { ok:
   };
 }
 
-/** Processes up to CHUNKS_PER_RUN chunks of an import; true when there is more to do. */
+/** Processes up to CHUNKS_PER_RUN chunks of an import, read on from where the last chunk
+ * ended; true when there is more to do. */
 export async function runImport(env: Pick<Env, "DB" | "BLOBS" | "WEBHOOK_QUEUE">, importId: string, now: () => number = Date.now): Promise<boolean> {
   const db = drizzle(env.DB);
   let imp = await db.select().from(contactImports).where(eq(contactImports.id, importId)).get();
   if (!imp || (imp.status !== "queued" && imp.status !== "in_progress")) return false;
-  const file = await env.BLOBS.get(imp.fileKey);
-  if (!file) {
-    await db.update(contactImports).set({ status: "failed", error: "The uploaded file is missing.", completedAt: now() }).where(eq(contactImports.id, imp.id));
+  const missing = async () => {
+    await db.update(contactImports).set({ status: "failed", error: "The uploaded file is missing.", completedAt: now() }).where(eq(contactImports.id, importId));
     return false;
+  };
+  let layout: CsvLayout;
+  let position: ParsePosition = { offset: imp.parseOffset, record: imp.parseRecord };
+  if (imp.layoutJson) layout = JSON.parse(imp.layoutJson) as CsvLayout;
+  else {
+    // Made before imports kept their place in the file: read its layout and find where its
+    // cursor stands, once.
+    const file = await env.BLOBS.get(imp.fileKey);
+    if (!file) return missing();
+    const read = csvLayout(await file.text());
+    layout = read.layout;
+    const found = await positionAfter(env.BLOBS, imp.fileKey, layout, imp.cursor);
+    if (!found) return missing();
+    position = found;
+    await db.update(contactImports).set({ layoutJson: JSON.stringify(layout), total: read.rows, parseOffset: position.offset, parseRecord: position.record })
+      .where(and(eq(contactImports.id, importId), eq(contactImports.cursor, imp.cursor)));
   }
-  const { rows, numbers } = csvRows(await file.text());
   const options = JSON.parse(imp.optionsJson) as ImportOptions;
-  await db.update(contactImports).set({ status: "in_progress", total: rows.length, leaseUntil: now() + LEASE_MS }).where(eq(contactImports.id, imp.id));
-  for (let chunk = 0; chunk < CHUNKS_PER_RUN; chunk++) {
-    imp = (await db.select().from(contactImports).where(eq(contactImports.id, importId)).get())!;
-    if (imp.cursor >= rows.length) {
-      await db.update(contactImports).set({ status: "completed", completedAt: now(), leaseUntil: null }).where(eq(contactImports.id, imp.id));
-      await env.BLOBS.delete(imp.fileKey).catch(() => {});
-      return false;
+  await db.update(contactImports).set({ status: "in_progress", leaseUntil: now() + LEASE_MS }).where(eq(contactImports.id, imp.id));
+  let chunks = 0;
+  let cursor = imp.cursor;
+  while (chunks < CHUNKS_PER_RUN) {
+    const read = await readRows(env.BLOBS, imp.fileKey, layout, position, (CHUNKS_PER_RUN - chunks) * CHUNK);
+    if (!read) return missing();
+    if (read.rows.length === 0) {
+      if (read.done) return finish(env, imp, now);
+      position = read.end; // only blank lines in this window
+      continue;
     }
-    await importChunk(env, imp, options, rows.slice(imp.cursor, imp.cursor + CHUNK), numbers.slice(imp.cursor, imp.cursor + CHUNK), now());
+    for (let i = 0; i < read.rows.length; i += CHUNK, chunks++) {
+      imp = (await db.select().from(contactImports).where(eq(contactImports.id, importId)).get())!;
+      // Another run moved the import on (two hints, or the cron's hand-back racing a slow run):
+      // the rows read here are no longer the next ones, so this run stops and leaves it to that one.
+      if (imp.cursor !== cursor || imp.status !== "in_progress") return false;
+      const last = Math.min(i + CHUNK, read.rows.length) - 1;
+      await importChunk(env, imp, options, read.rows.slice(i, last + 1), read.numbers.slice(i, last + 1), now(), read.after[last]!);
+      position = read.after[last]!;
+      cursor += last + 1 - i;
+    }
+    if (read.done) return finish(env, imp, now);
   }
   return true;
 }
 
-async function importChunk(env: Pick<Env, "DB" | "WEBHOOK_QUEUE">, imp: ContactImportRow, options: ImportOptions, rows: Record<string, string>[], numbers: number[], now: number): Promise<void> {
+/** The position after the first `rows` data rows (an import made before positions were kept). */
+async function positionAfter(bucket: R2Bucket, key: string, layout: CsvLayout, rows: number): Promise<ParsePosition | null> {
+  let position: ParsePosition = { offset: 0, record: 0 };
+  while (rows > 0) {
+    const read = await readRows(bucket, key, layout, position, Math.min(rows, 10_000));
+    if (!read) return null;
+    position = read.rows.length > 0 ? read.after.at(-1)! : read.end;
+    rows -= read.rows.length;
+    if (read.done) break;
+  }
+  return position;
+}
+
+/** Marks the import completed and lets its file go. */
+async function finish(env: Pick<Env, "DB" | "BLOBS">, imp: ContactImportRow, now: () => number): Promise<false> {
+  await drizzle(env.DB).update(contactImports).set({ status: "completed", completedAt: now(), leaseUntil: null }).where(eq(contactImports.id, imp.id));
+  await env.BLOBS.delete(imp.fileKey).catch(() => {});
+  return false;
+}
+
+async function importChunk(env: Pick<Env, "DB" | "WEBHOOK_QUEUE">, imp: ContactImportRow, options: ImportOptions, rows: Record<string, string>[], numbers: number[], now: number, after: ParsePosition): Promise<void> {
   const db = drizzle(env.DB);
   const mapped = rows.map((r) => rowToContact(r, options.column_map));
   // The last row for an address wins, as it would applied in order.
@@ -329,7 +485,8 @@ async function importChunk(env: Pick<Env, "DB" | "WEBHOOK_QUEUE">, imp: ContactI
   const cursor = imp.cursor + rows.length;
   changes.push(...events.map((e) => outboxInsert(db, e)));
   changes.push(db.update(contactImports).set({
-    cursor, created: imp.created + created, updated: imp.updated + updated, skipped: imp.skipped + skipped, failed: imp.failed + failed, leaseUntil: now + LEASE_MS,
+    cursor, parseOffset: after.offset, parseRecord: after.record,
+    created: imp.created + created, updated: imp.updated + updated, skipped: imp.skipped + skipped, failed: imp.failed + failed, leaseUntil: now + LEASE_MS,
     ...(failures.length > kept ? { failuresJson: JSON.stringify(failures) } : {}),
   }).where(and(eq(contactImports.id, imp.id), eq(contactImports.cursor, imp.cursor))));
   await db.batch(changes as unknown as [BatchItem<"sqlite">]);

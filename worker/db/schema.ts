@@ -670,6 +670,12 @@ export const contactImports = sqliteTable(
     /** JSON: {column_map, on_conflict, segments, topics} as checked at creation. */
     optionsJson: text("options_json").notNull(),
     cursor: integer("cursor").notNull().default(0),
+    /** Where in the file (UTF-8 bytes) the row after `cursor` starts, and how many records
+     * (header and blank lines too) come before it: a run reads on from there, not from the top. */
+    parseOffset: integer("parse_offset").notNull().default(0),
+    parseRecord: integer("parse_record").notNull().default(0),
+    /** JSON: {delimiter, linebreak, header}, read from the file at creation. */
+    layoutJson: text("layout_json"),
     total: integer("total").notNull().default(0),
     created: integer("created").notNull().default(0),
     updated: integer("updated").notNull().default(0),
