@@ -3,7 +3,7 @@
 // topics given, and each change emits its contact.* event; the counts say what happened.
 import { env, exports } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
-import { csvLayout, csvRows, readRows, runImport, type ParsePosition } from "../../worker/contacts/imports.ts";
+import { createImport, csvLayout, csvRows, importOptions, readRows, runImport, type ParsePosition } from "../../worker/contacts/imports.ts";
 import { call, createAccount, type TestAccount } from "./fixtures.ts";
 import { waitFor } from "./wait.ts";
 
@@ -195,13 +195,19 @@ describe("a run reads on from where the last one stopped", () => {
     ...Array.from({ length: 20 }, (_, i) => `b${i}@example.com;N\u00e4me ${i};${"\u00e9".repeat(i)}`), "last@example.com;Last;no break",
   ].join("\r\n");
 
+  // As Excel writes it (a BOM, CRLF, a quoted first cell), and sent as a form's text field, which
+  // keeps the BOM; and a record that starts with U+FEFF mid-file, where a window may begin.
+  const excel = ["\ufeffemail,name", ...Array.from({ length: 30 }, (_, i) => `"p${i}@example.com","Doe, Ann ${i}"`), "\ufeffq@example.com,Q"].join("\r\n");
+  const lf = ["\ufeff\ufeffemail,name", "a@example.com,A", "\ufeffb@example.com,B", "", "c@example.com,C"].join("\n");
+
   it("reads every row exactly as the whole file parsed at once, whatever the window cuts", async () => {
+    for (const [file, expected] of [[csv, { delimiter: ";", linebreak: "\r\n", header: ["email", "name", "note"], headerRecord: 1 }], [excel, { linebreak: "\r\n" }], [lf, { linebreak: "\n" }]] as const) {
     const key = `test/${crypto.randomUUID()}.csv`;
-    await env.BLOBS.put(key, csv);
-    const { layout, rows } = csvLayout(csv);
-    const whole = csvRows(csv);
+    await env.BLOBS.put(key, file);
+    const { layout, rows } = csvLayout(file);
+    const whole = csvRows(file);
     expect(rows).toBe(whole.rows.length);
-    expect(layout).toMatchObject({ delimiter: ";", linebreak: "\r\n", header: ["email", "name", "note"], headerRecord: 1 });
+    expect(layout).toMatchObject(expected);
     for (const window of [5, 16, 33, 100, 4096]) {
       for (const want of [1, 3, 50]) {
         const got: { rows: Record<string, string>[]; numbers: number[] } = { rows: [], numbers: [] };
@@ -218,18 +224,21 @@ describe("a run reads on from where the last one stopped", () => {
         expect(got, `window ${window}, want ${want}`).toEqual(whole);
       }
     }
+    if (file !== csv) continue;
     // A position is a byte offset: the rest of the file read from it is the rest of the text.
     const { after } = (await readRows(env.BLOBS, key, layout, { offset: 0, record: 0 }, 5, 4096))!;
     const rest = await (await env.BLOBS.get(key, { range: { offset: after[3]!.offset } }))!.text();
     expect(csv.endsWith(rest)).toBe(true);
     expect(rest.startsWith("\r\n\r\na5@example.com")).toBe(true);
+    }
   });
 
   it("each run starts at the last one's position, and an import made before positions were kept resumes at its cursor", async () => {
     const rows = Array.from({ length: 4500 }, (_, i) => `r${i}@example.com,R\u00f6w ${i}`);
-    const created = await upload(a, { on_conflict: "upsert" }, ["email,first_name", ...rows].join("\n"));
-    expect(created.status).toBe(201);
-    const id = created.body.id as string;
+    const text = ["email,first_name", ...rows].join("\n");
+    // No queue hint: the runs below are the only ones.
+    const quiet = { ...env, BROADCAST_QUEUE: { send: async () => {} } as unknown as Env["BROADCAST_QUEUE"] };
+    const id = (await createImport(quiet, a.accountId, text, importOptions(text, { on_conflict: "upsert" }))).id;
     expect((await call(a, "GET", `/contacts/imports/${id}`)).body.counts.total).toBe(4500);
     // The runs the queue would make, with the file's reads recorded.
     const starts: number[] = [];
@@ -261,5 +270,26 @@ describe("a run reads on from where the last one stopped", () => {
     const count = await env.DB.prepare("SELECT count(*) AS n FROM contacts WHERE account_id = ? AND email LIKE 'r%@example.com'").bind(a.accountId).first<{ n: number }>();
     expect(count!.n).toBe(4500);
     expect((await call(a, "GET", `/contacts/r4499@example.com`)).body.first_name).toBe("R\u00f6w 4499");
+    // A run after the end (another finished it) changes nothing.
+    expect(await run()).toBe(false);
+    expect((await call(a, "GET", `/contacts/imports/${id}`)).body.status).toBe("completed");
+  });
+
+  it("an import made before positions were kept, whose cursor is at its end, completes", async () => {
+    const text = ["email", "z1@example.com", "z2@example.com"].join("\n");
+    const quiet = { ...env, BROADCAST_QUEUE: { send: async () => {} } as unknown as Env["BROADCAST_QUEUE"] };
+    const id = (await createImport(quiet, a.accountId, text, importOptions(text, {}))).id;
+    await env.DB.prepare("UPDATE contact_imports SET status = 'in_progress', cursor = 2, total = 2, layout_json = NULL WHERE id = ?").bind(id).run();
+    expect(await runImport(env, id)).toBe(false);
+    expect((await call(a, "GET", `/contacts/imports/${id}`)).body.status).toBe("completed");
+  });
+
+  it("a file sent as Excel writes it, BOM and all, imports every row", async () => {
+    const quiet = { ...env, BROADCAST_QUEUE: { send: async () => {} } as unknown as Env["BROADCAST_QUEUE"] };
+    const big = ["\ufeffemail,name", ...Array.from({ length: 2001 }, (_, i) => `"x${i}-${a.accountId.slice(0, 8)}@example.com","Doe, Ann ${i}"`)].join("\r\n");
+    const id = (await createImport(quiet, a.accountId, big, importOptions(big, { column_map: { email: "email", first_name: "name" } }))).id;
+    while (await runImport(env, id));
+    expect((await call(a, "GET", `/contacts/imports/${id}`)).body).toMatchObject({ status: "completed", counts: { total: 2001, created: 2001, failed: 0 } });
+    expect((await call(a, "GET", `/contacts/x2000-${a.accountId.slice(0, 8)}@example.com`)).body.first_name).toBe("Doe, Ann 2000");
   });
 });

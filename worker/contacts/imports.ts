@@ -126,6 +126,8 @@ export interface CsvLayout {
   linebreak: string;
   header: string[];
   headerRecord: number;
+  /** The file's size in bytes: a position there has nothing after it. */
+  bytes: number;
 }
 
 const isBlank = (record: string[]) => record.join("").trim() === "";
@@ -147,7 +149,7 @@ export function csvLayout(csv: string): { layout: CsvLayout; rows: number } {
       else [header, headerRecord] = [r.data.map((h) => h.trim()), records - 1];
     },
   });
-  return { layout: { delimiter, linebreak, header: header ?? [], headerRecord }, rows };
+  return { layout: { delimiter, linebreak, header: header ?? [], headerRecord, bytes: utf8Bytes(csv) }, rows };
 }
 
 /** A record's cells keyed by the header's names (of duplicate columns the first keeps the name). */
@@ -182,6 +184,8 @@ export interface WindowRows {
  * so a run costs its own rows, not the whole file. A record the window cuts is left for the
  * next read; a window that holds no whole record grows until it does. Null: no file. */
 export async function readRows(bucket: R2Bucket, key: string, layout: CsvLayout, from: ParsePosition, want: number, window = WINDOW_BYTES): Promise<WindowRows | null> {
+  // Nothing left to read (R2 refuses a range that starts at the end).
+  if (from.offset >= layout.bytes) return { rows: [], numbers: [], after: [], end: from, done: true };
   for (let length = window; ; length *= 2) {
     const object = await bucket.get(key, { range: { offset: from.offset, length } });
     if (!object) return null;
@@ -189,12 +193,23 @@ export async function readRows(bucket: R2Bucket, key: string, layout: CsvLayout,
     // A window starts at a record's first byte; a character it cuts at its end belongs to the
     // record dropped below. A U+FEFF inside the file is a character like any other.
     const text = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true }).decode(await object.arrayBuffer());
+    // Papa drops a U+FEFF that starts its input and counts its cursor from after it. At the
+    // file's start that is the whole parse's reading too; mid-file the text is read after a line
+    // break (one blank record, not counted), as the whole parse reads it, so a U+FEFF that
+    // starts a record stays in its cell.
+    const prefix = from.offset > 0 ? layout.linebreak : "";
+    const shift = prefix === "" && text.charCodeAt(0) === 0xfeff ? 1 : -prefix.length;
+    let lead = prefix !== "";
     const records: { fields: string[]; end: number }[] = [];
     let dataRows = 0;
-    Papa.parse<string[]>(text, {
+    Papa.parse<string[]>(prefix + text, {
       delimiter: layout.delimiter, newline: layout.linebreak, skipEmptyLines: false,
       step: (r, parser) => {
-        records.push({ fields: r.data, end: r.meta.cursor });
+        if (lead) {
+          lead = false;
+          return;
+        }
+        records.push({ fields: r.data, end: r.meta.cursor + shift });
         if (from.record + records.length - 1 > layout.headerRecord && !isBlank(r.data)) dataRows++;
         // One data row past what is wanted: it tells that more follows, and is never used.
         if (dataRows > want) parser.abort();
@@ -363,8 +378,11 @@ export async function runImport(env: Pick<Env, "DB" | "BLOBS" | "WEBHOOK_QUEUE">
   const db = drizzle(env.DB);
   let imp = await db.select().from(contactImports).where(eq(contactImports.id, importId)).get();
   if (!imp || (imp.status !== "queued" && imp.status !== "in_progress")) return false;
+  // Guarded by the cursor this run read: a run that another finished (and whose file it
+  // deleted) must not turn the completed import into a failed one.
+  const active = () => and(eq(contactImports.id, importId), inArray(contactImports.status, ["queued", "in_progress"]), eq(contactImports.cursor, imp!.cursor));
   const missing = async () => {
-    await db.update(contactImports).set({ status: "failed", error: "The uploaded file is missing.", completedAt: now() }).where(eq(contactImports.id, importId));
+    await db.update(contactImports).set({ status: "failed", error: "The uploaded file is missing.", completedAt: now() }).where(active());
     return false;
   };
   let layout: CsvLayout;
@@ -384,7 +402,8 @@ export async function runImport(env: Pick<Env, "DB" | "BLOBS" | "WEBHOOK_QUEUE">
       .where(and(eq(contactImports.id, importId), eq(contactImports.cursor, imp.cursor)));
   }
   const options = JSON.parse(imp.optionsJson) as ImportOptions;
-  await db.update(contactImports).set({ status: "in_progress", leaseUntil: now() + LEASE_MS }).where(eq(contactImports.id, imp.id));
+  const started = await db.update(contactImports).set({ status: "in_progress", leaseUntil: now() + LEASE_MS }).where(active()).returning({ id: contactImports.id });
+  if (started.length === 0) return false; // another run moved it on, or ended it
   let chunks = 0;
   let cursor = imp.cursor;
   while (chunks < CHUNKS_PER_RUN) {
@@ -425,7 +444,8 @@ async function positionAfter(bucket: R2Bucket, key: string, layout: CsvLayout, r
 
 /** Marks the import completed and lets its file go. */
 async function finish(env: Pick<Env, "DB" | "BLOBS">, imp: ContactImportRow, now: () => number): Promise<false> {
-  await drizzle(env.DB).update(contactImports).set({ status: "completed", completedAt: now(), leaseUntil: null }).where(eq(contactImports.id, imp.id));
+  await drizzle(env.DB).update(contactImports).set({ status: "completed", completedAt: now(), leaseUntil: null })
+    .where(and(eq(contactImports.id, imp.id), inArray(contactImports.status, ["queued", "in_progress"])));
   await env.BLOBS.delete(imp.fileKey).catch(() => {});
   return false;
 }
