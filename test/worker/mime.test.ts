@@ -311,6 +311,26 @@ describe("parseMailbox", () => {
   });
 });
 
+describe("canonical addresses", () => {
+  it("parse again as themselves, whatever spelling they came from", () => {
+    const spellings = [
+      "a@b.co", "A@B.CO", "a@BÜCHER.de", "a@xn--bcher-kva.de", "a@XN--BCHER-KVA.DE", "a@bu\u0308cher.de", "sup@\uff45xample.com",
+      "x@xn--ls8h.la", "x@xn--mnchen-3ya.de", "x@m\u00fcnchen.de", "x@xn--80ak6aa92e.com", "x@\u0430\u0440\u0440\u04cf\u0435.com",
+      "x@xn--fiqs8s.cn", "x@\u4e2d\u56fd.cn", "x@xn--6frz82g", "x@xn--ab-fna.example", "x@xn--0ca.example",
+    ];
+    for (const input of spellings) {
+      const once = parseMailbox(input);
+      if (once === null) continue;
+      expect(parseMailbox(once.email), input).toEqual(once);
+      expect(toAsciiEmail(once.email), input).toBe(toAsciiEmail(input));
+    }
+    // An A-label whose U-label tern would refuse (an emoji) stays an A-label.
+    expect(parseMailbox("x@xn--ls8h.la")).toEqual({ email: "x@xn--ls8h.la" });
+    // NFD and NFC, full-width and plain, are one mailbox.
+    expect(parseMailbox("a@bu\u0308cher.de")!.email).toBe(parseMailbox("a@b\u00fccher.de")!.email);
+  });
+});
+
 describe("formatMailbox", () => {
   it.each<[{ name?: string; email: string }, string]>([
     [{ email: "a@b.co" }, "a@b.co"],

@@ -159,8 +159,9 @@ export function canonicalDomain(domain: string): string {
   const ascii = asciiDomain(lower);
   if (!ascii.includes("xn--")) return ascii;
   const unicode = domainToUnicode(ascii);
-  if (unicode === "") throw new TypeError("invalid domain");
-  return unicode;
+  // A U-label tern's own rules do not take (an emoji, a joiner) stays an A-label, so that the
+  // canonical form parses again as itself.
+  return unicode !== "" && isValidDomain(unicode) ? unicode : ascii;
 }
 
 /** How an address is kept and looked up where one row stands for one mailbox (contacts,
