@@ -35,6 +35,7 @@ import type { WebhookQueueMessage } from "./events/outbox.ts";
 import { consumeWebhookBatch, sweepWebhooks } from "./webhooks/consumer.ts";
 import type { QueueMessage } from "./sending/accept.ts";
 import { purgeExpired, sweepOrphanedContent } from "./retention/purge.ts";
+import { runMaintenance } from "./maintenance.ts";
 import { sweepIdempotencyKeys } from "./sending/idempotency.ts";
 
 export { RateLimiter } from "../durable-objects/rate-limiter.ts";
@@ -87,6 +88,7 @@ export default {
       sweepIdempotencyKeys(env, now),
       purgeExpired(env, readConfig(env).retentionDays, now),
       sweepOrphanedContent(env, now),
+      runMaintenance(env, now),
     ]);
     for (const r of results) if (r.status === "rejected") console.error("cron duty failed", r.reason);
   },

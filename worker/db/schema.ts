@@ -831,3 +831,12 @@ export const authAttempts = sqliteTable("auth_attempts", {
   count: integer("count").notNull(),
   expiresAt: integer("expires_at").notNull(),
 });
+
+/** One-off jobs that rewrite existing rows when a rule about them changes, run a slice per cron
+ * tick until done (worker/maintenance.ts). A migration adds each job's row. */
+export const maintenanceJobs = sqliteTable("maintenance_jobs", {
+  name: text("name").primaryKey(),
+  /** JSON: where the job stands (its own shape). */
+  cursorJson: text("cursor_json"),
+  doneAt: integer("done_at"),
+});

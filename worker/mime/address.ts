@@ -177,6 +177,16 @@ export function addressKey(email: string): string {
   }
 }
 
+/** An address key with its domain as A-labels: the spelling an older row may hold. */
+export function asciiAddressKey(key: string): string {
+  const at = key.lastIndexOf("@");
+  try {
+    return at < 0 ? key : key.slice(0, at + 1) + toAsciiDomain(key.slice(at + 1));
+  } catch {
+    return key;
+  }
+}
+
 function isValidDomain(domain: string): boolean {
   const labels = domain.split(".");
   if (labels.length < 2) return false;

@@ -7,7 +7,7 @@ import type { BatchItem } from "drizzle-orm/batch";
 import type { DrizzleD1Database } from "drizzle-orm/d1";
 import { emailEvents, suppressions } from "../db/schema.ts";
 import { uuidv7 } from "../ids.ts";
-import { addressKey } from "../mime/address.ts";
+import { addressKey, asciiAddressKey } from "../mime/address.ts";
 
 export type SuppressionReason = "bounce" | "complaint" | "manual";
 
@@ -45,14 +45,20 @@ export function suppressStatement(db: DrizzleD1Database, s: SuppressionInput, if
   return db.insert(suppressions).select(db.select(fields).from(emailEvents).where(eq(emailEvents.id, ifRecorded)) as never).onConflictDoNothing();
 }
 
-/** The addresses of `emails` that are on the account's list (lower-cased), as a set. */
+/** The addresses of `emails` that are on the account's list, as a set of their keys
+ * (suppressionKey). A row stored before addresses took one spelling may still hold the A-label
+ * form until worker/maintenance.ts rewrites it: that form is looked for too. */
 export async function suppressedAmong(db: DrizzleD1Database, accountId: string, emails: readonly string[]): Promise<Set<string>> {
-  const keys = [...new Set(emails.map(suppressionKey))];
+  const keys = [...new Set(emails.flatMap((e) => {
+    const key = suppressionKey(e);
+    const ascii = asciiAddressKey(key);
+    return ascii === key ? [key] : [key, ascii];
+  }))];
   const found = new Set<string>();
   for (let i = 0; i < keys.length; i += 90) {
     const rows = await db.select({ email: suppressions.email }).from(suppressions)
       .where(and(eq(suppressions.accountId, accountId), inArray(suppressions.email, keys.slice(i, i + 90))));
-    for (const r of rows) found.add(r.email);
+    for (const r of rows) found.add(suppressionKey(r.email));
   }
   return found;
 }
