@@ -4,9 +4,10 @@
 /** Characters that make Excel, Sheets or LibreOffice read a cell as a formula (OWASP's list). */
 const FORMULA_START = /^[=+\-@\t\r]/;
 
-/** A separator some spreadsheet splits on (a semicolon in most European locales' Excel, a tab)
- * followed by what would start a formula in the cell it splits off. */
-const FORMULA_AFTER_SEPARATOR = /([,;\t])(?=[=+\-@\t\r])/g;
+/** A separator some spreadsheet splits on (a semicolon in most European locales' Excel, a tab,
+ * a line break that a reader not honouring the quotes takes as a new row) followed by what
+ * would start a formula in the cell it splits off. */
+const FORMULA_AFTER_SEPARATOR = /([,;\t\r\n])(?=[=+\-@\t\r])/g;
 
 /** One cell: a would-be formula gets a leading apostrophe (shown as text, not run), and so does
  * each piece a spreadsheet splitting on another separator would read as one (`x;=cmd` is two

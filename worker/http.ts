@@ -90,14 +90,19 @@ export async function readJson(req: Request, limit = MAX_REQUEST_BYTES): Promise
   } catch {
     throw new ApiError("validation_error", "The request body is not valid JSON.", 400);
   }
-  // JSON.parse makes `__proto__` an own key, but every object zod builds from it drops that key
-  // without a word (a property, header or variable by that name would vanish). Refused instead;
-  // the full walk runs only when the text names it or has escapes that could spell it.
+  refuseProtoKeys(text, parsed);
+  parsedBodies.set(req, parsed);
+  return parsed;
+}
+
+/** JSON.parse makes `__proto__` an own key, but every object zod builds from it drops that key
+ * without a word (a property, header or variable by that name would vanish): refused instead,
+ * for every JSON tern reads (bodies, form fields, the dashboard's). The walk runs only when the
+ * text names it or has escapes that could spell it. */
+export function refuseProtoKeys(text: string, parsed: unknown): void {
   if ((text.includes("__proto__") || text.includes("\\u")) && hasProtoKey(parsed)) {
     throw new ApiError("validation_error", "`__proto__` cannot be used as a name (of a property, header, variable or any other key).");
   }
-  parsedBodies.set(req, parsed);
-  return parsed;
 }
 
 function hasProtoKey(value: unknown): boolean {

@@ -5,6 +5,7 @@
 import { describe, expect, it } from "vitest";
 import { mediaLimitsOf, readConfig } from "../../worker/config.ts";
 import { broadcastRateOf } from "../../worker/broadcasts/fanout.ts";
+import { providerUrls } from "../../worker/dashboard/auth.ts";
 import { REGIONS } from "../../worker/regions.ts";
 
 // wrangler.toml as text (the Worker tests read no files; vite inlines it).
@@ -24,6 +25,7 @@ function settings(env: Record<string, string>) {
     regions: REGIONS.map((name) => region(name)),
     broadcastRate: broadcastRateOf(env),
     media: mediaLimitsOf(env),
+    providers: providerUrls(env),
   };
 }
 
@@ -38,6 +40,7 @@ describe("the code's defaults are wrangler.toml's values", () => {
     // Proof the comparison is not blind: the simulator's domains and the broadcast pace count.
     expect(settings({ SIMULATOR_DOMAINS: "" })).not.toEqual(settings({}));
     expect(settings({ BROADCAST_RATE: "0" })).not.toEqual(settings({}));
+    expect(settings({ GITHUB_API_URL: "http://127.0.0.1:1/" })).not.toEqual(settings({}));
     expect(settings({}).simulatorDomains).toEqual(["simulator.tern.test", "resend.dev"]);
   });
 });

@@ -63,6 +63,11 @@ describe("contact imports", () => {
     expect((await call(a, "GET", "/contacts/fresh@example.com")).body.first_name).toBe("Fresh");
   });
 
+  it("refuses a `__proto__` key in the form's JSON fields instead of dropping it", async () => {
+    const res = await upload(a, { column_map: '{"email":"email","properties":{"__proto__":{"column":"plan"}}}' }, "email,plan\nx@example.com,pro\n");
+    expect(res).toMatchObject({ status: 422, body: { message: "`__proto__` cannot be used as a name (of a property, header, variable or any other key)." } });
+  });
+
   it("refuses what it cannot import, and another account sees nothing", async () => {
     expect((await upload(a, {})).body).toMatchObject({ statusCode: 422, name: "missing_required_field" });
     expect((await upload(a, { column_map: JSON.stringify({ email: "Mail" }) }, "Email\na@example.com")).body.message).toMatch(/column_map.email.*Mail/);

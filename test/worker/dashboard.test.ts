@@ -332,7 +332,7 @@ describe("the Contacts pages' endpoints", () => {
     const { csvCell } = await import("../../worker/csv.ts");
     expect([csvCell("\tx"), csvCell("\rx"), csvCell('a,"b"'), csvCell(-3), csvCell("plain")]).toEqual(['"\'\tx"', '"\'\rx"', '"a,""b"""', "-3", "plain"]);
     // Split on ";" (Excel in most European locales) or a tab, no piece starts a formula.
-    expect([csvCell("x;=cmd|' /C calc'!A0"), csvCell("a,+1;b\t@SUM(1)"), csvCell("a;b")]).toEqual([`"x;'=cmd|' /C calc'!A0"`, `"a,'+1;b\t'@SUM(1)"`, '"a;b"']);
+    expect([csvCell("x;=cmd|' /C calc'!A0"), csvCell("a,+1;b\t@SUM(1)"), csvCell("a;b"), csvCell("x\n=HYPERLINK(1)")]).toEqual([`"x;'=cmd|' /C calc'!A0"`, `"a,'+1;b\t'@SUM(1)"`, '"a;b"', `"x\n'=HYPERLINK(1)"`]);
     // Another account's import is not there, as a page or as a file.
     expect((await stranger.get(`/dashboard/contacts/imports/${id}`)).status).toBe(404);
     expect((await stranger.get(`/dashboard/contacts/imports/${id}/failures.csv`)).status).toBe(404);
@@ -374,6 +374,9 @@ describe("the Contacts pages' endpoints", () => {
     expect([res.status, (await res.json<{ message: string }>()).message]).toEqual([413, "The request body must be at most 4 MB."]);
     expect(await count("SELECT count(*) AS n FROM segments WHERE account_id = ?", p.account)).toBe(before);
     expect((await p.post("/segments", { name: "Small" })).status).toBe(201);
+    // A `__proto__` key is refused as the API refuses it, not dropped.
+    const proto = await p.post("/contacts", JSON.parse('{"email":"proto@example.com","properties.__proto__":"x","x":{"__proto__":1}}'));
+    expect([proto.status, (await proto.json<{ message: string }>()).message]).toEqual([422, "`__proto__` cannot be used as a name (of a property, header, variable or any other key)."]);
   });
 
   it("lists any number of contacts a page at a time, newest first", async () => {

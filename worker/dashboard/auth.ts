@@ -41,13 +41,25 @@ export function configuredProviders(env: Env): Providers {
   return { google: !!env.GOOGLE_CLIENT_ID, github: !!env.GITHUB_CLIENT_ID };
 }
 
+/** The providers' addresses: their own unless set (tests point them at a local OAuth server),
+ * so a wrangler environment that does not restate them still signs in. */
+export function providerUrls(env: Partial<Pick<Env, "GOOGLE_DISCOVERY_URL" | "GITHUB_AUTHORIZE_URL" | "GITHUB_TOKEN_URL" | "GITHUB_API_URL">>) {
+  return {
+    googleDiscovery: env.GOOGLE_DISCOVERY_URL || "https://accounts.google.com/.well-known/openid-configuration",
+    githubAuthorize: env.GITHUB_AUTHORIZE_URL || "https://github.com/login/oauth/authorize",
+    githubToken: env.GITHUB_TOKEN_URL || "https://github.com/login/oauth/access_token",
+    githubApi: (env.GITHUB_API_URL || "https://api.github.com").replace(/\/+$/, ""),
+  };
+}
+
 function oauthConfigs(env: Env): GenericOAuthConfig[] {
+  const urls = providerUrls(env);
   const configs: GenericOAuthConfig[] = [];
   if (env.GOOGLE_CLIENT_ID) {
     configs.push({
       providerId: "google",
       name: "Google",
-      discoveryUrl: env.GOOGLE_DISCOVERY_URL || "https://accounts.google.com/.well-known/openid-configuration",
+      discoveryUrl: urls.googleDiscovery,
       clientId: env.GOOGLE_CLIENT_ID,
       clientSecret: env.GOOGLE_CLIENT_SECRET,
       scopes: ["openid", "email", "profile"],
@@ -55,14 +67,12 @@ function oauthConfigs(env: Env): GenericOAuthConfig[] {
     });
   }
   if (env.GITHUB_CLIENT_ID) {
-    // The providers' own addresses unless set (tests point them at a local OAuth server); a
-    // wrangler environment that does not restate them still signs in.
-    const api = (env.GITHUB_API_URL || "https://api.github.com").replace(/\/+$/, "");
+    const api = urls.githubApi;
     configs.push({
       providerId: "github",
       name: "GitHub",
-      authorizationUrl: env.GITHUB_AUTHORIZE_URL || "https://github.com/login/oauth/authorize",
-      tokenUrl: env.GITHUB_TOKEN_URL || "https://github.com/login/oauth/access_token",
+      authorizationUrl: urls.githubAuthorize,
+      tokenUrl: urls.githubToken,
       clientId: env.GITHUB_CLIENT_ID,
       clientSecret: env.GITHUB_CLIENT_SECRET,
       scopes: ["read:user", "user:email"],

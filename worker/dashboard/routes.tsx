@@ -9,7 +9,7 @@ import { and, desc, eq, gt, isNull, lt, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { constantTimeEqual } from "../bytes.ts";
 import { ApiError, logFailure } from "../errors.ts";
-import { readBodyLimited } from "../http.ts";
+import { readBodyLimited, refuseProtoKeys } from "../http.ts";
 import { accounts, auditLog, authAccounts, authSessions, authUsers, invitations, memberships, usage } from "../db/schema.ts";
 import { planLimits } from "../plans.ts";
 import { readConfig } from "../config.ts";
@@ -106,10 +106,20 @@ export async function body<T = Record<string, unknown>>(c: DashCtx): Promise<T> 
     if (err instanceof ApiError) throw new DashError(err.status as DashError["status"], err.message);
     throw err;
   });
+  const text = new TextDecoder().decode(bytes);
+  let value: unknown;
   try {
-    const value: unknown = JSON.parse(new TextDecoder().decode(bytes));
-    if (value && typeof value === "object" && !Array.isArray(value)) return value as T;
-  } catch {}
+    value = JSON.parse(text);
+  } catch {
+    throw new DashError(400, "Send a JSON object.");
+  }
+  try {
+    refuseProtoKeys(text, value);
+  } catch (err) {
+    if (err instanceof ApiError) throw new DashError(422, err.message);
+    throw err;
+  }
+  if (value && typeof value === "object" && !Array.isArray(value)) return value as T;
   throw new DashError(400, "Send a JSON object.");
 }
 

@@ -6,7 +6,7 @@ import { defineRoute, type App, type Ctx } from "../app.ts";
 import { createImport, decodeCsv, findImport, importOptions, listImports, MAX_IMPORT_BYTES, type ImportOptions } from "../contacts/imports.ts";
 import type { ContactImportRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
-import { readBodyLimited, validate } from "../http.ts";
+import { readBodyLimited, refuseProtoKeys, validate } from "../http.ts";
 import { ListQuery, listSchema, readPage } from "../pagination.ts";
 import { errorResponses, IdParam, iso, json } from "./schemas.ts";
 
@@ -52,11 +52,14 @@ function jsonField(form: FormData, name: string): unknown {
   if (v === null) return undefined;
   if (typeof v !== "string") throw new ApiError("validation_error", `\`${name}\` must be a JSON string.`);
   if (name === "on_conflict") return v;
+  let parsed: unknown;
   try {
-    return JSON.parse(v);
+    parsed = JSON.parse(v);
   } catch {
     throw new ApiError("validation_error", `\`${name}\` must be JSON.`);
   }
+  refuseProtoKeys(v, parsed);
+  return parsed;
 }
 
 const account = (c: Ctx) => c.get("principal").accountId;
