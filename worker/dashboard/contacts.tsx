@@ -606,8 +606,7 @@ export function registerContactPages(app: Hono<DashEnv>): void {
   app.post("/api/contacts/imports/inspect", async (c) => {
     // 64 KB of file and the form's own parts: anything larger is refused before it is read whole.
     const raw = await readBodyLimited(c.req.raw, 80 * 1024).catch((err: unknown) => {
-      if (err instanceof ApiError) throw new DashError(err.status as DashError["status"], err.status === 413 ? "Send at most the file's first 64 KB." : err.message);
-      throw err;
+      throw err instanceof ApiError && err.status === 413 ? new ApiError("validation_error", "Send at most the file's first 64 KB.", 413) : err;
     });
     let form: FormData;
     try {

@@ -9,7 +9,7 @@ import { and, desc, eq, gt, isNull, lt, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { constantTimeEqual } from "../bytes.ts";
 import { ApiError, logFailure } from "../errors.ts";
-import { readBodyLimited, refuseProtoKeys } from "../http.ts";
+import { readBodyLimited, readJson } from "../http.ts";
 import { accounts, auditLog, authAccounts, authSessions, authUsers, invitations, memberships, usage } from "../db/schema.ts";
 import { planLimits } from "../plans.ts";
 import { readConfig } from "../config.ts";
@@ -37,7 +37,7 @@ export type DashEnv = { Bindings: Env; Variables: { viewer: Viewer } };
 export type DashCtx = Context<DashEnv>;
 
 export class DashError extends Error {
-  constructor(public status: 400 | 403 | 404 | 409 | 413 | 415 | 422 | 429, message: string) {
+  constructor(public status: 400 | 403 | 404 | 409 | 422 | 429, message: string) {
     super(message);
   }
 }
@@ -101,24 +101,10 @@ export function requireManager(v: Viewer): void {
  * fields, escaped. Read against the limit, so a larger body is never held whole. */
 export const MAX_DASHBOARD_JSON_BYTES = 4 * 1024 * 1024;
 
+/** The form's JSON, read as the API reads a body (its limit, JSON, no `__proto__`); the API's
+ * errors reach the person as they are (onError). */
 export async function body<T = Record<string, unknown>>(c: DashCtx): Promise<T> {
-  const bytes = await readBodyLimited(c.req.raw, MAX_DASHBOARD_JSON_BYTES).catch((err: unknown) => {
-    if (err instanceof ApiError) throw new DashError(err.status as DashError["status"], err.message);
-    throw err;
-  });
-  const text = new TextDecoder().decode(bytes);
-  let value: unknown;
-  try {
-    value = JSON.parse(text);
-  } catch {
-    throw new DashError(400, "Send a JSON object.");
-  }
-  try {
-    refuseProtoKeys(text, value);
-  } catch (err) {
-    if (err instanceof ApiError) throw new DashError(422, err.message);
-    throw err;
-  }
+  const value = await readJson(c.req.raw, MAX_DASHBOARD_JSON_BYTES);
   if (value && typeof value === "object" && !Array.isArray(value)) return value as T;
   throw new DashError(400, "Send a JSON object.");
 }
@@ -215,16 +201,7 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
   if (req.method === "POST" && !path.startsWith("/callback/") && !/^application\/json\b/i.test(req.headers.get("content-type") ?? "")) {
     return json({ message: "Send this request as JSON (Content-Type: application/json)." }, 415);
   }
-  if (req.method === "POST" && req.body) {
-    let bytes: Uint8Array;
-    try {
-      bytes = await readBodyLimited(req, MAX_AUTH_BODY_BYTES);
-    } catch (err) {
-      if (err instanceof ApiError) return json({ message: err.message }, err.status);
-      throw err;
-    }
-    req = new Request(req, { body: bytes });
-  }
+  if (req.method === "POST" && req.body) req = new Request(req, { body: await readBodyLimited(req, MAX_AUTH_BODY_BYTES) }); // a 413 past it (onError)
   // A person's password and second factor change from Settings, as a member of an account: a
   // session without one (its person removed from every account) would pass by what comes with
   // a viewer (the code asked of the passwordless, the throttle, the CSRF token, the audit).
