@@ -43,10 +43,12 @@ export function fromBase64UrlStrict(text: string): Uint8Array | null {
   return bytes !== null && toBase64Url(bytes) === text ? bytes : null;
 }
 
-/** Lower-case hex of bytes. */
+const HEX = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, "0"));
+
+/** Lower-case hex of bytes (from a table: every id's text is made with it, worker/ids.ts). */
 export function toHex(bytes: Uint8Array): string {
   let out = "";
-  for (const b of bytes) out += b.toString(16).padStart(2, "0");
+  for (const b of bytes) out += HEX[b]!;
   return out;
 }
 

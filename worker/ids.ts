@@ -1,15 +1,15 @@
 // UUIDv7 (RFC 9562): a UUID the .NET client can parse as a Guid, sorting by creation time so
 // that cursor pagination and indexes follow insertion order.
+import { toHex } from "./bytes.ts";
 
 // Every email's accept and settlement makes several ids: a profile of a broadcast put the old
 // way (a getRandomValues call, BigInt shifts and padStart per byte for each) at 8 us an email;
-// in Node it took 2.4 us an id against 0.3 us now.
+// in Node it took 2.4 us an id against about 0.4 us now.
 // Random bytes now come from a pool filled 4 KB at a time (the same CSPRNG), the time is
-// written with plain arithmetic and the text from a byte-to-hex table.
+// written with plain arithmetic and the text from a byte-to-hex table (toHex).
 const POOL_BYTES = 4096;
 const pool = new Uint8Array(POOL_BYTES);
 let poolAt = POOL_BYTES;
-const HEX = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, "0"));
 
 /** 16 bytes with bytes 6 to 15 random (the first six are the time's). */
 function randomId(): Uint8Array {
@@ -19,8 +19,6 @@ function randomId(): Uint8Array {
   }
   const bytes = new Uint8Array(16);
   bytes.set(pool.subarray(poolAt, poolAt + 10), 6);
-  // Spent bytes are zeroed, so no id's randomness stays in memory after it is made.
-  pool.fill(0, poolAt, poolAt + 10);
   poolAt += 10;
   return bytes;
 }
@@ -91,11 +89,7 @@ export function uuidToBytes(id: string): Uint8Array {
 
 /** A UUID's text from 16 bytes, or from its 32 hex digits. */
 export function uuidFromBytes(bytes: Uint8Array | string): string {
-  if (typeof bytes !== "string") {
-    const h = (i: number) => HEX[bytes[i]!]!;
-    return `${h(0)}${h(1)}${h(2)}${h(3)}-${h(4)}${h(5)}-${h(6)}${h(7)}-${h(8)}${h(9)}-${h(10)}${h(11)}${h(12)}${h(13)}${h(14)}${h(15)}`;
-  }
-  const hex = bytes;
+  const hex = typeof bytes === "string" ? bytes : toHex(bytes);
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 

@@ -248,16 +248,12 @@ export function csvRows(csv: string): { rows: Record<string, string>[]; numbers:
   const numbers: number[] = [];
   let header: string[] | undefined;
   for (const [i, record] of records.entries()) {
-    if (record.join("").trim() === "") continue;
+    if (isBlank(record)) continue;
     if (!header) {
       header = record.map((h) => h.trim());
       continue;
     }
-    const row: Record<string, string> = {};
-    header.forEach((name, j) => {
-      if (!(name in row) && j < record.length) row[name] = record[j]!;
-    });
-    rows.push(row);
+    rows.push(rowOf(header, record));
     numbers.push(i + 1);
   }
   return { rows, numbers };

@@ -167,23 +167,23 @@ export function canonicalDomain(domain: string): string {
 /** How an address is kept and looked up where one row stands for one mailbox (contacts,
  * suppressions): lower-cased, its domain in its canonical spelling. */
 export function addressKey(email: string): string {
-  const lower = email.trim().toLowerCase();
-  const at = lower.lastIndexOf("@");
-  if (at < 0) return lower;
-  try {
-    return lower.slice(0, at + 1) + canonicalDomain(lower.slice(at + 1));
-  } catch {
-    return lower; // not a domain: validation refuses it before it is stored
-  }
+  return withDomain(email.trim().toLowerCase(), canonicalDomain);
 }
 
 /** An address key with its domain as A-labels: the spelling an older row may hold. */
 export function asciiAddressKey(key: string): string {
-  const at = key.lastIndexOf("@");
+  return withDomain(key, toAsciiDomain);
+}
+
+/** The address with its domain rewritten; as it is when it has none or the domain is no
+ * domain (validation refuses such an address before anything is stored under it). */
+function withDomain(email: string, rewrite: (domain: string) => string): string {
+  const at = email.lastIndexOf("@");
+  if (at < 0) return email;
   try {
-    return at < 0 ? key : key.slice(0, at + 1) + toAsciiDomain(key.slice(at + 1));
+    return email.slice(0, at + 1) + rewrite(email.slice(at + 1));
   } catch {
-    return key;
+    return email;
   }
 }
 
