@@ -141,6 +141,9 @@ describe("the Broadcasts page and the block editor", () => {
     await page.keyboard.type("friend");
     await page.keyboard.press("Enter");
     await expect.poll(() => varDialog.isVisible()).toBe(false);
+    // Focus goes back to the field (TipTap gives it back on the next frame): typing goes on there.
+    const focused = (field: typeof subject) => field.evaluate((el) => el.contains((el.ownerDocument as { activeElement: unknown }).activeElement as never));
+    await expect.poll(() => focused(subject)).toBe(true);
     expect(await subject.locator(".variable-chip").innerText()).toBe("First name (or “friend”)");
     await page.keyboard.press("Enter");
     expect(await subject.locator("p").count()).toBe(1);
@@ -149,12 +152,14 @@ describe("the Broadcasts page and the block editor", () => {
     // The preview text is the same kind of field: "{{" there opens the menu; Enter adds nothing.
     const previewText = page.getByRole("textbox", { name: "Preview text", exact: true });
     await previewText.focus();
+    await expect.poll(() => focused(previewText)).toBe(true);
     await page.keyboard.type("A note for {{");
     await varDialog.waitFor();
     await page.keyboard.press("Tab");
     await page.keyboard.type("friend");
     await page.keyboard.press("Enter");
     await expect.poll(() => varDialog.isVisible()).toBe(false);
+    await expect.poll(() => focused(previewText)).toBe(true);
     await page.keyboard.type(" on what changed");
     await page.keyboard.press("Enter");
     expect(await previewText.locator("p").count()).toBe(1);
