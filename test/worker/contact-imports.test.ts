@@ -3,7 +3,8 @@
 // topics given, and each change emits its contact.* event; the counts say what happened.
 import { env, exports } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
-import { createImport, csvLayout, csvRows, importOptions, readRows, runImport, type ParsePosition } from "../../worker/contacts/imports.ts";
+import Papa from "papaparse";
+import { blobSource, createImport, decodeCsv, r2Source, readRows, runImport, scanCsv, type ParsePosition } from "../../worker/contacts/imports.ts";
 import { call, createAccount, type TestAccount } from "./fixtures.ts";
 import { waitFor } from "./wait.ts";
 
@@ -191,6 +192,37 @@ describe("contact imports", () => {
   });
 });
 
+/** The file parsed whole at once, the reading the windowed one must equal: its data rows keyed
+ * by the trimmed header (the first of duplicate columns keeps the name), each with its row
+ * number as a spreadsheet shows it (blank lines count but hold no row). */
+function wholeParse(csv: string): { rows: Record<string, string>[]; numbers: number[] } {
+  const { delimiter } = Papa.parse<string[]>(csv, { preview: 10, skipEmptyLines: "greedy" }).meta;
+  const records = Papa.parse<string[]>(csv, { delimiter, skipEmptyLines: false }).data;
+  const rows: Record<string, string>[] = [];
+  const numbers: number[] = [];
+  let header: string[] | undefined;
+  for (const [i, record] of records.entries()) {
+    if (record.join("").trim() === "") continue;
+    if (!header) {
+      header = record.map((h) => h.trim());
+      continue;
+    }
+    const row: Record<string, string> = {};
+    header.forEach((name, j) => {
+      if (!(name in row) && j < record.length) row[name] = record[j]!;
+    });
+    rows.push(row);
+    numbers.push(i + 1);
+  }
+  return { rows, numbers };
+}
+
+/** The layout and row count createImport finds, from the file's bytes a window at a time. */
+async function scan(text: string) {
+  const blob = new Blob([text]);
+  return scanCsv(blobSource(blob), decodeCsv(new Uint8Array(await blob.arrayBuffer()), true));
+}
+
 describe("a run reads on from where the last one stopped", () => {
   // Quoted line breaks, doubled quotes, CRLF, blank lines before and between rows, multi-byte
   // characters (a window may cut one), a U+FEFF inside a cell and a last row without a break.
@@ -209,8 +241,9 @@ describe("a run reads on from where the last one stopped", () => {
     for (const [file, expected] of [[csv, { delimiter: ";", linebreak: "\r\n", header: ["email", "name", "note"], headerRecord: 1 }], [excel, { linebreak: "\r\n" }], [lf, { linebreak: "\n" }]] as const) {
     const key = `test/${crypto.randomUUID()}.csv`;
     await env.BLOBS.put(key, file);
-    const { layout, rows } = csvLayout(file);
-    const whole = csvRows(file);
+    const { layout, rows } = await scan(file);
+    const whole = wholeParse(file);
+    const stored = r2Source(env.BLOBS, key, layout.bytes);
     expect(rows).toBe(whole.rows.length);
     expect(layout).toMatchObject(expected);
     for (const window of [5, 16, 33, 100, 4096]) {
@@ -219,7 +252,7 @@ describe("a run reads on from where the last one stopped", () => {
         let position: ParsePosition = { offset: 0, record: 0 };
         for (let reads = 0; ; reads++) {
           expect(reads, `window ${window}, want ${want}: no end`).toBeLessThan(1000);
-          const read = (await readRows(env.BLOBS, key, layout, position, want, window))!;
+          const read = (await readRows(stored, layout, position, want, window))!;
           expect(read.rows.length).toBeLessThanOrEqual(want);
           got.rows.push(...read.rows);
           got.numbers.push(...read.numbers);
@@ -231,7 +264,7 @@ describe("a run reads on from where the last one stopped", () => {
     }
     if (file !== csv) continue;
     // A position is a byte offset: the rest of the file read from it is the rest of the text.
-    const { after } = (await readRows(env.BLOBS, key, layout, { offset: 0, record: 0 }, 5, 4096))!;
+    const { after } = (await readRows(stored, layout, { offset: 0, record: 0 }, 5, 4096))!;
     const rest = await (await env.BLOBS.get(key, { range: { offset: after[3]!.offset } }))!.text();
     expect(csv.endsWith(rest)).toBe(true);
     expect(rest.startsWith("\r\n\r\na5@example.com")).toBe(true);
@@ -243,7 +276,7 @@ describe("a run reads on from where the last one stopped", () => {
     const text = ["email,first_name", ...rows].join("\n");
     // No queue hint: the runs below are the only ones.
     const quiet = { ...env, BROADCAST_QUEUE: { send: async () => {} } as unknown as Env["BROADCAST_QUEUE"] };
-    const id = (await createImport(quiet, a.accountId, text, importOptions(text, { on_conflict: "upsert" }))).id;
+    const id = (await createImport(quiet, a.accountId, new Blob([text]), { on_conflict: "upsert" })).id;
     expect((await call(a, "GET", `/contacts/imports/${id}`)).body.counts.total).toBe(4500);
     // The runs the queue would make, with the file's reads recorded.
     const starts: number[] = [];
@@ -283,16 +316,72 @@ describe("a run reads on from where the last one stopped", () => {
   it("an import made before positions were kept, whose cursor is at its end, completes", async () => {
     const text = ["email", "z1@example.com", "z2@example.com"].join("\n");
     const quiet = { ...env, BROADCAST_QUEUE: { send: async () => {} } as unknown as Env["BROADCAST_QUEUE"] };
-    const id = (await createImport(quiet, a.accountId, text, importOptions(text, {}))).id;
+    const id = (await createImport(quiet, a.accountId, new Blob([text]), {})).id;
     await env.DB.prepare("UPDATE contact_imports SET status = 'in_progress', cursor = 2, total = 2, layout_json = NULL WHERE id = ?").bind(id).run();
     expect(await runImport(env, id)).toBe(false);
     expect((await call(a, "GET", `/contacts/imports/${id}`)).body.status).toBe("completed");
   });
 
+  it("checks a file of several windows without ever holding it whole: each read is a window, and every window is checked", async () => {
+    const quiet = { ...env, BROADCAST_QUEUE: { send: async () => {} } as unknown as Env["BROADCAST_QUEUE"] };
+    const t = await createAccount();
+    const WINDOW = 1024 * 1024;
+    // A Blob that records each read of its bytes and refuses to be read whole.
+    const reads: number[] = [];
+    class Upload extends Blob {
+      override slice(start?: number, end?: number, type?: string): Blob {
+        reads.push((end ?? this.size) - (start ?? 0));
+        return super.slice(start, end, type);
+      }
+      override arrayBuffer(): Promise<ArrayBuffer> {
+        throw new Error("the upload was read whole");
+      }
+      override text(): Promise<string> {
+        throw new Error("the upload was read whole");
+      }
+    }
+    const enc = new TextEncoder();
+    // About 2.5 MB in long rows (a few thousand contacts); a two-byte character straddles the
+    // first window's end.
+    const notes = "n".repeat(1000);
+    const lines = ["email,first_name,notes"];
+    let bytes = lines[0]!.length + 1;
+    let n = 0;
+    while (bytes < WINDOW - 2100) bytes += enc.encode(lines[lines.push(`w${n}@example.com,Name ${n++},${notes}`) - 1] + "\n").length;
+    const straddler = `w${n++}@example.com`;
+    const long = "x".repeat(WINDOW - 1 - bytes - straddler.length - ",Straddler,".length) + "\u00fc";
+    lines.push(`${straddler},Straddler,${long}`);
+    const head = lines.join("\n") + "\n";
+    expect(enc.encode(head).length).toBe(WINDOW + 2);
+    const more: string[] = [];
+    for (bytes = 0; bytes < 1.5 * WINDOW; ) bytes += enc.encode(more[more.push(`v${n}@example.com,N\u00e4me ${n++},${notes}`) - 1] + "\n").length;
+    const body = more.join("\n") + "\n";
+    const text = head + body;
+    const rows = n;
+
+    // A control character in the last window's mapped cell, and a byte that is not UTF-8 there.
+    const control = await createImport(quiet, t.accountId, new Upload([text + "last@example.com,Bo\u0001b,\n"]), {}).catch((e: Error) => e);
+    expect(control).toMatchObject({ status: 422, message: expect.stringMatching(new RegExp(`row ${rows + 2} first_name`)) });
+    const latin1 = new Uint8Array([...enc.encode(text + "last@example.com,Zo"), 0xe9, 0x0a]);
+    expect(await createImport(quiet, t.accountId, new Upload([latin1]), {}).catch((e: Error) => e)).toMatchObject({ status: 422, message: expect.stringMatching(/not UTF-8 text/) });
+    expect((await call(t, "GET", "/contacts/imports")).body.data).toEqual([]);
+
+    reads.length = 0;
+    const row = await createImport(quiet, t.accountId, new Upload([text]), {});
+    expect(row.total).toBe(rows);
+    expect(Math.max(...reads)).toBeLessThanOrEqual(2 * WINDOW); // a window grows only for a record it cannot hold
+    // What R2 holds is the upload byte for byte; the import reads it to the end.
+    expect(await (await env.BLOBS.get(row.fileKey))!.text()).toBe(text);
+    while (await runImport(env, row.id));
+    expect((await call(t, "GET", `/contacts/imports/${row.id}`)).body).toMatchObject({ status: "completed", counts: { total: rows, created: rows, failed: 0 } });
+    expect((await call(t, "GET", `/contacts/${straddler}`)).body.first_name).toBe("Straddler");
+    expect((await call(t, "GET", `/contacts/v${n - 1}@example.com`)).body.first_name).toBe(`N\u00e4me ${n - 1}`);
+  });
+
   it("a file sent as Excel writes it, BOM and all, imports every row", async () => {
     const quiet = { ...env, BROADCAST_QUEUE: { send: async () => {} } as unknown as Env["BROADCAST_QUEUE"] };
     const big = ["\ufeffemail,name", ...Array.from({ length: 2001 }, (_, i) => `"x${i}-${a.accountId.slice(0, 8)}@example.com","Doe, Ann ${i}"`)].join("\r\n");
-    const id = (await createImport(quiet, a.accountId, big, importOptions(big, { column_map: { email: "email", first_name: "name" } }))).id;
+    const id = (await createImport(quiet, a.accountId, new Blob([big]), { column_map: { email: "email", first_name: "name" } })).id;
     while (await runImport(env, id));
     expect((await call(a, "GET", `/contacts/imports/${id}`)).body).toMatchObject({ status: "completed", counts: { total: 2001, created: 2001, failed: 0 } });
     expect((await call(a, "GET", `/contacts/x2000-${a.accountId.slice(0, 8)}@example.com`)).body.first_name).toBe("Doe, Ann 2000");

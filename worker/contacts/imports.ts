@@ -60,18 +60,21 @@ export interface ImportMessage {
 }
 
 /** The options with their defaults: without a column map, the columns named email,
- * first_name, last_name and unsubscribed (any case); an existing address is skipped. */
-export function importOptions(csv: string, given: Partial<ImportOptions>): ImportOptions {
+ * first_name, last_name and unsubscribed (any case) of the file's header; an existing address is
+ * skipped. */
+export function importOptions(header: string[], given: Partial<ImportOptions>): ImportOptions {
   return {
-    column_map: given.column_map ?? defaultColumns(csv),
+    column_map: given.column_map ?? defaultColumns(header),
     on_conflict: given.on_conflict ?? "skip",
     segments: given.segments ?? [],
     topics: given.topics ?? [],
   };
 }
 
-function defaultColumns(csv: string): ColumnMap {
-  const header = csvHeader(csv);
+/** The options an import was made with. */
+export const optionsOf = (row: ContactImportRow) => JSON.parse(row.optionsJson) as ImportOptions;
+
+function defaultColumns(header: string[]): ColumnMap {
   const find = (name: string) => header.find((h) => h.toLowerCase() === name);
   const map: ColumnMap = { email: find("email") ?? "email" };
   for (const k of ["first_name", "last_name", "unsubscribed"] as const) {
@@ -87,18 +90,58 @@ const NOT_TEXT = "Export the sheet as \"CSV UTF-8 (comma delimited)\" (Excel: Fi
  * fine). `partial` is a file's head (the dashboard's column preview): a character cut at the end
  * is not an error. */
 export function decodeCsv(bytes: Uint8Array, partial = false): string {
-  if ((bytes[0] === 0xff && bytes[1] === 0xfe) || (bytes[0] === 0xfe && bytes[1] === 0xff)) {
+  return decodePiece(new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }), bytes, true, partial);
+}
+
+/** One piece of a file through a strict decoder (`more`: the file goes on after it). */
+function decodePiece(decoder: TextDecoder, bytes: Uint8Array, first: boolean, more: boolean): string {
+  if (first && ((bytes[0] === 0xff && bytes[1] === 0xfe) || (bytes[0] === 0xfe && bytes[1] === 0xff))) {
     throw new ApiError("validation_error", `The file is UTF-16 text ("Unicode text"), not a UTF-8 CSV file. ${NOT_TEXT}`);
   }
-  if (bytes[0] === 0x50 && bytes[1] === 0x4b && bytes[2] === 0x03 && bytes[3] === 0x04) {
+  if (first && bytes[0] === 0x50 && bytes[1] === 0x4b && bytes[2] === 0x03 && bytes[3] === 0x04) {
     throw new ApiError("validation_error", `The file is a spreadsheet workbook (.xlsx, .numbers, .ods) or a zip archive, not a CSV file. ${NOT_TEXT}`);
   }
   if (bytes.includes(0)) throw new ApiError("validation_error", `The file holds binary data (NUL bytes), so it is not a CSV text file. ${NOT_TEXT}`);
   try {
-    return new TextDecoder("utf-8", { fatal: true, ignoreBOM: false }).decode(bytes, { stream: partial });
+    return decoder.decode(bytes, { stream: more });
   } catch {
     throw new ApiError("validation_error", `The file is not UTF-8 text (it may be saved in an older encoding such as Windows-1252 or Latin-1). ${NOT_TEXT}`);
   }
+}
+
+/** Where an import's file is read from, a window at a time: the upload itself while it is
+ * checked, R2 once stored. Never the whole file at once: at 50 MB, the upload's bytes, its text
+ * and a copy for R2 would pass a Worker's 128 MB. */
+export interface CsvSource {
+  size: number;
+  /** Up to `length` bytes from `offset`; null when the file is gone. */
+  read(offset: number, length: number): Promise<Uint8Array | null>;
+}
+
+export function blobSource(blob: Blob): CsvSource {
+  return { size: blob.size, read: async (offset, length) => new Uint8Array(await blob.slice(offset, offset + length).arrayBuffer()) };
+}
+
+export function r2Source(bucket: R2Bucket, key: string, size: number): CsvSource {
+  return {
+    size,
+    read: async (offset, length) => {
+      const object = await bucket.get(key, { range: { offset, length } });
+      return object ? new Uint8Array(await object.arrayBuffer()) : null;
+    },
+  };
+}
+
+/** Checks the whole file is UTF-8 text, a window at a time; its head (the first window's text)
+ * for the header. */
+async function checkText(source: CsvSource): Promise<string> {
+  const decoder = new TextDecoder("utf-8", { fatal: true, ignoreBOM: false });
+  let head = "";
+  for (let offset = 0; offset < source.size; offset += WINDOW_BYTES) {
+    const text = decodePiece(decoder, (await source.read(offset, WINDOW_BYTES))!, offset === 0, offset + WINDOW_BYTES < source.size);
+    if (offset === 0) head = text;
+  }
+  return head;
 }
 
 /** The file's header row (its column names, trimmed), or a 422 saying what to do when the text is
@@ -132,24 +175,51 @@ export interface CsvLayout {
 
 const isBlank = (record: string[]) => record.join("").trim() === "";
 
-/** A file's layout and its data rows counted (blank lines hold no row), in one pass that keeps
- * no row: the count is the import's total from the start. */
-export function csvLayout(csv: string): { layout: CsvLayout; rows: number } {
-  const { delimiter, linebreak } = Papa.parse<string[]>(csv, { preview: 10, skipEmptyLines: "greedy" }).meta;
-  let header: string[] | undefined;
+/** The mapped columns whose cells must hold no control character, with the field each fills. */
+function mappedTextFields(map: ColumnMap): [string, string][] {
+  const fields: [string, string][] = [[map.email, "email"]];
+  if (map.first_name !== undefined) fields.push([map.first_name, "first_name"]);
+  if (map.last_name !== undefined) fields.push([map.last_name, "last_name"]);
+  for (const [key, p] of Object.entries(map.properties ?? {})) fields.push([p.column, `properties.${key}`]);
+  return fields;
+}
+
+/** A file's layout and its data rows counted (blank lines hold no row), in one windowed pass
+ * that keeps no row: the count is the import's total from the start. Given a column map, a
+ * mapped cell with a control character is refused (422 naming the row and field), as the API
+ * refuses it on a contact. `head` is the file's first window as text (the layout is guessed
+ * from it). */
+export async function scanCsv(source: CsvSource, head: string, map?: ColumnMap): Promise<{ layout: CsvLayout; rows: number }> {
+  const { delimiter, linebreak } = Papa.parse<string[]>(head, { preview: 10, skipEmptyLines: "greedy" }).meta;
+  // The header is the first record that is not blank; blank lines before it are records too.
+  let header: string[] = [];
   let headerRecord = 0;
-  let records = 0;
-  let rows = 0;
-  Papa.parse<string[]>(csv, {
+  Papa.parse<string[]>(head, {
     delimiter, newline: linebreak, skipEmptyLines: false,
-    step: (r) => {
-      records++;
-      if (isBlank(r.data)) return;
-      if (header) rows++;
-      else [header, headerRecord] = [r.data.map((h) => h.trim()), records - 1];
+    step: (r, parser) => {
+      if (isBlank(r.data)) return void headerRecord++;
+      header = r.data.map((h) => h.trim());
+      parser.abort();
     },
   });
-  return { layout: { delimiter, linebreak, header: header ?? [], headerRecord, bytes: utf8Bytes(csv) }, rows };
+  const layout: CsvLayout = { delimiter, linebreak, header, headerRecord, bytes: source.size };
+  const fields = map ? mappedTextFields(map) : [];
+  let rows = 0;
+  let position: ParsePosition = { offset: 0, record: 0 };
+  for (;;) {
+    const read = await readRows(source, layout, position, 10_000);
+    if (!read) throw new Error("the import's file went missing while it was read");
+    for (const [i, row] of read.rows.entries()) {
+      for (const [column, field] of fields) {
+        const cell = row[column];
+        // A quoted line break is CSV, not a control character in the file: its row fails later.
+        if (cell !== undefined && CONTROL_IN_FILE.test(cell)) refuseControlCharacters(`row ${read.numbers[i]} ${field} (column "${column}")`, cell);
+      }
+    }
+    rows += read.rows.length;
+    position = read.rows.length > 0 ? read.after.at(-1)! : read.end;
+    if (read.done) return { layout, rows };
+  }
 }
 
 /** A record's cells keyed by the header's names (of duplicate columns the first keeps the name). */
@@ -183,16 +253,16 @@ export interface WindowRows {
 /** Up to `want` data rows of the file from `from`, reading a window of it (an R2 range read),
  * so a run costs its own rows, not the whole file. A record the window cuts is left for the
  * next read; a window that holds no whole record grows until it does. Null: no file. */
-export async function readRows(bucket: R2Bucket, key: string, layout: CsvLayout, from: ParsePosition, want: number, window = WINDOW_BYTES): Promise<WindowRows | null> {
+export async function readRows(source: CsvSource, layout: CsvLayout, from: ParsePosition, want: number, window = WINDOW_BYTES): Promise<WindowRows | null> {
   // Nothing left to read (R2 refuses a range that starts at the end).
-  if (from.offset >= layout.bytes) return { rows: [], numbers: [], after: [], end: from, done: true };
+  if (from.offset >= source.size) return { rows: [], numbers: [], after: [], end: from, done: true };
   for (let length = window; ; length *= 2) {
-    const object = await bucket.get(key, { range: { offset: from.offset, length } });
-    if (!object) return null;
-    const eof = from.offset + length >= object.size;
+    const piece = await source.read(from.offset, length);
+    if (!piece) return null;
+    const eof = from.offset + length >= source.size;
     // A window starts at a record's first byte; a character it cuts at its end belongs to the
     // record dropped below. A U+FEFF inside the file is a character like any other.
-    const text = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true }).decode(await object.arrayBuffer());
+    const text = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true }).decode(piece);
     // Papa drops a U+FEFF that starts its input and counts its cursor from after it. At the
     // file's start that is the whole parse's reading too; mid-file the text is read after a line
     // break (one blank record, not counted), as the whole parse reads it, so a U+FEFF that
@@ -235,61 +305,44 @@ export async function readRows(bucket: R2Bucket, key: string, layout: CsvLayout,
   }
 }
 
-/** The file's data rows, keyed by the trimmed header, with each row's number as a spreadsheet
- * shows it (the header is row 1; blank lines count but hold no contact). The same rows as
- * Papa's header mode with skipEmptyLines "greedy", which gives no row numbers; of duplicate
- * columns the first keeps the name, as Papa renames the later ones. */
-export function csvRows(csv: string): { rows: Record<string, string>[]; numbers: number[] } {
-  // The delimiter as the header is read (Papa guesses it from the first rows; blank lines would
-  // spoil the guess), then every record, blank ones included, to count rows.
-  const { delimiter } = Papa.parse<string[]>(csv, { preview: 10, skipEmptyLines: "greedy" }).meta;
-  const records = Papa.parse<string[]>(csv, { delimiter, skipEmptyLines: false }).data;
-  const rows: Record<string, string>[] = [];
-  const numbers: number[] = [];
-  let header: string[] | undefined;
-  for (const [i, record] of records.entries()) {
-    if (isBlank(record)) continue;
-    if (!header) {
-      header = record.map((h) => h.trim());
-      continue;
-    }
-    rows.push(rowOf(header, record));
-    numbers.push(i + 1);
-  }
-  return { rows, numbers };
-}
-
-/** Checks the options against the file's header and the account, stores the file and queues the import. */
-export async function createImport(env: Pick<Env, "DB" | "BLOBS" | "BROADCAST_QUEUE">, accountId: string, csv: string, options: ImportOptions, now = Date.now()): Promise<ContactImportRow> {
-  if (csv.length > MAX_IMPORT_BYTES) throw new ApiError("validation_error", "The file must be at most 50 MB.", 413);
-  const columns = new Set(csvHeader(csv));
+/** Checks the file and the options against its header and the account, stores the file and
+ * queues the import; nothing is written unless all of it holds. The file is read a window at a
+ * time (CsvSource), never copied whole. */
+export async function createImport(env: Pick<Env, "DB" | "BLOBS" | "BROADCAST_QUEUE">, accountId: string, file: Blob, given: Partial<ImportOptions>, now = Date.now()): Promise<ContactImportRow> {
+  if (file.size > MAX_IMPORT_BYTES) throw new ApiError("validation_error", "The file must be at most 50 MB.", 413);
+  const source = blobSource(file);
+  const head = await checkText(source);
+  const columns = csvHeader(head);
+  const options = importOptions(columns, given);
   const need = (column: string | undefined, field: string) => {
-    if (column !== undefined && !columns.has(column)) throw new ApiError("validation_error", `\`column_map.${field}\` names the column "${column}", which the file's header row does not have.`);
+    if (column !== undefined && !columns.includes(column)) throw new ApiError("validation_error", `\`column_map.${field}\` names the column "${column}", which the file's header row does not have.`);
   };
   need(options.column_map.email, "email");
   need(options.column_map.first_name, "first_name");
   need(options.column_map.last_name, "last_name");
   need(options.column_map.unsubscribed, "unsubscribed");
   for (const [key, p] of Object.entries(options.column_map.properties ?? {})) need(p.column, `properties.${key}.column`);
-  refuseControlCells(csv, options.column_map);
+  const { layout, rows } = await scanCsv(source, head, options.column_map);
   for (const id of options.segments) if (!(await findSegment(env.DB, accountId, id))) throw new ApiError("validation_error", `\`segments\` names segment ${id}, which this account does not have.`);
   for (const t of options.topics) if (!(await findTopic(env.DB, accountId, t.id))) throw new ApiError("validation_error", `\`topics\` names topic ${t.id}, which this account does not have.`);
-  // Mapped properties that do not exist yet are created with the map's type (a boolean is kept as a string).
+  // Mapped properties that do not exist yet are created with the map's type (a boolean is kept
+  // as a string), once every one is known not to clash with a property's type.
   const defined = await propertiesByKey(env.DB, accountId);
+  const missing: { key: string; type: "string" | "number" }[] = [];
   for (const [key, p] of Object.entries(options.column_map.properties ?? {})) {
     const type = p.type === "number" ? "number" : "string";
     const def = defined.get(key);
-    if (!def) await createProperty(env.DB, accountId, { key, type }, now).catch((err) => { if (!(err instanceof ApiError)) throw err; });
+    if (!def) missing.push({ key, type });
     else if (def.type !== type) throw new ApiError("validation_error", `\`column_map.properties.${key}\` is typed ${p.type ?? "string"}, but the contact property is a ${def.type}.`);
   }
+  for (const m of missing) await createProperty(env.DB, accountId, m, now).catch((err) => { if (!(err instanceof ApiError)) throw err; });
   const id = uuidv7(now);
-  const { layout, rows } = csvLayout(csv);
   const row: ContactImportRow = {
     id, accountId, status: "queued", fileKey: `imports/${id}.csv`, optionsJson: JSON.stringify(options), cursor: 0,
     parseOffset: 0, parseRecord: 0, layoutJson: JSON.stringify(layout),
     total: rows, created: 0, updated: 0, skipped: 0, failed: 0, error: null, failuresJson: null, leaseUntil: null, createdAt: now, completedAt: null,
   };
-  await env.BLOBS.put(row.fileKey, csv);
+  await env.BLOBS.put(row.fileKey, file);
   await drizzle(env.DB).insert(contactImports).values(row);
   await env.BROADCAST_QUEUE.send({ importId: id } satisfies ImportMessage).catch((e: unknown) => console.error("import hint not sent; the cron will start it", describeFailure(e)));
   return row;
@@ -309,25 +362,8 @@ export async function listImports(db: D1Database, accountId: string, page: Page,
   return finishPage(await drizzle(db).select().from(contactImports).where(q.where).orderBy(q.orderBy).limit(q.limit), page);
 }
 
-/** Control characters other than the CSV's own tab, CR and LF: cheap to look for in the whole file. */
+/** Control characters other than the CSV's own tab, CR and LF. */
 const CONTROL_IN_FILE = /[\u0000-\u0008\u000B\u000C\u000E-\u001F]/;
-
-/** A mapped cell with a control character is refused up front (422 naming the row and field),
- * as the API refuses it on a contact; the file is parsed whole only when it holds one. */
-function refuseControlCells(csv: string, map: ColumnMap): void {
-  if (!CONTROL_IN_FILE.test(csv)) return;
-  const fields: [string, string][] = [[map.email, "email"]];
-  if (map.first_name !== undefined) fields.push([map.first_name, "first_name"]);
-  if (map.last_name !== undefined) fields.push([map.last_name, "last_name"]);
-  for (const [key, p] of Object.entries(map.properties ?? {})) fields.push([p.column, `properties.${key}`]);
-  const { rows, numbers } = csvRows(csv);
-  for (const [i, row] of rows.entries()) {
-    for (const [column, field] of fields) {
-      const cell = row[column];
-      if (typeof cell === "string" && CONTROL_IN_FILE.test(cell)) refuseControlCharacters(`row ${numbers[i]} ${field} (column "${column}")`, cell);
-    }
-  }
-}
 
 const TRUE = new Set(["true", "1", "yes", "y", "unsubscribed"]);
 
@@ -387,23 +423,27 @@ export async function runImport(env: Pick<Env, "DB" | "BLOBS" | "WEBHOOK_QUEUE">
   else {
     // Made before imports kept their place in the file: read its layout and find where its
     // cursor stands, once.
-    const file = await env.BLOBS.get(imp.fileKey);
+    const file = await env.BLOBS.head(imp.fileKey);
     if (!file) return missing();
-    const read = csvLayout(await file.text());
+    const source = r2Source(env.BLOBS, imp.fileKey, file.size);
+    const first = await source.read(0, WINDOW_BYTES);
+    if (!first) return missing();
+    const read = await scanCsv(source, new TextDecoder("utf-8", { fatal: false, ignoreBOM: false }).decode(first, { stream: true }));
     layout = read.layout;
-    const found = await positionAfter(env.BLOBS, imp.fileKey, layout, imp.cursor);
+    const found = await positionAfter(source, layout, imp.cursor);
     if (!found) return missing();
     position = found;
     await db.update(contactImports).set({ layoutJson: JSON.stringify(layout), total: read.rows, parseOffset: position.offset, parseRecord: position.record })
       .where(and(eq(contactImports.id, importId), eq(contactImports.cursor, imp.cursor)));
   }
-  const options = JSON.parse(imp.optionsJson) as ImportOptions;
+  const options = optionsOf(imp);
+  const source = r2Source(env.BLOBS, imp.fileKey, layout.bytes);
   const started = await db.update(contactImports).set({ status: "in_progress", leaseUntil: now() + LEASE_MS }).where(active()).returning({ id: contactImports.id });
   if (started.length === 0) return false; // another run moved it on, or ended it
   let chunks = 0;
   let cursor = imp.cursor;
   while (chunks < CHUNKS_PER_RUN) {
-    const read = await readRows(env.BLOBS, imp.fileKey, layout, position, (CHUNKS_PER_RUN - chunks) * CHUNK);
+    const read = await readRows(source, layout, position, (CHUNKS_PER_RUN - chunks) * CHUNK);
     if (!read) return missing();
     if (read.rows.length === 0) {
       if (read.done) return finish(env, imp, now);
@@ -426,10 +466,10 @@ export async function runImport(env: Pick<Env, "DB" | "BLOBS" | "WEBHOOK_QUEUE">
 }
 
 /** The position after the first `rows` data rows (an import made before positions were kept). */
-async function positionAfter(bucket: R2Bucket, key: string, layout: CsvLayout, rows: number): Promise<ParsePosition | null> {
+async function positionAfter(source: CsvSource, layout: CsvLayout, rows: number): Promise<ParsePosition | null> {
   let position: ParsePosition = { offset: 0, record: 0 };
   while (rows > 0) {
-    const read = await readRows(bucket, key, layout, position, Math.min(rows, 10_000));
+    const read = await readRows(source, layout, position, Math.min(rows, 10_000));
     if (!read) return null;
     position = read.rows.length > 0 ? read.after.at(-1)! : read.end;
     rows -= read.rows.length;

@@ -21,7 +21,7 @@ import {
   updateContact,
   updateContactTopics,
 } from "../contacts/contacts.ts";
-import { createImport, csvHeader, decodeCsv, findImport, importFailures, listImports, MAX_RECORDED_FAILURES } from "../contacts/imports.ts";
+import { createImport, csvHeader, decodeCsv, findImport, importFailures, listImports, MAX_RECORDED_FAILURES, optionsOf } from "../contacts/imports.ts";
 import { csvFile } from "../csv.ts";
 import { createProperty, deleteProperty, fallbackOf, findProperty, listProperties, propertiesByKey, updateProperty } from "../contacts/properties.ts";
 import { createSegment, deleteSegment, listSegments, segmentCounts } from "../contacts/segments.ts";
@@ -622,8 +622,9 @@ export function registerContactPages(app: Hono<DashEnv>): void {
   });
   app.post("/api/contacts/imports", async (c) => {
     const v = c.get("viewer");
-    const { csv, options } = await readImportForm(c.req.raw);
-    const row = await createImport(c.env, v.account.id, csv, options);
+    const form = await readImportForm(c.req.raw);
+    const row = await createImport(c.env, v.account.id, form.file, form.options);
+    const options = optionsOf(row);
     await audit(c.env, v, { action: "contacts.import_started", target: row.id, detail: { on_conflict: options.on_conflict, segments: options.segments.length, topics: options.topics.length } });
     return c.json({ id: row.id }, 201);
   });

@@ -3,7 +3,7 @@
 // The failed rows' reasons are the dashboard's only: Resend's import object has no field for them.
 import { createRoute, z } from "@hono/zod-openapi";
 import { defineRoute, type App, type Ctx } from "../app.ts";
-import { createImport, decodeCsv, findImport, importOptions, listImports, MAX_IMPORT_BYTES, type ImportOptions } from "../contacts/imports.ts";
+import { createImport, findImport, listImports, MAX_IMPORT_BYTES, type ImportOptions } from "../contacts/imports.ts";
 import type { ContactImportRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
 import { readBodyLimited, refuseProtoKeys, validate } from "../http.ts";
@@ -70,8 +70,8 @@ export function registerContactImportRoutes(app: App): void {
     request: { body: { required: true, content: { "multipart/form-data": { schema: CreateImportForm } } } },
     responses: { 201: json(z.object({ object: z.literal("contact_import"), id: z.string() }), "The import, queued"), ...errorResponses(400, 401, 403, 413, 422) },
   }), async (c) => {
-    const { csv, options } = await readImportForm(c.req.raw);
-    const row = await createImport(c.env, account(c), csv, options);
+    const { file, options } = await readImportForm(c.req.raw);
+    const row = await createImport(c.env, account(c), file, options);
     return c.json({ object: "contact_import" as const, id: row.id }, 201);
   });
 
@@ -96,12 +96,12 @@ export function registerContactImportRoutes(app: App): void {
   });
 }
 
-/** The multipart upload (the file and its options) as createImport takes it; the dashboard's
- * upload is the same form, read here too. */
-export async function readImportForm(req: Request): Promise<{ csv: string; options: ImportOptions }> {
+/** The multipart upload (the file and its options, defaults not yet applied) as createImport
+ * takes it; the dashboard's upload is the same form, read here too. */
+export async function readImportForm(req: Request): Promise<{ file: Blob; options: Partial<ImportOptions> }> {
   // The form's bytes, at most the file's limit and a megabyte of the rest: a body sent without
   // a length is stopped there, never buffered whole.
-  const body = await readBodyLimited(req, MAX_IMPORT_BYTES + 1024 * 1024).catch((err: unknown) => {
+  let body: Uint8Array | undefined = await readBodyLimited(req, MAX_IMPORT_BYTES + 1024 * 1024).catch((err: unknown) => {
     throw err instanceof ApiError && err.status === 413 ? new ApiError("validation_error", "The file must be at most 50 MB.", 413) : err;
   });
   let form: FormData;
@@ -110,10 +110,10 @@ export async function readImportForm(req: Request): Promise<{ csv: string; optio
   } catch {
     throw new ApiError("validation_error", "The request body must be multipart/form-data with a `file` field.", 400);
   }
+  body = undefined; // the form holds the file now: one copy of it, not two
   const file = form.get("file");
   if (file === null) throw new ApiError("missing_required_field", "Missing `file` field.");
-  // Decoded strictly: a binary or non-UTF-8 file is refused, not read as garbage column names.
-  const csv = typeof file === "string" ? file : decodeCsv(new Uint8Array(await file.arrayBuffer()));
   const opts = validate(Form, { column_map: jsonField(form, "column_map"), on_conflict: jsonField(form, "on_conflict"), segments: jsonField(form, "segments"), topics: jsonField(form, "topics") });
-  return { csv, options: importOptions(csv, { ...opts, segments: opts.segments?.map((s) => (typeof s === "string" ? s : s.id)) }) };
+  // A file sent as a text field is the same bytes as a Blob (checked as strictly: a NUL is refused).
+  return { file: typeof file === "string" ? new Blob([file]) : file, options: { ...opts, segments: opts.segments?.map((s) => (typeof s === "string" ? s : s.id)) } };
 }
