@@ -701,6 +701,13 @@ describe("the dashboard's searches take any text", () => {
     expect(await found({ q: "\u00fcber \u2709" })).toEqual(["caf\u00e9 \u00fcber \u2709"]);
     expect(await found({ q: "\u00e9".repeat(30) })).toEqual(["\u00e9".repeat(31)]);
     expect(await found({ q: "r4@EXAMPLE" })).toEqual(["axb"]);
+    // One mailbox, its domain spelled as Unicode or as A-labels: the search finds both, newest first.
+    await env.DB.batch(["x@xn--bcher-kva.example", "X@B\u00fccher.example", "x@bucher.example"].map((to, n) => env.DB.prepare(
+      "INSERT INTO emails (id, account_id, from_address, to_json, subject, state, last_event, pending_json, message_id, created_at) VALUES (?, ?, 'Books <b@books.example>', ?, ?, 'done', 'sent', '[]', 'm', 0)",
+    ).bind(`019${n}0000-0000-7000-8000-000000000000`, p.account, JSON.stringify([to]), `idn ${n}`)));
+    expect(await found({ q: "x@b\u00fccher.example" })).toEqual(["idn 1", "idn 0"]);
+    expect(await found({ q: "x@xn--bcher-kva.example" })).toEqual(["idn 1", "idn 0"]);
+    expect((await searchEmails(env.DB, p.account, { q: "x@b\u00fccher.example" }, { limit: 1 }))).toMatchObject({ data: [{ subject: "idn 1" }], has_more: true });
     expect(await found({ domain: "shop.example" })).toHaveLength(subjects.length);
     expect(await found({ domain: "op.example" })).toEqual([]);
     expect(await found({ domain: `${"long-label.".repeat(10)}example` })).toEqual([]);

@@ -10,6 +10,7 @@ import { emailRecipients, emails } from "../db/schema.ts";
 import { emailListItem } from "../emails/service.ts";
 import { uuidv7Floor } from "../ids.ts";
 import { endsWith, holds, MAX_SEARCH_CHARS } from "../db/search.ts";
+import { addressKey, asciiAddressKey } from "../mime/address.ts";
 
 export const EMAIL_STATUSES = ["queued", "scheduled", "sent", "delivered", "delivery_delayed", "opened", "clicked", "bounced", "complained", "failed", "suppressed", "canceled"] as const;
 
@@ -39,16 +40,30 @@ export function recipientAddress(q: string): string | null {
   return /^[^\s@<>"]+@[^\s@<>"]+\.[^\s@<>"]+$/.test(bare) ? bare : null;
 }
 
+/** The search's whole address, if it is one (an id is not). */
+function searchAddress(f: EmailFilters): string | null {
+  const q = f.q === undefined ? undefined : [...f.q].slice(0, MAX_SEARCH_CHARS).join("");
+  return q && !/^[0-9a-f-]{36}$/i.test(q) ? recipientAddress(q) : null;
+}
+
+/** The spellings one mailbox's mail may be stored under: as typed, and with its domain's
+ * Unicode and A-label forms (mail to x@xn--bcher-kva.de went to x@b\u00fccher.de). */
+export function recipientSpellings(address: string): string[] {
+  const key = addressKey(address);
+  return [...new Set([address, key, asciiAddressKey(key)])];
+}
+
 /** The emails columns for a FROM that drizzle does not see as the table (INDEXED BY). */
 const unqualified = Object.fromEntries(
   Object.entries(getTableColumns(emails)).map(([key, col]) => [key, sql`${sql.identifier(col.name)}`.mapWith(col)]),
 ) as { [K in keyof typeof emails.$inferSelect]: SQL.Aliased<(typeof emails.$inferSelect)[K]> | SQL<(typeof emails.$inferSelect)[K]> };
 
-/** The page's query (one row more than the page, which says whether there is more). */
-export function searchQuery(d1: D1Database, accountId: string, f: EmailFilters, page: { limit: number; after?: string | undefined }) {
+/** The page's query (one row more than the page, which says whether there is more); with an
+ * address, `spelling` is the one of its spellings this query walks. */
+export function searchQuery(d1: D1Database, accountId: string, f: EmailFilters, page: { limit: number; after?: string | undefined }, spelling?: string) {
   let error: string | null = null;
   const q = f.q === undefined ? undefined : [...f.q].slice(0, MAX_SEARCH_CHARS).join("");
-  const address = q && !/^[0-9a-f-]{36}$/i.test(q) ? recipientAddress(q) : null;
+  const address = spelling ?? searchAddress(f);
   // With an address, the walk is its recipients' key and each email is read by id: a unary
   // plus keeps SQLite from walking an emails index instead (a status's range, then a sort).
   const on = (col: typeof emails.accountId | typeof emails.lastEvent, value: string) => (address ? sql`+${col} = ${value}` : eq(col, value));
@@ -88,7 +103,16 @@ export function searchQuery(d1: D1Database, accountId: string, f: EmailFilters, 
 }
 
 export async function searchEmails(d1: D1Database, accountId: string, f: EmailFilters, page: { limit: number; after?: string | undefined }) {
-  const { query, error } = searchQuery(d1, accountId, f, page);
-  const rows = await query;
+  const address = searchAddress(f);
+  const spellings = address ? recipientSpellings(address) : [undefined];
+  const { query, error } = searchQuery(d1, accountId, f, page, spellings[0]);
+  let rows = await query;
+  // An address spelled more than one way (an IDN domain) walks each spelling's index range
+  // newest first and merges them: one query with IN would sort every match instead.
+  if (spellings.length > 1) {
+    const more = await Promise.all(spellings.slice(1).map((s) => searchQuery(d1, accountId, f, page, s).query));
+    const byId = new Map([...rows, ...more.flat()].map((r) => [r.id, r]));
+    rows = [...byId.values()].sort((a, b) => (a.id < b.id ? 1 : -1)).slice(0, page.limit + 1);
+  }
   return { data: rows.slice(0, page.limit).map(emailListItem), has_more: rows.length > page.limit, error };
 }
