@@ -1,5 +1,6 @@
-// Copies uPlot's built browser files into the dashboard's static assets, so the Metrics page
-// loads its chart library from tern itself (offline, self-hosted, no CDN). Runs on
+// Copies uPlot's built browser files, and SimpleWebAuthn's browser bundle (the passkey
+// prompts), into the dashboard's static assets, so the pages load them from tern itself
+// (offline, self-hosted, no CDN). Runs on
 // `npm install` (the `prepare` script); the output is git-ignored.
 import { copyFileSync, mkdirSync, readFileSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -14,4 +15,7 @@ const out = join(root, "dashboard/public/dashboard/assets/vendor");
 mkdirSync(out, { recursive: true });
 copyFileSync(join(dist, "uPlot.iife.min.js"), join(out, "uplot.min.js"));
 copyFileSync(join(dist, "uPlot.min.css"), join(out, "uplot.min.css"));
-console.log(`dashboard: uPlot ${version} copied to dashboard/public/dashboard/assets/vendor/`);
+// Its package exports no package.json: its entry is esm/index.js, two levels below the root.
+const webauthn = join(dirname(require.resolve("@simplewebauthn/browser")), "..");
+copyFileSync(join(webauthn, "dist/bundle/index.umd.min.js"), join(out, "simplewebauthn-browser.min.js"));
+console.log(`dashboard: uPlot ${version} and SimpleWebAuthn's browser bundle copied to dashboard/public/dashboard/assets/vendor/`);

@@ -336,7 +336,7 @@ if (import.meta.main) {
 tern is running.
 
   API         ${running.url}
-  Dashboard   ${running.url}/dashboard  (sign in as ${running.devUser.email}, password ${running.devUser.password})
+  Dashboard   ${running.url.replace("127.0.0.1", "localhost")}/dashboard  (sign in as ${running.devUser.email}, password ${running.devUser.password})
   Reference   ${running.url}/docs
   Mailbox     http://127.0.0.1:${running.relay.httpPort}
   Dev relay   smtp://127.0.0.1:${running.relay.smtpPort}

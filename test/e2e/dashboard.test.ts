@@ -162,6 +162,64 @@ describe("the dashboard in a browser", () => {
     await page.close();
   });
 
+  it("adds a passkey in Settings and signs in with it alone, in Chromium's virtual authenticator (on localhost: passkeys need a domain name)", async () => {
+    const ctx = await browser.newContext();
+    const page = await ctx.newPage();
+    const cdp = await ctx.newCDPSession(page);
+    await cdp.send("WebAuthn.enable");
+    const { authenticatorId } = await cdp.send("WebAuthn.addVirtualAuthenticator", {
+      options: { protocol: "ctap2", transport: "internal", hasResidentKey: true, hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true },
+    });
+    // npm start's address is 127.0.0.1, where the Settings page says to use localhost instead.
+    const local = tern.url.replace("127.0.0.1", "localhost");
+    const email = "grace@example.com";
+    await page.goto(`${local}/dashboard/sign-up`);
+    await page.getByLabel("Name").fill("Grace");
+    await page.getByLabel("Email").fill(email);
+    await page.getByLabel(/^Password/).fill(STRONG);
+    await page.getByRole("button", { name: "Create account" }).click();
+    await page.waitForURL("**/dashboard/sign-in?notice=check-email");
+    await page.goto(await mailedLink(email, "verify-email"));
+    await page.waitForURL("**/dashboard/sign-in?notice=verified");
+    await page.getByLabel("Email").fill(email);
+    await page.getByLabel("Password").fill(STRONG);
+    await page.getByRole("button", { name: "Sign in", exact: true }).click();
+    await page.waitForURL("**/dashboard/emails");
+    expect(new URL(page.url()).hostname).toBe("localhost");
+
+    await page.goto(`${local}/dashboard/settings#passkeys`);
+    const section = page.locator("#passkeys").locator("..");
+    await expect.poll(() => section.innerText(), POLL).toContain("No passkeys yet");
+    await section.getByLabel(/^Name/).fill("Grace's laptop");
+    await section.getByLabel("Password").fill("not-my-password-at-all");
+    await section.getByRole("button", { name: "Add a passkey" }).click();
+    await expect.poll(() => section.getByRole("alert").innerText(), POLL).toMatch(/invalid password/i);
+    await section.getByLabel("Password").fill(STRONG);
+    await section.getByRole("button", { name: "Add a passkey" }).click();
+    await expect.poll(() => section.innerText(), POLL).toContain("Grace's laptop");
+    await expect.poll(() => page.locator("p.notice").innerText(), POLL).toContain('Passkey "Grace\'s laptop" added');
+    await section.scrollIntoViewIfNeeded();
+    await shot(page, "passkeys-settings");
+    const held = await cdp.send("WebAuthn.getCredentials", { authenticatorId });
+    expect(held.credentials).toHaveLength(1);
+    expect(held.credentials[0]).toMatchObject({ isResidentCredential: true, rpId: "localhost" });
+
+    await signOut(page);
+    await shot(page, "passkeys-sign-in");
+    await page.getByRole("button", { name: "Sign in with a passkey" }).click();
+    await page.waitForURL("**/dashboard/emails");
+    expect(await page.locator("nav.side").innerText()).toContain(email);
+    await page.goto(`${local}/dashboard/audit-log`);
+    const log = await page.locator("main").innerText();
+    expect(log).toContain("passkey.added");
+    expect(log).toMatch(/user\.signed_in[\s\S]*passkey/);
+    // The same dashboard at 127.0.0.1 offers no passkey and says why.
+    const ip = await ctx.newPage();
+    await ip.goto(`${tern.url}/dashboard/sign-in`);
+    expect(await ip.getByRole("button", { name: "Sign in with a passkey" }).count()).toBe(0);
+    await ctx.close();
+  });
+
   it("signs in with Google and with GitHub through real OAuth servers (PKCE and state), and asks an OAuth user for their second factor", async () => {
     const ctx = await browser.newContext();
     const page = await ctx.newPage();

@@ -60,7 +60,7 @@ async function insert(table: string, acct: string, scope: { column: string; pare
 async function fill(acct: string, opts: { sharedUser?: string } = {}): Promise<string[]> {
   await insert("accounts", acct, null, { name: `Acme ${acct}` });
   await insert("auth_users", acct, null, { email: `owner-${acct}@example.test` });
-  for (const t of ["auth_sessions", "auth_accounts", "auth_two_factors"]) await insert(t, acct, { column: "user_id", parent: "auth_users" });
+  for (const t of ["auth_sessions", "auth_accounts", "auth_two_factors", "auth_passkeys"]) await insert(t, acct, { column: "user_id", parent: "auth_users" });
   await insert("auth_verifications", acct, null, { value: idOf("auth_users", acct) });
   await env.DB.prepare("INSERT INTO auth_attempts (key, count, expires_at) VALUES (?, 1, 1)").bind(`email:owner-${acct}@example.test@1764000000000`).run();
   await env.DB.prepare("INSERT INTO audit_log (id, account_id, user_id, action, created_at) VALUES (?, NULL, ?, 'user.sign_in_failed', 1)").bind(`nullacct-${acct}`, idOf("auth_users", acct)).run();

@@ -83,7 +83,7 @@ export const ACCOUNT_DATA: TableNode[] = [
 /** Tables of people (users) rather than accounts: a user's rows go with the account when they
  * belong to no other account (deleteUsersOnlyIn). auth_accounts.account_id is better-auth's
  * provider account id, not a tern account. */
-export const USER_TABLES = ["auth_users", "auth_sessions", "auth_accounts", "auth_two_factors", "auth_verifications", "auth_attempts"] as const;
+export const USER_TABLES = ["auth_users", "auth_sessions", "auth_accounts", "auth_two_factors", "auth_passkeys", "auth_verifications", "auth_attempts"] as const;
 
 /** Tables of the deployment itself, holding no account's or person's data (one-off jobs' places). */
 export const SYSTEM_TABLES = ["maintenance_jobs"] as const;
@@ -193,7 +193,7 @@ async function deleteNode(db: SqlRunner, blobs: BlobStore, node: TableNode, scop
 }
 
 /** Deletes the users who belong to this account and to no other, with everything that is
- * theirs (sessions, sign-in methods, second factors, pending verifications, sign-in throttle
+ * theirs (sessions, sign-in methods, second factors, passkeys, pending verifications, sign-in throttle
  * counts and their own audit entries outside any account). Runs before the memberships go, so
  * a re-run after a crash still finds them. */
 async function deleteUsersOnlyIn(db: SqlRunner, accountId: string, report: DeleteReport): Promise<void> {
@@ -209,6 +209,7 @@ async function deleteUsersOnlyIn(db: SqlRunner, accountId: string, report: Delet
       `DELETE FROM auth_sessions WHERE user_id = ?1 RETURNING 1 AS x`, [userId]);
     await db.all(`DELETE FROM auth_accounts WHERE user_id = ?1`, [userId]);
     await db.all(`DELETE FROM auth_two_factors WHERE user_id = ?1`, [userId]);
+    await db.all(`DELETE FROM auth_passkeys WHERE user_id = ?1`, [userId]);
     // better-auth keeps a reset's user id as the value; verification links carry the address.
     await db.all(`DELETE FROM auth_verifications WHERE value = ?1 OR identifier = ?2`, [userId, email]);
     await db.all(`DELETE FROM auth_attempts WHERE key >= ?1 AND key < ?2`, [`email:${email}@`, `email:${email}A`]);

@@ -39,7 +39,19 @@ const NOTICES: Record<string, string> = {
   oauth: "The sign-in with that provider did not complete. Try again, or use your email and password.",
 };
 
-export function SignInPage(props: { providers: Providers; notice?: string | undefined }) {
+/** "Sign in with a passkey", where the dashboard's address can have passkeys (not an IP). */
+function PasskeySignIn(props: { usable: boolean }) {
+  if (!props.usable) return null;
+  return (
+    <div class="providers" data-passkey-box>
+      <button type="button" class="secondary" style="width:100%" data-passkey="sign-in">Sign in with a passkey</button>
+      <script src="/dashboard/assets/vendor/simplewebauthn-browser.min.js" defer></script>
+      <script type="module" src="/dashboard/assets/passkeys.js"></script>
+    </div>
+  );
+}
+
+export function SignInPage(props: { providers: Providers; notice?: string | undefined; passkeys: boolean }) {
   const notice = props.notice ? NOTICES[props.notice] : undefined;
   return (
     <AuthLayout title="Sign in to tern">
@@ -50,6 +62,7 @@ export function SignInPage(props: { providers: Providers; notice?: string | unde
         <input type="hidden" name="callbackURL" value="/dashboard/sign-in?notice=verified" />
         <button type="submit">Sign in</button>
       </form>
+      <PasskeySignIn usable={props.passkeys} />
       <OAuthButtons providers={props.providers} />
       <p class="alt"><a href="/dashboard/forgot-password">Forgot your password?</a> · <a href="/dashboard/sign-up">Create an account</a></p>
     </AuthLayout>

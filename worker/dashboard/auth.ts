@@ -1,6 +1,6 @@
 // The dashboard's sign-in: better-auth does the security-critical work (scrypt password hashes
 // through node:crypto, sessions, email verification and reset tokens, OAuth with PKCE and
-// state, TOTP and recovery codes). This module configures it on D1 and closes its gaps:
+// state, TOTP and recovery codes; passkeys.ts adds passkeys through SimpleWebAuthn). This module configures it on D1 and closes its gaps:
 // - its second factor guards password sign-in only: an OAuth sign-in of a user with TOTP
 //   enabled is turned into the same pending two-factor step (oauthSecondFactor below);
 // - common passwords are refused (passwords.ts), and sign-in attempts are throttled per
@@ -18,6 +18,7 @@ import { macKey } from "../crypto/master-key.ts";
 import { toHex } from "../bytes.ts";
 import { accounts, authAccounts, authSessions, authTwoFactors, authUsers, authVerifications, memberships } from "../db/schema.ts";
 import { linkMail, sendDashboardMail } from "./mail.ts";
+import { passkeys } from "./passkeys.ts";
 import { hashingSessionTokens } from "./session-tokens.ts";
 import { MAX_PASSWORD_LENGTH, MIN_PASSWORD_LENGTH, passwordProblem } from "./passwords.ts";
 
@@ -223,6 +224,7 @@ function makeAuth(env: Env, origin: string, secret: string, withOAuth: boolean) 
       twoFactor({ issuer: "tern", allowPasswordless: true }),
       genericOAuth({ config: withOAuth ? oauthConfigs(env) : [] }),
       oauthSecondFactor(),
+      passkeys(env, origin),
     ],
   });
 }
@@ -253,8 +255,14 @@ export async function authFor(env: Env, origin: string, opts: { oauth?: boolean 
   return auth;
 }
 
-/** The origin the dashboard answers on: PUBLIC_URL when set (behind a proxy), else the request's. */
+/** The origin the dashboard answers on: PUBLIC_URL when set (behind a proxy), else the request's.
+ * In dev mode, a PUBLIC_URL on 127.0.0.1 also answers as localhost on its port: passkeys need a
+ * domain name, and npm start's address is an IP. */
 export function dashboardOrigin(env: Env, requestUrl: string): string {
-  const configured = readConfig(env).publicUrl;
-  return configured ? new URL(configured).origin : new URL(requestUrl).origin;
+  const config = readConfig(env);
+  const request = new URL(requestUrl);
+  if (!config.publicUrl) return request.origin;
+  const configured = new URL(config.publicUrl);
+  if (config.devMode && configured.hostname === "127.0.0.1" && request.hostname === "localhost" && request.port === configured.port) return request.origin;
+  return configured.origin;
 }

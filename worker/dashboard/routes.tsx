@@ -15,6 +15,7 @@ import { planLimits } from "../plans.ts";
 import { readConfig } from "../config.ts";
 import { periodsAt } from "../sending/quota.ts";
 import { AUTH_BASE, COOKIE_PREFIX, SESSION_COOKIE, authFor, configuredProviders, dashboardOrigin, isOAuthPath, type Auth } from "./auth.ts";
+import { deletePasskey, listPasskeys, relyingParty } from "./passkeys.ts";
 import { ForgotPasswordPage, InvitationPage, ResetPasswordPage, SignInPage, SignUpPage, TwoFactorPage } from "./auth-pages.tsx";
 import { AuthLayout, Badge, Empty, Layout, NAV, Time } from "./layout.tsx";
 import { DashboardMailError, linkMail, sendDashboardMail } from "./mail.ts";
@@ -125,13 +126,13 @@ export const INVITATIONS_PER_DAY = { user: 20, account: 50 } as const;
 const PUBLIC_PAGES = new Set(["/dashboard/sign-in", "/dashboard/sign-up", "/dashboard/sign-in/two-factor", "/dashboard/forgot-password", "/dashboard/reset-password"]);
 
 /** better-auth paths that count as a sign-in attempt, for the throttle. */
-const ATTEMPT_PATHS = new Set(["/sign-in/email", "/two-factor/verify-totp", "/two-factor/verify-backup-code", "/request-password-reset", "/sign-up/email"]);
+const ATTEMPT_PATHS = new Set(["/sign-in/email", "/two-factor/verify-totp", "/two-factor/verify-backup-code", "/request-password-reset", "/sign-up/email", "/passkey/sign-in/options", "/passkey/sign-in/verify"]);
 /** Endpoints a signed-in user reaches with their password: guesses through them (a stolen
  * session) count against the user's address as sign-ins do. */
-const PASSWORD_PATHS = new Set(["/change-password", "/two-factor/enable", "/two-factor/disable", "/two-factor/generate-backup-codes"]);
+const PASSWORD_PATHS = new Set(["/change-password", "/two-factor/enable", "/two-factor/disable", "/two-factor/generate-backup-codes", "/passkey/register/options"]);
 
 /** Changes to the second factor that need a current code from someone without a password. */
-const FACTOR_PATHS = new Set(["/two-factor/disable", "/two-factor/generate-backup-codes"]);
+const FACTOR_PATHS = new Set(["/two-factor/disable", "/two-factor/generate-backup-codes", "/passkey/register/options"]);
 
 async function hasPassword(env: Env, userId: string): Promise<boolean> {
   const row = await drizzle(env.DB).select({ id: authAccounts.id }).from(authAccounts)
@@ -161,6 +162,7 @@ const AUTH_PATHS = [
   /^\/sign-in\/(email|social)$/, /^\/sign-up\/email$/, /^\/callback\/[a-z]+$/, /^\/verify-email$/,
   /^\/request-password-reset$/, /^\/reset-password(\/[\w-]+)?$/, /^\/change-password$/, /^\/error$/,
   /^\/two-factor\/(enable|disable|verify-totp|verify-backup-code|generate-backup-codes)$/,
+  /^\/passkey\/(register|sign-in)\/(options|verify)$/,
 ];
 
 /** Audit actions for better-auth calls a signed-in person makes. */
@@ -169,6 +171,7 @@ const AUTH_AUDIT: Record<string, string> = {
   "/two-factor/disable": "mfa.disabled",
   "/two-factor/generate-backup-codes": "mfa.recovery_codes_regenerated",
   "/change-password": "password.changed",
+  "/passkey/register/verify": "passkey.added",
 };
 
 /** Which of the user's accounts the dashboard shows (checked against their memberships on
@@ -256,7 +259,7 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
       .innerJoin(authUsers, eq(authUsers.id, authSessions.userId)).where(eq(authSessions.token, await storedSessionToken(newToken))).get();
     if (row) {
       if (email) await clearAddress(env.DB, email);
-      const method = path.startsWith("/callback/") ? `oauth:${path.slice("/callback/".length)}` : path.startsWith("/two-factor/") ? `password+${path.slice(12)}` : "password";
+      const method = path.startsWith("/callback/") ? `oauth:${path.slice("/callback/".length)}` : path.startsWith("/two-factor/") ? `password+${path.slice(12)}` : path.startsWith("/passkey/") ? "passkey" : "password";
       await auditUser(env, row, req, "user.signed_in", { method });
       // A new session starts in the user's first account, not one a previous user chose.
       res = new Response(res.body, res);
@@ -353,7 +356,7 @@ export function dashboardApp(): Hono<DashEnv> {
 
   // ---- pages before sign-in -------------------------------------------------------------
   app.get("/", (c) => c.redirect(c.get("viewer") ? "/dashboard/emails" : "/dashboard/sign-in", 303));
-  app.get("/sign-in", (c) => (c.get("viewer") ? c.redirect("/dashboard/emails", 303) : c.html(<SignInPage providers={configuredProviders(c.env)} notice={c.req.query("notice") ?? c.req.query("error")} />)));
+  app.get("/sign-in", (c) => (c.get("viewer") ? c.redirect("/dashboard/emails", 303) : c.html(<SignInPage providers={configuredProviders(c.env)} notice={c.req.query("notice") ?? c.req.query("error")} passkeys={relyingParty(dashboardOrigin(c.env, c.req.url)).usable} />)));
   app.get("/sign-up", (c) => (c.get("viewer") ? c.redirect("/dashboard/emails", 303) : c.html(<SignUpPage providers={configuredProviders(c.env)} />)));
   app.get("/sign-in/two-factor", (c) => c.html(<TwoFactorPage />));
   app.get("/forgot-password", (c) => c.html(<ForgotPasswordPage />));
@@ -413,6 +416,13 @@ export function dashboardApp(): Hono<DashEnv> {
     const r = await drizzle(c.env.DB).delete(authSessions).where(and(eq(authSessions.id, c.req.param("id")), eq(authSessions.userId, v.user.id))).returning({ id: authSessions.id });
     if (r.length === 0) throw new DashError(404, "No such session of yours.");
     await audit(c.env, v, { action: "session.revoked", target: c.req.param("id") });
+    return c.json({ ok: true });
+  });
+  app.post("/api/passkeys/:id/delete", async (c) => {
+    const v = c.get("viewer");
+    const gone = await deletePasskey(c.env.DB, v.user.id, c.req.param("id"));
+    if (!gone) throw new DashError(404, "No such passkey of yours.");
+    await audit(c.env, v, { action: "passkey.removed", target: v.user.email, detail: { name: gone.name } });
     return c.json({ ok: true });
   });
   app.post("/api/switch-account", async (c) => {
@@ -574,14 +584,17 @@ async function settingsPage(c: DashCtx): Promise<Response> {
   const now = Date.now();
   const periods = periodsAt(now);
   const limits = planLimits(v.account.plan);
-  const [members, pending, sessions, used, credential] = await Promise.all([
+  const [members, pending, sessions, used, credential, keys] = await Promise.all([
     d.select({ userId: memberships.userId, role: memberships.role, email: authUsers.email, name: authUsers.name, since: memberships.createdAt })
       .from(memberships).innerJoin(authUsers, eq(authUsers.id, memberships.userId)).where(eq(memberships.accountId, v.account.id)).all(),
     d.select().from(invitations).where(and(eq(invitations.accountId, v.account.id), isNull(invitations.acceptedAt), gt(invitations.expiresAt, now))).orderBy(desc(invitations.createdAt)).all(),
     d.select().from(authSessions).where(and(eq(authSessions.userId, v.user.id), gt(authSessions.expiresAt, new Date(now)))).orderBy(desc(authSessions.createdAt)).all(),
     d.select({ period: usage.period, used: usage.used }).from(usage).where(and(eq(usage.accountId, v.account.id), sql`${usage.period} in (${periods.month}, ${periods.day})`)).all(),
     hasPassword(c.env, v.user.id),
+    listPasskeys(c.env.DB, v.user.id),
   ]);
+  const origin = dashboardOrigin(c.env, c.req.url);
+  const passkeysUsable = relyingParty(origin).usable;
   const usedIn = (p: string) => used.find((u) => u.period === p)?.used ?? 0;
   return page(c, "Settings", (
     <>
@@ -688,6 +701,40 @@ async function settingsPage(c: DashCtx): Promise<Response> {
               </form>
             </div>
           </>
+        )}
+      </section>
+
+      <section class="panel" aria-labelledby="passkeys">
+        <h2 id="passkeys">Passkeys</h2>
+        <p>A passkey signs you in with this device's fingerprint, face or screen lock instead of a password. It works only on this dashboard's address, so it cannot be phished, and it counts as both factors: no code is asked.</p>
+        {keys.length ? (
+          <table>
+            <thead><tr><th scope="col">Name</th><th scope="col">Added</th><th scope="col">Last used</th><th scope="col">Kind</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
+            <tbody>{keys.map((k) => (
+              <tr>
+                <td>{k.name}</td>
+                <td><Time at={k.createdAt} /></td>
+                <td>{k.lastUsedAt ? <Time at={k.lastUsedAt} /> : <span class="muted">never</span>}</td>
+                <td>{k.deviceType === "multiDevice" ? "synced" : "this device only"}</td>
+                <td><form method="post" class="inline" data-api={`/dashboard/api/passkeys/${k.id}/delete`} data-confirm={`Remove the passkey "${k.name}"? It will no longer sign you in.`}><button type="submit" class="danger">Remove</button></form></td>
+              </tr>
+            ))}</tbody>
+          </table>
+        ) : <p class="muted">No passkeys yet. Add one below to sign in without typing a password.</p>}
+        {passkeysUsable ? (
+          <>
+            <form method="post" class="row" data-passkey="register" style="margin-top:12px">
+              <label>Name (to tell it apart)<input name="name" maxlength={64} placeholder="e.g. Work laptop" autocomplete="off" /></label>
+              {credential ? <label>Password<input type="password" name="password" autocomplete="current-password" required /></label>
+                : v.user.twoFactorEnabled ? <label>Code from the app, or a recovery code<input name="code" autocomplete="one-time-code" required /></label> : null}
+              <button type="submit">Add a passkey</button>
+            </form>
+            <p class="muted" data-passkey-unsupported hidden>This browser does not support passkeys. Use a current Chrome, Edge, Firefox or Safari.</p>
+            <script src="/dashboard/assets/vendor/simplewebauthn-browser.min.js" defer></script>
+            <script type="module" src="/dashboard/assets/passkeys.js"></script>
+          </>
+        ) : (
+          <p class="muted">Passkeys need the dashboard on a domain name, and this one is at an IP address ({new URL(origin).host}). {readConfig(c.env).devMode ? <>Open it as <a href={`http://localhost${new URL(origin).port ? `:${new URL(origin).port}` : ""}/dashboard/settings#passkeys`}>localhost</a> to add one.</> : <>Set PUBLIC_URL to the dashboard's domain.</>}</p>
         )}
       </section>
 

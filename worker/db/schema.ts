@@ -773,6 +773,33 @@ export const authTwoFactors = sqliteTable(
   (t) => [index("auth_two_factors_user").on(t.userId)],
 );
 
+/** A user's passkeys (WebAuthn credentials): the public key and signature counter the
+ * authenticator's assertions are checked against. Nothing here signs anything. */
+export const authPasskeys = sqliteTable(
+  "auth_passkeys",
+  {
+    id: text("id").primaryKey(),
+    userId: text("user_id").notNull().references(() => authUsers.id, { onDelete: "cascade" }),
+    /** The credential id, base64url, as the authenticator gave it. */
+    credentialId: text("credential_id").notNull().unique(),
+    /** The COSE public key, base64url. */
+    publicKey: text("public_key").notNull(),
+    counter: integer("counter").notNull().default(0),
+    /** JSON array of transports ("internal", "hybrid", "usb", ...), as hints for the browser. */
+    transportsJson: text("transports_json"),
+    /** "singleDevice" or "multiDevice" (synced), and whether it is backed up now. */
+    deviceType: text("device_type").notNull(),
+    backedUp: integer("backed_up", { mode: "boolean" }).notNull().default(false),
+    aaguid: text("aaguid"),
+    name: text("name").notNull(),
+    createdAt: integer("created_at").notNull(),
+    lastUsedAt: integer("last_used_at"),
+  },
+  (t) => [index("auth_passkeys_user").on(t.userId)],
+);
+
+export type PasskeyRow = typeof authPasskeys.$inferSelect;
+
 /** Who belongs to which tern account, with which role. Owners and admins manage keys,
  * members and settings; members see and send. */
 export const memberships = sqliteTable(
