@@ -6,7 +6,7 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { authenticate, requireFullAccess, type Principal } from "./auth.ts";
 import { MasterKeyMissingError } from "./crypto/master-key.ts";
-import { ApiError, errorResponse, unexpectedError } from "./errors.ts";
+import { ApiError, echoed, errorResponse, unexpectedError } from "./errors.ts";
 import { isLogRead, readAnswer, writeLog, type SendLog } from "./logs/record.ts";
 import { rateHeaders, takeRequest } from "./rate-limit.ts";
 
@@ -75,7 +75,7 @@ export function unroutedAnswer(method: string, path: string): Response {
   const methods = new Set(loose.flatMap((k) => [...k.methods]));
   if (loose.length > 0 && !methods.has(method.toUpperCase())) {
     const allow = [...methods].sort().join(", ");
-    return errorResponse(new ApiError("method_not_allowed", `Method ${method} is not allowed on ${clip(path)}. Allowed: ${allow}.`), { allow });
+    return errorResponse(new ApiError("method_not_allowed", `Method ${method} is not allowed on ${echoed(path)}. Allowed: ${allow}.`), { allow });
   }
   if (exact.length === 0 && loose.length > 0) {
     // The most specific template (most literal parts) that answers this method.
@@ -86,7 +86,7 @@ export function unroutedAnswer(method: string, path: string): Response {
     const i = known.parts.findIndex((p, j) => p === null && !strict.test(segments[j] ?? ""));
     if (i >= 0) {
       const name = RESOURCE_NAMES[known.parts[i - 1] ?? ""] ?? "Resource";
-      return errorResponse(new ApiError("not_found", `${name} not found: ids are UUIDs, and \`${clip(decoded(segments[i]!))}\` is not one.`));
+      return errorResponse(new ApiError("not_found", `${name} not found: ids are UUIDs, and \`${echoed(decoded(segments[i]!))}\` is not one.`));
     }
   }
   return errorResponse(new ApiError("not_found", "The requested endpoint could not be found."));
@@ -98,11 +98,6 @@ function decoded(segment: string): string {
   } catch {
     return segment;
   }
-}
-
-/** Text from the request, echoed back at a bounded length. */
-function clip(s: string): string {
-  return s.length > 80 ? `${s.slice(0, 80)}...` : s;
 }
 
 export function defineRoute(

@@ -80,6 +80,15 @@ export function describeFailure(err: unknown, depth = 0): string {
 }
 const LOGGED_FAILURE_CHARS = 8192;
 
+/** Text from the request, quoted back in an error message: at most `max` characters (whole ones:
+ * never half a surrogate pair), with control characters written as escapes, so that a NUL or a
+ * terminal escape sequence sent in an id never reaches whoever reads the message. */
+export function echoed(text: string, max = 80): string {
+  const chars = [...text];
+  const shown = chars.length > max ? `${chars.slice(0, max).join("")}...` : text;
+  return shown.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+}
+
 /** Anything unexpected: logged in full server-side, answered without internals but with the
  * log line's reference. */
 export function unexpectedError(cause: unknown): ApiError {

@@ -144,6 +144,8 @@ describe("the error contract everywhere", () => {
       ["GET", `/webhooks/${crypto.randomUUID()}/events/12`, "Webhook event not found: ids are UUIDs, and `12` is not one."],
       ["GET", "/emails/receiving/%E2%9C%89%20x", "Received email not found: ids are UUIDs, and `✉ x` is not one."],
       ["DELETE", `/api-keys/${"a".repeat(200)}`, `API key not found: ids are UUIDs, and \`${"a".repeat(80)}...\` is not one.`],
+      // Control characters are echoed as escapes: a NUL or a terminal escape reaches no one's screen.
+      ["GET", "/domains/a%00b%1B%5B2J", "Domain not found: ids are UUIDs, and `a\\u0000b\\u001b[2J` is not one."],
     ] as const) {
       const res = await api(acct.token, method, path);
       expect(res.status, `${method} ${path}`).toBe(404);

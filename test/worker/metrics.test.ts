@@ -103,6 +103,7 @@ describe("GET /emails/metrics: parameters", () => {
       ["domain_id=not-a-uuid", /`domain_id` must list UUIDs/],
       ["email_id=123", /`email_id` must list UUIDs/],
       ["broadcast_id=x", /`broadcast_id` must list UUIDs/],
+      ["granularity=%00%1B%5B2J", /`granularity` must be one of .*; `\\u0000\\u001b\[2J` is not one\./],
       ["email_id=0193a8a0-1c2d-7000-8000-000000000001&broadcast_id=0193a8a0-1c2d-7000-8000-000000000002", /`email_id` cannot be combined with `broadcast_id`/],
       ["email_id=0193a8a0-1c2d-7000-8000-000000000001&dimensions=broadcast", /`email_id` cannot be combined with the `broadcast` dimension/],
       ["broadcast_id=0193a8a0-1c2d-7000-8000-000000000002&dimensions=email&email_id=0193a8a0-1c2d-7000-8000-000000000001", /cannot be combined/],

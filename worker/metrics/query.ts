@@ -1,7 +1,7 @@
 // The query of GET /emails/metrics (Resend's OpenAPI, emails/metrics), read from the URL's
 // parameters: every bad parameter is a 422 validation_error that names it. Pure: the clock is
 // a parameter.
-import { ApiError } from "../errors.ts";
+import { ApiError, echoed } from "../errors.ts";
 import { isUuid } from "../ids.ts";
 import { BUCKET_MS } from "./rollup.ts";
 import { isTimeZone, localToUtc, offsetAt, type Granularity } from "./periods.ts";
@@ -81,7 +81,7 @@ function enumList<T extends string>(params: URLSearchParams, name: string, allow
   const items = list(params, name);
   if (!items) return undefined;
   for (const item of items) {
-    if (!(allowed as readonly string[]).includes(item)) fail(`\`${name}\` has an unknown value \`${clip(item)}\`; use any of ${allowed.map((a) => `\`${a}\``).join(", ")}.`);
+    if (!(allowed as readonly string[]).includes(item)) fail(`\`${name}\` has an unknown value \`${echoed(item)}\`; use any of ${allowed.map((a) => `\`${a}\``).join(", ")}.`);
   }
   return items as T[];
 }
@@ -89,12 +89,8 @@ function enumList<T extends string>(params: URLSearchParams, name: string, allow
 function idList(params: URLSearchParams, name: string): string[] {
   const items = list(params, name) ?? [];
   if (items.length > MAX_FILTER_IDS) fail(`\`${name}\` may list at most ${MAX_FILTER_IDS} ids; it lists ${items.length}.`);
-  for (const item of items) if (!isUuid(item)) fail(`\`${name}\` must list UUIDs; \`${clip(item)}\` is not one.`);
+  for (const item of items) if (!isUuid(item)) fail(`\`${name}\` must list UUIDs; \`${echoed(item)}\` is not one.`);
   return items.map((i) => i.toLowerCase());
-}
-
-function clip(s: string): string {
-  return s.length > 60 ? `${s.slice(0, 60)}...` : s;
 }
 
 const DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
@@ -118,7 +114,7 @@ function validCalendar(y: number, m: number, d: number, h = 0, min = 0, s = 0): 
 function parseDate(name: string, raw: string, tz: string): ParsedDate {
   // An unencoded "+05:30" in a URL arrives as " 05:30" (a form-encoded space): read it back.
   const value = raw.replace(/^(\S+T\S+) (\d{2}:?\d{2})$/, "$1+$2");
-  const bad = () => fail(`\`${name}\` must be an ISO 8601 date (2026-07-01) or datetime (2026-07-01T00:00:00Z); \`${clip(value)}\` is not one.`);
+  const bad = () => fail(`\`${name}\` must be an ISO 8601 date (2026-07-01) or datetime (2026-07-01T00:00:00Z); \`${echoed(value)}\` is not one.`);
   const m = DATE.exec(value);
   if (m) {
     const [y, mo, d] = [Number(m[1]), Number(m[2]), Number(m[3])];
@@ -146,11 +142,11 @@ function parseDate(name: string, raw: string, tz: string): ParsedDate {
 /** Reads and checks the query. `now` bounds the range: a later end_date is clamped to it. */
 export function parseMetricsQuery(params: URLSearchParams, now: number): MetricsQuery {
   const timezone = single(params, "timezone") ?? "UTC";
-  if (!isTimeZone(timezone)) fail(`\`timezone\` must be an IANA timezone such as \`America/New_York\` or \`UTC\`; \`${clip(timezone)}\` is not one.`);
+  if (!isTimeZone(timezone)) fail(`\`timezone\` must be an IANA timezone such as \`America/New_York\` or \`UTC\`; \`${echoed(timezone)}\` is not one.`);
 
   const granularity = (single(params, "granularity") ?? "daily") as Granularity;
   if (!(GRANULARITIES as readonly string[]).includes(granularity)) {
-    fail(`\`granularity\` must be one of ${GRANULARITIES.map((g) => `\`${g}\``).join(", ")}; \`${clip(granularity)}\` is not one.`);
+    fail(`\`granularity\` must be one of ${GRANULARITIES.map((g) => `\`${g}\``).join(", ")}; \`${echoed(granularity)}\` is not one.`);
   }
   const metrics = enumList(params, "metrics", METRICS) ?? [...METRICS];
   const dimensions = enumList(params, "dimensions", DIMENSIONS) ?? [];
