@@ -167,7 +167,9 @@ export function zodToApiError(error: z.ZodError, input: unknown, rootName = "bod
     // A body that is none of the shapes a union takes (null for an object or an array).
     const kinds = issue.code === "invalid_union" ? unionKinds(issue.errors) : [];
     if (kinds.length > 0) return new ApiError("validation_error", `The request ${rootName} must be ${kinds.join(" or ")}.`, 400);
-    return new ApiError("validation_error", issue.message);
+    // A rule of the whole body ("must have at most 100 items") needs the body as its subject.
+    const whole = /^(must|is|are|cannot|has|may) /.test(issue.message) ? `The request ${rootName} ${issue.message}` : issue.message;
+    return new ApiError("validation_error", whole.endsWith(".") ? whole : `${whole}.`);
   }
   const field = fieldPath([...at, ...issue.path]);
   // Schema messages are predicates ("must be ..."), so the field reads as their subject.

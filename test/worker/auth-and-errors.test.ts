@@ -252,6 +252,8 @@ describe("validation messages read as sentences", () => {
     expect(message(Schema, { headers: null })).toEqual([422, "`headers` must be an object, not null."]);
     expect(message(Schema, { age: true })).toEqual([422, "`age` must be a string or a number."]);
     expect(message(z.union([z.object({ a: z.string() }), z.array(z.string())]), null)).toEqual([400, "The request body must be an object or a list (a JSON array)."]);
+    // A rule of the whole body reads with the body as its subject.
+    expect(message(z.array(z.string()).max(2), ["a", "b", "c"])).toEqual([422, "The request body must have at most 2 items."]);
     // A body whose reading fails (its client went away mid-body: "Network connection lost") is
     // the request's 400, with or without a declared length.
     for (const length of ["200", null]) {
