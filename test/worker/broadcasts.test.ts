@@ -108,6 +108,10 @@ describe("the broadcasts API", () => {
     const grown = await call(a, "PATCH", `/broadcasts/${draft.id}`, { text: "€".repeat(400_000) });
     expect(grown.body).toMatchObject({ statusCode: 422, message: expect.stringMatching(/would take 2\.1 MB/) });
     expect((await call(a, "GET", `/broadcasts/${draft.id}`)).body.text).toBeNull();
+    // A send's body is optional, but one of `null` is not none: refused, and the draft stays one.
+    const sendNull = await api(a.token, "POST", `/broadcasts/${draft.id}/send`, "null");
+    expect([sendNull.status, await sendNull.json()]).toEqual([400, { statusCode: 400, name: "validation_error", message: "The request body must be a JSON object." }]);
+    expect((await call(a, "GET", `/broadcasts/${draft.id}`)).body.status).toBe("draft");
   });
 
   it("another account gets 404 for every path and changes nothing", async () => {

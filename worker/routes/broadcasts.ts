@@ -161,7 +161,8 @@ export function registerBroadcastRoutes(app: App): void {
     responses: { 200: json(z.object({ id: z.string() }), "Sent or scheduled"), ...errorResponses(400, 401, 403, 404, 422) },
   }), async (c) => {
     const raw = c.req.header("content-length") === "0" || !c.req.raw.body ? {} : await readJson(c.req.raw);
-    const body = validate(SendBroadcastRequest, raw ?? {});
+    // No body is no options; a body of `null` (or any non-object) is refused: read as none, it sent the broadcast.
+    const body = validate(SendBroadcastRequest, raw);
     const row = await sendBroadcast(c.env, c.get("principal"), c.req.param("id")!, body.scheduled_at);
     if (!row) throw notFound();
     return c.json({ id: row.id });
