@@ -24,15 +24,16 @@ function formJson(form) {
   return out;
 }
 
-/** @param {HTMLFormElement} form @param {string} message */
-function showError(form, message) {
-  let box = form.querySelector("[data-error]");
+/** Shows `message` at the top of `where` (a form, or a box around a button), in place of the
+ * last one. The pages' other scripts import it. @param {HTMLElement} where @param {string} message */
+export function showError(where, message) {
+  let box = where.querySelector("[data-error]");
   if (!box) {
     box = document.createElement("p");
     box.setAttribute("data-error", "");
     box.setAttribute("role", "alert");
     box.className = "error";
-    form.prepend(box);
+    where.prepend(box);
   }
   box.textContent = message;
 }

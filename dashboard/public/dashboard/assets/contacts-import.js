@@ -3,6 +3,7 @@
 // header row by the upload's own rules (refusing a binary or non-UTF-8 file with what to do), to
 // offer its columns (guessing the usual names); then uploads the file with the column map as the
 // API's multipart form (POST /contacts/imports has the same fields). Only on the import page.
+import { showError } from "./app.js";
 const csrf = document.querySelector('meta[name="csrf-token"]')?.getAttribute("content") ?? "";
 const form = /** @type {HTMLFormElement | null} */ (document.querySelector("form[data-import]"));
 
@@ -18,18 +19,6 @@ const GUESSES = {
 
 const HEAD = 65536;
 
-/** @param {HTMLFormElement} f @param {string} message */
-function showError(f, message) {
-  let box = f.querySelector("[data-error]");
-  if (!box) {
-    box = document.createElement("p");
-    box.setAttribute("data-error", "");
-    box.setAttribute("role", "alert");
-    box.className = "error";
-    f.prepend(box);
-  }
-  box.textContent = message;
-}
 
 if (form) {
   const file = /** @type {HTMLInputElement} */ (form.querySelector('input[type="file"]'));

@@ -2,24 +2,13 @@
 // Passkeys: adding one in Settings and signing in with one. SimpleWebAuthn's browser bundle
 // (vendor/simplewebauthn-browser.min.js, loaded before this) turns the server's JSON options
 // into the browser's WebAuthn calls and back; the server checks everything (passkeys.ts).
+import { showError } from "./app.js";
 const csrf = document.querySelector('meta[name="csrf-token"]')?.getAttribute("content") ?? "";
 const AUTH = "/dashboard/api/auth/passkey";
 
 /** @returns {any} */
 const webauthn = () => /** @type {any} */ (globalThis).SimpleWebAuthnBrowser;
 
-/** @param {HTMLElement} where @param {string} message */
-function showError(where, message) {
-  let box = where.querySelector("[data-error]");
-  if (!box) {
-    box = document.createElement("p");
-    box.setAttribute("data-error", "");
-    box.setAttribute("role", "alert");
-    box.className = "error";
-    where.prepend(box);
-  }
-  box.textContent = message;
-}
 
 /** POSTs JSON and answers the parsed reply, or throws an Error with the server's message. */
 async function post(/** @type {string} */ path, /** @type {unknown} */ body) {
