@@ -61,8 +61,8 @@ export function Layout(props: { viewer: Viewer; title: string; path: string; chi
               ))}
             </div>
             <div class="foot">
-              <div>{v.account.name}</div>
-              <div>{v.user.email} · {v.role}</div>
+              <div>{v.account.name} · {v.role}</div>
+              <div>{v.user.email}</div>
               {v.memberships.length > 1 ? (
                 <form method="post" class="inline" data-api="/dashboard/api/switch-account" data-then="/dashboard/emails">
                   <label>

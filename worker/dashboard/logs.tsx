@@ -91,7 +91,7 @@ async function logsPage(c: DashCtx) {
         <>
           {result.data.length ? (
             <table class="logs">
-              <caption class="muted" style="text-align:left;padding:6px 0">Newest first</caption>
+              <caption class="muted list-caption">Newest first</caption>
               <thead><tr><th scope="col">Time</th><th scope="col">Status</th><th scope="col">Request</th><th scope="col">API key</th><th scope="col" class="ua">User agent</th></tr></thead>
               <tbody>
                 {result.data.map((l) => (

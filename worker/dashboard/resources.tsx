@@ -27,6 +27,7 @@ import { CreateSuppressionRequest } from "../routes/suppressions.ts";
 import { Badge, Copy, Empty, Time, qs } from "./layout.tsx";
 import { body, DashError, page, requireManager, type DashCtx, type DashEnv } from "./routes.tsx";
 import { audit } from "./viewer.ts";
+import { formatBytes } from "../media/sizes.ts";
 
 const PAGE_SIZE = 25;
 
@@ -49,8 +50,8 @@ async function emailsPage(c: DashCtx) {
   const last = result.data[result.data.length - 1];
   return page(c, "Emails", (
     <>
-      <form class="panel row" method="get" action="/dashboard/emails" role="search" aria-label="Search emails">
-        <label>Search<input name="q" value={f.q ?? ""} placeholder="recipient, subject or email id" size={28} maxlength={MAX_SEARCH_CHARS} /></label>
+      <form class="panel row filters" method="get" action="/dashboard/emails" role="search" aria-label="Search emails">
+        <label class="grow">Search<input name="q" value={f.q ?? ""} placeholder="recipient, subject or email id" size={28} maxlength={MAX_SEARCH_CHARS} /></label>
         <label>Status
           <select name="status">
             <option value="">any</option>
@@ -59,10 +60,12 @@ async function emailsPage(c: DashCtx) {
         </label>
         <label>From domain<input name="domain" value={f.domain ?? ""} placeholder="example.com" size={14} /></label>
         <label>Tag<input name="tag" value={f.tag ?? ""} placeholder="name or name:value" size={20} /></label>
-        <label>Sent from<input type="date" name="from" value={f.from ?? ""} /></label>
-        <label>Sent until<input type="date" name="to" value={f.to ?? ""} /></label>
-        <button type="submit">Filter</button>
-        {filtered ? <a class="button secondary" href="/dashboard/emails">Clear</a> : null}
+        <div class="range">
+          <label>Sent from<input type="date" name="from" value={f.from ?? ""} /></label>
+          <label>Sent until<input type="date" name="to" value={f.to ?? ""} /></label>
+          <button type="submit">Filter</button>
+          {filtered ? <a class="button secondary" href="/dashboard/emails">Clear</a> : null}
+        </div>
       </form>
       {result.error ? <p class="error" role="alert">{result.error}</p> : null}
       {search.cut ? <p class="error" role="alert">{CUT_NOTE}</p> : null}
@@ -78,7 +81,7 @@ async function emailsPage(c: DashCtx) {
       ) : (
         <>
           <table class="stack-narrow">
-            <caption class="muted" style="text-align:left;padding:6px 0">Newest first</caption>
+            <caption class="muted list-caption">Newest first</caption>
             <thead><tr><th scope="col">To</th><th scope="col">Subject</th><th scope="col">Status</th><th scope="col">Date</th></tr></thead>
             <tbody>
               {result.data.map((e) => (
@@ -358,7 +361,7 @@ async function domainPage(c: DashCtx) {
           <tr>
             <td>DMARC <span class="muted small">(recommended)</span></td>
             <td>TXT</td>
-            <td class="mono">{dmarcName} <Copy value={dmarcName} label="Copy the DMARC record's name" />{dmarcName !== "_dmarc" ? <div class="muted small">the full name: at {unicodeName(dmarc.fqdn.slice("_dmarc.".length))}, it covers the subdomains too</div> : null}</td>
+            <td class="mono">{dmarcName} <Copy value={dmarcName} label="Copy the DMARC record's name" />{dmarcName !== "_dmarc" ? <div class="muted small note">the full name: at {unicodeName(dmarc.fqdn.slice("_dmarc.".length))}, it covers the subdomains too</div> : null}</td>
             <td class="mono"><code>{dmarc.value}</code> <Copy value={dmarc.value} label="Copy the DMARC record's value" /></td>
             <td>{dmarc.found?.found ? <Badge value="verified" /> : <span class="muted">optional</span>}</td>
             <td>{!checked ? <span class="muted">not checked yet</span>
@@ -393,7 +396,10 @@ async function apiKeysPage(c: DashCtx) {
           </form>
           <div id="new-key" class="secret" hidden role="status">
             <p><strong>Copy this key now.</strong> tern keeps only its hash; it will not be shown again.</p>
-            <label>New API key<input data-field="token" readonly class="mono" size={52} /></label>
+            <div class="row copy-row">
+              <label>New API key<input id="new-key-token" data-field="token" readonly class="mono" size={52} /></label>
+              <button type="button" class="secondary" data-copy-from="new-key-token" aria-label="Copy the key">Copy</button>
+            </div>
             <p><a href="/dashboard/api-keys">Done</a></p>
           </div>
         </>
@@ -466,7 +472,10 @@ async function webhooksPage(c: DashCtx) {
           </form>
           <div id="new-webhook" class="secret" hidden role="status">
             <p><strong>Copy the signing secret now.</strong> It verifies tern's signatures and is not shown again.</p>
-            <label>Signing secret<input data-field="signing_secret" readonly class="mono" size={52} /></label>
+            <div class="row copy-row">
+              <label>Signing secret<input id="new-webhook-secret" data-field="signing_secret" readonly class="mono" size={52} /></label>
+              <button type="button" class="secondary" data-copy-from="new-webhook-secret" aria-label="Copy the secret">Copy</button>
+            </div>
             <p><a href="/dashboard/webhooks">Done</a></p>
           </div>
         </>
@@ -530,7 +539,10 @@ async function webhookPage(c: DashCtx) {
           </form>
           <div id="rotated" class="secret" hidden role="status">
             <p><strong>Copy the new signing secret now.</strong> The previous one also signs until <span data-field="previous_secret_expires_at"></span>.</p>
-            <label>New signing secret<input data-field="signing_secret" readonly class="mono" size={52} /></label>
+            <div class="row copy-row">
+              <label>New signing secret<input id="rotated-secret" data-field="signing_secret" readonly class="mono" size={52} /></label>
+              <button type="button" class="secondary" data-copy-from="rotated-secret" aria-label="Copy the new secret">Copy</button>
+            </div>
           </div>
         </>
       ) : null}
@@ -677,15 +689,15 @@ async function receivedOne(c: DashCtx) {
           <dt>Received</dt><dd><Time at={m.created_at} /></dd>
           <dt>Authentication</dt><dd>SPF {String(m.authentication.spf ?? "none")}, DKIM {String(m.authentication.dkim ?? "none")}, DMARC {String(m.authentication.dmarc ?? "none")}</dd>
           {m.attachments.length ? (<><dt>Attachments</dt><dd>{m.attachments.map((a) => (
-            <div><a href={`/dashboard/api/received/${m.id}/attachments/${a.id}`} download={a.filename ?? "attachment"}>{a.filename ?? "attachment"}</a> <span class="muted">{a.content_type}, {a.size} bytes</span></div>
+            <div><a href={`/dashboard/api/received/${m.id}/attachments/${a.id}`} download={a.filename ?? "attachment"}>{a.filename ?? "attachment"}</a> <span class="muted">{a.content_type}, {formatBytes(a.size)}</span></div>
           ))}</dd></>) : null}
         </dl>
       </section>
       <section class="panel">
         <h2>Preview</h2>
-        {m.html ? <iframe class="preview" title="The message's HTML" sandbox="" srcdoc={m.html} referrerpolicy="no-referrer"></iframe> : <p class="muted">No HTML part.</p>}
+        {m.html ? <iframe class="preview" title="The message's HTML" sandbox="" srcdoc={m.html} referrerpolicy="no-referrer"></iframe> : <p class="muted">This message has no HTML part.</p>}
         <h2>Text</h2>
-        {m.text ? <pre>{m.text}</pre> : <p class="muted">No text part.</p>}
+        {m.text ? <pre>{m.text}</pre> : <p class="muted">This message has no text part.</p>}
       </section>
     </>
   ));

@@ -74,15 +74,22 @@ export function page(c: DashCtx, title: string, body: Child): Response | Promise
  * navigation is still there), the sign-in frame otherwise. It says what happened and offers
  * a way back to the section the page belongs to; for our own failures, also to try again and
  * the reference of the log line. */
-function errorPage(c: DashCtx, title: string, message: string, ref: string | null): Response | Promise<Response> {
+function errorPage(c: DashCtx, title: string, message: string, ref: string | null, missing = false): Response | Promise<Response> {
   const url = new URL(c.req.url);
   const viewer = c.get("viewer");
   const section = NAV.find((n) => url.pathname === n.href || url.pathname.startsWith(`${n.href}/`));
   // Trying again helps with our failures, not with a refusal.
   const again = ref && c.req.method === "GET" ? `${url.pathname}${url.search}` : null;
+  // A missing page is often one of another account (a link a teammate shared): say where to look.
+  const elsewhere = viewer && missing
+    ? viewer.memberships.length > 1
+      ? "It may have been deleted, or belong to another of your accounts: switch accounts at the foot of the navigation and open the link again."
+      : "It may have been deleted, or belong to an account you are not a member of."
+    : null;
   const body = (
     <div class="empty" role="alert">
       <strong>{message}</strong>
+      {elsewhere ? <p>{elsewhere}</p> : null}
       <p>
         {again ? <><a href={again}>Try again</a>, or go </> : "Go "}
         {viewer ? <>back to <a href={section?.href ?? "/dashboard/emails"}>{section?.label ?? "Emails"}</a>.</> : <>to <a href="/dashboard/sign-in">sign in</a>.</>}
@@ -298,7 +305,7 @@ export function dashboardApp(): Hono<DashEnv> {
       const status = err.status as 400 | 404;
       if (api) return json({ message: err.message }, status);
       c.status(status);
-      return errorPage(c, status === 404 ? "Not found" : "This did not work", err.message, null);
+      return errorPage(c, status === 404 ? "Not found" : "This did not work", err.message, null, status === 404);
     }
     // Anything else is ours: logged in full under a reference the person can quote, which is
     // all they are shown of it.
@@ -596,6 +603,7 @@ async function settingsPage(c: DashCtx): Promise<Response> {
   const origin = dashboardOrigin(c.env, c.req.url);
   const passkeysUsable = relyingParty(origin).usable;
   const usedIn = (p: string) => used.find((u) => u.period === p)?.used ?? 0;
+  const count = (n: number) => n.toLocaleString("en-US");
   return page(c, "Settings", (
     <>
       <section class="panel" aria-labelledby="acct">
@@ -604,8 +612,8 @@ async function settingsPage(c: DashCtx): Promise<Response> {
           <dt>Name</dt><dd>{v.account.name}</dd>
           <dt>Account id</dt><dd class="mono">{v.account.id}</dd>
           <dt>Plan</dt><dd>{v.account.plan}</dd>
-          <dt>This month</dt><dd>{usedIn(periods.month)} of {limits.monthly} emails</dd>
-          {limits.daily !== undefined ? (<><dt>Today</dt><dd>{usedIn(periods.day)} of {limits.daily} emails</dd></>) : null}
+          <dt>This month</dt><dd>{count(usedIn(periods.month))} of {count(limits.monthly)} emails</dd>
+          {limits.daily !== undefined ? (<><dt>Today</dt><dd>{count(usedIn(periods.day))} of {count(limits.daily)} emails</dd></>) : null}
           <dt>Rate limit</dt><dd>{v.account.rateLimit === 0 ? "not limited" : `${v.account.rateLimit} API requests a second`}</dd>
         </dl>
         {v.canManage ? (
@@ -694,7 +702,7 @@ async function settingsPage(c: DashCtx): Promise<Response> {
               <img data-field="totpQr" alt="QR code of the authenticator link" width="200" height="200" style="background:#fff;border-radius:6px" />
               <label>Authenticator link<input data-field="totpURI" readonly class="mono" aria-label="Authenticator link" /></label>
               <p>Recovery codes: each works once if you lose your device. Keep them somewhere safe; they are shown only now.</p>
-              <pre data-field="backupCodes" aria-label="Recovery codes"></pre>
+              <pre class="codes" data-field="backupCodes" aria-label="Recovery codes"></pre>
               <form method="post" class="row" data-api="/dashboard/api/auth/two-factor/verify-totp">
                 <label>Code from the app<input name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" required /></label>
                 <button type="submit">Turn on</button>
@@ -792,7 +800,7 @@ async function auditPage(c: DashCtx): Promise<Response> {
     <Empty title="Nothing recorded yet."><p>Changes people make here (keys, domains, webhooks, members, sign-ins) appear in this log.</p></Empty>
   ) : (
     <>
-      <table>
+      <table class="audit">
         <thead><tr><th scope="col">When</th><th scope="col">Who</th><th scope="col">What</th><th scope="col">Target</th><th scope="col">IP</th></tr></thead>
         <tbody>{shown.map((r) => (
           <tr><td><Time at={r.createdAt} /></td><td>{r.actorEmail}</td><td class="mono">{r.action}</td><td class="mono">{r.target ?? ""}{r.detailJson ? <div class="muted">{r.detailJson}</div> : null}</td><td class="mono">{r.ip}</td></tr>

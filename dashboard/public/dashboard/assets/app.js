@@ -91,10 +91,14 @@ document.addEventListener("submit", async (event) => {
   }
 });
 
+// A copy button: data-copy holds the value, or data-copy-from names the field that does (a secret
+// the page shows once, filled in from the answer).
 document.addEventListener("click", async (event) => {
-  const button = /** @type {HTMLElement} */ (event.target).closest("[data-copy]");
+  const button = /** @type {HTMLElement} */ (event.target).closest("[data-copy], [data-copy-from]");
   if (!button) return;
-  const value = button.getAttribute("data-copy") ?? "";
+  const from = button.getAttribute("data-copy-from");
+  const field = from ? document.getElementById(from) : null;
+  const value = field instanceof HTMLInputElement ? field.value : button.getAttribute("data-copy") ?? "";
   try {
     await navigator.clipboard.writeText(value);
     const before = button.textContent;
