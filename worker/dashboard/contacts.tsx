@@ -110,7 +110,8 @@ async function contactsPage(c: DashCtx) {
         ) : null}
         <button type="submit">Add contact</button>
       </form>
-      <form class="row" method="get" action="/dashboard/contacts" role="search" aria-label="Search contacts" style="margin-bottom:12px">
+      {/* Nothing to search until there are contacts (a search or a segment may show none, though). */}
+      {rows.length === 0 && !filtered && known ? null : <form class="row" method="get" action="/dashboard/contacts" role="search" aria-label="Search contacts" style="margin-bottom:12px">
         <label>Search<input type="search" name="q" value={q ?? ""} placeholder="email or name" size={28} maxlength={MAX_SEARCH_CHARS} /></label>
         <label>Segment
           <select name="segment">
@@ -120,7 +121,7 @@ async function contactsPage(c: DashCtx) {
         </label>
         <button type="submit" class="secondary">Search</button>
         {filtered ? <a class="button secondary" href="/dashboard/contacts">Clear</a> : null}
-      </form>
+      </form>}
       {cut ? <p class="error" role="alert">{CUT_NOTE}</p> : null}
       {!known ? (
         <Empty title="That segment does not exist (any more)."><p>It may have been deleted. <a href="/dashboard/contacts">Show every contact</a> or pick another segment.</p></Empty>
@@ -135,7 +136,7 @@ async function contactsPage(c: DashCtx) {
       ) : (
         <>
           <table>
-            <caption class="muted" style="text-align:left;padding:6px 0">Newest first</caption>
+            <caption class="muted list-caption">Newest first</caption>
             <thead><tr><th scope="col">Email</th><th scope="col">Name</th><th scope="col">Subscription</th><th scope="col">Added</th></tr></thead>
             <tbody>{rows.map((r) => (
               <tr>

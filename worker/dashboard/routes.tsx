@@ -728,7 +728,7 @@ async function settingsPage(c: DashCtx): Promise<Response> {
               </tr>
             ))}</tbody>
           </table>
-        ) : <p class="muted">No passkeys yet. Add one below to sign in without typing a password.</p>}
+        ) : <p class="muted">No passkeys yet.{passkeysUsable ? " Add one below to sign in without typing a password." : ""}</p>}
         {passkeysUsable ? (
           <>
             <form method="post" class="row" data-passkey="register" style="margin-top:12px">
