@@ -34,6 +34,19 @@ describe("the Metrics page's chart scripts", () => {
   });
 });
 
+describe("the passkey scripts", () => {
+  it("load on the sign-in and Settings pages only, SimpleWebAuthn's bundle before the page's script, within the budget", () => {
+    const pages = ["worker/dashboard/auth-pages.tsx", "worker/dashboard/routes.tsx"].map((f) => readFileSync(join(root, f), "utf8"));
+    for (const page of pages) {
+      const scripts = [...page.matchAll(/<script[^>]*src="([^"]+)"/g)].map((m) => m[1]!);
+      expect(scripts).toEqual(["/dashboard/assets/vendor/simplewebauthn-browser.min.js", "/dashboard/assets/passkeys.js"]);
+    }
+    const total = ["/dashboard/assets/app.js", "/dashboard/assets/vendor/simplewebauthn-browser.min.js", "/dashboard/assets/passkeys.js"]
+      .reduce((n, src) => n + gzipSync(readFileSync(join(root, "dashboard/public", src))).length, 0);
+    expect(total).toBeLessThan(12 * 1024); // about 8.3 KB today
+  });
+});
+
 describe("the locale the charts format with", () => {
   it("is a tag Intl accepts, whatever the browser reports", async () => {
     const { safeLocale } = (await import(join(root, "dashboard/public/dashboard/assets/locale.js"))) as { safeLocale: (tag: unknown) => string };
