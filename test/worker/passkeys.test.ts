@@ -144,6 +144,15 @@ describe("passkeys", () => {
     expect((await p.post("/auth/passkey/register/verify", { response: await auth.register(next.body as never, DASH) })).body.message).toBe("That passkey is already registered.");
   });
 
+  it("ask someone with neither a password nor a second factor for a recent sign-in, so a stolen session cannot add one", async () => {
+    const p = await person();
+    const session = (await env.DB.prepare("SELECT id FROM auth_sessions WHERE user_id = ?").bind(p.user).first<{ id: string }>())!.id;
+    await env.DB.prepare("UPDATE auth_sessions SET created_at = ? WHERE id = ?").bind(Date.now() - 16 * 60_000, session).run();
+    expect(await p.post("/auth/passkey/register/options", {})).toMatchObject({ status: 400, body: { message: expect.stringMatching(/sign out and sign in again first: adding one needs a sign-in from the last 15 minutes/) } });
+    await env.DB.prepare("UPDATE auth_sessions SET created_at = ? WHERE id = ?").bind(Date.now() - 14 * 60_000, session).run();
+    expect((await p.post("/auth/passkey/register/options", {})).status).toBe(200);
+  });
+
   it("need a session to be added and the sign-in's own cookie to sign in; bad input is refused in words", async () => {
     const anonymous = await exports.default.fetch(`${DASH}/dashboard/api/auth/passkey/register/options`, { method: "POST", headers: { origin: DASH, "content-type": "application/json" }, body: "{}" });
     expect(anonymous.status).toBe(403);

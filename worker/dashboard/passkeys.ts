@@ -29,6 +29,9 @@ import { MAX_PASSWORD_LENGTH } from "./passwords.ts";
 
 /** How long a ceremony (the browser's passkey prompt) may take. */
 const CEREMONY_MS = 5 * 60_000;
+/** How recent a sign-in must be for someone with neither a password nor a second factor to add
+ * a passkey (the others are asked for one of those). */
+const FRESH_SIGN_IN_MS = 15 * 60_000;
 /** Passkeys one person may register: enough for every device they own. */
 export const MAX_PASSKEYS = 20;
 const CHALLENGE_COOKIE = "passkey_challenge";
@@ -76,6 +79,10 @@ export function passkeys(env: Env, origin: string): BetterAuthPlugin {
         if (await ctx.context.internalAdapter.findCredentialAccount(user.id)) {
           if (!ctx.body.password) throw refuse("BAD_REQUEST", "Enter your password to add a passkey.", "PASSWORD_REQUIRED");
           await ctx.context.password.checkPassword(user.id, ctx);
+        } else if (!(user as { twoFactorEnabled?: boolean }).twoFactorEnabled && Date.now() - new Date(session.createdAt).getTime() > FRESH_SIGN_IN_MS) {
+          // Nothing to ask someone who signs in with Google or GitHub alone: a sign-in of the last
+          // minutes stands for it, so a stolen session cannot turn itself into a lasting way in.
+          throw refuse("BAD_REQUEST", `To add a passkey, sign out and sign in again first: adding one needs a sign-in from the last ${FRESH_SIGN_IN_MS / 60_000} minutes.`, "SESSION_NOT_FRESH");
         }
         const existing = await listPasskeys(env.DB, user.id);
         if (existing.length >= MAX_PASSKEYS) throw refuse("BAD_REQUEST", `You have ${MAX_PASSKEYS} passkeys, the most one person may have. Remove one you no longer use first.`, "TOO_MANY_PASSKEYS");
