@@ -3,10 +3,12 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { defineRoute, type App, type Ctx } from "../app.ts";
 import { cancelEmail, getEmail, listEmailEvents, listEmails, rescheduleEmail } from "../emails/service.ts";
 import { ApiError } from "../errors.ts";
-import { dropPathId, readJson, validate } from "../http.ts";
+import { dropPathId, MAX_REQUEST_BYTES, readJson, validate } from "../http.ts";
 import { sendLog } from "../logs/record.ts";
+import { MAX_MESSAGE_BYTES } from "../sending/accept.ts";
 import { ListQuery, listSchema, readPage } from "../pagination.ts";
-import { sendIdempotently } from "../sending/idempotency.ts";
+import { IdempotencyKeyHeader, sendIdempotently } from "../sending/idempotency.ts";
+import { MAX_SCHEDULED_AT_LENGTH } from "../sending/schedule.ts";
 import { SendEmailRequest, SendEmailResponse } from "../sending/request.ts";
 import { MAX_BATCH, performSend, type Answer, type SendRequest } from "../sending/send.ts";
 import { errorResponses, IdParam, json, jsonBody } from "./schemas.ts";
@@ -44,7 +46,11 @@ const BatchResponse = z
   })
   .openapi("BatchResponse");
 
-const RescheduleRequest = z.object({ scheduled_at: z.string({ error: "must be a string." }) }).openapi("RescheduleRequest");
+// The length is checked as the time is read (worker/sending/schedule.ts), after the email is found.
+const MB = 1024 * 1024;
+const sizeLimits = `The request body may be at most ${MAX_REQUEST_BYTES / MB} MB (413 past it), and each email, attachments fetched by \`path\` included, at most ${MAX_MESSAGE_BYTES / MB} MB once encoded.`;
+
+const RescheduleRequest = z.object({ scheduled_at: z.string({ error: "must be a string." }).openapi({ maxLength: MAX_SCHEDULED_AT_LENGTH }) }).openapi("RescheduleRequest");
 const EmailRef = z.object({ object: z.literal("email"), id: z.string() });
 
 /** With an Idempotency-Key the send goes through the key's Durable Object; without one it
@@ -74,9 +80,10 @@ export function registerEmailRoutes(app: App): void {
       path: "/emails",
       tags: ["Emails"],
       summary: "Send an email",
+      description: sizeLimits,
       request: {
         ...jsonBody(SendEmailRequest),
-        headers: z.object({ "idempotency-key": z.string().optional().openapi({ description: "Sends at most once per key for 24 hours." }) }),
+        headers: z.object({ "idempotency-key": IdempotencyKeyHeader.optional() }),
       },
       responses: { 200: json(SendEmailResponse, "Accepted"), ...errorResponses(400, 401, 403, 409, 413, 422, 429) },
     }),
@@ -92,10 +99,10 @@ export function registerEmailRoutes(app: App): void {
       tags: ["Emails"],
       summary: "Send up to 100 emails at once",
       description:
-        "`x-batch-validation: strict` (default) accepts all or nothing; `permissive` accepts the valid items and lists the errors of the others. Attachments and `scheduled_at` are not allowed in batches.",
+        `\`x-batch-validation: strict\` (default) accepts all or nothing; \`permissive\` accepts the valid items and lists the errors of the others. Attachments and \`scheduled_at\` are not allowed in batches. ${sizeLimits}`,
       request: {
         ...jsonBody(z.array(SendEmailRequest).min(1).max(MAX_BATCH)),
-        headers: z.object({ "x-batch-validation": z.enum(["strict", "permissive"]).optional() }),
+        headers: z.object({ "x-batch-validation": z.enum(["strict", "permissive"]).optional(), "idempotency-key": IdempotencyKeyHeader.optional() }),
       },
       responses: { 200: json(BatchResponse, "Accepted"), ...errorResponses(400, 401, 403, 413, 422, 429) },
     }),

@@ -3,6 +3,7 @@
 import type { FetchLimit, OutboundBody, OutboundFetcher, OutboundFile } from "../net/outbound.ts";
 import type { Result } from "../result.ts";
 import type { StoredBytes } from "./content.ts";
+import { CONTENT_ID_LIMIT, MAX_FILENAME_LENGTH } from "./request.ts";
 
 export interface AttachmentInput {
   filename?: string;
@@ -30,9 +31,6 @@ export type FetchedBodyStore = (body: OutboundBody) => Promise<StoredBytes>;
 
 export type AttachmentError = { code: "invalid_attachment" | "validation_error"; message: string };
 
-const MAX_FILENAME_LENGTH = 255;
-/** Content-IDs are shorter than this many characters. */
-const CONTENT_ID_LIMIT = 128;
 const DEFAULT_CONTENT_TYPE = "application/octet-stream";
 
 /** By lower-case filename extension. */

@@ -14,6 +14,7 @@
 // In front of the row, the key's Durable Object (durable-objects/idempotency-front.ts) is the
 // single-flight point: concurrent repeats wait on it and replay the first one's answer, so a
 // retry storm reaches D1 once. It keeps nothing D1 does not: without it the row still decides.
+import { z } from "@hono/zod-openapi";
 import { and, eq, gt, inArray, lte, sql } from "drizzle-orm";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import type { FrontResult, Settled } from "../../durable-objects/idempotency-front.ts";
@@ -31,8 +32,14 @@ import { performSend, type Answer, type SendRequest } from "./send.ts";
 
 export const MAX_KEY_LENGTH = 256;
 
+/** The `Idempotency-Key` header as the send routes document it; checkKey enforces the same
+ * schema, with the contract's own error (400 invalid_idempotency_key, not a 422). */
+export const IdempotencyKeyHeader = z.string().min(1).max(MAX_KEY_LENGTH).openapi({
+  description: `Sends at most once per key for 24 hours. 1 to ${MAX_KEY_LENGTH} characters; scoped to the account and route.`,
+});
+
 export function checkKey(key: string): void {
-  if (key.length < 1 || key.length > MAX_KEY_LENGTH) {
+  if (!IdempotencyKeyHeader.safeParse(key).success) {
     throw new ApiError("invalid_idempotency_key", `The idempotency key must be 1 to ${MAX_KEY_LENGTH} characters long.`);
   }
 }

@@ -4,6 +4,7 @@ import { z } from "@hono/zod-openapi";
 import { parseMailbox } from "../mime/address.ts";
 import { isOwnedHeaderName, isValidHeaderName } from "../mime/build.ts";
 import { isTraceHeaderName } from "../../smtp-bridge/trace-headers.ts";
+import { MAX_SCHEDULED_AT_LENGTH } from "./schedule.ts";
 
 /** `template` on a send (worker/templates/send.ts applies it). */
 export const EmailTemplateInput = z.object({
@@ -16,6 +17,12 @@ export const MAX_SUBJECT_LENGTH = 998;
 export const MAX_TAGS = 75;
 export const MAX_ATTACHMENTS = 100;
 export const MAX_HEADERS = 100;
+export const MAX_HEADER_NAME_LENGTH = 76;
+export const MAX_HEADER_VALUE_LENGTH = 2000;
+/** In characters (code points), as JSON Schema's maxLength counts them. */
+export const MAX_FILENAME_LENGTH = 255;
+/** Content-IDs are shorter than this many characters. */
+export const CONTENT_ID_LIMIT = 128;
 
 /** Headers tern writes itself (the MIME builder's list, plus Reply-To, set by `reply_to`). */
 function isReservedHeader(name: string): boolean {
@@ -36,14 +43,16 @@ function addressList(required: boolean) {
   return base.openapi({ description: "An address or an array of addresses (at most 50)." });
 }
 
+// Name and value rules stay in the superRefine, not in key and value schemas: a header with
+// several faults is refused for the first in this order, as before; the document states them.
 const Headers = z
-  .record(z.string(), z.string({ error: "must be a string." }))
+  .record(z.string(), z.string({ error: "must be a string." }).openapi({ maxLength: MAX_HEADER_VALUE_LENGTH, description: "Without line breaks." }))
+  // zod has no size check for records: the refinement enforces it, maxProperties states it.
+  .refine((headers) => Object.keys(headers).length <= MAX_HEADERS, `must have at most ${MAX_HEADERS} headers.`)
   .superRefine((headers, ctx) => {
-    const names = Object.keys(headers);
-    if (names.length > MAX_HEADERS) ctx.addIssue({ code: "custom", message: `must have at most ${MAX_HEADERS} headers.` });
-    for (const name of names) {
+    for (const name of Object.keys(headers)) {
       const value = headers[name]!;
-      if (!isValidHeaderName(name) || name.length > 76) {
+      if (!isValidHeaderName(name) || name.length > MAX_HEADER_NAME_LENGTH) {
         ctx.addIssue({ code: "custom", path: [name], message: "is not a valid header name (printable ASCII without `:` or spaces)." });
       } else if (isReservedHeader(name)) {
         const hint = name.toLowerCase() === "reply-to" ? " Use `reply_to`." : "";
@@ -53,12 +62,16 @@ const Headers = z
         ctx.addIssue({ code: "custom", path: [name], message: "cannot be set: it is a trace or verdict header, written only by the servers a message passes through." });
       } else if (/[\r\n\0]/.test(value)) {
         ctx.addIssue({ code: "custom", path: [name], message: "must not contain line breaks." });
-      } else if (value.length > 2000) {
-        ctx.addIssue({ code: "custom", path: [name], message: "must be at most 2000 characters." });
+      } else if (value.length > MAX_HEADER_VALUE_LENGTH) {
+        ctx.addIssue({ code: "custom", path: [name], message: `must be at most ${MAX_HEADER_VALUE_LENGTH} characters.` });
       }
     }
   })
-  .openapi({ description: "Custom headers, name to value.", example: { "X-Entity-Ref-ID": "123" } });
+  .openapi({
+    description: `Custom headers, name to value: at most ${MAX_HEADERS}. A name is 1 to ${MAX_HEADER_NAME_LENGTH} printable ASCII characters without \`:\` or spaces; headers tern sets itself (From, To, Subject, Reply-To, MIME headers...) and trace headers cannot be set.`,
+    maxProperties: MAX_HEADERS,
+    example: { "X-Entity-Ref-ID": "123" },
+  });
 
 const TagPart = z
   .string({ error: "must be a string." })
@@ -68,9 +81,11 @@ const TagPart = z
 
 const Tag = z.object({ name: TagPart, value: TagPart });
 
+// An attachment's fields are checked as it is resolved (worker/sending/attachments.ts), after
+// the sender's domain, so their limits are stated here and enforced there.
 export const AttachmentRequest = z
   .object({
-    filename: z.string().optional(),
+    filename: z.string().optional().openapi({ maxLength: MAX_FILENAME_LENGTH, description: "Without line breaks or other control characters." }),
     content: z.unknown().optional().openapi({
       description: "Base64 string, array of bytes, or {type: \"Buffer\", data: [...]}.",
       type: "string",
@@ -78,8 +93,8 @@ export const AttachmentRequest = z
     path: z.string().optional().openapi({ description: "An https URL tern fetches the content from." }),
     content_type: z.string().optional(),
     contentType: z.string().optional().openapi({ description: "Alias of content_type." }),
-    content_id: z.string().optional().openapi({ description: "Makes the attachment inline, referenced as cid:<content_id>." }),
-    inline_content_id: z.string().optional().openapi({ description: "Alias of content_id." }),
+    content_id: z.string().optional().openapi({ maxLength: CONTENT_ID_LIMIT - 1, description: "Makes the attachment inline, referenced as cid:<content_id>. Printable ASCII without spaces or angle brackets." }),
+    inline_content_id: z.string().optional().openapi({ maxLength: CONTENT_ID_LIMIT - 1, description: "Alias of content_id." }),
   })
   .openapi("Attachment");
 
@@ -102,7 +117,10 @@ export const SendEmailRequest = z
     headers: Headers.optional(),
     attachments: z.array(AttachmentRequest).max(MAX_ATTACHMENTS, `must have at most ${MAX_ATTACHMENTS} attachments.`).optional(),
     tags: z.array(Tag).max(MAX_TAGS, `must have at most ${MAX_TAGS} tags.`).optional(),
+    // Its length is checked with the rest of its reading, after the sender's domain (and a
+    // batch refuses it outright), so the schema states the limit rather than enforcing it.
     scheduled_at: z.string({ error: "must be a string." }).optional().openapi({
+      maxLength: MAX_SCHEDULED_AT_LENGTH,
       description: "ISO 8601, or natural language such as \"in 1 min\" or \"tomorrow at 9am\" (UTC); at most 30 days ahead.",
     }),
     template: EmailTemplateInput.optional(),

@@ -7,8 +7,8 @@ import type { Result } from "../result.ts";
 export const MAX_SCHEDULE_AHEAD_MS = 30 * 24 * 60 * 60 * 1000;
 /** A time this little in the past is clock skew between client and server: it means "now". */
 export const SCHEDULE_CLOCK_SKEW_MS = 60 * 1000;
-/** Longer input is refused before chrono reads it. */
-const MAX_INPUT_LENGTH = 200;
+/** Longer input is refused before chrono reads it (the OpenAPI document states it too). */
+export const MAX_SCHEDULED_AT_LENGTH = 200;
 
 const ISO_8601 =
   /^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?(Z|[+-]\d{2}(?::?\d{2})?)?)?$/i;
@@ -17,8 +17,8 @@ const ISO_8601 =
 export function parseScheduledAt(input: string, now: Date): Result<Date> {
   const text = input.trim();
   if (text === "") return { ok: false, message: "`scheduled_at` must not be empty." };
-  if (text.length > MAX_INPUT_LENGTH) {
-    return { ok: false, message: `\`scheduled_at\` must be at most ${MAX_INPUT_LENGTH} characters.` };
+  if (text.length > MAX_SCHEDULED_AT_LENGTH) {
+    return { ok: false, message: `\`scheduled_at\` must be at most ${MAX_SCHEDULED_AT_LENGTH} characters.` };
   }
   const parsed = /^\d{4}-\d{2}-\d{2}/.test(text) ? parseIso(text) : parseNatural(text, now);
   if (!parsed.ok) return parsed;
