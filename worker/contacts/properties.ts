@@ -17,6 +17,10 @@ export type PropertyValues = Record<string, PropertyValue>;
 
 /** Letters, digits and underscores, at most 50 (Resend's rule). */
 export const PROPERTY_KEY = /^[A-Za-z0-9_]{1,50}$/;
+/** The longest string a property value (or fallback) may be. */
+export const MAX_PROPERTY_VALUE_LENGTH = 2000;
+/** How many properties one request may set. */
+export const MAX_PROPERTIES_PER_REQUEST = 100;
 
 /** C0 control characters but tab: no header can carry them (a NUL or CR in a name would make
  * every broadcast subject built from it unsendable) and no person's name or value needs them. */
@@ -119,7 +123,7 @@ export async function checkPropertyValues(db: D1Database, accountId: string, val
     if (!def) throw new ApiError("validation_error", `\`properties.${key}\` is not a contact property of this account; create it first with POST /contact-properties.`);
     if (value !== null && typeof value !== def.type) throw new ApiError("validation_error", `\`properties.${key}\` must be a ${def.type}.`);
     if (typeof value === "number" && !Number.isFinite(value)) throw new ApiError("validation_error", `\`properties.${key}\` must be a finite number.`);
-    if (typeof value === "string" && value.length > 2000) throw new ApiError("validation_error", `\`properties.${key}\` must be at most 2000 characters.`);
+    if (typeof value === "string" && value.length > MAX_PROPERTY_VALUE_LENGTH) throw new ApiError("validation_error", `\`properties.${key}\` must be at most ${MAX_PROPERTY_VALUE_LENGTH} characters.`);
     refuseControlCharacters(`properties.${key}`, value);
     out[key] = value as PropertyValue | null;
   }

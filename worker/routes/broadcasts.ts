@@ -10,6 +10,7 @@ import type { BroadcastRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
 import { readJson, validate } from "../http.ts";
 import { parseMailbox } from "../mime/address.ts";
+import { MAX_SCHEDULED_AT_LENGTH } from "../sending/schedule.ts";
 import { ListQuery, listSchema, readPage } from "../pagination.ts";
 import { errorResponses, IdParam, iso, json, jsonBody } from "./schemas.ts";
 
@@ -35,19 +36,25 @@ function oneSegment(b: { segment_id?: string; audience_id?: string }, ctx: z.Ref
   }
 }
 
+/** `scheduled_at` on a send: its length is checked as the time is read (worker/sending/schedule.ts),
+ * after the broadcast is found and found sendable, so the schema states it rather than enforcing it. */
+const ScheduledAt = z.string({ error: "`scheduled_at` must be a string." }).openapi({ maxLength: MAX_SCHEDULED_AT_LENGTH });
+
+// segment_id is not in `required`: audience_id (its older name) may stand in, which `required` cannot say.
 export const CreateBroadcastRequest = z.object({
   ...fields,
+  segment_id: fields.segment_id.openapi({ description: "Required, unless the older `audience_id` is given instead." }),
   from: Mailbox("from"),
   subject: fields.subject.unwrap(),
   send: z.boolean({ error: "`send` must be a boolean." }).optional(),
-  scheduled_at: z.string({ error: "`scheduled_at` must be a string." }).optional().openapi({ description: "With `send`: ISO 8601 or natural language (\"tomorrow at 9am\")." }),
+  scheduled_at: ScheduledAt.optional().openapi({ description: "With `send`: ISO 8601 or natural language (\"tomorrow at 9am\")." }),
 }).superRefine((b, ctx) => {
   if (!b.segment_id && !b.audience_id) ctx.addIssue({ code: "custom", path: [], message: "Missing `segment_id` field.", params: { missing: true } });
   oneSegment(b, ctx);
   if (b.scheduled_at !== undefined && b.send !== true) ctx.addIssue({ code: "custom", path: ["scheduled_at"], message: "can only be given with `send: true`." });
-}).openapi("CreateBroadcastRequest");
+}).openapi("CreateBroadcastRequest", { description: "`from`, `subject` and `segment_id` (or its older name `audience_id`) are required." });
 export const UpdateBroadcastRequest = z.object(fields).superRefine(oneSegment).openapi("UpdateBroadcastRequest");
-const SendBroadcastRequest = z.object({ scheduled_at: z.string({ error: "`scheduled_at` must be a string." }).optional() }).openapi("SendBroadcastRequest");
+const SendBroadcastRequest = z.object({ scheduled_at: ScheduledAt.optional() }).openapi("SendBroadcastRequest");
 
 const Broadcast = z.object({
   object: z.literal("broadcast"), id: z.string(), name: z.string().nullable(), segment_id: z.string().nullable(), audience_id: z.string().nullable(),

@@ -2,14 +2,14 @@
 // fallback. The key and type are fixed once created; the fallback may change.
 import { createRoute, z } from "@hono/zod-openapi";
 import { defineRoute, type App, type Ctx } from "../app.ts";
-import { createProperty, deleteProperty, fallbackOf, findProperty, listProperties, PROPERTY_KEY, updateProperty } from "../contacts/properties.ts";
+import { createProperty, deleteProperty, fallbackOf, findProperty, listProperties, MAX_PROPERTY_VALUE_LENGTH, PROPERTY_KEY, updateProperty } from "../contacts/properties.ts";
 import type { ContactPropertyRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
 import { readJson, validate } from "../http.ts";
 import { ListQuery, listSchema, readPage } from "../pagination.ts";
 import { errorResponses, IdParam, iso, json, jsonBody } from "./schemas.ts";
 
-const Fallback = z.union([z.string().max(2000), z.number().finite()], { error: "`fallback_value` must be a string or a number." }).nullable();
+const Fallback = z.union([z.string().max(MAX_PROPERTY_VALUE_LENGTH), z.number().finite()], { error: "`fallback_value` must be a string or a number." }).nullable();
 export const CreateContactPropertyRequest = z.object({
   key: z.string({ error: "`key` must be a string." }).regex(PROPERTY_KEY, "`key` must be 1 to 50 letters, digits or underscores."),
   type: z.enum(["string", "number"], { error: "`type` must be `string` or `number`." }),

@@ -19,7 +19,7 @@ import {
   type MembershipResult,
 } from "../contacts/contacts.ts";
 import { type ContactRow } from "../db/schema.ts";
-import type { PropertyValues } from "../contacts/properties.ts";
+import { MAX_PROPERTIES_PER_REQUEST, MAX_PROPERTY_VALUE_LENGTH, type PropertyValues } from "../contacts/properties.ts";
 import { registerContactImportRoutes } from "./contact-imports.ts";
 import { ApiError } from "../errors.ts";
 import { readJson, validate } from "../http.ts";
@@ -36,8 +36,12 @@ const Email = z
   .max(254, "`email` must be at most 254 characters.")
   .refine((s) => !/[<>]/.test(s) && parseMailbox(s) !== null, "`email` must be an email address like `a@example.com`.");
 
-const Properties = z.record(z.string(), z.union([z.string(), z.number(), z.null()]), { error: "`properties` must be an object of strings and numbers." })
-  .refine((o) => Object.keys(o).length <= 100, "`properties` may set at most 100 keys.");
+// Keys and value lengths are checked against the account's properties (worker/contacts/
+// properties.ts), after the schema: a value's limit is stated here, enforced there.
+const Properties = z.record(z.string(), z.union([z.string().openapi({ maxLength: MAX_PROPERTY_VALUE_LENGTH }), z.number(), z.null()]), { error: "`properties` must be an object of strings and numbers." })
+  // zod has no size check for records: the refinement enforces it, maxProperties states it.
+  .refine((o) => Object.keys(o).length <= MAX_PROPERTIES_PER_REQUEST, `\`properties\` may set at most ${MAX_PROPERTIES_PER_REQUEST} keys.`)
+  .openapi({ maxProperties: MAX_PROPERTIES_PER_REQUEST, description: "Values of the account's contact properties (POST /contact-properties), by key; null removes one." });
 const Uuid = (what: string) => z.string({ error: `must be a ${what} id.` }).uuid(`must be a ${what} id.`);
 export const TopicChoice = z.object({
   id: Uuid("topic"),

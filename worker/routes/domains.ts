@@ -22,11 +22,14 @@ import { DeletedSchema, errorResponses, IdParam, json, jsonBody } from "./schema
 
 import { REGIONS } from "../regions.ts";
 
+/** DNS's own limit on a name, without its final dot. */
+const MAX_DOMAIN_NAME_LENGTH = 253;
+
 /** A DNS name as tern stores it: lower case, A-labels, at least two labels, no IP address. */
 export function normaliseDomainName(input: string): string | null {
   const trimmed = input.trim().replace(/\.$/, "").toLowerCase();
   // A percent-escape is decoded by the URL parser ("ex%61mple.org" would become example.org).
-  if (trimmed === "" || trimmed.length > 253 || /[\s/@:?#\\%]/.test(trimmed)) return null;
+  if (trimmed === "" || trimmed.length > MAX_DOMAIN_NAME_LENGTH || /[\s/@:?#\\%]/.test(trimmed)) return null;
   let host: string;
   try {
     host = new URL(`http://${trimmed}/`).hostname;
@@ -34,7 +37,7 @@ export function normaliseDomainName(input: string): string | null {
     return null;
   }
   const labels = host.split(".");
-  if (labels.length < 2 || host.length > 253) return null;
+  if (labels.length < 2 || host.length > MAX_DOMAIN_NAME_LENGTH) return null;
   if (!labels.every((l) => /^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/.test(l))) return null;
   if (/^\d+$/.test(labels.at(-1)!)) return null; // an IPv4 address, or a numeric TLD
   return host;
@@ -79,7 +82,7 @@ export const CreateDomainRequest = z
         }
         return n;
       })
-      .openapi({ type: "string", example: "example.com" }),
+      .openapi({ type: "string", maxLength: MAX_DOMAIN_NAME_LENGTH, description: "A domain name of at least two labels, each at most 63 characters.", example: "example.com" }),
     region: z.enum(REGIONS, { error: `\`region\` must be one of ${REGIONS.join(", ")}.` }).default("us-east-1"),
     custom_return_path: ReturnPath.default("send"),
     open_tracking: z.boolean({ error: "`open_tracking` must be a boolean." }).default(false),

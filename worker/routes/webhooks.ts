@@ -33,7 +33,8 @@ const Events = z
   .min(1, "`events` must name at least one event type.")
   .max(WEBHOOK_EVENT_TYPES.length, `\`events\` must have at most ${WEBHOOK_EVENT_TYPES.length} items.`)
   .transform((list) => [...new Set(list)])
-  .openapi({ type: "array", items: { type: "string", enum: [...WEBHOOK_EVENT_TYPES] }, example: ["email.sent", "email.delivered", "email.bounced"] });
+  // The transform hides the array's checks from the generator, so this states them again.
+  .openapi({ type: "array", items: { type: "string", enum: [...WEBHOOK_EVENT_TYPES] }, minItems: 1, maxItems: WEBHOOK_EVENT_TYPES.length, example: ["email.sent", "email.delivered", "email.bounced"] });
 
 export const CreateWebhookRequest = z.object({ endpoint: Endpoint, events: Events }).openapi("CreateWebhookRequest");
 
