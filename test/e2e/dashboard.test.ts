@@ -154,10 +154,22 @@ describe("the dashboard in a browser", () => {
     await page.getByRole("button", { name: "Use recovery code" }).click();
     await page.waitForURL("**/dashboard/emails");
 
+    // The used-up code is replaced by a new set, shown once.
+    await page.goto(`${tern.url}/dashboard/settings`);
+    const mfa = page.locator("#mfa").locator("..");
+    await mfa.getByText("Make new recovery codes").first().click();
+    await mfa.getByLabel("Password").last().fill(STRONG);
+    await mfa.getByRole("button", { name: "Make new recovery codes" }).click();
+    const fresh = mfa.locator("pre[data-field=backupCodes]").last();
+    await expect.poll(async () => (await fresh.innerText()).split(/\s+/).filter(Boolean).length, POLL).toBeGreaterThanOrEqual(5);
+    expect((await fresh.innerText()).split(/\s+/)).not.toContain(recovery[1]);
+    await shot(page, "05b-new-recovery-codes");
+
     await page.goto(`${tern.url}/dashboard/audit-log`);
     const log = await page.locator("main").innerText();
     expect(log).toContain("user.signed_in");
     expect(log).toContain("mfa.enabled");
+    expect(log).toContain("mfa.recovery_codes_regenerated");
     await shot(page, "06-audit-log");
     await page.close();
   });
@@ -200,6 +212,15 @@ describe("the dashboard in a browser", () => {
     await expect.poll(() => page.locator("p.notice").innerText(), POLL).toContain('Passkey "Grace\'s laptop" added');
     await section.scrollIntoViewIfNeeded();
     await shot(page, "passkeys-settings");
+    // The password is changed from Settings too; the page reloads under the renewed session.
+    const password = page.locator("#password").locator("..");
+    await password.getByLabel("Current password").fill("not-my-password-at-all");
+    await password.getByLabel(/^New password/).fill("another-long-passphrase-93");
+    await password.getByRole("button", { name: "Change password" }).click();
+    await expect.poll(() => password.getByRole("alert").innerText(), POLL).toMatch(/invalid password/i);
+    await password.getByLabel("Current password").fill(STRONG);
+    await password.getByRole("button", { name: "Change password" }).click();
+    await expect.poll(() => page.locator("p.notice").innerText(), POLL).toContain("Your password is changed.");
     const held = await cdp.send("WebAuthn.getCredentials", { authenticatorId });
     expect(held.credentials).toHaveLength(1);
     expect(held.credentials[0]).toMatchObject({ isResidentCredential: true, rpId: "localhost" });

@@ -627,6 +627,27 @@ describe("the sign-in doors, as an outside probe tried them", () => {
     expect(await count("SELECT max(count) AS n FROM auth_attempts WHERE substr(key, 1, length(?1)) = ?1", `email:${email}@`)).toBe(LIMITS.email + 1);
   });
 
+  it("changes a password from Settings, signing out the other sessions into one new session whose token rests hashed", async () => {
+    const p = await person("owner");
+    const now = Date.now();
+    const { hashPassword } = await import("better-auth/crypto");
+    await env.DB.prepare("INSERT INTO auth_accounts (id, account_id, provider_id, user_id, password, created_at, updated_at) VALUES (?, ?, 'credential', ?, ?, ?, ?)")
+      .bind(crypto.randomUUID(), p.user, p.user, await hashPassword("correct-horse-battery-staple-42"), now, now).run();
+    const other = await signedIn("owner", p.account);
+    await env.DB.prepare("UPDATE auth_sessions SET user_id = ? WHERE user_id = ?").bind(p.user, other.user).run();
+    const changed = await p.post("/auth/change-password", { currentPassword: "correct-horse-battery-staple-42", newPassword: "another-long-passphrase-93", revokeOtherSessions: true });
+    expect(changed.status).toBe(200);
+    const body = (await changed.json()) as Record<string, unknown>;
+    expect(body).toMatchObject({ notice: "Your password is changed." });
+    expect(body.token).toBeUndefined();
+    const next = await renewedSession(changed);
+    expect((await exports.default.fetch(`${DASH}/dashboard/settings`, { headers: { cookie: next.cookie } })).status).toBe(200);
+    // Both old sessions are gone; the one left is stored as a hash, never the token itself.
+    for (const old of [p.cookie, other.cookie]) expect((await exports.default.fetch(`${DASH}/dashboard/settings`, { headers: { cookie: old }, redirect: "manual" })).status).toBe(303);
+    const tokens = (await env.DB.prepare("SELECT token FROM auth_sessions WHERE user_id = ?").bind(p.user).all<{ token: string }>()).results;
+    expect(tokens).toEqual([{ token: expect.stringMatching(/^sha256:/) }]);
+  });
+
   it("asks someone without a password for a current code to turn two-factor off or mint recovery codes", async () => {
     // signedIn() makes a person with no password, as a Google or GitHub sign-up is.
     const p = await person("owner");

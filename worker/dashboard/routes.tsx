@@ -16,6 +16,7 @@ import { readConfig } from "../config.ts";
 import { periodsAt } from "../sending/quota.ts";
 import { AUTH_BASE, COOKIE_PREFIX, SESSION_COOKIE, authFor, configuredProviders, dashboardOrigin, isOAuthPath, type Auth } from "./auth.ts";
 import { deletePasskey, listPasskeys, relyingParty } from "./passkeys.ts";
+import { MIN_PASSWORD_LENGTH } from "./passwords.ts";
 import { ForgotPasswordPage, InvitationPage, ResetPasswordPage, SignInPage, SignUpPage, TwoFactorPage } from "./auth-pages.tsx";
 import { AuthLayout, Badge, Empty, Layout, NAV, Time } from "./layout.tsx";
 import { DashboardMailError, linkMail, sendDashboardMail } from "./mail.ts";
@@ -281,6 +282,8 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
     const qr = path === "/two-factor/enable" && res.ok && typeof data?.totpURI === "string";
     if (data && typeof data === "object" && ("token" in data || qr)) {
       delete data.token;
+      // Shown on the page that loads next (app.js), which has the renewed session's token.
+      if (path === "/change-password" && res.ok) data.notice = "Your password is changed.";
       if (qr) data.totpQr = `data:image/svg+xml;base64,${btoa(renderSVG(data.totpURI as string, { border: 2 }))}`;
       const headers = new Headers(res.headers);
       headers.delete("content-length");
@@ -679,6 +682,18 @@ async function settingsPage(c: DashCtx): Promise<Response> {
         ) : <p class="muted">Only owners and admins invite and remove members.</p>}
       </section>
 
+      <section class="panel" aria-labelledby="password">
+        <h2 id="password">Password</h2>
+        {credential ? (
+          <form method="post" class="row" data-api="/dashboard/api/auth/change-password" data-then="reload">
+            <label>Current password<input type="password" name="currentPassword" autocomplete="current-password" required /></label>
+            <label>New password (at least {MIN_PASSWORD_LENGTH} characters, not a common one)<input type="password" name="newPassword" autocomplete="new-password" minlength={MIN_PASSWORD_LENGTH} required /></label>
+            <label class="check"><input type="checkbox" name="revokeOtherSessions" checked />Sign out my other sessions</label>
+            <button type="submit">Change password</button>
+          </form>
+        ) : <p class="muted">You sign in with Google or GitHub, so you have no tern password to change.</p>}
+      </section>
+
       <section class="panel" aria-labelledby="mfa">
         <h2 id="mfa">Two-factor authentication</h2>
         {v.user.twoFactorEnabled ? (
@@ -689,6 +704,19 @@ async function settingsPage(c: DashCtx): Promise<Response> {
                 : <label>Code from the app, or a recovery code<input name="code" autocomplete="one-time-code" required /></label>}
               <button type="submit" class="danger">Turn off</button>
             </form>
+            <details style="margin-top:12px">
+              <summary>Make new recovery codes</summary>
+              <p>For when the old ones are used up or may have been seen: the new ones replace them all.</p>
+              <form method="post" class="row" data-api="/dashboard/api/auth/two-factor/generate-backup-codes" data-show="new-codes" data-hide>
+                {credential ? <label>Password<input type="password" name="password" autocomplete="current-password" required /></label>
+                  : <label>Code from the app, or a recovery code<input name="code" autocomplete="one-time-code" required /></label>}
+                <button type="submit" class="secondary">Make new recovery codes</button>
+              </form>
+              <div id="new-codes" class="secret" hidden>
+                <p>Your new recovery codes: each works once, and the old ones no longer work. Keep them somewhere safe; they are shown only now.</p>
+                <pre class="codes" data-field="backupCodes" aria-label="New recovery codes"></pre>
+              </div>
+            </details>
           </>
         ) : (
           <>

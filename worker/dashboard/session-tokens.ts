@@ -60,28 +60,34 @@ function restore<T>(result: T, clear: Map<string, string>): T {
 }
 
 export function hashingSessionTokens(factory: AdapterFactory): AdapterFactory {
-  return (options) => {
-    const inner = factory(options) as Record<string, (args: Row) => Promise<unknown>>;
-    const wrapped: Record<string, unknown> = { ...inner };
-    wrapped.create = async (args: Row) => {
-      if (!isSession(args.model)) return inner.create!(args);
-      const data = args.data as Row;
-      if (typeof data.token !== "string") return inner.create!(args);
-      const clear = new Map([[await storedSessionToken(data.token), data.token]]);
-      return restore(await inner.create!({ ...args, data: { ...data, token: await storedSessionToken(data.token) } }), clear);
-    };
-    for (const method of ["findOne", "findMany", "update", "updateMany", "delete", "deleteMany", "count"]) {
-      const original = inner[method];
-      if (!original) continue;
-      wrapped[method] = async (args: Row) => {
-        if (!isSession(args.model)) return original(args);
-        const clear = new Map<string, string>();
-        const where = await hashWhere(args.where as Where[] | undefined, clear);
-        const update = args.update as Row | undefined;
-        const next = { ...args, where, ...(update && typeof update.token === "string" ? { update: { ...update, token: await storedSessionToken(update.token) } } : {}) };
-        return restore(await original(next), clear);
-      };
-    }
-    return wrapped;
+  return (options) => hashing(factory(options) as Record<string, (args: Row) => Promise<unknown>>);
+}
+
+function hashing(inner: Record<string, (args: Row) => Promise<unknown>>): Record<string, unknown> {
+  const wrapped: Record<string, unknown> = { ...inner };
+  // better-auth runs some writes in a "transaction" (runWithTransaction): the adapter it hands
+  // the callback is its own, not this one, so a session made there (a password change that
+  // signs out the other sessions) kept its token in clear, and no cookie could find it.
+  const transaction = inner.transaction as ((cb: (trx: unknown) => Promise<unknown>) => Promise<unknown>) | undefined;
+  if (transaction) wrapped.transaction = (cb: (trx: unknown) => Promise<unknown>) => transaction((trx) => cb(hashing(trx as Record<string, (args: Row) => Promise<unknown>>)));
+  wrapped.create = async (args: Row) => {
+    if (!isSession(args.model)) return inner.create!(args);
+    const data = args.data as Row;
+    if (typeof data.token !== "string") return inner.create!(args);
+    const clear = new Map([[await storedSessionToken(data.token), data.token]]);
+    return restore(await inner.create!({ ...args, data: { ...data, token: await storedSessionToken(data.token) } }), clear);
   };
+  for (const method of ["findOne", "findMany", "update", "updateMany", "delete", "deleteMany", "count"]) {
+    const original = inner[method];
+    if (!original) continue;
+    wrapped[method] = async (args: Row) => {
+      if (!isSession(args.model)) return original(args);
+      const clear = new Map<string, string>();
+      const where = await hashWhere(args.where as Where[] | undefined, clear);
+      const update = args.update as Row | undefined;
+      const next = { ...args, where, ...(update && typeof update.token === "string" ? { update: { ...update, token: await storedSessionToken(update.token) } } : {}) };
+      return restore(await original(next), clear);
+    };
+  }
+  return wrapped;
 }
