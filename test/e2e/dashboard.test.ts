@@ -270,11 +270,11 @@ describe("the dashboard in a browser", () => {
     await page.goto(`${tern.url}/dashboard/settings`);
     const mfa = page.locator("#mfa").locator("..");
     page.on("dialog", (d) => void d.accept());
-    await mfa.getByLabel("Code from the app, or a recovery code").fill("000000");
+    await mfa.getByLabel("Code from the app, or a recovery code").first().fill("000000");
     await mfa.getByRole("button", { name: "Turn off" }).click();
     await expect.poll(() => mfa.getByRole("alert").innerText(), POLL).toMatch(/That code is not right/);
     await shot(page, "mfa-oauth-turn-off-refused");
-    await mfa.getByLabel("Code from the app, or a recovery code").fill(totp.generate()); // a settings change may reuse the step's code
+    await mfa.getByLabel("Code from the app, or a recovery code").first().fill(totp.generate()); // a settings change may reuse the step's code
     await mfa.getByRole("button", { name: "Turn off" }).click();
     await expect.poll(() => mfa.innerText(), POLL).toContain("Set up two-factor authentication");
     await signOut(page);
@@ -480,7 +480,7 @@ describe("the dashboard in a browser", () => {
     // The owner makes the member an admin; now the same request makes a key.
     await page.goto(`${tern.url}/dashboard/settings`);
     await page.getByLabel("Role of mia@example.com").selectOption("admin");
-    await Promise.all([page.waitForEvent("load"), page.getByRole("button", { name: "Change" }).click()]); // the page reloads
+    await Promise.all([page.waitForEvent("load"), page.getByRole("button", { name: "Change", exact: true }).click()]); // the page reloads
     await expect.poll(async () => (await fetch(`${tern.url}/dashboard/api/api-keys`, { method: "POST", headers: { "content-type": "application/json", origin: tern.url, cookie: memberCookie, "x-csrf-token": memberCsrf }, body: JSON.stringify({ name: "by an admin" }) })).status, POLL).toBe(201);
     // Only an owner takes a copy of the account's data.
     expect((await fetch(`${tern.url}/dashboard/api/export`, { headers: { cookie: memberCookie } })).status).toBe(403);

@@ -135,6 +135,14 @@ const PUBLIC_PAGES = new Set(["/dashboard/sign-in", "/dashboard/sign-up", "/dash
 
 /** better-auth paths that count as a sign-in attempt, for the throttle. */
 const ATTEMPT_PATHS = new Set(["/sign-in/email", "/two-factor/verify-totp", "/two-factor/verify-backup-code", "/request-password-reset", "/sign-up/email", "/passkey/sign-in/options", "/passkey/sign-in/verify"]);
+/** Of those, the ones whose body's `email` is the address better-auth acts on; elsewhere (second
+ * factor, passkey) an `email` in the body is the caller's own text and names nobody. */
+const ADDRESS_PATHS = new Set(["/sign-in/email", "/request-password-reset", "/sign-up/email"]);
+/** Changes that add a way in or a factor. Someone without a password has nothing else to be
+ * asked, so they need a sign-in of the last FRESH_SIGN_IN_MS: a stolen session must not make
+ * itself a lasting way in (a passkey), nor lock its person out (a second factor they lack). */
+const FRESH_PATHS = new Set(["/two-factor/enable", "/passkey/register/options"]);
+export const FRESH_SIGN_IN_MS = 15 * 60_000;
 /** Endpoints a signed-in user reaches with their password: guesses through them (a stolen
  * session) count against the user's address as sign-ins do. */
 const PASSWORD_PATHS = new Set(["/change-password", "/two-factor/enable", "/two-factor/disable", "/two-factor/generate-backup-codes", "/passkey/register/options"]);
@@ -223,7 +231,7 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
   const passwordCheck = req.method === "POST" && viewer !== null && PASSWORD_PATHS.has(path);
   if (passwordCheck || (req.method === "POST" && ATTEMPT_PATHS.has(path) && !(viewer && path.startsWith("/two-factor/")))) {
     if (passwordCheck) email = viewer!.user.email.toLowerCase();
-    else {
+    else if (ADDRESS_PATHS.has(path)) {
       const parsed = (await req.clone().json().catch(() => ({}))) as { email?: unknown };
       email = typeof parsed.email === "string" ? parsed.email.trim().toLowerCase() : undefined;
     }
@@ -238,9 +246,19 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
   // Someone who signs in with Google or GitHub has no password for better-auth to ask for
   // (allowPasswordless): turning their second factor off, or minting new recovery codes, takes
   // a current code instead, so a stolen session cannot do it alone.
-  if (req.method === "POST" && viewer && FACTOR_PATHS.has(path) && viewer.user.twoFactorEnabled && !(await hasPassword(env, viewer.user.id))) {
+  const passwordless = req.method === "POST" && viewer !== null && (FACTOR_PATHS.has(path) || FRESH_PATHS.has(path)) && !(await hasPassword(env, viewer.user.id));
+  if (passwordless && FACTOR_PATHS.has(path) && viewer!.user.twoFactorEnabled) {
     const refused = await secondFactorRefusal(auth, req);
     if (refused) return refused;
+  }
+  // When this person signed in: a session better-auth renews (turning TOTP on, a password
+  // change) keeps it, so only a real sign-in makes a session fresh.
+  const signedInAt = req.method === "POST" && viewer
+    ? (await drizzle(env.DB).select({ at: authSessions.createdAt }).from(authSessions).where(eq(authSessions.id, viewer.session.id)).get())?.at
+    : undefined;
+  if (passwordless && FRESH_PATHS.has(path) && (!signedInAt || Date.now() - signedInAt.getTime() > FRESH_SIGN_IN_MS)) {
+    const what = path.startsWith("/passkey/") ? "add a passkey" : "turn on two-factor authentication";
+    return json({ message: `To ${what}, sign out and sign in again first: it needs a sign-in from the last ${FRESH_SIGN_IN_MS / 60_000} minutes.`, code: "SESSION_NOT_FRESH" }, 403);
   }
   let res: Response;
   try {
@@ -261,18 +279,23 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
     const user = await drizzle(env.DB).select({ id: authUsers.id, email: authUsers.email }).from(authUsers).where(eq(authUsers.email, email)).get();
     if (user) await auditUser(env, user, req, "user.sign_in_failed");
   }
-  // A session made while one was open (better-auth renews it when TOTP is turned on) is not a sign-in.
-  if (newToken && res.status < 400 && !viewer) {
-    const row = await drizzle(env.DB).select({ id: authUsers.id, email: authUsers.email }).from(authSessions)
-      .innerJoin(authUsers, eq(authUsers.id, authSessions.userId)).where(eq(authSessions.token, await storedSessionToken(newToken))).get();
-    if (row) {
-      if (email) await clearAddress(env.DB, email);
-      const method = path.startsWith("/callback/") ? `oauth:${path.slice("/callback/".length)}` : path.startsWith("/two-factor/") ? `password+${path.slice(12)}` : path.startsWith("/passkey/") ? "passkey" : "password";
-      await auditUser(env, row, req, "user.signed_in", { method });
-      // A new session starts in the user's first account, not one a previous user chose.
-      res = new Response(res.body, res);
-      res.headers.append("set-cookie", accountCookie(env, "", 0));
-    }
+  const row = newToken && res.status < 400
+    ? await drizzle(env.DB).select({ id: authUsers.id, email: authUsers.email, sessionId: authSessions.id }).from(authSessions)
+      .innerJoin(authUsers, eq(authUsers.id, authSessions.userId)).where(eq(authSessions.token, await storedSessionToken(newToken))).get()
+    : undefined;
+  // A session better-auth renews for the person already signed in (turning TOTP on, a password
+  // change) is not a sign-in: it keeps the sign-in time of the one it replaces.
+  if (row && viewer && row.id === viewer.user.id) {
+    if (signedInAt) await drizzle(env.DB).update(authSessions).set({ createdAt: signedInAt }).where(eq(authSessions.id, row.sessionId)).run();
+  } else if (row) {
+    // A sign-in, perhaps as someone else in a browser signed in already (a passkey it holds).
+    // The address cleared is the person's who signed in, not one the request named.
+    await clearAddress(env.DB, row.email.toLowerCase());
+    const method = path.startsWith("/callback/") ? `oauth:${path.slice("/callback/".length)}` : path.startsWith("/two-factor/") ? `password+${path.slice(12)}` : path.startsWith("/passkey/") ? "passkey" : "password";
+    await auditUser(env, row, req, "user.signed_in", { method });
+    // A new session starts in the user's first account, not one a previous user chose.
+    res = new Response(res.body, res);
+    res.headers.append("set-cookie", accountCookie(env, "", 0));
   }
   // The session token lives in the HttpOnly cookie only; better-auth also puts it in the JSON
   // answer, where any script on the page could read it. A TOTP setup gets its QR code here,
