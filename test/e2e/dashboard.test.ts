@@ -212,6 +212,8 @@ describe("the dashboard in a browser", () => {
     await expect.poll(() => page.locator("p.notice").innerText(), POLL).toContain('Passkey "Grace\'s laptop" added');
     await section.scrollIntoViewIfNeeded();
     await shot(page, "passkeys-settings");
+    // Its owner is told by mail, with the way to remove it.
+    expect(await mailedLink(email, "/dashboard/settings#passkeys")).toBe(`${local}/dashboard/settings#passkeys`);
     // The password is changed from Settings too; the page reloads under the renewed session.
     const password = page.locator("#password").locator("..");
     await password.getByLabel("Current password").fill("not-my-password-at-all");

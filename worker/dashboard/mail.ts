@@ -42,11 +42,11 @@ export async function sendDashboardMail(env: Env, mail: DashboardMail): Promise<
 const escape = (s: string) => s.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`);
 
 /** A short message with one button: what every dashboard mail is. */
-export function linkMail(to: string, subject: string, intro: string, action: string, url: string): DashboardMail {
+export function linkMail(to: string, subject: string, intro: string, action: string, url: string, footer = "If you did not ask for this, ignore this message."): DashboardMail {
   return {
     to,
     subject,
-    text: `${intro}\n\n${action}: ${url}\n\nIf you did not ask for this, ignore this message.`,
-    html: `<p>${escape(intro)}</p><p><a href="${escape(url)}">${escape(action)}</a></p><p style="color:#666">If you did not ask for this, ignore this message.</p>`,
+    text: `${intro}\n\n${action}: ${url}\n\n${footer}`,
+    html: `<p>${escape(intro)}</p><p><a href="${escape(url)}">${escape(action)}</a></p><p style="color:#666">${escape(footer)}</p>`,
   };
 }

@@ -25,6 +25,7 @@ import { and, asc, eq, lt } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import * as z from "zod";
 import { authPasskeys, authVerifications, type PasskeyRow } from "../db/schema.ts";
+import { linkMail, sendDashboardMail } from "./mail.ts";
 import { MAX_PASSWORD_LENGTH } from "./passwords.ts";
 
 /** How long a ceremony (the browser's passkey prompt) may take. */
@@ -131,6 +132,13 @@ export function passkeys(env: Env, origin: string): BetterAuthPlugin {
         };
         const added = await drizzle(env.DB).insert(authPasskeys).values(row).onConflictDoNothing().returning({ id: authPasskeys.id });
         if (added.length === 0) throw refuse("BAD_REQUEST", "That passkey is already registered.", "PASSKEY_EXISTS");
+        // A new way in is told to its owner's inbox: if it was not them, they can remove it at once.
+        const when = new Date(now).toISOString().replace("T", " ").slice(0, 16);
+        await sendDashboardMail(env, linkMail(user.email, "A passkey was added to your tern sign-in",
+          `A passkey named "${row.name}" was added to your tern sign-in on ${when} UTC. It signs in as you without a password.`,
+          "Review your passkeys", `${rp.origin}/dashboard/settings#passkeys`,
+          "If you did not add it, remove it there and choose Sign out everywhere."))
+          .catch((err: unknown) => console.error("the passkey notice was not sent", err instanceof Error ? err.message : String(err)));
         return ctx.json({ id: row.id, name: row.name });
       }),
 
