@@ -142,7 +142,7 @@ const ADDRESS_PATHS = new Set(["/sign-in/email", "/request-password-reset", "/si
  * asked, so they need a sign-in of the last FRESH_SIGN_IN_MS: a stolen session must not make
  * itself a lasting way in (a passkey), nor lock its person out (a second factor they lack). */
 const FRESH_PATHS = new Set(["/two-factor/enable", "/passkey/register/options"]);
-export const FRESH_SIGN_IN_MS = 15 * 60_000;
+const FRESH_SIGN_IN_MS = 15 * 60_000;
 /** Endpoints a signed-in user reaches with their password: guesses through them (a stolen
  * session) count against the user's address as sign-ins do. */
 const PASSWORD_PATHS = new Set(["/change-password", "/two-factor/enable", "/two-factor/disable", "/two-factor/generate-backup-codes", "/passkey/register/options"]);
