@@ -378,6 +378,55 @@ describe("a run reads on from where the last one stopped", () => {
     expect((await call(t, "GET", `/contacts/v${n - 1}@example.com`)).body.first_name).toBe(`N\u00e4me ${n - 1}`);
   });
 
+  it("guesses the layout from whole records when the first rows pass a window, in new imports and older ones", async () => {
+    const quiet = { ...env, BROADCAST_QUEUE: { send: async () => {} } as unknown as Env["BROADCAST_QUEUE"] };
+    const t = await createAccount();
+    const W = 1024 * 1024;
+    // Semicolons, and a long first row whose next row starts 5 bytes before the first window
+    // ends: a cut row (one cell) would make Papa guess commas and read one column.
+    const header = "email;first_name\n";
+    const long = `a@example.com;${"n".repeat(W - header.length - "a@example.com;".length - 1 - 5)}\n`;
+    const text = header + long + "b@example.com;Bee\nc@example.com;Cee\n";
+    expect(new TextEncoder().encode(header + long).length).toBe(W - 5);
+    expect(wholeParse(text).rows).toHaveLength(3);
+    const row = await createImport(quiet, t.accountId, new Blob([text]), {});
+    expect(row.total).toBe(3);
+    expect(JSON.parse(row.layoutJson!)).toMatchObject({ delimiter: ";", header: ["email", "first_name"] });
+    // The same file in an import made before layouts were kept, its first row done.
+    await env.DB.prepare("UPDATE contact_imports SET layout_json = NULL, parse_offset = 0, parse_record = 0, cursor = 1 WHERE id = ?").bind(row.id).run();
+    while (await runImport(env, row.id));
+    expect((await call(t, "GET", `/contacts/imports/${row.id}`)).body).toMatchObject({ status: "completed", counts: { total: 3, created: 2, failed: 0 } });
+    expect((await call(t, "GET", "/contacts/c@example.com")).body.first_name).toBe("Cee");
+  });
+
+  it("refuses a quote never closed instead of reading the rest of the file at once, and a header longer than a window", async () => {
+    const quiet = { ...env, BROADCAST_QUEUE: { send: async () => {} } as unknown as Env["BROADCAST_QUEUE"] };
+    const t = await createAccount();
+    const W = 1024 * 1024;
+    const reads: number[] = [];
+    class Upload extends Blob {
+      override slice(start?: number, end?: number, type?: string): Blob {
+        reads.push(Math.min(end ?? this.size, this.size) - (start ?? 0));
+        return super.slice(start, end, type);
+      }
+    }
+    const rows = Array.from({ length: 6 * W / 32 }, (_, i) => `r${i}@example.com,Row ${i}`).join("\n");
+    const stray = `email,name\nx@example.com,"5" TV\n${rows}\n`;
+    const refused = await createImport(quiet, t.accountId, new Upload([stray]), {}).catch((e: Error) => e);
+    expect(refused).toMatchObject({ status: 422, message: expect.stringMatching(/^Row 2 runs on for more than 2 MB: a cell that starts with a quote/) });
+    expect(Math.max(...reads)).toBeLessThanOrEqual(2 * W);
+    const wide = [...Array.from({ length: 5000 }, (_, i) => `column_${i}_${"c".repeat(200)}`), "email"].join(",");
+    expect(await createImport(quiet, t.accountId, new Blob([`${wide}\nv@example.com\n`]), {}).catch((e: Error) => e)).toMatchObject({ status: 422, message: expect.stringMatching(/first line is longer than 1 MB/) });
+    expect((await call(t, "GET", "/contacts/imports")).body.data).toEqual([]);
+    // An import made before uploads were read this way fails with the reason instead of throwing.
+    const old = await createImport(quiet, t.accountId, new Blob(["email\nz@example.com\n"]), {});
+    await env.BLOBS.put(old.fileKey, stray);
+    await env.DB.prepare("UPDATE contact_imports SET layout_json = NULL WHERE id = ?").bind(old.id).run();
+    expect(await runImport(env, old.id)).toBe(false);
+    const failed = await env.DB.prepare("SELECT status, error FROM contact_imports WHERE id = ?").bind(old.id).first<{ status: string; error: string }>();
+    expect(failed).toMatchObject({ status: "failed", error: expect.stringMatching(/^Row 2 runs on for more than 2 MB/) });
+  });
+
   it("a file sent as Excel writes it, BOM and all, imports every row", async () => {
     const quiet = { ...env, BROADCAST_QUEUE: { send: async () => {} } as unknown as Env["BROADCAST_QUEUE"] };
     const big = ["\ufeffemail,name", ...Array.from({ length: 2001 }, (_, i) => `"x${i}-${a.accountId.slice(0, 8)}@example.com","Doe, Ann ${i}"`)].join("\r\n");

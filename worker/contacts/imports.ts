@@ -31,6 +31,8 @@ const LEASE_MS = 30_000;
 /** How much of the file a run reads at a time: a run's rows (2,000 of them, about 200 KB in
  * a typical file) usually fit; a window that holds no whole row is doubled. */
 const WINDOW_BYTES = 1024 * 1024;
+/** A record longer than this is refused: no contact's fields come near it. */
+const MAX_RECORD_WINDOW = 2 * WINDOW_BYTES;
 
 export interface ColumnMap {
   email: string;
@@ -118,6 +120,11 @@ export interface CsvSource {
   read(offset: number, length: number): Promise<Uint8Array | null>;
 }
 
+/** A file in memory (sent as a form's text field): windows are views of it, not copies. */
+export function bytesSource(bytes: Uint8Array): CsvSource {
+  return { size: bytes.byteLength, read: async (offset, length) => bytes.subarray(offset, offset + length) };
+}
+
 export function blobSource(blob: Blob): CsvSource {
   return { size: blob.size, read: async (offset, length) => new Uint8Array(await blob.slice(offset, offset + length).arrayBuffer()) };
 }
@@ -141,7 +148,16 @@ async function checkText(source: CsvSource): Promise<string> {
     const text = decodePiece(decoder, (await source.read(offset, WINDOW_BYTES))!, offset === 0, offset + WINDOW_BYTES < source.size);
     if (offset === 0) head = text;
   }
-  return head;
+  return wholeRecords(head, source.size > WINDOW_BYTES);
+}
+
+/** A file's head cut back to its last line break when the file goes on: the record the window
+ * cuts would skew Papa's guess of the delimiter (a cut row has fewer cells) and cut the header. */
+function wholeRecords(head: string, more: boolean): string {
+  if (!more) return head;
+  const cut = Math.max(head.lastIndexOf("\n"), head.lastIndexOf("\r"));
+  if (cut < 0) throw new ApiError("validation_error", "The file's first line is longer than 1 MB, so it is not a header row. Check that the file is a CSV export of the sheet.");
+  return head.slice(0, cut + 1);
 }
 
 /** The file's header row (its column names, trimmed), or a 422 saying what to do when the text is
@@ -207,7 +223,8 @@ export async function scanCsv(source: CsvSource, head: string, map?: ColumnMap):
   let rows = 0;
   let position: ParsePosition = { offset: 0, record: 0 };
   for (;;) {
-    const read = await readRows(source, layout, position, 10_000);
+    // No row limit: each read is a whole window, whatever the rows' length.
+    const read = await readRows(source, layout, position, Number.MAX_SAFE_INTEGER);
     if (!read) throw new Error("the import's file went missing while it was read");
     for (const [i, row] of read.rows.entries()) {
       for (const [column, field] of fields) {
@@ -257,6 +274,9 @@ export async function readRows(source: CsvSource, layout: CsvLayout, from: Parse
   // Nothing left to read (R2 refuses a range that starts at the end).
   if (from.offset >= source.size) return { rows: [], numbers: [], after: [], end: from, done: true };
   for (let length = window; ; length *= 2) {
+    // No contact needs a record this long: it is a quote opened and never closed, which would
+    // make the rest of the file one record, read (and held as text) at once.
+    if (length > MAX_RECORD_WINDOW) throw new ApiError("validation_error", `Row ${from.record + 1} runs on for more than ${MAX_RECORD_WINDOW / 1024 / 1024} MB: a cell that starts with a quote (") is not closed. Quote the whole cell and double the quotes inside it ("5"" TV"), or remove the quote.`);
     const piece = await source.read(from.offset, length);
     if (!piece) return null;
     const eof = from.offset + length >= source.size;
@@ -308,9 +328,9 @@ export async function readRows(source: CsvSource, layout: CsvLayout, from: Parse
 /** Checks the file and the options against its header and the account, stores the file and
  * queues the import; nothing is written unless all of it holds. The file is read a window at a
  * time (CsvSource), never copied whole. */
-export async function createImport(env: Pick<Env, "DB" | "BLOBS" | "BROADCAST_QUEUE">, accountId: string, file: Blob, given: Partial<ImportOptions>, now = Date.now()): Promise<ContactImportRow> {
-  if (file.size > MAX_IMPORT_BYTES) throw new ApiError("validation_error", "The file must be at most 50 MB.", 413);
-  const source = blobSource(file);
+export async function createImport(env: Pick<Env, "DB" | "BLOBS" | "BROADCAST_QUEUE">, accountId: string, file: Blob | Uint8Array, given: Partial<ImportOptions>, now = Date.now()): Promise<ContactImportRow> {
+  const source = file instanceof Uint8Array ? bytesSource(file) : blobSource(file);
+  if (source.size > MAX_IMPORT_BYTES) throw new ApiError("validation_error", "The file must be at most 50 MB.", 413);
   const head = await checkText(source);
   const columns = csvHeader(head);
   const options = importOptions(columns, given);
@@ -412,57 +432,70 @@ export async function runImport(env: Pick<Env, "DB" | "BLOBS" | "WEBHOOK_QUEUE">
   if (!imp || (imp.status !== "queued" && imp.status !== "in_progress")) return false;
   // Guarded by the cursor this run read: a run that another finished (and whose file it
   // deleted) must not turn the completed import into a failed one.
-  const active = () => and(eq(contactImports.id, importId), inArray(contactImports.status, ["queued", "in_progress"]), eq(contactImports.cursor, imp!.cursor));
-  const missing = async () => {
-    await db.update(contactImports).set({ status: "failed", error: "The uploaded file is missing.", completedAt: now() }).where(active());
+  let cursor = imp.cursor;
+  const active = () => and(eq(contactImports.id, importId), inArray(contactImports.status, ["queued", "in_progress"]), eq(contactImports.cursor, cursor));
+  const fail = async (error: string) => {
+    await db.update(contactImports).set({ status: "failed", error, completedAt: now() }).where(active());
     return false;
   };
-  let layout: CsvLayout;
-  let position: ParsePosition = { offset: imp.parseOffset, record: imp.parseRecord };
-  if (imp.layoutJson) layout = JSON.parse(imp.layoutJson) as CsvLayout;
-  else {
-    // Made before imports kept their place in the file: read its layout and find where its
-    // cursor stands, once.
-    const file = await env.BLOBS.head(imp.fileKey);
-    if (!file) return missing();
-    const source = r2Source(env.BLOBS, imp.fileKey, file.size);
-    const first = await source.read(0, WINDOW_BYTES);
-    if (!first) return missing();
-    const read = await scanCsv(source, new TextDecoder("utf-8", { fatal: false, ignoreBOM: false }).decode(first, { stream: true }));
-    layout = read.layout;
-    const found = await positionAfter(source, layout, imp.cursor);
-    if (!found) return missing();
-    position = found;
-    await db.update(contactImports).set({ layoutJson: JSON.stringify(layout), total: read.rows, parseOffset: position.offset, parseRecord: position.record })
-      .where(and(eq(contactImports.id, importId), eq(contactImports.cursor, imp.cursor)));
+  const missing = () => fail("The uploaded file is missing.");
+  try {
+    return await runFrom();
+  } catch (err) {
+    // What the file holds and the upload's check let through (an import made before it read
+    // its file this way): the import fails with the reason, as a refused upload would.
+    if (err instanceof ApiError) return fail(err.message);
+    throw err;
   }
-  const options = optionsOf(imp);
-  const source = r2Source(env.BLOBS, imp.fileKey, layout.bytes);
-  const started = await db.update(contactImports).set({ status: "in_progress", leaseUntil: now() + LEASE_MS }).where(active()).returning({ id: contactImports.id });
-  if (started.length === 0) return false; // another run moved it on, or ended it
-  let chunks = 0;
-  let cursor = imp.cursor;
-  while (chunks < CHUNKS_PER_RUN) {
-    const read = await readRows(source, layout, position, (CHUNKS_PER_RUN - chunks) * CHUNK);
-    if (!read) return missing();
-    if (read.rows.length === 0) {
+
+  async function runFrom(): Promise<boolean> {
+    imp = imp!;
+    let layout: CsvLayout;
+    let position: ParsePosition = { offset: imp.parseOffset, record: imp.parseRecord };
+    if (imp.layoutJson) layout = JSON.parse(imp.layoutJson) as CsvLayout;
+    else {
+      // Made before imports kept their place in the file: read its layout and find where its
+      // cursor stands, once.
+      const file = await env.BLOBS.head(imp.fileKey);
+      if (!file) return missing();
+      const source = r2Source(env.BLOBS, imp.fileKey, file.size);
+      const first = await source.read(0, WINDOW_BYTES);
+      if (!first) return missing();
+      const read = await scanCsv(source, wholeRecords(new TextDecoder("utf-8", { fatal: false, ignoreBOM: false }).decode(first, { stream: true }), file.size > WINDOW_BYTES));
+      layout = read.layout;
+      const found = await positionAfter(source, layout, imp.cursor);
+      if (!found) return missing();
+      position = found;
+      await db.update(contactImports).set({ layoutJson: JSON.stringify(layout), total: read.rows, parseOffset: position.offset, parseRecord: position.record })
+        .where(and(eq(contactImports.id, importId), eq(contactImports.cursor, imp.cursor)));
+    }
+    const options = optionsOf(imp);
+    const source = r2Source(env.BLOBS, imp.fileKey, layout.bytes);
+    const started = await db.update(contactImports).set({ status: "in_progress", leaseUntil: now() + LEASE_MS }).where(active()).returning({ id: contactImports.id });
+    if (started.length === 0) return false; // another run moved it on, or ended it
+    let chunks = 0;
+    while (chunks < CHUNKS_PER_RUN) {
+      const read = await readRows(source, layout, position, (CHUNKS_PER_RUN - chunks) * CHUNK);
+      if (!read) return missing();
+      if (read.rows.length === 0) {
+        if (read.done) return finish(env, imp, now);
+        position = read.end; // only blank lines in this window
+        continue;
+      }
+      for (let i = 0; i < read.rows.length; i += CHUNK, chunks++) {
+        imp = (await db.select().from(contactImports).where(eq(contactImports.id, importId)).get())!;
+        // Another run moved the import on (two hints, or the cron's hand-back racing a slow run):
+        // the rows read here are no longer the next ones, so this run stops and leaves it to that one.
+        if (imp.cursor !== cursor || imp.status !== "in_progress") return false;
+        const last = Math.min(i + CHUNK, read.rows.length) - 1;
+        await importChunk(env, imp, options, read.rows.slice(i, last + 1), read.numbers.slice(i, last + 1), now(), read.after[last]!);
+        position = read.after[last]!;
+        cursor += last + 1 - i;
+      }
       if (read.done) return finish(env, imp, now);
-      position = read.end; // only blank lines in this window
-      continue;
     }
-    for (let i = 0; i < read.rows.length; i += CHUNK, chunks++) {
-      imp = (await db.select().from(contactImports).where(eq(contactImports.id, importId)).get())!;
-      // Another run moved the import on (two hints, or the cron's hand-back racing a slow run):
-      // the rows read here are no longer the next ones, so this run stops and leaves it to that one.
-      if (imp.cursor !== cursor || imp.status !== "in_progress") return false;
-      const last = Math.min(i + CHUNK, read.rows.length) - 1;
-      await importChunk(env, imp, options, read.rows.slice(i, last + 1), read.numbers.slice(i, last + 1), now(), read.after[last]!);
-      position = read.after[last]!;
-      cursor += last + 1 - i;
-    }
-    if (read.done) return finish(env, imp, now);
+    return true;
   }
-  return true;
 }
 
 /** The position after the first `rows` data rows (an import made before positions were kept). */

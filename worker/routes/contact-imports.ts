@@ -98,7 +98,7 @@ export function registerContactImportRoutes(app: App): void {
 
 /** The multipart upload (the file and its options, defaults not yet applied) as createImport
  * takes it; the dashboard's upload is the same form, read here too. */
-export async function readImportForm(req: Request): Promise<{ file: Blob; options: Partial<ImportOptions> }> {
+export async function readImportForm(req: Request): Promise<{ file: Blob | Uint8Array; options: Partial<ImportOptions> }> {
   // The form's bytes, at most the file's limit and a megabyte of the rest: a body sent without
   // a length is stopped there, never buffered whole.
   let body: Uint8Array | undefined = await readBodyLimited(req, MAX_IMPORT_BYTES + 1024 * 1024).catch((err: unknown) => {
@@ -114,6 +114,7 @@ export async function readImportForm(req: Request): Promise<{ file: Blob; option
   const file = form.get("file");
   if (file === null) throw new ApiError("missing_required_field", "Missing `file` field.");
   const opts = validate(Form, { column_map: jsonField(form, "column_map"), on_conflict: jsonField(form, "on_conflict"), segments: jsonField(form, "segments"), topics: jsonField(form, "topics") });
-  // A file sent as a text field is the same bytes as a Blob (checked as strictly: a NUL is refused).
-  return { file: typeof file === "string" ? new Blob([file]) : file, options: { ...opts, segments: opts.segments?.map((s) => (typeof s === "string" ? s : s.id)) } };
+  // A file sent as a text field (curl -F 'file=<contacts.csv') arrives decoded by the runtime,
+  // invalid UTF-8 already replaced by U+FFFD: it is encoded once, and read in views of that.
+  return { file: typeof file === "string" ? new TextEncoder().encode(file) : file, options: { ...opts, segments: opts.segments?.map((s) => (typeof s === "string" ? s : s.id)) } };
 }
