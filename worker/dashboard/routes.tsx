@@ -119,10 +119,12 @@ export async function body<T = Record<string, unknown>>(c: DashCtx): Promise<T> 
 }
 
 export function str(v: unknown, name: string, max = 200): string {
+  // `name` is written for the middle of a sentence ("the account's name"); these start with it.
+  const Name = `${name[0]!.toUpperCase()}${name.slice(1)}`;
   if (typeof v !== "string" || !v.trim()) throw new DashError(422, `Fill in ${name}.`);
-  if (v.length > max) throw new DashError(422, `${name} is too long (at most ${max} characters).`);
+  if (v.length > max) throw new DashError(422, `${Name} is too long (at most ${max} characters).`);
   // One line of text: a line break in an account's name would reach the subject of its mail.
-  if (/[\p{Cc}\u2028\u2029]/u.test(v)) throw new DashError(422, `${name[0]!.toUpperCase()}${name.slice(1)} must be one line of text, without control characters.`);
+  if (/[\p{Cc}\u2028\u2029]/u.test(v)) throw new DashError(422, `${Name} must be one line of text, without control characters.`);
   return v.trim();
 }
 
