@@ -484,6 +484,8 @@ export function dashboardApp(): Hono<DashEnv> {
     const b = await body<{ email?: unknown; role?: unknown }>(c);
     const email = str(b.email, "the address to invite", 254).toLowerCase();
     if (!/^[^\s@]+@[^\s@]+\.[^\s@]+$/.test(email)) throw new DashError(422, "Enter a valid email address to invite.");
+    // Anything but the form's two roles is refused: a mistyped role must not invite as member.
+    if (b.role !== undefined && b.role !== "admin" && b.role !== "member") throw new DashError(422, "An invitation's role is admin or member.");
     const role = b.role === "admin" ? "admin" : "member";
     const now = Date.now();
     const sent = await drizzle(c.env.DB).select({
