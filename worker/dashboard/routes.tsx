@@ -520,7 +520,9 @@ export function dashboardApp(): Hono<DashEnv> {
   app.post("/api/invitations/:id/revoke", async (c) => {
     const v = c.get("viewer");
     requireManager(v);
-    await drizzle(c.env.DB).delete(invitations).where(and(eq(invitations.id, c.req.param("id")), eq(invitations.accountId, v.account.id))).run();
+    const r = await drizzle(c.env.DB).delete(invitations).where(and(eq(invitations.id, c.req.param("id")), eq(invitations.accountId, v.account.id))).returning({ id: invitations.id });
+    // Another account's invitation, or none: a 404 and no audit entry for a revocation that did nothing.
+    if (r.length === 0) throw new DashError(404, "No such invitation in this account. It may have been used or revoked already.");
     await audit(c.env, v, { action: "invitation.revoked", target: c.req.param("id") });
     return c.json({ ok: true });
   });
