@@ -844,6 +844,8 @@ export function registerResourcePages(app: Hono<DashEnv>): void {
     const v = c.get("viewer");
     requireManager(v);
     const b = await body<{ endpoint?: unknown; events?: unknown; enabled?: unknown }>(c);
+    // The checkbox sends true or false: anything else would have turned the endpoint off.
+    if (b.enabled !== undefined && typeof b.enabled !== "boolean") throw new DashError(422, "`enabled` must be true or false.");
     const status = b.enabled === undefined ? undefined : b.enabled === true ? "enabled" : "disabled";
     const patch = validate(UpdateWebhookRequest, { endpoint: b.endpoint, events: b.events, status });
     const before = webhookView(await findWebhook(c.env.DB, v.account.id, c.req.param("id")));
@@ -859,7 +861,9 @@ export function registerResourcePages(app: Hono<DashEnv>): void {
     const v = c.get("viewer");
     requireManager(v);
     const b = await body<{ status?: unknown }>(c);
-    const status = b.status === "disabled" ? "disabled" : "enabled";
+    // Only the two statuses: anything else used to turn the endpoint on.
+    if (b.status !== "enabled" && b.status !== "disabled") throw new DashError(422, "A webhook's status is enabled or disabled.");
+    const status = b.status;
     const r = await updateWebhook(c.env.DB, readConfig(c.env), v.account.id, c.req.param("id"), { status });
     await audit(c.env, v, { action: `webhook.${status}`, target: c.req.param("id") });
     return c.json(r);
