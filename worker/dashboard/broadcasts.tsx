@@ -604,6 +604,8 @@ export function registerBroadcastPages(app: Hono<DashEnv>): void {
   app.post("/api/broadcasts/:id/send", async (c) => {
     const v = c.get("viewer");
     const b = await body<{ scheduled_at?: unknown }>(c);
+    // A time that is not text is a mistake, not "now": it must not send the broadcast at once.
+    if (b.scheduled_at !== undefined && b.scheduled_at !== null && typeof b.scheduled_at !== "string") throw new DashError(422, "`scheduled_at` must be a time written as text, such as \"in 1 hour\" or an ISO 8601 date.");
     const row = await findBroadcast(c.env.DB, v.account.id, c.req.param("id"));
     if (!row) throw new DashError(404, "This broadcast is gone.");
     // sendBroadcast makes the review's blocking checks itself (sendProblems); the review panel
