@@ -99,6 +99,11 @@ describe("passkeys", () => {
     expect(JSON.parse(audit.find((a) => a.action === "user.signed_in")!.detail_json!)).toMatchObject({ method: "passkey" });
     const used = await env.DB.prepare("SELECT last_used_at FROM auth_passkeys WHERE id = ?").bind(added.body.id).first<{ last_used_at: number }>();
     expect(used!.last_used_at).toBeGreaterThan(0);
+    // Removing the passkey ends the sessions it signed in, and only those.
+    const removed = await p.post(`/passkeys/${added.body.id}/delete`, {});
+    expect(removed.body).toEqual({ ok: true, notice: "Passkey removed, and the session it signed in was ended." });
+    expect((await exports.default.fetch(`${DASH}/dashboard/settings`, { headers: { cookie }, redirect: "manual" })).status).toBe(303);
+    expect((await exports.default.fetch(`${DASH}/dashboard/settings`, { headers: { cookie: p.cookie } })).status).toBe(200);
   });
 
   it("refuse a replayed, foreign, unverified or cloned assertion, and one of a removed passkey", async () => {

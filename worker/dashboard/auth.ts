@@ -201,7 +201,8 @@ function makeAuth(env: Env, origin: string, secret: string, withOAuth: boolean) 
       // An OAuth sign-in joins the user with the same address only when the provider verified it.
       accountLinking: { enabled: true, trustedProviders: ["google", "github"] },
     },
-    session: { expiresIn: 7 * 24 * 3600, updateAge: 24 * 3600 },
+    // passkeyId: the passkey a session signed in with (passkeys.ts), so removing it ends them.
+    session: { expiresIn: 7 * 24 * 3600, updateAge: 24 * 3600, additionalFields: { passkeyId: { type: "string", required: false, input: false } } },
     // Throttling is tern's own (throttle.ts): better-auth's limiter keeps counts per isolate.
     rateLimit: { enabled: false },
     advanced: {

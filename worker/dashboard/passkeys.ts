@@ -24,7 +24,7 @@ import { generateRandomString } from "better-auth/crypto";
 import { and, asc, eq, lt } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import * as z from "zod";
-import { authPasskeys, authVerifications, type PasskeyRow } from "../db/schema.ts";
+import { authPasskeys, authSessions, authVerifications, type PasskeyRow } from "../db/schema.ts";
 import { linkMail, sendDashboardMail } from "./mail.ts";
 import { MAX_PASSWORD_LENGTH } from "./passwords.ts";
 
@@ -46,10 +46,15 @@ export async function listPasskeys(db: D1Database, userId: string): Promise<Pass
   return drizzle(db).select().from(authPasskeys).where(eq(authPasskeys.userId, userId)).orderBy(asc(authPasskeys.createdAt));
 }
 
-/** Removes one of the user's passkeys; false when they have none by that id. */
-export async function deletePasskey(db: D1Database, userId: string, id: string): Promise<PasskeyRow | null> {
-  const gone = await drizzle(db).delete(authPasskeys).where(and(eq(authPasskeys.userId, userId), eq(authPasskeys.id, id))).returning();
-  return gone[0] ?? null;
+/** Removes one of the user's passkeys and ends the sessions it signed in (a passkey removed
+ * because it was lost or taken keeps no way in); null when they have none by that id. */
+export async function deletePasskey(db: D1Database, userId: string, id: string): Promise<{ passkey: PasskeyRow; sessions: number } | null> {
+  const d = drizzle(db);
+  const [gone, ended] = await d.batch([
+    d.delete(authPasskeys).where(and(eq(authPasskeys.userId, userId), eq(authPasskeys.id, id))).returning(),
+    d.delete(authSessions).where(and(eq(authSessions.userId, userId), eq(authSessions.passkeyId, id))).returning({ id: authSessions.id }),
+  ]);
+  return gone[0] ? { passkey: gone[0], sessions: ended.length } : null;
 }
 
 const ResponseJson = z.object({ id: z.string().min(1).max(1024), rawId: z.string().max(1024), type: z.literal("public-key"), response: z.record(z.string(), z.unknown()) }).passthrough();
@@ -203,7 +208,7 @@ export function passkeys(env: Env, origin: string): BetterAuthPlugin {
         if (moved.length === 0) throw failed("the counter moved under another sign-in");
         const user = await ctx.context.internalAdapter.findUserById(passkey.userId);
         if (!user) throw failed("its user is gone");
-        const session = await ctx.context.internalAdapter.createSession(user.id);
+        const session = await ctx.context.internalAdapter.createSession(user.id, false, { passkeyId: passkey.id });
         await setSessionCookie(ctx, { session, user });
         return ctx.json({ token: session.token, user: { id: user.id, email: user.email, name: user.name } });
       }),

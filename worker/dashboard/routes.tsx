@@ -457,8 +457,9 @@ export function dashboardApp(): Hono<DashEnv> {
     const v = c.get("viewer");
     const gone = await deletePasskey(c.env.DB, v.user.id, c.req.param("id"));
     if (!gone) throw new DashError(404, "No such passkey of yours.");
-    await audit(c.env, v, { action: "passkey.removed", target: v.user.email, detail: { name: gone.name } });
-    return c.json({ ok: true });
+    await audit(c.env, v, { action: "passkey.removed", target: v.user.email, detail: { name: gone.passkey.name, sessions_ended: gone.sessions } });
+    // This browser's own session may be one of them: the page that loads next is the sign-in.
+    return c.json({ ok: true, notice: gone.sessions ? `Passkey removed, and the ${gone.sessions === 1 ? "session it signed in was" : `${gone.sessions} sessions it signed in were`} ended.` : "Passkey removed." });
   });
   app.post("/api/switch-account", async (c) => {
     const v = c.get("viewer");
@@ -809,7 +810,7 @@ async function settingsPage(c: DashCtx): Promise<Response> {
           <thead><tr><th scope="col">Signed in</th><th scope="col">From</th><th scope="col">Browser</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
           <tbody>{sessions.map((s) => (
             <tr>
-              <td><Time at={s.createdAt} />{s.id === v.session.id ? <> <Badge value="this_session" /></> : null}</td>
+              <td><Time at={s.createdAt} />{s.passkeyId ? <span class="muted"> with a passkey</span> : null}{s.id === v.session.id ? <> <Badge value="this_session" /></> : null}</td>
               <td class="mono">{s.ipAddress ?? "unknown"}</td>
               <td title={s.userAgent ?? undefined}>{userAgentSummary(s.userAgent)}</td>
               <td>{s.id === v.session.id ? null : (

@@ -720,6 +720,8 @@ export const authSessions = sqliteTable(
     ipAddress: text("ip_address"),
     userAgent: text("user_agent"),
     userId: text("user_id").notNull().references(() => authUsers.id, { onDelete: "cascade" }),
+    /** The passkey this session signed in with: removing the passkey ends the session. */
+    passkeyId: text("passkey_id"),
   },
   (t) => [index("auth_sessions_user").on(t.userId)],
 );
