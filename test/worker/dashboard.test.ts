@@ -554,6 +554,17 @@ describe("the Logs pages", () => {
     const keyHtml = await (await member.get(`/dashboard/logs/${keyLog}`)).text();
     expect(keyHtml).toContain("&quot;token&quot;: &quot;[redacted]&quot;");
     expect(keyHtml).not.toContain(created.token);
+    // A deleted key's requests stay, and its filter (from a request's page) says whose they are.
+    const scriptKey = (await env.DB.prepare("SELECT id FROM api_keys WHERE account_id = ? AND name = 'made by a script'").bind(t.accountId).first<{ id: string }>())!.id;
+    await api(created.token, "GET", "/domains");
+    await waitFor("the script key's log", async () => ((await count("SELECT count(*) AS n FROM api_logs WHERE key_id = ?", scriptKey)) >= 1 ? true : undefined));
+    await env.DB.prepare("DELETE FROM api_keys WHERE id = ?").bind(scriptKey).run();
+    const scriptLog = (await env.DB.prepare("SELECT id FROM api_logs WHERE key_id = ?").bind(scriptKey).first<{ id: string }>())!.id;
+    expect(await (await member.get(`/dashboard/logs/${scriptLog}`)).text()).toContain(`deleted key</span> · <a href="/dashboard/logs?key=${scriptKey}">its requests</a>`);
+    const byKey = await (await member.get(`/dashboard/logs?key=${scriptKey}`)).text();
+    expect(byKey).toContain(`<option value="${scriptKey}" selected="">deleted key ${scriptKey.slice(0, 8)}…</option>`);
+    expect(byKey).toContain("GET</strong> /domains");
+    expect(byKey).not.toContain("POST</strong> /emails");
 
     // Another account: an id of this one is a 404 that names nothing; its own page is empty and says what to do.
     const stranger = await person("owner");

@@ -72,6 +72,9 @@ async function logsPage(c: DashCtx) {
           <select name="key">
             <option value="">any</option>
             {keys.data.map((k) => <option value={k.id} selected={f.keyId === k.id}>{k.name}</option>)}
+            {/* A deleted key's requests stay until retention removes them: its filter (from a
+                request's page) shows as what it is, not as "any". */}
+            {f.keyId && !keys.data.some((k) => k.id === f.keyId) ? <option value={f.keyId} selected>{`deleted key ${f.keyId.slice(0, 8)}…`}</option> : null}
           </select>
         </label>
         <button type="submit">Filter</button>
@@ -153,7 +156,7 @@ async function logPage(c: DashCtx) {
         <dl class="fields">
           <dt>Status</dt><dd><Status code={row.status} /></dd>
           <dt>Time</dt><dd><Time at={row.createdAt} /></dd>
-          <dt>API key</dt><dd><KeyName id={row.keyId} name={keyName} /></dd>
+          <dt>API key</dt><dd><KeyName id={row.keyId} name={keyName} />{row.keyId ? <> · <a href={`/dashboard/logs?key=${encodeURIComponent(row.keyId)}`}>its requests</a></> : null}</dd>
           <dt>User agent</dt><dd class="mono">{row.userAgent ?? <span class="muted">none</span>}</dd>
           <dt>Log id</dt><dd class="mono">{row.id} <Copy value={row.id} label="Copy the log id" /></dd>
           {emails.length ? (
