@@ -35,6 +35,8 @@ export async function signedQuery(masterKey: string | undefined, subject: string
 
 /** True when the link is authentic, unexpired, and the key it was made for still exists. */
 export async function verifyLink(d1: D1Database, masterKey: string | undefined, subject: string, q: LinkQuery, now: number): Promise<boolean> {
+  // Only the spelling signedQuery writes: " 1", "1.0", "0x1" or "1e0" would be other links with the same signature.
+  if (!q.expires || !/^[1-9][0-9]{0,15}$/.test(q.expires)) return false;
   const expires = Number(q.expires);
   if (!Number.isSafeInteger(expires) || expires < now || !q.signature || !q.key) return false;
   const encoder = new TextEncoder();

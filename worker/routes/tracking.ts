@@ -3,8 +3,11 @@
 // or moved token gets a 404 and changes nothing; a click redirects only to the link stored for
 // that email at that index. Registered on the plain router: their path segments are tokens,
 // not the UUIDs defineRoute's parameters match.
+import { eq } from "drizzle-orm";
+import { drizzle } from "drizzle-orm/d1";
 import type { App, Ctx } from "../app.ts";
 import { readConfig } from "../config.ts";
+import { accounts } from "../db/schema.ts";
 import { applyPreference, topicOfEmail } from "../contacts/preferences.ts";
 import { UNSUBSCRIBE_PATH_PREFIX, verifyUnsubscribeToken } from "../contacts/unsubscribe-token.ts";
 import { ApiError, errorResponse } from "../errors.ts";
@@ -46,7 +49,8 @@ export function registerTrackingRoutes(app: App): void {
       // The reader still gets where the link goes.
       console.error("recording a click failed", err instanceof Error ? err.message : String(err));
     }
-    return new Response(null, { status: 302, headers: { ...NO_STORE, location: resolved.value.link } });
+    // The serialised URL: ASCII only (percent-encoded path, punycode host), as a Location must be.
+    return new Response(null, { status: 302, headers: { ...NO_STORE, location: new URL(resolved.value.link).href } });
   });
 
   // GET shows a confirmation page and changes nothing (link scanners and prefetchers follow
@@ -81,7 +85,11 @@ export function registerTrackingRoutes(app: App): void {
 
 async function unsubscribeClaim(c: Ctx) {
   const claim = await verifyUnsubscribeToken(await linkTokenKey(readConfig(c.env)), c.req.param("token") ?? "");
-  return claim.ok ? claim.value : null;
+  if (!claim.ok) return null;
+  // A deleted account's links end with it: no list is left to leave, and no contact may be
+  // written back into an account that no longer exists.
+  const account = await drizzle(c.env.DB).select({ id: accounts.id }).from(accounts).where(eq(accounts.id, claim.value.accountId)).get();
+  return account ? claim.value : null;
 }
 
 function escapeHtml(s: string): string {

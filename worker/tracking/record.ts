@@ -20,6 +20,8 @@ export const OPEN_DEDUP_MS = 60_000;
 export const CLICK_WINDOW_MS = 60_000;
 /** The most clicks one link of one email records per window, whoever clicks. */
 export const CLICKS_PER_LINK_PER_WINDOW = 10;
+/** The most clicks one email records per window, over all its links. */
+export const CLICKS_PER_EMAIL_PER_WINDOW = 50;
 
 export interface Visitor {
   ipAddress: string;
@@ -61,11 +63,13 @@ export async function recordOpen(env: RecordEnv, email: EmailRow, visitor: Visit
  * link has recorded its most clicks for the window. Decided by the insert itself (a unique
  * dedupe key and a count in one statement), so concurrent clicks cannot all pass a check. */
 export async function recordClick(env: RecordEnv, email: EmailRow, linkIndex: number, link: string, visitor: Visitor, now = Date.now()): Promise<boolean> {
-  // click:<link index>:<window>:<client>; one window's keys of a link share the prefix.
-  const scope = `click:${linkIndex}:${Math.floor(now / CLICK_WINDOW_MS)}:`;
+  // click:<window>:<link index>:<client>; one window's keys share click:<window>:, and one
+  // window's keys of a link click:<window>:<link index>:.
+  const emailScope = `click:${Math.floor(now / CLICK_WINDOW_MS)}:`;
+  const scope = `${emailScope}${linkIndex}:`;
   const client = new TextEncoder().encode(`${visitor.ipAddress}\n${visitor.userAgent}`);
   const clientHash = toHex(new Uint8Array(await crypto.subtle.digest("SHA-256", client), 0, 12));
-  return record(env, email, "clicked", { click: { ...visitor, link } }, now, { key: scope + clientHash, scope, max: CLICKS_PER_LINK_PER_WINDOW });
+  return record(env, email, "clicked", { click: { ...visitor, link } }, now, { key: scope + clientHash, scope, max: CLICKS_PER_LINK_PER_WINDOW, outer: { scope: emailScope, max: CLICKS_PER_EMAIL_PER_WINDOW } });
 }
 
 /** An event recorded only when no event of the email has `key`, and (with a scope) fewer
@@ -74,6 +78,8 @@ interface Limit {
   key: string;
   scope?: string;
   max?: number;
+  /** A second, wider scope and its own maximum (the email's clicks of the window). */
+  outer?: { scope: string; max: number };
 }
 
 async function record(
@@ -92,9 +98,13 @@ async function record(
   const row = { id: uuidv7(now), emailId: email.id, accountId: email.accountId, type, dataJson: JSON.stringify(data), createdAt: now };
   // The keys of a scope sort between the scope and the scope with its last ":" made ";", so
   // the count reads a range of the (email_id, dedupe_key) index.
+  const under = (scope: string, max: number) =>
+    sql`(select count(*) from ${emailEvents} where ${emailEvents.emailId} = ${email.id} and ${emailEvents.dedupeKey} >= ${scope} and ${emailEvents.dedupeKey} < ${`${scope.slice(0, -1)};`}) < ${max}`;
   const within = limit.scope === undefined
     ? sql`1`
-    : sql`(select count(*) from ${emailEvents} where ${emailEvents.emailId} = ${email.id} and ${emailEvents.dedupeKey} >= ${limit.scope} and ${emailEvents.dedupeKey} < ${`${limit.scope.slice(0, -1)};`}) < ${limit.max ?? 1}`;
+    : limit.outer === undefined
+      ? under(limit.scope, limit.max ?? 1)
+      : sql`${under(limit.scope, limit.max ?? 1)} and ${under(limit.outer.scope, limit.outer.max)}`;
   const recorded = sql`exists (select 1 from ${emailEvents} where ${emailEvents.id} = ${row.id})`;
   const [inserted] = await db.batch([
     db.insert(emailEvents).select(
