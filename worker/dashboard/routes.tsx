@@ -255,9 +255,10 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
   }
   // When this person signed in: a session better-auth renews (turning TOTP on, a password
   // change) keeps it, so only a real sign-in makes a session fresh.
-  const signedInAt = req.method === "POST" && viewer
-    ? (await drizzle(env.DB).select({ at: authSessions.createdAt }).from(authSessions).where(eq(authSessions.id, viewer.session.id)).get())?.at
+  const signedIn = req.method === "POST" && viewer
+    ? await drizzle(env.DB).select({ at: authSessions.createdAt, passkeyId: authSessions.passkeyId }).from(authSessions).where(eq(authSessions.id, viewer.session.id)).get()
     : undefined;
+  const signedInAt = signedIn?.at;
   if (passwordless && FRESH_PATHS.has(path) && (!signedInAt || Date.now() - signedInAt.getTime() > FRESH_SIGN_IN_MS)) {
     const what = path.startsWith("/passkey/") ? "add a passkey" : "turn on two-factor authentication";
     return json({ message: `To ${what}, sign out and sign in again first: it needs a sign-in from the last ${FRESH_SIGN_IN_MS / 60_000} minutes.`, code: "SESSION_NOT_FRESH" }, 403);
@@ -286,9 +287,9 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
       .innerJoin(authUsers, eq(authUsers.id, authSessions.userId)).where(eq(authSessions.token, await storedSessionToken(newToken))).get()
     : undefined;
   // A session better-auth renews for the person already signed in (turning TOTP on, a password
-  // change) is not a sign-in: it keeps the sign-in time of the one it replaces.
+  // change) is not a sign-in: it keeps the sign-in time, and the passkey, of the one it replaces.
   if (row && viewer && row.id === viewer.user.id) {
-    if (signedInAt) await drizzle(env.DB).update(authSessions).set({ createdAt: signedInAt }).where(eq(authSessions.id, row.sessionId)).run();
+    if (signedIn) await drizzle(env.DB).update(authSessions).set({ createdAt: signedIn.at, passkeyId: signedIn.passkeyId }).where(eq(authSessions.id, row.sessionId)).run();
   } else if (row) {
     // A sign-in, perhaps as someone else in a browser signed in already (a passkey it holds).
     // The address cleared is the person's who signed in, not one the request named.
