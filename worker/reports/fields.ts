@@ -91,9 +91,10 @@ export function typedAddress(value: string | undefined): string | null {
 /** An address without angle brackets, comments or surrounding space; null when none is there. */
 export function bareAddress(value: string | undefined | null): string | null {
   if (value === undefined || value === null) return null;
-  const angle = /<([^<>\s]*@[^<>\s]*)>/.exec(value);
+  // As before, but linear: a match may start only where a run starts (a megabyte without "@" took minutes).
+  const angle = /<([^<>\s@]*@[^<>\s]*)>/.exec(value);
   if (angle) return angle[1]!;
-  const plain = /[^\s<>()"',;:]+@[^\s<>()"',;:]+/.exec(value.replace(/\([^()]*\)/g, " "));
+  const plain = /(?<![^\s<>()"',;:])[^\s<>()"',;:]+@[^\s<>()"',;:]+/.exec(value.replace(/\([^()]*\)/g, " "));
   return plain ? plain[0].replace(/\.$/, "") : null;
 }
 

@@ -48,7 +48,9 @@ function parseExim(body: string): PlainBounce | null {
   if (!start) return null;
   // An indented address line starts a recipient; the lines indented deeper below it are about it.
   const recipients: PlainBounceRecipient[] = [];
-  let current: PlainBounceRecipient | null = null;
+  // Each recipient's lines, joined once: appending and trimming per line was quadratic.
+  const lines: string[][] = [];
+  let current: string[] | null = null;
   let addressIndent = -1;
   for (const line of report.slice(start.index + start[0].length).split("\n")) {
     if (line.trim() === "") continue;
@@ -60,14 +62,15 @@ function parseExim(body: string): PlainBounce | null {
     const address = ADDRESS.exec(line.trim());
     if (address && (addressIndent === -1 || indent <= addressIndent)) {
       addressIndent = indent;
-      current = { recipient: address[1]!, diagnostic: line.trim().slice(address[0].length).trim() };
-      recipients.push(current);
+      current = [line.trim().slice(address[0].length)];
+      recipients.push({ recipient: address[1]!, diagnostic: "" });
+      lines.push(current);
     } else if (current) {
-      current.diagnostic = `${current.diagnostic} ${line.trim()}`.trim();
+      current.push(line);
     }
   }
   if (recipients.length === 0) return null;
-  for (const r of recipients) r.diagnostic = r.diagnostic.replace(/^Delay reason:\s*/i, "");
+  for (const [i, r] of recipients.entries()) r.diagnostic = lines[i]!.map((l) => l.trim()).filter(Boolean).join(" ").replace(/^Delay reason:\s*/i, "");
   return { mta: "exim", kind: failed ? "bounce" : "delay", recipients, returnedMessage };
 }
 
@@ -77,8 +80,9 @@ function parseQmail(body: string): PlainBounce | null {
   // Each recipient is a paragraph that starts with "<address>:".
   for (const paragraph of report.split(/\n\s*\n/)) {
     const [first = "", ...rest] = paragraph.trim().split("\n");
-    const m = /^<([^\s<>]+@[^\s<>]+)>:\s*(.*)$/.exec(first.trim());
-    if (!m) continue;
+    // The address is checked for "@" apart: "<a@a@a@..." in one pattern backtracked quadratically.
+    const m = /^<([^\s<>]+)>:\s*(.*)$/.exec(first.trim());
+    if (!m || !/.@./.test(m[1]!)) continue;
     const diagnostic = [m[2]!, ...rest].map((l) => l.trim()).filter(Boolean).join(" ");
     recipients.push({ recipient: m[1]!, diagnostic });
   }
