@@ -49,7 +49,8 @@ export function storedAttachments(row: InboundEmailRow): StoredAttachment[] {
 /** Resend's shape: an object of name -> value (resend-go, -rust and -java read a string map);
  * a repeated field (Received) keeps its first name's spelling, its values joined by ", ". */
 export function headerMap(headers: { name: string; value: string }[]): Record<string, string> {
-  const out: Record<string, string> = {};
+  // No prototype: a field named __proto__ is a field like any other, not a prototype to set.
+  const out: Record<string, string> = Object.create(null);
   const names = new Map<string, string>();
   for (const h of headers) {
     const first = names.get(h.name.toLowerCase());
