@@ -11,7 +11,7 @@ import { MAX_REPORT_BYTES } from "../reports/parse.ts";
 import { emailIdOfReturnPath } from "../sending/return-path.ts";
 import { readBounded } from "./read.ts";
 import { applyReport } from "./reports.ts";
-import { INBOUND_MAX_BYTES, MalformedMessageError, parseInbound, receiveInbound } from "./receive.ts";
+import { hasMoreLines, INBOUND_MAX_ATTACHMENTS, INBOUND_MAX_BYTES, INBOUND_MAX_LINES, MalformedMessageError, parseInbound, receiveInbound } from "./receive.ts";
 
 export type EmailOutcome =
   | { kind: "report"; applied: boolean; detail: string }
@@ -45,6 +45,7 @@ export async function handleEmail(message: ForwardableEmailMessage, env: Env, no
   if (message.rawSize > INBOUND_MAX_BYTES) return reject("552 5.3.4 Message exceeds the 25 MiB limit");
   const { bytes, truncated } = await readBounded(message.raw, INBOUND_MAX_BYTES);
   if (truncated) return reject("552 5.3.4 Message exceeds the 25 MiB limit");
+  if (hasMoreLines(bytes, INBOUND_MAX_LINES)) return reject(`552 5.3.4 Message has more than ${INBOUND_MAX_LINES} lines`);
   let parsed;
   try {
     parsed = await parseInbound(bytes);
@@ -52,6 +53,7 @@ export async function handleEmail(message: ForwardableEmailMessage, env: Env, no
     if (err instanceof MalformedMessageError) return reject(`550 5.6.0 Malformed message: ${err.message}`);
     throw err;
   }
+  if (parsed.attachments.length > INBOUND_MAX_ATTACHMENTS) return reject(`552 5.3.4 Message has more than ${INBOUND_MAX_ATTACHMENTS} attachments`);
   // Each account that proved it owns the domain and asked to receive gets its own copy.
   const ids: string[] = [];
   for (const owner of owners) ids.push(await receiveInbound(env, config, to, bytes, parsed, { accountId: owner.accountId, domainId: owner.id }, now));

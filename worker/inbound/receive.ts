@@ -38,11 +38,50 @@ export interface InboundContent {
 
 export class MalformedMessageError extends Error {}
 
+/** More lines than this are refused before parsing: postal-mime spends about 6 µs on each
+ * boundary line, so 25 MiB of them would outrun the Workers 30 s CPU limit. */
+export const INBOUND_MAX_LINES = 1_000_000;
+/** More attachments than this are refused: D1 takes rows up to 2 MB, and the email's row (and
+ * its email.received event) lists every attachment. */
+export const INBOUND_MAX_ATTACHMENTS = 100;
+/** The longest name, address, subject, Message-ID or filename kept in the row (RFC 5322's line
+ * length); the whole value stays in the raw message and its headers. */
+const FIELD_MAX = 998;
+/** To and Cc each keep addresses up to this many characters in all, for the same 2 MB. */
+const ADDRESS_LIST_MAX = 32_768;
+
+/** A parsed name, address, header or filename as one line of text: an encoded word or a raw
+ * byte can carry CR, LF, NUL or ESC, which a reader's terminal, log or reply must not get. */
+export function oneLine(value: string): string {
+  return value.replace(/[\t\r\n]/g, " ").replace(/[\u0000-\u001f\u007f-\u009f]/g, "");
+}
+
+/** oneLine, at most `max` characters, cut between code points (half a pair is not text). */
+function field(value: string, max = FIELD_MAX): string {
+  const line = oneLine(value);
+  return line.length <= max ? line : line.slice(0, max).replace(/[\ud800-\udbff]$/, "");
+}
+
 function mailboxes(list: Address[] | Address | undefined): string[] {
   const out: string[] = [];
   for (const a of list === undefined ? [] : Array.isArray(list) ? list : [list]) {
     if ("group" in a && Array.isArray(a.group)) out.push(...mailboxes(a.group));
-    else if ("address" in a && a.address) out.push(a.name ? `${a.name} <${a.address}>` : a.address);
+    else if ("address" in a && a.address) {
+      const address = field(a.address);
+      const name = field(a.name ?? "", Math.max(0, FIELD_MAX - address.length - 3)).trim();
+      out.push(name ? `${name} <${address}>` : address);
+    }
+  }
+  return out;
+}
+
+function addressList(list: Address[] | Address | undefined): string[] {
+  const out: string[] = [];
+  let total = 0;
+  for (const m of mailboxes(list)) {
+    total += m.length;
+    if (total > ADDRESS_LIST_MAX) break;
+    out.push(m);
   }
   return out;
 }
@@ -55,6 +94,13 @@ export function authenticationResults(headers: { key: string; value: string }[],
   const ours = headers.find((h) => h.key === "authentication-results" && id.test(h.value));
   const result = (method: string) => ours?.value.match(new RegExp(`(?:^|[;\\s])${method}\\s*=\\s*([a-z]+)`, "i"))?.[1]?.toLowerCase() ?? null;
   return { spf: result("spf"), dkim: result("dkim"), dmarc: result("dmarc"), authservId: ours ? authservId : null };
+}
+
+/** Whether `raw` has more than `max` line feeds (stops counting there). */
+export function hasMoreLines(raw: Uint8Array, max: number): boolean {
+  let lines = 0;
+  for (let i = raw.indexOf(10); i !== -1; i = raw.indexOf(10, i + 1)) if (++lines > max) return true;
+  return false;
 }
 
 export async function parseInbound(raw: Uint8Array): Promise<Email> {
@@ -85,31 +131,53 @@ export async function receiveInbound(env: Env, config: TernConfig, to: string, r
     const bytes = typeof a.content === "string" ? new TextEncoder().encode(a.content) : new Uint8Array(a.content as ArrayBuffer);
     const attId = uuidv7(now);
     const key = `${prefix}/attachments/${attId}`;
-    attachments.push({ id: attId, filename: a.filename, content_type: a.mimeType, content_disposition: a.disposition, content_id: a.contentId ?? null, size: bytes.byteLength, key });
-    puts.push(env.BLOBS.put(key, bytes, { httpMetadata: { contentType: a.mimeType } }));
+    const contentType = field(a.mimeType, 255);
+    attachments.push({
+      id: attId, filename: a.filename === null ? null : field(a.filename), content_type: contentType, content_disposition: a.disposition === null ? null : field(a.disposition),
+      content_id: a.contentId === undefined ? null : field(a.contentId), size: bytes.byteLength, key,
+    });
+    puts.push(env.BLOBS.put(key, bytes, { httpMetadata: { contentType } }));
   }
-  const content: InboundContent = { html: parsed.html ?? null, text: parsed.text ?? null, headers: parsed.headers.map((h) => ({ name: h.originalKey, value: h.value })) };
+  const content: InboundContent = { html: parsed.html ?? null, text: parsed.text ?? null, headers: parsed.headers.map((h) => ({ name: oneLine(h.originalKey), value: oneLine(h.value) })) };
   puts.push(env.BLOBS.put(`${prefix}/content.json`, JSON.stringify(content), { httpMetadata: { contentType: "application/json" } }));
-  await Promise.all(puts);
+  const keys = [`${prefix}/raw.eml`, ...attachments.map((a) => a.key), `${prefix}/content.json`];
+  try {
+    await Promise.all(puts);
+  } catch (err) {
+    await forget(env, keys);
+    throw err;
+  }
 
   const from = mailboxes(parsed.from)[0] ?? "";
-  const toList = mailboxes(parsed.to);
-  const cc = mailboxes(parsed.cc);
-  const messageId = parsed.messageId?.replace(/^<|>$/g, "") ?? null;
+  const toList = addressList(parsed.to);
+  const cc = addressList(parsed.cc);
+  const subject = field(parsed.subject ?? "");
+  const messageId = parsed.messageId === undefined ? null : field(parsed.messageId).replace(/^<|>$/g, "");
   const auth = authenticationResults(parsed.headers, config.inboundAuthservId);
   const event = outboxEvent(rcpt.accountId, receivedEventPayload({
-    id, createdAt: now, from, to: toList.length ? toList : [to], cc, subject: parsed.subject ?? "", messageId,
+    id, createdAt: now, from, to: toList.length ? toList : [to], cc, subject, messageId,
     attachments: attachments.map((a) => ({ id: a.id, filename: a.filename, contentType: a.content_type, contentDisposition: a.content_disposition, contentId: a.content_id, size: a.size })),
   }, now), now);
   const db = drizzle(env.DB);
-  await db.batch([
-    db.insert(inboundEmails).values({
-      id, accountId: rcpt.accountId, domainId: rcpt.domainId, fromAddress: from, toJson: JSON.stringify(toList.length ? toList : [to]), ccJson: JSON.stringify(cc),
-      subject: parsed.subject ?? "", messageId, rawKey: `${prefix}/raw.eml`, size: raw.byteLength, contentKey: `${prefix}/content.json`,
-      attachmentsJson: JSON.stringify(attachments), authJson: JSON.stringify(auth), createdAt: now,
-    }),
-    outboxInsert(db, event),
-  ]);
+  try {
+    await db.batch([
+      db.insert(inboundEmails).values({
+        id, accountId: rcpt.accountId, domainId: rcpt.domainId, fromAddress: from, toJson: JSON.stringify(toList.length ? toList : [to]), ccJson: JSON.stringify(cc),
+        subject, messageId, rawKey: `${prefix}/raw.eml`, size: raw.byteLength, contentKey: `${prefix}/content.json`,
+        attachmentsJson: JSON.stringify(attachments), authJson: JSON.stringify(auth), createdAt: now,
+      }),
+      outboxInsert(db, event),
+    ]);
+  } catch (err) {
+    // No row names these objects and no sweep looks under inbound/: without this they stay forever.
+    await forget(env, keys);
+    throw err;
+  }
   await announce(env, [event]);
   return id;
+}
+
+/** Deletes what a failed receive wrote; the thrown error, not this, is what the caller hears. */
+async function forget(env: Pick<Env, "BLOBS">, keys: string[]): Promise<void> {
+  await env.BLOBS.delete(keys).catch((err: unknown) => console.error("inbound objects left behind", keys[0], err instanceof Error ? err.message : String(err)));
 }
