@@ -6,8 +6,9 @@
 import { env, exports } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
 import { ERROR_STATUS, type ErrorName } from "../../worker/errors.ts";
-import { random } from "../support/random.ts";
+import { seeded } from "../support/random.ts";
 import { call, createAccount, type TestAccount } from "./fixtures.ts";
+import { endless, MALFORMED_IDS, nested } from "../support/hostile.ts";
 
 const SEED = 20261105;
 
@@ -88,29 +89,8 @@ function kindOf(v: unknown): Kind {
 
 // ---- the generator ---------------------------------------------------------------------------
 
-let rnd = random(SEED);
-const pick = <T>(xs: readonly T[]): T => xs[Math.floor(rnd() * xs.length)]!;
-function sample<T>(xs: readonly T[], n: number): T[] {
-  const pool = [...xs];
-  for (let i = pool.length - 1; i > 0; i--) {
-    const j = Math.floor(rnd() * (i + 1));
-    [pool[i], pool[j]] = [pool[j]!, pool[i]!];
-  }
-  return pool.slice(0, n);
-}
-function seedFor(text: string): number {
-  let h = SEED;
-  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
-  return h;
-}
-/** A well-formed id (UUIDv4) that names nothing. */
-function unknownId(): string {
-  const hex = Array.from({ length: 32 }, () => Math.floor(rnd() * 16).toString(16));
-  hex[12] = "4";
-  hex[16] = "89ab"[Math.floor(rnd() * 4)]!;
-  const h = hex.join("");
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
-}
+const fuzz = seeded(SEED);
+const { next: rnd, pick, sample, unknownId } = fuzz;
 
 /** Values for fields the document types only as strings, so that a base body gets past its
  * first check and a bad value reaches the later ones (`html` too: a send needs it or `text`). */
@@ -216,24 +196,7 @@ function badValues(s: Schema, name: string, depth = 0): Bad[] {
   return out;
 }
 
-/** A body of `bytes` spaces, sent without a length, so that only reading it finds its size. */
-function endless(bytes: number): ReadableStream<Uint8Array> {
-  const chunk = new Uint8Array(1024 * 1024).fill(0x20);
-  let sent = 0;
-  return new ReadableStream({
-    pull(controller) {
-      if (sent >= bytes) return controller.close();
-      sent += chunk.length;
-      controller.enqueue(chunk);
-    },
-  });
-}
 
-function nested(depth: number): unknown {
-  let v: unknown = "bottom";
-  for (let i = 0; i < depth; i++) v = { a: v };
-  return v;
-}
 
 // ---- the requests ----------------------------------------------------------------------------
 
@@ -267,19 +230,6 @@ function fill(op: Operation, bad?: { param: string; value: string }): string {
   return op.path.replace(/\{(\w+)\}/g, (_, p: string) => (bad?.param === p ? bad.value : encodeURIComponent(realFor(op.path, p) ?? unknownId())));
 }
 
-const MALFORMED_IDS: [string, string][] = [
-  ["a word", "not-a-uuid"],
-  ["a very long id", "7".repeat(4000)],
-  ["an encoded ../", "..%2F..%2Fapi-keys"],
-  ["unicode", encodeURIComponent("ü☃𝔘")],
-  ["a NUL byte", "%00"],
-  ["a terminal escape", "%1B%5B2J"],
-  ["a broken percent escape", "%ZZ%E2%98"],
-  ["an id one character short", "01928f3e-7b1c-7cc0-9c3a-4d1a2b3c4d5"],
-  ["an id with a bad character", "01928f3e-7b1c-7cc0-9c3a-4d1a2b3c4d5g"],
-  ["SQL", encodeURIComponent("' OR '1'='1")],
-  ["an email-like id", encodeURIComponent("nobody@nowhere.example")],
-];
 
 /** The query parameters an operation requires, each with a value it takes. */
 function requiredQuery(op: Operation): string | undefined {
@@ -551,7 +501,7 @@ describe("every operation in the OpenAPI document refuses bad input cleanly", ()
   for (const op of operations) {
     const name = `${op.method} ${op.path} `;
     it(`${name}answers bad ids, bodies and queries with a 4xx in the contract's shape, changing nothing`, async () => {
-      rnd = random(seedFor(name));
+      fuzz.reseed(name);
       const cases = [...pathCases(op), ...bodyCases(op), ...queryCases(op), ...headerCases(op)];
       const before = await snapshot();
       const problems: string[] = [];

@@ -11,9 +11,10 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { inviteToAccount } from "../../worker/dashboard/invitations.ts";
 import { dashboardApp } from "../../worker/dashboard/routes.tsx";
 import { storeImage } from "../../worker/media/images.ts";
-import { random } from "../support/random.ts";
+import { seeded } from "../support/random.ts";
 import { signedIn } from "./dashboard-session.ts";
 import { call, createAccount, type TestAccount } from "./fixtures.ts";
+import { endless, MALFORMED_IDS, nested } from "../support/hostile.ts";
 
 const SEED = 20261112;
 const DASH = "https://t.tern.test";
@@ -91,57 +92,9 @@ for (const r of dashboardApp().routes) {
 
 // ---- the generator ---------------------------------------------------------------------------
 
-let rnd = random(SEED);
-function sample<T>(xs: readonly T[], n: number): T[] {
-  const pool = [...xs];
-  for (let i = pool.length - 1; i > 0; i--) {
-    const j = Math.floor(rnd() * (i + 1));
-    [pool[i], pool[j]] = [pool[j]!, pool[i]!];
-  }
-  return pool.slice(0, n);
-}
-function seedFor(text: string): number {
-  let h = SEED;
-  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
-  return h;
-}
-/** A well-formed id (UUIDv4) that names nothing. */
-function unknownId(): string {
-  const hex = Array.from({ length: 32 }, () => Math.floor(rnd() * 16).toString(16));
-  hex[12] = "4";
-  hex[16] = "89ab"[Math.floor(rnd() * 4)]!;
-  const h = hex.join("");
-  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
-}
-function nested(depth: number): unknown {
-  let v: unknown = "bottom";
-  for (let i = 0; i < depth; i++) v = { a: v };
-  return v;
-}
-/** A body of `bytes` spaces, sent without a length, so that only reading it finds its size. */
-function endless(bytes: number): ReadableStream<Uint8Array> {
-  const chunk = new Uint8Array(1024 * 1024).fill(0x20);
-  let sent = 0;
-  return new ReadableStream({
-    pull(controller) {
-      if (sent >= bytes) return controller.close();
-      sent += chunk.length;
-      controller.enqueue(chunk);
-    },
-  });
-}
+const fuzz = seeded(SEED);
+const { next: rnd, sample, unknownId } = fuzz;
 
-const MALFORMED_IDS: [string, string][] = [
-  ["a word", "not-a-uuid"],
-  ["a very long id", "7".repeat(4000)],
-  ["an encoded ../", "..%2F..%2Fapi-keys"],
-  ["unicode", encodeURIComponent("ü☃𝔘")],
-  ["a NUL byte", "%00"],
-  ["a terminal escape", "%1B%5B2J"],
-  ["a broken percent escape", "%ZZ%E2%98"],
-  ["an id one character short", "01928f3e-7b1c-7cc0-9c3a-4d1a2b3c4d5"],
-  ["an SQL fragment", encodeURIComponent("' OR '1'='1")],
-];
 
 /** Query parameters the pages read, and values no page expects. */
 const QUERY_NAMES = ["after", "before", "q", "status", "domain", "tag", "from", "to", "segment", "limit", "start_date", "end_date", "domain_id", "notice", "error", "token", "method", "key_id", "period"];
@@ -631,7 +584,7 @@ describe("every dashboard endpoint and page refuses bad input cleanly", () => {
       continue;
     }
     it(`${name}answers bad ids, bodies and queries with an error in its shape, changing nothing`, async () => {
-      rnd = random(seedFor(name));
+      fuzz.reseed(name);
       await calibrate(route);
       const cases = casesFor(route);
       const before = await snapshot();

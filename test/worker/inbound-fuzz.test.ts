@@ -15,6 +15,7 @@ import { returnPathAddress } from "../../worker/sending/return-path.ts";
 import worker from "../../worker/index.ts";
 import { random } from "../support/random.ts";
 import { api, createAccount, insertDomain, type TestAccount } from "./fixtures.ts";
+import { incoming as incomingFrom } from "./incoming.ts";
 
 const SEED = 20261112;
 
@@ -147,34 +148,8 @@ function nested(levels: number, same: boolean): string {
 
 // ---- the harness ----------------------------------------------------------------------------
 
-interface Incoming {
-  message: ForwardableEmailMessage;
-  rejected: () => string | null;
-}
-
-/** A message as Email Routing hands it to the Worker. */
-function incoming(to: string, raw: Uint8Array, claimedSize?: number): Incoming {
-  let rejected: string | null = null;
-  const message = {
-    from: "sender@sender.example",
-    to,
-    headers: new Headers(),
-    raw: new ReadableStream<Uint8Array>({
-      start(c) {
-        for (let i = 0; i < raw.length; i += 65536) c.enqueue(raw.subarray(i, i + 65536));
-        c.close();
-      },
-    }),
-    rawSize: claimedSize ?? raw.length,
-    canBeForwarded: false,
-    setReject(reason: string) {
-      rejected = reason;
-    },
-    forward: () => Promise.reject(new Error("not used")),
-    reply: () => Promise.reject(new Error("not used")),
-  } as unknown as ForwardableEmailMessage;
-  return { message, rejected: () => rejected };
-}
+/** A message from a stranger's address, as Email Routing hands it over. */
+const incoming = (to: string, raw: Uint8Array, claimedSize?: number) => incomingFrom("sender@sender.example", to, raw, claimedSize);
 
 /** C0 and C1 controls and DEL: never in a string the API hands out as a name, address or header. */
 const CONTROL = /[\x00-\x08\x0a-\x1f\x7f-\x9f]/;

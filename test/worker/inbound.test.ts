@@ -12,39 +12,11 @@ import { macKey } from "../../worker/crypto/master-key.ts";
 import { toHex } from "../../worker/bytes.ts";
 import worker from "../../worker/index.ts";
 import { api, createAccount, insertDomain, type TestAccount } from "./fixtures.ts";
+import { incoming } from "./incoming.ts";
 
 const files = import.meta.glob("../fixtures/reports/*.eml", { query: "?raw", import: "default", eager: true }) as Record<string, string>;
 const fixture = (name: string) => files[`../fixtures/reports/${name}.eml`]!;
 
-interface Incoming {
-  message: ForwardableEmailMessage;
-  rejected: () => string | null;
-}
-
-/** A message as Email Routing hands it to the Worker. */
-function incoming(from: string, to: string, raw: string | Uint8Array, claimedSize?: number): Incoming {
-  const bytes = typeof raw === "string" ? new TextEncoder().encode(raw) : raw;
-  let rejected: string | null = null;
-  const message = {
-    from,
-    to,
-    headers: new Headers(),
-    raw: new ReadableStream<Uint8Array>({
-      start(c) {
-        for (let i = 0; i < bytes.length; i += 65536) c.enqueue(bytes.subarray(i, i + 65536));
-        c.close();
-      },
-    }),
-    rawSize: claimedSize ?? bytes.length,
-    canBeForwarded: false,
-    setReject(reason: string) {
-      rejected = reason;
-    },
-    forward: () => Promise.reject(new Error("not used")),
-    reply: () => Promise.reject(new Error("not used")),
-  } as unknown as ForwardableEmailMessage;
-  return { message, rejected: () => rejected };
-}
 
 let acct: TestAccount;
 
