@@ -24,7 +24,7 @@ import { validate } from "../http.ts";
 import { MAX_IMAGE_BYTES } from "../media/images.ts";
 import { BUCKET_MS } from "../metrics/rollup.ts";
 import { emailMetrics } from "../metrics/service.ts";
-import { CreateBroadcastRequest, fieldsOf, UpdateBroadcastRequest } from "../routes/broadcasts.ts";
+import { CreateBroadcastRequest, fieldsOf, SendBroadcastRequest, UpdateBroadcastRequest } from "../routes/broadcasts.ts";
 import { performSend } from "../sending/send.ts";
 import { contactLookup, type Lookup } from "../templates/render.ts";
 import { CONTACT_FIELDS, placeholderParts, placeholderText, propertyLabel, readableText, variableLabel } from "../templates/variables.ts";
@@ -603,14 +603,13 @@ export function registerBroadcastPages(app: Hono<DashEnv>): void {
 
   app.post("/api/broadcasts/:id/send", async (c) => {
     const v = c.get("viewer");
-    const b = await body<{ scheduled_at?: unknown }>(c);
-    // A time that is not text is a mistake, not "now": it must not send the broadcast at once.
-    if (b.scheduled_at !== undefined && b.scheduled_at !== null && typeof b.scheduled_at !== "string") throw new DashError(422, "`scheduled_at` must be a time written as text, such as \"in 1 hour\" or an ISO 8601 date.");
+    // The API's own rule: a time that is not text is refused, never read as "now".
+    const b = validate(SendBroadcastRequest, await body(c));
     const row = await findBroadcast(c.env.DB, v.account.id, c.req.param("id"));
     if (!row) throw new DashError(404, "This broadcast is gone.");
     // sendBroadcast makes the review's blocking checks itself (sendProblems); the review panel
     // has already shown all of them at once.
-    const at = typeof b.scheduled_at === "string" && b.scheduled_at.trim() ? b.scheduled_at.trim() : undefined;
+    const at = b.scheduled_at?.trim() || undefined;
     const sent = await sendBroadcast(c.env, principalOf(v), row.id, at);
     await audit(c.env, v, { action: sent!.status === "scheduled" ? "broadcast.scheduled" : "broadcast.sent", target: row.id });
     return c.json({ ok: true, status: sent!.status });

@@ -860,10 +860,8 @@ export function registerResourcePages(app: Hono<DashEnv>): void {
   app.post("/api/webhooks/:id/status", async (c) => {
     const v = c.get("viewer");
     requireManager(v);
-    const b = await body<{ status?: unknown }>(c);
-    // Only the two statuses: anything else used to turn the endpoint on.
-    if (b.status !== "enabled" && b.status !== "disabled") throw new DashError(422, "A webhook's status is enabled or disabled.");
-    const status = b.status;
+    // The API's own rule for a status (anything but the two used to turn the endpoint on).
+    const { status } = validate(UpdateWebhookRequest.required({ status: true }), { status: (await body<{ status?: unknown }>(c)).status });
     const r = await updateWebhook(c.env.DB, readConfig(c.env), v.account.id, c.req.param("id"), { status });
     await audit(c.env, v, { action: `webhook.${status}`, target: c.req.param("id") });
     return c.json(r);

@@ -54,7 +54,7 @@ export const CreateBroadcastRequest = z.object({
   if (b.scheduled_at !== undefined && b.send !== true) ctx.addIssue({ code: "custom", path: ["scheduled_at"], message: "can only be given with `send: true`." });
 }).openapi("CreateBroadcastRequest", { description: "`from`, `subject` and `segment_id` (or its older name `audience_id`) are required." });
 export const UpdateBroadcastRequest = z.object(fields).superRefine(oneSegment).openapi("UpdateBroadcastRequest");
-const SendBroadcastRequest = z.object({ scheduled_at: ScheduledAt.optional() }).openapi("SendBroadcastRequest");
+export const SendBroadcastRequest = z.object({ scheduled_at: ScheduledAt.optional() }).openapi("SendBroadcastRequest");
 
 const Broadcast = z.object({
   object: z.literal("broadcast"), id: z.string(), name: z.string().nullable(), segment_id: z.string().nullable(), audience_id: z.string().nullable(),
