@@ -223,6 +223,29 @@ async function scan(text: string) {
   return scanCsv(blobSource(blob), decodeCsv(new Uint8Array(await blob.arrayBuffer()), true));
 }
 
+/** A run's window, as imports.ts reads the file. */
+const WINDOW = 1024 * 1024;
+/** No queue hint: the runs a test makes are the only ones. */
+const quiet = { ...env, BROADCAST_QUEUE: { send: async () => {} } as unknown as Env["BROADCAST_QUEUE"] };
+
+/** A Blob that records the length of each read of its bytes and refuses to be read whole. */
+function recordingUpload() {
+  const reads: number[] = [];
+  class Upload extends Blob {
+    override slice(start?: number, end?: number, type?: string): Blob {
+      reads.push(Math.min(end ?? this.size, this.size) - (start ?? 0));
+      return super.slice(start, end, type);
+    }
+    override arrayBuffer(): Promise<ArrayBuffer> {
+      throw new Error("the upload was read whole");
+    }
+    override text(): Promise<string> {
+      throw new Error("the upload was read whole");
+    }
+  }
+  return { Upload, reads };
+}
+
 describe("a run reads on from where the last one stopped", () => {
   // Quoted line breaks, doubled quotes, CRLF, blank lines before and between rows, multi-byte
   // characters (a window may cut one), a U+FEFF inside a cell and a last row without a break.
@@ -274,8 +297,6 @@ describe("a run reads on from where the last one stopped", () => {
   it("each run starts at the last one's position, and an import made before positions were kept resumes at its cursor", async () => {
     const rows = Array.from({ length: 4500 }, (_, i) => `r${i}@example.com,R\u00f6w ${i}`);
     const text = ["email,first_name", ...rows].join("\n");
-    // No queue hint: the runs below are the only ones.
-    const quiet = { ...env, BROADCAST_QUEUE: { send: async () => {} } as unknown as Env["BROADCAST_QUEUE"] };
     const id = (await createImport(quiet, a.accountId, new Blob([text]), { on_conflict: "upsert" })).id;
     expect((await call(a, "GET", `/contacts/imports/${id}`)).body.counts.total).toBe(4500);
     // The runs the queue would make, with the file's reads recorded.
@@ -315,7 +336,6 @@ describe("a run reads on from where the last one stopped", () => {
 
   it("an import made before positions were kept, whose cursor is at its end, completes", async () => {
     const text = ["email", "z1@example.com", "z2@example.com"].join("\n");
-    const quiet = { ...env, BROADCAST_QUEUE: { send: async () => {} } as unknown as Env["BROADCAST_QUEUE"] };
     const id = (await createImport(quiet, a.accountId, new Blob([text]), {})).id;
     await env.DB.prepare("UPDATE contact_imports SET status = 'in_progress', cursor = 2, total = 2, layout_json = NULL WHERE id = ?").bind(id).run();
     expect(await runImport(env, id)).toBe(false);
@@ -323,23 +343,8 @@ describe("a run reads on from where the last one stopped", () => {
   });
 
   it("checks a file of several windows without ever holding it whole: each read is a window, and every window is checked", async () => {
-    const quiet = { ...env, BROADCAST_QUEUE: { send: async () => {} } as unknown as Env["BROADCAST_QUEUE"] };
     const t = await createAccount();
-    const WINDOW = 1024 * 1024;
-    // A Blob that records each read of its bytes and refuses to be read whole.
-    const reads: number[] = [];
-    class Upload extends Blob {
-      override slice(start?: number, end?: number, type?: string): Blob {
-        reads.push((end ?? this.size) - (start ?? 0));
-        return super.slice(start, end, type);
-      }
-      override arrayBuffer(): Promise<ArrayBuffer> {
-        throw new Error("the upload was read whole");
-      }
-      override text(): Promise<string> {
-        throw new Error("the upload was read whole");
-      }
-    }
+    const { Upload, reads } = recordingUpload();
     const enc = new TextEncoder();
     // About 2.5 MB in long rows (a few thousand contacts); a two-byte character straddles the
     // first window's end.
@@ -379,15 +384,13 @@ describe("a run reads on from where the last one stopped", () => {
   });
 
   it("guesses the layout from whole records when the first rows pass a window, in new imports and older ones", async () => {
-    const quiet = { ...env, BROADCAST_QUEUE: { send: async () => {} } as unknown as Env["BROADCAST_QUEUE"] };
     const t = await createAccount();
-    const W = 1024 * 1024;
     // Semicolons, and a long first row whose next row starts 5 bytes before the first window
     // ends: a cut row (one cell) would make Papa guess commas and read one column.
     const header = "email;first_name\n";
-    const long = `a@example.com;${"n".repeat(W - header.length - "a@example.com;".length - 1 - 5)}\n`;
+    const long = `a@example.com;${"n".repeat(WINDOW - header.length - "a@example.com;".length - 1 - 5)}\n`;
     const text = header + long + "b@example.com;Bee\nc@example.com;Cee\n";
-    expect(new TextEncoder().encode(header + long).length).toBe(W - 5);
+    expect(new TextEncoder().encode(header + long).length).toBe(WINDOW - 5);
     expect(wholeParse(text).rows).toHaveLength(3);
     const row = await createImport(quiet, t.accountId, new Blob([text]), {});
     expect(row.total).toBe(3);
@@ -400,21 +403,13 @@ describe("a run reads on from where the last one stopped", () => {
   });
 
   it("refuses a quote never closed instead of reading the rest of the file at once, and a header longer than a window", async () => {
-    const quiet = { ...env, BROADCAST_QUEUE: { send: async () => {} } as unknown as Env["BROADCAST_QUEUE"] };
     const t = await createAccount();
-    const W = 1024 * 1024;
-    const reads: number[] = [];
-    class Upload extends Blob {
-      override slice(start?: number, end?: number, type?: string): Blob {
-        reads.push(Math.min(end ?? this.size, this.size) - (start ?? 0));
-        return super.slice(start, end, type);
-      }
-    }
-    const rows = Array.from({ length: 6 * W / 32 }, (_, i) => `r${i}@example.com,Row ${i}`).join("\n");
+    const { Upload, reads } = recordingUpload();
+    const rows = Array.from({ length: 6 * WINDOW / 32 }, (_, i) => `r${i}@example.com,Row ${i}`).join("\n");
     const stray = `email,name\nx@example.com,"5" TV\n${rows}\n`;
     const refused = await createImport(quiet, t.accountId, new Upload([stray]), {}).catch((e: Error) => e);
     expect(refused).toMatchObject({ status: 422, message: expect.stringMatching(/^Row 2 runs on for more than 2 MB: a cell that starts with a quote/) });
-    expect(Math.max(...reads)).toBeLessThanOrEqual(2 * W);
+    expect(Math.max(...reads)).toBeLessThanOrEqual(2 * WINDOW);
     const wide = [...Array.from({ length: 5000 }, (_, i) => `column_${i}_${"c".repeat(200)}`), "email"].join(",");
     expect(await createImport(quiet, t.accountId, new Blob([`${wide}\nv@example.com\n`]), {}).catch((e: Error) => e)).toMatchObject({ status: 422, message: expect.stringMatching(/first line is longer than 1 MB/) });
     expect((await call(t, "GET", "/contacts/imports")).body.data).toEqual([]);
@@ -428,7 +423,6 @@ describe("a run reads on from where the last one stopped", () => {
   });
 
   it("a file sent as Excel writes it, BOM and all, imports every row", async () => {
-    const quiet = { ...env, BROADCAST_QUEUE: { send: async () => {} } as unknown as Env["BROADCAST_QUEUE"] };
     const big = ["\ufeffemail,name", ...Array.from({ length: 2001 }, (_, i) => `"x${i}-${a.accountId.slice(0, 8)}@example.com","Doe, Ann ${i}"`)].join("\r\n");
     const id = (await createImport(quiet, a.accountId, new Blob([big]), { column_map: { email: "email", first_name: "name" } })).id;
     while (await runImport(env, id));

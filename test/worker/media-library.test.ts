@@ -10,6 +10,7 @@ import { deleteConsequences } from "../../worker/dashboard/media.tsx";
 import { call, createAccount } from "./fixtures.ts";
 import { formatBytes } from "../../worker/media/sizes.ts";
 import { signedIn, type DashboardRole } from "./dashboard-session.ts";
+import { concatBytes } from "../../worker/bytes.ts";
 
 const ORIGIN = "https://t.tern.test";
 const PNG = Uint8Array.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52, 1, 2, 3]);
@@ -49,13 +50,7 @@ async function noisePng(w: number, h: number): Promise<Uint8Array> {
   for (let y = 0; y < h; y++) crypto.getRandomValues(raw.subarray(y * (1 + w * 3) + 1, (y + 1) * (1 + w * 3)));
   const zipped = new Uint8Array(await new Response(new Blob([raw]).stream().pipeThrough(new CompressionStream("deflate"))).arrayBuffer());
   const parts = [Uint8Array.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), chunk("IHDR", ihdr), chunk("IDAT", zipped), chunk("IEND", new Uint8Array())];
-  const png = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    png.set(p, at);
-    at += p.length;
-  }
-  return png;
+  return concatBytes(parts);
 }
 const fetchPath = (url: string) => exports.default.fetch(url);
 const held = async (accountId: string) => ({
