@@ -690,6 +690,27 @@ describe("the sign-in doors, as an outside probe tried them", () => {
     expect(await on()).toBe(false);
   });
 
+  it("gives back a recovery code spent on a change that then failed", async () => {
+    const p = await person("owner");
+    const enabled = (await (await p.post("/auth/two-factor/enable", {})).json()) as { totpURI: string; backupCodes: string[] };
+    const totp = OTPAuth.URI.parse(enabled.totpURI) as OTPAuth.TOTP;
+    const q = await renewedSession(await p.post("/auth/two-factor/verify-totp", { code: totp.generate() }));
+    // A real fault in D1: turning this person's two-factor off fails.
+    const trigger = `fail_disable_${p.user.replace(/\W/g, "")}`;
+    await env.DB.prepare(`CREATE TRIGGER ${trigger} BEFORE UPDATE OF two_factor_enabled ON auth_users WHEN NEW.id = '${p.user}' AND NEW.two_factor_enabled = 0 BEGIN SELECT RAISE(ABORT, 'fault'); END`).run();
+    try {
+      const failed = await q.post("/auth/two-factor/disable", { code: enabled.backupCodes[0] });
+      expect(failed.status).toBeGreaterThanOrEqual(400);
+    } finally {
+      await env.DB.prepare(`DROP TRIGGER ${trigger}`).run();
+    }
+    const on = await env.DB.prepare("SELECT two_factor_enabled AS on_ FROM auth_users WHERE id = ?").bind(p.user).first<{ on_: number }>();
+    expect(on!.on_).toBe(1);
+    // The code it was asked with still works, once.
+    expect((await q.post("/auth/two-factor/disable", { code: enabled.backupCodes[0] })).status).toBe(200);
+    expect((await env.DB.prepare("SELECT two_factor_enabled AS on_ FROM auth_users WHERE id = ?").bind(p.user).first<{ on_: number }>())!.on_).toBe(0);
+  });
+
   it("refuses password and two-factor changes to a session whose person is in no account", async () => {
     const p = await person("owner");
     const enabled = (await (await p.post("/auth/two-factor/enable", {})).json()) as { totpURI: string };

@@ -10,7 +10,7 @@ import { drizzle } from "drizzle-orm/d1";
 import { constantTimeEqual } from "../bytes.ts";
 import { ApiError, logFailure } from "../errors.ts";
 import { readBodyLimited, readJson } from "../http.ts";
-import { accounts, auditLog, authAccounts, authSessions, authUsers, invitations, memberships, usage } from "../db/schema.ts";
+import { accounts, auditLog, authAccounts, authSessions, authTwoFactors, authUsers, invitations, memberships, usage } from "../db/schema.ts";
 import { planLimits } from "../plans.ts";
 import { readConfig } from "../config.ts";
 import { periodsAt } from "../sending/quota.ts";
@@ -159,19 +159,33 @@ async function hasPassword(env: Env, userId: string): Promise<boolean> {
 }
 
 /** Checks the request's `code` (from the authenticator app, or an unused recovery code, which
- * it uses up) with better-auth's own verification; an answer to send back when it fails. */
-async function secondFactorRefusal(auth: Auth, req: Request): Promise<Response | null> {
+ * it uses up) with better-auth's own verification: an answer to send back when it fails, or a
+ * way to give a spent recovery code back if the change it was asked for then fails. */
+async function secondFactorCheck(env: Env, auth: Auth, req: Request, userId: string): Promise<{ refused: Response } | { giveBack: () => Promise<void> }> {
   const body = (await req.clone().json().catch(() => ({}))) as { code?: unknown };
   const code = typeof body.code === "string" ? body.code.trim() : "";
-  if (!code) return json({ message: "Enter a current code from your authenticator app, or a recovery code.", code: "CODE_REQUIRED" }, 422);
+  if (!code) return { refused: json({ message: "Enter a current code from your authenticator app, or a recovery code.", code: "CODE_REQUIRED" }, 422) };
+  const recovery = !/^\d{6}$/.test(code);
+  // better-auth spends a recovery code as it checks it; the codes as they were are kept to be
+  // written back, and only over the spent state, so nothing another request did is undone.
+  const codes = () => drizzle(env.DB).select({ backupCodes: authTwoFactors.backupCodes }).from(authTwoFactors).where(eq(authTwoFactors.userId, userId)).get();
+  const before = recovery ? await codes() : undefined;
   try {
     const headers = new Headers({ cookie: req.headers.get("cookie") ?? "" });
-    if (/^\d{6}$/.test(code)) await auth.api.verifyTOTP({ body: { code }, headers });
+    if (!recovery) await auth.api.verifyTOTP({ body: { code }, headers });
     else await auth.api.verifyBackupCode({ body: { code }, headers });
-    return null;
   } catch {
-    return json({ message: "That code is not right. Enter the code your authenticator app shows now, or an unused recovery code.", code: "INVALID_CODE" }, 422);
+    return { refused: json({ message: "That code is not right. Enter the code your authenticator app shows now, or an unused recovery code.", code: "INVALID_CODE" }, 422) };
   }
+  const after = before ? await codes() : undefined;
+  return {
+    giveBack: async () => {
+      if (!before || !after || before.backupCodes === after.backupCodes) return;
+      await drizzle(env.DB).update(authTwoFactors).set({ backupCodes: before.backupCodes })
+        .where(and(eq(authTwoFactors.userId, userId), eq(authTwoFactors.backupCodes, after.backupCodes))).run()
+        .catch((err: unknown) => logFailure("a spent recovery code was not given back", err));
+    },
+  };
 }
 
 /** The better-auth endpoints the dashboard uses; the rest of its surface (listing sessions with
@@ -249,9 +263,11 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
   // (allowPasswordless): turning their second factor off, or minting new recovery codes, takes
   // a current code instead, so a stolen session cannot do it alone.
   const passwordless = req.method === "POST" && viewer !== null && (FACTOR_PATHS.has(path) || FRESH_PATHS.has(path)) && !(await hasPassword(env, viewer.user.id));
+  let giveBackCode = async () => {};
   if (passwordless && FACTOR_PATHS.has(path) && viewer!.user.twoFactorEnabled) {
-    const refused = await secondFactorRefusal(auth, req);
-    if (refused) return refused;
+    const checked = await secondFactorCheck(env, auth, req, viewer!.user.id);
+    if ("refused" in checked) return checked.refused;
+    giveBackCode = checked.giveBack;
   }
   // When this person signed in: a session better-auth renews (turning TOTP on, a password
   // change) keeps it, so only a real sign-in makes a session fresh.
@@ -267,9 +283,12 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
   try {
     res = await auth.handler(req);
   } catch (err) {
+    await giveBackCode();
     if (err instanceof DashboardMailError) return json({ message: err.message }, 503);
     throw err;
   }
+  // The change the code was spent on did not happen: the person keeps that recovery code.
+  if (res.status >= 400) await giveBackCode();
   if (res.status === 500) {
     // A failure to send the verification or reset mail surfaces here: say so plainly.
     console.error("dashboard auth failed", path, await res.clone().text());
