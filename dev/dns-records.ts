@@ -55,6 +55,8 @@ export function buildZone(domains: LocalDomain[], keys: LocalKey[], claims: Loca
   };
   for (const d of domains) {
     const { bounceHost, spfInclude } = config.region(d.region);
+    // No Tracking CNAME: a tracking host (links.<domain>) cannot reach this machine, so in dev
+    // mode it stays unverified and tracked links keep pointing at PUBLIC_URL, which works.
     const records = expectedRecords(
       { name: d.name, returnPath: d.returnPath, receiving: d.receiving },
       keys.filter((k) => k.domainId === d.id && k.state !== "retired"),

@@ -1,6 +1,7 @@
 // The Worker's entry: the HTTP API, the send queue's consumer and the cron.
 import { queueRole } from "./queues.ts";
 import { newApp } from "./app.ts";
+import { ApiError, errorResponse } from "./errors.ts";
 import { readConfig } from "./config.ts";
 import { handleEmail } from "./inbound/email-handler.ts";
 import { recheckDueDomains } from "./domains/service.ts";
@@ -28,6 +29,7 @@ import type { BroadcastMessage } from "./broadcasts/broadcasts.ts";
 import type { ImportMessage } from "./contacts/imports.ts";
 import { registerSuppressionRoutes } from "./routes/suppressions.ts";
 import { registerTrackingRoutes } from "./routes/tracking.ts";
+import { servesPath } from "./tracking/hosts.ts";
 import { registerMediaRoutes } from "./routes/media.ts";
 import { registerWebhookRoutes } from "./routes/webhooks.ts";
 import { dashboardApp } from "./dashboard/routes.tsx";
@@ -68,7 +70,11 @@ registerDocRoutes(app);
 app.route("/dashboard", dashboardApp() as never);
 
 export default {
-  fetch: app.fetch,
+  async fetch(request, env, ctx) {
+    // A domain's tracking host answers its pixel and click paths only (tracking/hosts.ts).
+    if (!(await servesPath(env.DB, readConfig(env), request.url))) return errorResponse(new ApiError("not_found", "This host serves an email's tracked links only."));
+    return app.fetch(request, env, ctx);
+  },
   async queue(batch, env) {
     const role = queueRole(batch.queue);
     if (role === "webhooks") await consumeWebhookBatch(batch as unknown as MessageBatch<WebhookQueueMessage>, env);

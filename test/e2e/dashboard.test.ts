@@ -385,8 +385,12 @@ describe("the dashboard in a browser", () => {
     expect(await page.locator("main .badge.verified").count()).toBeGreaterThanOrEqual(4); // the domain, DKIM, SPF MX and TXT
     await shot(page, "12a-domain-verified");
     await page.getByLabel("Track opens").check();
+    await page.getByRole("textbox", { name: /Tracking host/ }).fill("links");
     await page.getByRole("button", { name: "Save settings" }).click();
     await expect.poll(() => page.locator("main").innerText(), POLL).toContain("opens on");
+    // The domain's own tracking host: its CNAME joins the records, and is used once verified.
+    expect(await page.locator("main").innerText()).toContain("links use links.news.example.org once its Tracking record below is verified");
+    expect(await page.locator("table").innerText()).toMatch(/Tracking\s+CNAME\s+links/);
     page.once("dialog", (d) => void d.accept());
     await page.getByRole("button", { name: "Rotate the DKIM key" }).click();
     await expect.poll(async () => ((await page.locator("table").innerText()).match(/_domainkey/g) ?? []).length, POLL).toBe(2);

@@ -4,7 +4,7 @@
 import type { Hono } from "hono";
 import { createApiKey, listApiKeys, revokeApiKey } from "../api-keys/service.ts";
 import { readConfig } from "../config.ts";
-import { checkDomain, createDomain, deleteDomain, domainDetails, domainView, findDomain, lastCheckOf, listDomains, patchDomain, rotateDkim, rotationAlgorithm, type DomainDetails } from "../domains/service.ts";
+import { checkDomain, createDomain, deleteDomain, domainDetails, domainView, findDomain, lastCheckOf, listDomains, patchDomain, rotateDkim, rotationAlgorithm, type DomainDetails, type DomainView } from "../domains/service.ts";
 import { unicodeName } from "../domains/names.ts";
 import { cancelEmail, findEmail, getEmail, listEmailEvents } from "../emails/service.ts";
 import { renderMessage } from "../delivery/consumer.ts";
@@ -294,6 +294,16 @@ function LastFinding(props: { last: DomainDetails["records"][number]["last"]; ch
   );
 }
 
+/** Where the domain's open and click links point, said in words. */
+function trackingHostNote(view: DomainView) {
+  if (!view.tracking_subdomain) return null;
+  const host = `${view.tracking_subdomain}.${view.name}`;
+  const status = view.records.find((r) => r.record === "Tracking")?.status;
+  return status === "verified"
+    ? <> · links use <span class="mono">{host}</span></>
+    : <> · links use <span class="mono">{host}</span> once its Tracking record below is verified; until then the deployment's own host</>;
+}
+
 async function domainPage(c: DashCtx) {
   const v = c.get("viewer");
   const details = domainDetails(await findDomain(c.env.DB, v.account.id, c.req.param("id")!), readConfig(c.env));
@@ -312,7 +322,7 @@ async function domainPage(c: DashCtx) {
           <dt>Last checked</dt><dd>{checked ? <Time at={details.lastCheckedAt} /> : <span class="muted">never: publish the records below, then verify</span>}</dd>
           {details.nextCheckAt !== null ? <><dt>Next check</dt><dd><Time at={details.nextCheckAt} /></dd></> : null}
           <dt>Region</dt><dd>{view.region}</dd>
-          <dt>Tracking</dt><dd>opens {view.open_tracking ? "on" : "off"}, clicks {view.click_tracking ? "on" : "off"}</dd>
+          <dt>Tracking</dt><dd>opens {view.open_tracking ? "on" : "off"}, clicks {view.click_tracking ? "on" : "off"}{trackingHostNote(view)}</dd>
           <dt>TLS</dt><dd>{view.tls}</dd>
         </dl>
         {details.checkError ? (
@@ -325,6 +335,9 @@ async function domainPage(c: DashCtx) {
             <label class="check"><input type="checkbox" name="open_tracking" checked={view.open_tracking} />Track opens</label>
             <label class="check"><input type="checkbox" name="click_tracking" checked={view.click_tracking} />Track clicks</label>
             <label class="check"><input type="checkbox" name="receiving" checked={view.receiving} />Receive mail</label>
+            <label>Tracking host (optional)
+              <span class="row" style="gap:4px;align-items:center"><input name="tracking_subdomain" value={view.tracking_subdomain ?? ""} placeholder="links" maxlength={63} style="width:9em"/><span class="mono">.{view.name}</span></span>
+            </label>
             <label>TLS to recipients
               <select name="tls"><option value="opportunistic" selected={view.tls === "opportunistic"}>opportunistic</option><option value="enforced" selected={view.tls === "enforced"}>enforced</option></select>
             </label>
@@ -344,7 +357,7 @@ async function domainPage(c: DashCtx) {
         ) : null}
       </section>
       <h2>DNS records to publish</h2>
-      <p class="muted">Add these at your DNS provider{unicode !== view.name ? <> (names in their A-label form, <span class="mono">{view.name}</span>)</> : null}, then verify. Checks also run on a schedule. DKIM and SPF are required; DMARC is recommended (Gmail and Yahoo expect it of bulk senders).</p>
+      <p class="muted">Add these at your DNS provider{unicode !== view.name ? <> (names in their A-label form, <span class="mono">{view.name}</span>)</> : null}, then verify. Checks also run on a schedule. DKIM and SPF are required; DMARC is recommended (Gmail and Yahoo expect it of bulk senders).{view.tracking_subdomain ? <> The Tracking CNAME is optional: it puts open and click links on your own host; publish it as it is (at Cloudflare, DNS only, not proxied), so resolvers see where it points.</> : null}</p>
       <table>
         <thead><tr><th scope="col">Purpose</th><th scope="col">Type</th><th scope="col">Name</th><th scope="col">Value</th><th scope="col">Status</th><th scope="col">Last check</th></tr></thead>
         <tbody>
@@ -789,8 +802,11 @@ export function registerResourcePages(app: Hono<DashEnv>): void {
   app.post("/api/domains/:id/settings", async (c) => {
     const v = c.get("viewer");
     requireManager(v);
-    const b = validate(UpdateDomainRequest, await body(c));
-    const view = await patchDomain(c.env, readConfig(c.env), v.account.id, c.req.param("id"), { openTracking: b.open_tracking, clickTracking: b.click_tracking, tls: b.tls, receiving: b.receiving }, Date.now());
+    const raw = await body(c);
+    // An emptied field takes the tracking host away.
+    if (raw && typeof raw === "object" && (raw as Record<string, unknown>).tracking_subdomain === "") (raw as Record<string, unknown>).tracking_subdomain = null;
+    const b = validate(UpdateDomainRequest, raw);
+    const view = await patchDomain(c.env, readConfig(c.env), v.account.id, c.req.param("id"), { openTracking: b.open_tracking, clickTracking: b.click_tracking, tls: b.tls, receiving: b.receiving, trackingSubdomain: b.tracking_subdomain }, Date.now());
     await audit(c.env, v, { action: "domain.updated", target: view.name, detail: b });
     return c.json({ ok: true });
   });

@@ -61,6 +61,9 @@ export const domains = sqliteTable(
     returnPath: text("return_path").notNull().default("send"),
     openTracking: integer("open_tracking", { mode: "boolean" }).notNull().default(false),
     clickTracking: integer("click_tracking", { mode: "boolean" }).notNull().default(false),
+    /** The label of the domain's own host for open and click links (Resend's tracking_subdomain,
+     * e.g. "links": links.<name>); used once its CNAME record is verified. */
+    trackingSubdomain: text("tracking_subdomain"),
     tls: text("tls", { enum: ["opportunistic", "enforced"] }).notNull().default("opportunistic"),
     /** Receiving enabled: the Receiving MX record is part of the record set. */
     receiving: integer("receiving", { mode: "boolean" }).notNull().default(false),

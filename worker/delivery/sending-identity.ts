@@ -48,18 +48,29 @@ async function domainKeys(d1: D1Database, email: EmailRow): Promise<DomainKeys |
   const hit = domainCache.get(cacheKey);
   if (hit && hit.expires > Date.now()) return hit.value;
   const db = drizzle(d1);
-  const domain = await db.select({ id: domains.id, name: domains.name, returnPath: domains.returnPath, tls: domains.tls, openTracking: domains.openTracking, clickTracking: domains.clickTracking }).from(domains)
+  const domain = await db.select({
+    id: domains.id, name: domains.name, returnPath: domains.returnPath, tls: domains.tls, openTracking: domains.openTracking, clickTracking: domains.clickTracking,
+    trackingSubdomain: domains.trackingSubdomain, recordStatusJson: domains.recordStatusJson,
+  }).from(domains)
     .where(and(eq(domains.accountId, email.accountId), email.domainId ? eq(domains.id, email.domainId) : eq(domains.name, name)))
     .get();
   let value: DomainKeys | null = null;
   if (domain) {
     const keys = await db.select({ id: dkimKeys.id, selector: dkimKeys.selector, algorithm: dkimKeys.algorithm, privateKeySealed: dkimKeys.privateKeySealed })
       .from(dkimKeys).where(and(eq(dkimKeys.domainId, domain.id), eq(dkimKeys.state, "active")));
-    value = { domainId: domain.id, name: domain.name, returnPath: domain.returnPath, tls: domain.tls, tracking: { openTracking: domain.openTracking, clickTracking: domain.clickTracking }, keys };
+    const tracking = { openTracking: domain.openTracking, clickTracking: domain.clickTracking, host: trackingHost(domain) };
+    value = { domainId: domain.id, name: domain.name, returnPath: domain.returnPath, tls: domain.tls, tracking, keys };
   }
   if (domainCache.size > 5_000) domainCache.clear();
   domainCache.set(cacheKey, { value, expires: Date.now() + DOMAIN_CACHE_MS });
   return value;
+}
+
+/** The domain's own tracking host, once its Tracking CNAME is verified (and while it stays so). */
+export function trackingHost(d: { name: string; trackingSubdomain: string | null; recordStatusJson: string }): string | null {
+  if (!d.trackingSubdomain) return null;
+  const statuses = JSON.parse(d.recordStatusJson) as Record<string, string>;
+  return statuses["tracking_cname"] === "verified" ? `${d.trackingSubdomain}.${d.name}` : null;
 }
 
 function opened(config: TernConfig, domainId: string, k: DomainKeys["keys"][number]): Promise<CryptoKey> {

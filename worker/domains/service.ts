@@ -60,8 +60,9 @@ export interface DomainView {
   receiving: boolean;
   /** Resend's form of `receiving` (and of sending, which a tern domain always has on). */
   capabilities: DomainCapabilities;
-  /** Always null: tern's open and click links go through the deployment's PUBLIC_URL, not a per-domain subdomain. */
-  tracking_subdomain: null;
+  /** The label of the domain's own host for open and click links (`links`: links.<name>), used
+   * once its Tracking record is verified; null: links go through the deployment's PUBLIC_URL. */
+  tracking_subdomain: string | null;
   records: DomainRecordView[];
   /** What the last check found at _dmarc; null before the first check. */
   dmarc: DmarcInfo | null;
@@ -85,7 +86,18 @@ export interface DomainWithKeys {
 /** The region's SPF include and bounce host (worker/regions.ts), the deployment's MX. */
 function hosts(config: TernConfig, region: string): HostsConfig {
   const { bounceHost, spfInclude } = config.region(region);
-  return { bounceHost, spfInclude, inboundMxHost: config.inboundMxHost };
+  return { bounceHost, spfInclude, inboundMxHost: config.inboundMxHost, trackingTarget: trackingTarget(config) };
+}
+
+/** What a domain's tracking host is a CNAME of: the host of PUBLIC_URL, where the tracking
+ * routes answer (null without one: nothing is tracked then). */
+export function trackingTarget(config: Pick<TernConfig, "publicUrl">): string | null {
+  if (!config.publicUrl) return null;
+  try {
+    return new URL(config.publicUrl).hostname.toLowerCase();
+  } catch {
+    return null;
+  }
 }
 
 function keyInfo(k: DkimKeyRow): KeyInfo {
@@ -99,7 +111,7 @@ function recordStatuses(row: DomainRow, keys: DkimKeyRow[]): Record<string, Reco
 }
 
 function expectedFor(d: DomainWithKeys, config: TernConfig): ExpectedRecord[] {
-  return expectedRecords({ name: d.row.name, returnPath: d.row.returnPath, receiving: d.row.receiving }, d.keys.map(keyInfo), hosts(config, d.row.region));
+  return expectedRecords({ name: d.row.name, returnPath: d.row.returnPath, receiving: d.row.receiving, trackingSubdomain: d.row.trackingSubdomain }, d.keys.map(keyInfo), hosts(config, d.row.region));
 }
 
 export function domainView(d: DomainWithKeys, config: TernConfig): DomainView {
@@ -117,7 +129,7 @@ export function domainView(d: DomainWithKeys, config: TernConfig): DomainView {
     tls: d.row.tls,
     receiving: d.row.receiving,
     capabilities: capabilities(d.row.receiving),
-    tracking_subdomain: null,
+    tracking_subdomain: d.row.trackingSubdomain,
     records: expectedFor(d, config).map((e) => ({
       record: e.record,
       name: e.name,
@@ -189,7 +201,16 @@ export interface CreateDomainInput {
   clickTracking: boolean;
   tls: "opportunistic" | "enforced";
   receiving: boolean;
+  trackingSubdomain?: string | null;
   dkimAlgorithm: DkimChoice;
+}
+
+/** A CNAME cannot share its name with other records: the tracking host must not be the
+ * return path's (its MX and SPF TXT). */
+function checkTrackingLabel(label: string | null, returnPath: string): void {
+  if (label !== null && label === returnPath) {
+    throw new ApiError("validation_error", `\`tracking_subdomain\` must differ from the return path (\`${returnPath}\`): a CNAME cannot share its name with the return path's MX and TXT records.`);
+  }
 }
 
 function domainExists(name: string): ApiError {
@@ -219,6 +240,7 @@ export async function createDomain(env: Events, config: TernConfig, accountId: s
   if (!isRegion(input.region)) throw new ApiError("invalid_region", `\`region\` must be one of ${REGIONS.join(", ")}.`);
   const db = drizzle(env.DB);
   const outbox: OutboxEvent[] = [];
+  checkTrackingLabel(input.trackingSubdomain ?? null, input.customReturnPath);
   const existing = await db.select({ id: domains.id }).from(domains).where(and(eq(domains.accountId, accountId), eq(domains.name, input.name))).get();
   if (existing) throw domainExists(input.name);
   const id = uuidv7(now);
@@ -233,6 +255,7 @@ export async function createDomain(env: Events, config: TernConfig, accountId: s
     returnPath: input.customReturnPath,
     openTracking: input.openTracking,
     clickTracking: input.clickTracking,
+    trackingSubdomain: input.trackingSubdomain ?? null,
     tls: input.tls,
     receiving: input.receiving,
     recordStatusJson: "{}",
@@ -262,6 +285,8 @@ export interface DomainPatch {
   clickTracking?: boolean;
   tls?: "opportunistic" | "enforced";
   receiving?: boolean;
+  /** A new tracking host's label; null removes it. */
+  trackingSubdomain?: string | null;
 }
 
 export async function updateDomain(env: Events, config: TernConfig, current: DomainWithKeys, patch: DomainPatch, now: number): Promise<DomainView> {
@@ -273,14 +298,22 @@ export async function updateDomain(env: Events, config: TernConfig, current: Dom
     clickTracking: patch.clickTracking ?? current.row.clickTracking,
     tls: patch.tls ?? current.row.tls,
     receiving: patch.receiving ?? current.row.receiving,
+    trackingSubdomain: patch.trackingSubdomain === undefined ? current.row.trackingSubdomain : patch.trackingSubdomain,
     updatedAt: now,
   };
+  checkTrackingLabel(row.trackingSubdomain, row.returnPath);
   let statuses = JSON.parse(row.recordStatusJson) as Record<string, RecordStatus>;
   if (row.receiving !== current.row.receiving) {
     // The record set changed: a verified domain must now also show its Receiving MX (checked
     // at once by the caller); turning receiving off drops it.
     statuses = { ...statuses };
     delete statuses["receiving_mx"];
+    row.recordStatusJson = JSON.stringify(statuses);
+  }
+  if (row.trackingSubdomain !== current.row.trackingSubdomain) {
+    // A new tracking host is not used before its own record is seen.
+    statuses = { ...statuses };
+    delete statuses["tracking_cname"];
     row.recordStatusJson = JSON.stringify(statuses);
   }
   const view = domainView({ row, keys: current.keys }, config);
@@ -290,6 +323,7 @@ export async function updateDomain(env: Events, config: TernConfig, current: Dom
       clickTracking: row.clickTracking,
       tls: row.tls,
       receiving: row.receiving,
+      trackingSubdomain: row.trackingSubdomain,
       recordStatusJson: row.recordStatusJson,
       updatedAt: now,
     }).where(eq(domains.id, row.id)),
@@ -306,7 +340,9 @@ export async function updateDomain(env: Events, config: TernConfig, current: Dom
 export async function patchDomain(env: Events, config: TernConfig, accountId: string, id: string, patch: DomainPatch, now: number): Promise<DomainView> {
   const current = await findDomain(env.DB, accountId, id);
   const view = await updateDomain(env, config, current, patch, now);
-  if (patch.receiving !== undefined && patch.receiving !== current.row.receiving && current.row.status !== "not_started") {
+  const newRecord = (patch.receiving !== undefined && patch.receiving !== current.row.receiving)
+    || (patch.trackingSubdomain !== undefined && patch.trackingSubdomain !== current.row.trackingSubdomain && patch.trackingSubdomain !== null);
+  if (newRecord && current.row.status !== "not_started") {
     const reloaded = await findDomain(env.DB, accountId, id);
     return domainView(await checkDomain(env, config, reloaded, now), config);
   }
@@ -494,7 +530,8 @@ export async function checkDomain(env: Events, config: TernConfig, current: Doma
   if (changed) statements.push(...eventStatements(db, "domain.updated", domainView({ row, keys: live }, config), row.accountId, now, outbox));
   await db.batch(statements as [BatchItem<"sqlite">]);
   await announce(env, outbox);
-  if (row.status !== current.row.status || changedKeys.some((k) => k.state !== "pending")) {
+  // (A record's status matters to senders too: the tracking host is used only while verified.)
+  if (row.status !== current.row.status || row.recordStatusJson !== current.row.recordStatusJson || changedKeys.some((k) => k.state !== "pending")) {
     forgetAccountDomains(row.accountId);
     forgetSendingIdentities(row.accountId);
   }

@@ -24,7 +24,7 @@ export const USABLE_STATUSES: readonly DomainStatus[] = ["verified", "temporary_
 export const RECORD_STATUSES = ["not_started", "pending", "verified", "failed", "temporary_failure"] as const;
 export type RecordStatus = (typeof RECORD_STATUSES)[number];
 
-export type RecordKind = "spf_mx" | "spf_txt" | "receiving_mx";
+export type RecordKind = "spf_mx" | "spf_txt" | "receiving_mx" | "tracking_cname";
 
 /** How long a new domain may take to publish its records, and how long a verified domain's
  * vanished records are rechecked before it fails. */
@@ -42,6 +42,8 @@ export interface DomainSettings {
   name: string;
   returnPath: string;
   receiving: boolean;
+  /** The label of the domain's own tracking host, when it has one. */
+  trackingSubdomain?: string | null;
 }
 
 export interface KeyInfo {
@@ -57,13 +59,16 @@ export interface HostsConfig {
   bounceHost: string;
   spfInclude: string;
   inboundMxHost: string;
+  /** What a tracking host's CNAME points at (PUBLIC_URL's host); null without a PUBLIC_URL,
+   * when nothing is tracked. */
+  trackingTarget?: string | null;
 }
 
 /** One record the domain must publish. `name` is relative to the domain, as DNS hosts ask. */
 export interface ExpectedRecord {
   /** "dkim:<key id>" or a RecordKind. */
   id: string;
-  record: "DKIM" | "SPF" | "Receiving";
+  record: "DKIM" | "SPF" | "Receiving" | "Tracking";
   /** Relative name ("@" for the domain itself) and the full name. */
   name: string;
   fqdn: string;
@@ -71,7 +76,8 @@ export interface ExpectedRecord {
   value: string;
   priority?: number;
   /** Required for the domain to be verified. A rotation's next DKIM key is not, nor is the
-   * Receiving MX: the domain's status is about sending; receiving has its record's status. */
+   * Receiving MX or the Tracking CNAME: the domain's status is about sending; receiving and
+   * the tracking host have their record's status. */
   required: boolean;
   /** DKIM records: the key's algorithm (a rotation replaces the active key of its algorithm). */
   algorithm?: DkimAlgorithm;
@@ -99,6 +105,10 @@ export function expectedRecords(domain: DomainSettings, keys: KeyInfo[], hosts: 
   if (domain.receiving) {
     out.push({ id: "receiving_mx", record: "Receiving", name: "@", fqdn: domain.name, type: "MX", value: hosts.inboundMxHost, priority: 10, required: false });
   }
+  if (domain.trackingSubdomain && hosts.trackingTarget) {
+    const fqdn = `${domain.trackingSubdomain}.${domain.name}`;
+    out.push({ id: "tracking_cname", record: "Tracking", name: domain.trackingSubdomain, fqdn, type: "CNAME", value: hosts.trackingTarget, required: false });
+  }
   return out;
 }
 
@@ -115,6 +125,10 @@ export function judge(expected: ExpectedRecord, lookup: Lookup, hosts: HostsConf
     // is a wrong value, not a missing one.
     const found = values.map(publicKeyOfRecord).filter((v) => v !== null);
     return found.some((f) => f.p === want.p && f.k === want.k) ? "match" : "mismatch";
+  }
+  if (expected.type === "CNAME") {
+    const targets = values.map((v) => v.toLowerCase().replace(/\.$/, ""));
+    return targets.includes(expected.value) ? "match" : "mismatch";
   }
   if (expected.type === "MX") {
     const hostsFound = values.map((v) => v.split(" ")[1] ?? "");

@@ -39,7 +39,8 @@ export interface InsightDomain {
 }
 
 export interface InsightContext {
-  /** The host tracking links and pixels point at (tern's PUBLIC_URL), if any. */
+  /** The host tracking links and pixels point at (the domain's own tracking host, or tern's
+   * PUBLIC_URL), if any. */
   trackingHost: string | null;
 }
 
@@ -260,7 +261,7 @@ export function deliverabilityInsights(email: InsightEmail, domain: InsightDomai
   const tracking = !!domain && (domain.openTracking || domain.clickTracking) && ctx.trackingHost !== null;
   const sharedTracking = tracking && registrable(ctx.trackingHost!) !== fromOrg;
   out.push(sharedTracking
-    ? warn("shared_tracking_domain", "Tracking links use another domain", `Tracked links and the open pixel point at ${ctx.trackingHost}, not ${fromOrg}, so they inherit that domain's reputation and mismatch the sender. Serve tracking from a subdomain of ${fromOrg} (PUBLIC_URL), or turn tracking off.`)
+    ? warn("shared_tracking_domain", "Tracking links use another domain", `Tracked links and the open pixel point at ${ctx.trackingHost}, not ${fromOrg}, so they inherit that domain's reputation and mismatch the sender. Give the domain a tracking subdomain (its Tracking record) so they point at ${fromOrg}, or turn tracking off.`)
     : pass("shared_tracking_domain", tracking ? "Tracking uses the sender's domain" : "No tracking domain", tracking ? `Tracking points at ${ctx.trackingHost}.` : "Open and click tracking are off for this domain."));
 
   // --- More checks, each with its source ---

@@ -7,6 +7,7 @@ import { domains, emails } from "../db/schema.ts";
 import type { DmarcInfo } from "../domains/verification.ts";
 import { loadBodies } from "../sending/content.ts";
 import { deliverabilityInsights, type Insight } from "./checks.ts";
+import { trackingHost as domainTrackingHost } from "../delivery/sending-identity.ts";
 
 /** The email's checks; null when the account has no such email. */
 export async function emailInsights(env: Pick<Env, "DB" | "BLOBS">, config: Pick<TernConfig, "publicUrl">, accountId: string, emailId: string): Promise<Insight[] | null> {
@@ -17,9 +18,10 @@ export async function emailInsights(env: Pick<Env, "DB" | "BLOBS">, config: Pick
     loadBodies(env.BLOBS, row).catch(() => ({ html: row.html, text: row.text })),
     row.domainId ? db.select().from(domains).where(and(eq(domains.id, row.domainId), eq(domains.accountId, accountId))).get() : undefined,
   ]);
-  let trackingHost: string | null = null;
+  // The domain's own verified tracking host when it has one, else the deployment's.
+  let trackingHost: string | null = domain ? domainTrackingHost(domain) : null;
   try {
-    trackingHost = config.publicUrl ? new URL(config.publicUrl).hostname : null;
+    trackingHost ??= config.publicUrl ? new URL(config.publicUrl).hostname : null;
   } catch {}
   return deliverabilityInsights(
     {

@@ -50,14 +50,14 @@ const ReturnPath = z
   .regex(/^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/, "`custom_return_path` must be a subdomain label such as `send` or `bounces`.")
   .max(63, "`custom_return_path` must be at most 63 characters.");
 
-/** Resend's tracking subdomain: a DNS label. tern serves open and click links from the
- * deployment's PUBLIC_URL for every domain, so the label is checked and has no effect. */
+/** Resend's tracking subdomain: a DNS label. Once its Tracking CNAME is verified, the domain's
+ * open and click links use that host instead of the deployment's PUBLIC_URL. */
 const TrackingSubdomain = z
   .string({ error: "`tracking_subdomain` must be a string." })
   .trim()
   .toLowerCase()
   .regex(/^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/, "`tracking_subdomain` must be a single DNS label such as `links`.")
-  .openapi({ description: "Accepted for Resend compatibility; tern's open and click links always use the deployment's PUBLIC_URL, so it has no effect and domains answer `tracking_subdomain: null`." });
+  .openapi({ description: "The label of the domain's own host for open and click links (`links`: links.<domain>). The domain's records then include a Tracking CNAME to the deployment's host; once it is verified, tracked links and the open pixel use https://<label>.<domain>. Until then they use the deployment's PUBLIC_URL." });
 
 const Capability = z.enum(["enabled", "disabled"], { error: "a capability must be `enabled` or `disabled`." });
 /** Resend's form of receiving; sending cannot be turned off for a tern domain (delete it instead). */
@@ -105,7 +105,8 @@ export const UpdateDomainRequest = z
     tls: Tls.optional(),
     receiving: z.boolean({ error: "`receiving` must be a boolean." }).optional(),
     capabilities: Capabilities.optional(),
-    tracking_subdomain: TrackingSubdomain.optional(),
+    // null takes the tracking host away (links go through PUBLIC_URL again).
+    tracking_subdomain: TrackingSubdomain.nullable().optional(),
   })
   .strict()
   .openapi("UpdateDomainRequest");
@@ -116,7 +117,7 @@ export const RotateDkimRequest = z
 
 const DomainRecord = z
   .object({
-    record: z.enum(["DKIM", "SPF", "Receiving"]),
+    record: z.enum(["DKIM", "SPF", "Receiving", "Tracking"]),
     name: z.string(),
     type: z.enum(["TXT", "MX", "CNAME"]),
     ttl: z.literal("Auto"),
@@ -140,7 +141,7 @@ const Domain = z
     tls: z.enum(["opportunistic", "enforced"]),
     receiving: z.boolean(),
     capabilities: z.object({ sending: Capability, receiving: Capability }),
-    tracking_subdomain: z.null(),
+    tracking_subdomain: z.string().nullable(),
     records: z.array(DomainRecord),
     dmarc: z
       .object({
@@ -199,6 +200,7 @@ export function registerDomainRoutes(app: App): void {
         clickTracking: body.click_tracking,
         tls: body.tls,
         receiving: receivingOf(body) ?? false,
+        trackingSubdomain: body.tracking_subdomain ?? null,
         dkimAlgorithm: body.dkim_algorithm,
       }, Date.now());
       return c.json(view, 201);
@@ -243,7 +245,7 @@ export function registerDomainRoutes(app: App): void {
       path: "/domains/{id}",
       tags: ["Domains"],
       summary: "Update a domain",
-      description: "Open and click tracking, TLS, receiving. Turning receiving on adds the Receiving MX record, checked at once.",
+      description: "Open and click tracking, TLS, receiving, the tracking subdomain. Turning receiving on adds the Receiving MX record, and a new tracking subdomain its Tracking CNAME, checked at once.",
       request: { params: IdParam, ...jsonBody(UpdateDomainRequest) },
       responses: { 200: json(Domain, "The updated domain"), ...errorResponses(400, 401, 403, 404, 422) },
     }),
@@ -255,6 +257,7 @@ export function registerDomainRoutes(app: App): void {
         clickTracking: body.click_tracking,
         tls: body.tls,
         receiving: receivingOf(body),
+        trackingSubdomain: body.tracking_subdomain,
       }, Date.now()));
     },
   );

@@ -13,6 +13,7 @@ import { UNSUBSCRIBE_PATH_PREFIX, verifyUnsubscribeToken } from "../contacts/uns
 import { ApiError, errorResponse } from "../errors.ts";
 import { linkTokenKey } from "../tracking/outgoing.ts";
 import { loadEmail, loadLinks, recordClick, recordOpen, visitorOf } from "../tracking/record.ts";
+import { servesEmail } from "../tracking/hosts.ts";
 import { CLICK_PATH_PREFIX, OPEN_PATH_PREFIX, resolveClick, verifyOpenToken } from "../tracking/tokens.ts";
 
 /** A transparent 1x1 GIF. */
@@ -30,9 +31,10 @@ export function registerTrackingRoutes(app: App): void {
   // The pixel answers the same whatever the token: a mail client learns nothing from it.
   app.get(`${OPEN_PATH_PREFIX}:token`, async (c) => {
     try {
-      const claim = await verifyOpenToken(await linkTokenKey(readConfig(c.env)), c.req.param("token"));
+      const config = readConfig(c.env);
+      const claim = await verifyOpenToken(await linkTokenKey(config), c.req.param("token"));
       const email = claim.ok ? await loadEmail(c.env.DB, claim.value.emailId) : undefined;
-      if (email) await recordOpen(c.env, email, visitorOf(c.req.raw));
+      if (email && (await servesEmail(c.env.DB, config, c.req.url, email.domainId))) await recordOpen(c.env, email, visitorOf(c.req.raw));
     } catch (err) {
       console.error("recording an open failed", err instanceof Error ? err.message : String(err));
     }
@@ -40,10 +42,17 @@ export function registerTrackingRoutes(app: App): void {
   });
 
   app.get(`${CLICK_PATH_PREFIX}:token`, async (c) => {
-    const resolved = await resolveClick(await linkTokenKey(readConfig(c.env)), c.req.param("token"), (id) => loadLinks(c.env.DB, id));
+    const config = readConfig(c.env);
+    const resolved = await resolveClick(await linkTokenKey(config), c.req.param("token"), (id) => loadLinks(c.env.DB, id));
     if (!resolved.ok) return linkNotFound();
+    // (Unread, the email still redirects at the deployment's host; a tracking host refuses it.)
+    const email = await loadEmail(c.env.DB, resolved.value.emailId).catch((err: unknown) => {
+      console.error("reading a clicked email failed", err instanceof Error ? err.message : String(err));
+      return undefined;
+    });
+    // Another domain's tracking host does not redirect for this email.
+    if (!(await servesEmail(c.env.DB, config, c.req.url, email?.domainId ?? null))) return linkNotFound();
     try {
-      const email = await loadEmail(c.env.DB, resolved.value.emailId);
       if (email) await recordClick(c.env, email, resolved.value.linkIndex, resolved.value.link, visitorOf(c.req.raw));
     } catch (err) {
       // The reader still gets where the link goes.

@@ -17,6 +17,8 @@ export function linkTokenKey(config: Pick<TernConfig, "masterKey">): Promise<Cry
 export interface TrackingSettings {
   openTracking: boolean;
   clickTracking: boolean;
+  /** The domain's own verified tracking host (links.example.com), else the links use PUBLIC_URL. */
+  host?: string | null;
 }
 
 /**
@@ -36,9 +38,10 @@ export async function trackedHtml(
   if (!settings.openTracking && !settings.clickTracking) return html;
   const rewritten = await rewriteHtml(html, {
     emailId: email.id,
-    baseUrl: config.publicUrl,
+    baseUrl: settings.host ? `https://${settings.host}` : config.publicUrl,
     key: await linkTokenKey(config),
-    ...settings,
+    openTracking: settings.openTracking,
+    clickTracking: settings.clickTracking,
     untracked,
   });
   if (rewritten.links.length > 0) {

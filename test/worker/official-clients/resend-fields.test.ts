@@ -9,14 +9,20 @@ let acct: TestAccount;
 beforeAll(async () => { acct = await createAccount(); });
 
 describe("PATCH /domains/{id}: tracking_subdomain and capabilities", () => {
-  it("accepts a tracking subdomain label (it has no effect: tern's links use PUBLIC_URL) and refuses a bad one", async () => {
-    const ok = await call(acct, "PATCH", `/domains/${acct.domainId}`, { tracking_subdomain: "Links", click_tracking: true });
+  it("takes a tracking subdomain label (its Tracking record joins the domain's), null takes it away, a bad one is refused", async () => {
+    const created = await call(acct, "POST", "/domains", { name: `f${crypto.randomUUID().slice(0, 8)}.fields.test` });
+    const id = created.body.id as string;
+    const ok = await call(acct, "PATCH", `/domains/${id}`, { tracking_subdomain: "Links", click_tracking: true });
     expect(ok.status).toBe(200);
-    expect(ok.body).toMatchObject({ click_tracking: true, tracking_subdomain: null, capabilities: { sending: "enabled", receiving: "disabled" } });
-    const bad = await call(acct, "PATCH", `/domains/${acct.domainId}`, { tracking_subdomain: "a.b" });
+    expect(ok.body).toMatchObject({ click_tracking: true, tracking_subdomain: "links", capabilities: { sending: "enabled", receiving: "disabled" } });
+    expect(ok.body.records).toContainEqual({ record: "Tracking", name: "links", type: "CNAME", ttl: "Auto", status: "not_started", value: "t.tern.test" });
+    const bad = await call(acct, "PATCH", `/domains/${id}`, { tracking_subdomain: "a.b" });
     expect(bad.status).toBe(422);
     expect(bad.body.message).toContain("tracking_subdomain");
-    expect((await call(acct, "PATCH", `/domains/${acct.domainId}`, { tracking_subdomain: 7 })).status).toBe(422);
+    expect((await call(acct, "PATCH", `/domains/${id}`, { tracking_subdomain: 7 })).status).toBe(422);
+    const off = await call(acct, "PATCH", `/domains/${id}`, { tracking_subdomain: null });
+    expect(off.body.tracking_subdomain).toBeNull();
+    expect(off.body.records.some((r: { record: string }) => r.record === "Tracking")).toBe(false);
   });
 
   it("capabilities.receiving turns receiving on and off; sending cannot be turned off; a disagreement is refused", async () => {
