@@ -41,6 +41,8 @@ export default defineConfig({
                   INBOUND_MX_HOST: "inbound.tern.test",
                   // Open pixels, click redirects and unsubscribe links point here.
                   PUBLIC_URL: "https://t.tern.test",
+                  // Domains' own tracking hosts are CNAMEs of this (test/worker/tracking-host.test.ts).
+                  TRACKING_CNAME_TARGET: "tracking.tern.test",
                   // The operator allows loopback webhook targets: the test receivers listen there.
                   WEBHOOK_ALLOW_PRIVATE_TARGETS: "true",
                   // A test-only master secret: DKIM private keys in the test database are sealed with it.

@@ -218,6 +218,9 @@ export async function start(o: StartOptions): Promise<Running> {
     RELAY_FINAL: "true",
     // Open pixels, click redirects and unsubscribe links in dev mail point at this API.
     PUBLIC_URL: `http://127.0.0.1:${o.port}`,
+    // Domains' tracking hosts show their Tracking record; the dev DNS zone leaves it unpublished
+    // (such a host cannot reach this machine), so dev mail's links keep using PUBLIC_URL.
+    TRACKING_CNAME_TARGET: "tracking.tern.localhost",
     // The dashboard's mail (address verification, resets, invitations) goes out through tern
     // from an account of its own, and lands in the dev mailbox.
     DASHBOARD_MAIL_ACCOUNT: systemAccountId,

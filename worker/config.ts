@@ -34,6 +34,10 @@ export interface TernConfig {
   /** Where the Worker answers on the internet (open pixel, click redirects, unsubscribe
    * links); "" when not set: mail then goes out untracked and without tern's unsubscribe URL. */
   publicUrl: string;
+  /** TRACKING_CNAME_TARGET: what a domain's own tracking host must be a CNAME of (a host of the
+   * deployment that serves such hosts: Cloudflare for SaaS's fallback origin). Null: the
+   * deployment serves none, and every domain's links use PUBLIC_URL. */
+  trackingCnameTarget: string | null;
   /** The operator allows webhook endpoints on http and on private or loopback hosts (dev mode always does). */
   webhookAllowPrivateTargets: boolean;
   /** Days sent and received mail and webhook history are kept (worker/retention/purge.ts);
@@ -93,6 +97,7 @@ export function readConfig(env: Env): TernConfig {
     inboundMxHost: (env.INBOUND_MX_HOST || "inbound.tern.localhost").toLowerCase(),
     masterKey: env.MASTER_KEY || undefined,
     publicUrl: (env.PUBLIC_URL ?? "").replace(/\/+$/, ""),
+    trackingCnameTarget: (env.TRACKING_CNAME_TARGET ?? "").trim().toLowerCase().replace(/\.$/, "") || null,
     webhookAllowPrivateTargets: env.TERN_DEV_MODE === "true" || env.WEBHOOK_ALLOW_PRIVATE_TARGETS === "true",
     inboundAuthservId: env.INBOUND_AUTHSERV_ID || "mx.cloudflare.net",
     retentionDays: retentionDaysOf(env.RETENTION_DAYS),

@@ -72,7 +72,7 @@ app.route("/dashboard", dashboardApp() as never);
 export default {
   async fetch(request, env, ctx) {
     // A domain's tracking host answers its pixel and click paths only (tracking/hosts.ts).
-    if (!(await servesPath(env.DB, readConfig(env), request.url))) return errorResponse(new ApiError("not_found", "This host serves an email's tracked links only."));
+    if (!servesPath(readConfig(env), request.url)) return errorResponse(new ApiError("not_found", "This host serves an email's tracked links only."));
     return app.fetch(request, env, ctx);
   },
   async queue(batch, env) {

@@ -63,7 +63,7 @@ describe("a domain's tracking host", () => {
   it("is a Tracking CNAME among the domain's records, checked with them; the return path's label is refused", async () => {
     const d = await trackedDomain(acct, "Links");
     expect(d.tracking_subdomain).toBe("links");
-    expect(d.records.find((r) => r.record === "Tracking")).toMatchObject({ name: "links", type: "CNAME", value: "t.tern.test", status: "verified" });
+    expect(d.records.find((r) => r.record === "Tracking")).toMatchObject({ name: "links", type: "CNAME", value: "tracking.tern.test", status: "verified" });
     const clash = await api(acct.token, "POST", "/domains", { name: `c${crypto.randomUUID().slice(0, 8)}.dkim.test`, tracking_subdomain: "send" });
     expect(clash.status).toBe(422);
     expect(((await clash.json()) as { message: string }).message).toMatch(/return path/);
@@ -121,7 +121,10 @@ describe("a domain's tracking host", () => {
       return new URL(links(s.html).click!).host === `trk.${d.name}` ? s : undefined;
     }, 30_000);
     expect((await at("t.tern.test", links(before.html).click!)).status).toBe(302);
-    // Taken away: PUBLIC_URL again, and the old host's links still answer at PUBLIC_URL's paths.
+    // Each link answers only where it was issued: the host's at the host, not at PUBLIC_URL.
+    expect((await at(`trk.${d.name}`, links(after.html).click!)).status).toBe(302);
+    expect((await at("t.tern.test", links(after.html).click!)).status).toBe(404);
+    // Taken away: new mail's links use PUBLIC_URL again.
     const off = await api(acct.token, "PATCH", `/domains/${d.id}`, { tracking_subdomain: null });
     expect(((await off.json()) as DomainAnswer).tracking_subdomain).toBeNull();
     await unpublish(`trk.${d.name}`, "CNAME");
@@ -130,6 +133,33 @@ describe("a domain's tracking host", () => {
       return new URL(links(s.html).click!).host === "t.tern.test" ? s : undefined;
     }, 30_000);
     expect(later).toBeDefined();
-    expect((await at("t.tern.test", links(after.html).click!)).status).toBe(302);
+    // The host that was one still serves nothing but tracked links.
+    expect((await exports.default.fetch(`https://trk.${d.name}/dashboard/sign-in`)).status).toBe(404);
+  });
+
+  it("is told by its name, not by what a tenant wrote: a final dot, an unproved label and a same-named domain change nothing", async () => {
+    const mine = await trackedDomain(acct, "links");
+    const host = `links.${mine.name}`;
+    // A final dot is the same host: it serves the same links and nothing else.
+    expect((await exports.default.fetch(`https://${host}./dashboard/sign-in`)).status).toBe(404);
+    expect((await exports.default.fetch(new Request(`https://${host}./domains`, { headers: { authorization: `Bearer ${acct.token}` } }))).status).toBe(404);
+    // Another account holding the same name (domain claims allow it) sent mail through
+    // PUBLIC_URL: those links do not answer at this account's host.
+    const twin = await api(other.token, "POST", "/domains", { name: mine.name, open_tracking: true, click_tracking: true });
+    expect(twin.status).toBe(201);
+    const twinAnswer = (await twin.json()) as DomainAnswer;
+    const twinId = twinAnswer.id;
+    await publishRecords(mine.name, twinAnswer.records, (r) => r.record === "DKIM");
+    const verified = (await (await api(other.token, "POST", `/domains/${twinId}/verify`)).json()) as DomainAnswer;
+    expect(verified.status).toBe("verified");
+    const theirs = await sendHtml(other, mine.name);
+    expect(new URL(links(theirs.html).click!).host).toBe("t.tern.test");
+    expect((await at(host, links(theirs.html).click!)).status).toBe(404);
+    expect((await at("t.tern.test", links(theirs.html).click!)).status).toBe(302);
+    // A label on a host the deployment answers at (workers.dev, or PUBLIC_URL's own domain) is
+    // not proved by anyone, and that host keeps serving the API.
+    expect((await api(other.token, "POST", "/domains", { name: "acct.workers.dev", tracking_subdomain: "tern" })).status).toBe(201);
+    const onWorkersDev = await exports.default.fetch(new Request("https://tern.acct.workers.dev/domains", { headers: { authorization: `Bearer ${acct.token}` } }));
+    expect(onWorkersDev.status).toBe(200);
   });
 });

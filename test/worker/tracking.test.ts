@@ -43,6 +43,24 @@ describe("tracking tokens", () => {
     expect(claim.ok && claim.value.linkIndex).toBe(3);
   });
 
+  it("issued for a domain's tracking host, are authentic at that host only, and others are not authentic there", async () => {
+    const host = "links.acme.example";
+    const click = await signClickToken(key, EMAIL_A, 0, "https://acme.example/", host);
+    const open = await signOpenToken(key, EMAIL_A, host);
+    expect((await verifyClickToken(key, click, host)).ok).toBe(true);
+    expect((await verifyOpenToken(key, open, host)).ok).toBe(true);
+    for (const elsewhere of [undefined, "links.other.example", `${host}.`, "LINKS.acme.example"]) {
+      expect((await verifyClickToken(key, click, elsewhere)).ok, String(elsewhere)).toBe(false);
+      expect((await verifyOpenToken(key, open, elsewhere)).ok, String(elsewhere)).toBe(false);
+    }
+    // A token issued for the deployment's own host is not authentic at any domain's host.
+    expect((await verifyClickToken(key, await signClickToken(key, EMAIL_A, 0, "https://acme.example/"), host)).ok).toBe(false);
+    // Its version byte changed to look like the other kind: the MAC still refuses it.
+    const bytes = b64urlToBytes(click);
+    bytes[0] = 1;
+    expect((await verifyClickToken(key, bytesToB64url(bytes))).ok).toBe(false);
+  });
+
   it("are short enough for a URL path", async () => {
     expect((await signOpenToken(key, EMAIL_A)).length).toBeLessThanOrEqual(48);
     expect((await signClickToken(key, EMAIL_A, 65535, "https://x.example/" + "y".repeat(3000))).length).toBeLessThanOrEqual(60);

@@ -299,6 +299,7 @@ function trackingHostNote(view: DomainView) {
   if (!view.tracking_subdomain) return null;
   const host = `${view.tracking_subdomain}.${view.name}`;
   const status = view.records.find((r) => r.record === "Tracking")?.status;
+  if (status === undefined) return <> · <span class="mono">{host}</span> is not used: this deployment serves no domains' tracking hosts (its operator sets TRACKING_CNAME_TARGET to offer them), so links use its own host</>;
   return status === "verified"
     ? <> · links use <span class="mono">{host}</span></>
     : <> · links use <span class="mono">{host}</span> once its Tracking record below is verified; until then the deployment's own host</>;
@@ -804,7 +805,8 @@ export function registerResourcePages(app: Hono<DashEnv>): void {
     requireManager(v);
     const raw = await body(c);
     // An emptied field takes the tracking host away.
-    if (raw && typeof raw === "object" && (raw as Record<string, unknown>).tracking_subdomain === "") (raw as Record<string, unknown>).tracking_subdomain = null;
+    const label = raw && typeof raw === "object" ? (raw as Record<string, unknown>).tracking_subdomain : undefined;
+    if (typeof label === "string" && label.trim() === "") (raw as Record<string, unknown>).tracking_subdomain = null;
     const b = validate(UpdateDomainRequest, raw);
     const view = await patchDomain(c.env, readConfig(c.env), v.account.id, c.req.param("id"), { openTracking: b.open_tracking, clickTracking: b.click_tracking, tls: b.tls, receiving: b.receiving, trackingSubdomain: b.tracking_subdomain }, Date.now());
     await audit(c.env, v, { action: "domain.updated", target: view.name, detail: b });

@@ -89,15 +89,10 @@ function hosts(config: TernConfig, region: string): HostsConfig {
   return { bounceHost, spfInclude, inboundMxHost: config.inboundMxHost, trackingTarget: trackingTarget(config) };
 }
 
-/** What a domain's tracking host is a CNAME of: the host of PUBLIC_URL, where the tracking
- * routes answer (null without one: nothing is tracked then). */
-export function trackingTarget(config: Pick<TernConfig, "publicUrl">): string | null {
-  if (!config.publicUrl) return null;
-  try {
-    return new URL(config.publicUrl).hostname.toLowerCase();
-  } catch {
-    return null;
-  }
+/** What a domain's tracking host is a CNAME of (TRACKING_CNAME_TARGET); null when the
+ * deployment serves no tracking hosts, or tracks nothing (no PUBLIC_URL). */
+export function trackingTarget(config: Pick<TernConfig, "publicUrl" | "trackingCnameTarget">): string | null {
+  return config.publicUrl ? config.trackingCnameTarget : null;
 }
 
 function keyInfo(k: DkimKeyRow): KeyInfo {

@@ -48,6 +48,7 @@ export function registerDomainClaimRoutes(app: App): void {
         clickTracking: body.click_tracking,
         tls: body.tls,
         receiving: body.receiving,
+        trackingSubdomain: body.tracking_subdomain ?? null,
         dkimAlgorithm: body.dkim_algorithm,
       });
       return c.json(claim, created ? 201 : 200);

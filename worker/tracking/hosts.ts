@@ -1,68 +1,50 @@
-// Domains' own tracking hosts (Resend's tracking_subdomain: links.example.com, a CNAME to the
-// deployment's host). Such a host is the tenant's name on tern's Worker, so it serves the open
-// pixel and click redirects of that domain's emails and nothing else: not the API, not the
-// dashboard (whose cookies a tenant controlling the parent domain could plant there), and not
-// another tenant's links.
-import { and, eq } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
+// Which host a request came to. The deployment's own hosts (PUBLIC_URL's, and hosts of the
+// same registrable domain or on workers.dev, which no tenant can point at tern) serve
+// everything. Any other host may be a domain's own tracking host (Resend's tracking_subdomain:
+// links.example.com, a CNAME to tern), which is the tenant's name on tern's Worker: it serves
+// the open pixel and click redirects and nothing else, not the API and not the dashboard (whose
+// cookies a tenant controlling the parent domain could plant there). An allow-list, not a
+// lookup: a host that stops being a tracking host, or one a tenant names without proving it,
+// changes nothing. Which email's links a host may answer is bound into each token
+// (tokens.ts: a token issued for a tracking host is authentic only there).
+import { getDomain } from "tldts";
 import type { TernConfig } from "../config.ts";
-import { domains } from "../db/schema.ts";
 import { CLICK_PATH_PREFIX, OPEN_PATH_PREFIX } from "./tokens.ts";
 
-const CACHE_MS = 60_000;
-const hostCache = new Map<string, { tracking: boolean; expires: number }>();
-
-/** The host a request came to, lower case, without a port. */
+/** The host a request came to: lower case, without a port or a final dot. */
 export function requestHost(url: string): string {
-  return new URL(url).hostname.toLowerCase();
+  return new URL(url).hostname.toLowerCase().replace(/\.$/, "");
 }
 
-/** The deployment's own hosts: PUBLIC_URL's, and in dev mode localhost for a PUBLIC_URL on
- * 127.0.0.1 (as the dashboard answers there too). */
-function ownHost(config: Pick<TernConfig, "publicUrl" | "devMode">, host: string): boolean {
-  if (!config.publicUrl) return true;
-  const configured = new URL(config.publicUrl).hostname.toLowerCase();
-  return host === configured || (config.devMode && configured === "127.0.0.1" && host === "localhost");
-}
-
-/** Whether `host` is some domain's tracking host (kept a minute per isolate: a host that stops
- * being one is at worst refused a minute longer). */
-async function isTrackingHost(d1: D1Database, host: string): Promise<boolean> {
-  const hit = hostCache.get(host);
-  if (hit && hit.expires > Date.now()) return hit.tracking;
-  const dot = host.indexOf(".");
-  let tracking = false;
-  if (dot > 0) {
-    const row = await drizzle(d1).select({ id: domains.id }).from(domains)
-      .where(and(eq(domains.name, host.slice(dot + 1)), eq(domains.trackingSubdomain, host.slice(0, dot)))).limit(1).get();
-    tracking = row !== undefined;
+function configuredHost(config: Pick<TernConfig, "publicUrl">): string | null {
+  try {
+    return config.publicUrl ? new URL(config.publicUrl).hostname.toLowerCase() : null;
+  } catch {
+    return null;
   }
-  if (hostCache.size > 10_000) hostCache.clear();
-  hostCache.set(host, { tracking, expires: Date.now() + CACHE_MS });
-  return tracking;
 }
 
-/** Whether a request to `path` may be answered at this host: on a tracking host, only the
- * pixel and click paths are. */
-export async function servesPath(d1: D1Database, config: Pick<TernConfig, "publicUrl" | "devMode">, url: string): Promise<boolean> {
-  const host = requestHost(url);
-  if (ownHost(config, host)) return true;
-  const path = new URL(url).pathname;
-  if (path.startsWith(OPEN_PATH_PREFIX) || path.startsWith(CLICK_PATH_PREFIX)) return true;
-  return !(await isTrackingHost(d1, host));
+/** Whether `host` is one of the deployment's own (see the top of this file). Without a
+ * readable PUBLIC_URL nothing is tracked, and every host is the deployment's. */
+export function isOwnHost(config: Pick<TernConfig, "publicUrl" | "devMode">, host: string): boolean {
+  const own = configuredHost(config);
+  if (own === null || host === own || host.endsWith(".workers.dev")) return true;
+  if (config.devMode && own === "127.0.0.1" && host === "localhost") return true;
+  const registrable = getDomain(own, { allowPrivateDomains: true });
+  return registrable !== null && getDomain(host, { allowPrivateDomains: true }) === registrable;
 }
 
-/** Whether a pixel or click of an email of `domainId` may be answered at this host: at the
- * deployment's own host (every email's links went there until its domain had a host of its
- * own), at the domain's own tracking host, and not at any other domain's. */
-export async function servesEmail(d1: D1Database, config: Pick<TernConfig, "publicUrl" | "devMode">, url: string, domainId: string | null): Promise<boolean> {
+/** Whether a request for `url` may be answered: at any host but the deployment's own, only
+ * the pixel and click paths are. */
+export function servesPath(config: Pick<TernConfig, "publicUrl" | "devMode">, url: string): boolean {
+  const parsed = new URL(url);
+  if (isOwnHost(config, requestHost(url))) return true;
+  return parsed.pathname.startsWith(OPEN_PATH_PREFIX) || parsed.pathname.startsWith(CLICK_PATH_PREFIX);
+}
+
+/** The tracking host a token must have been issued for to be answered at this request's host:
+ * undefined at the deployment's own (tokens issued for PUBLIC_URL). */
+export function tokenHost(config: Pick<TernConfig, "publicUrl" | "devMode">, url: string): string | undefined {
   const host = requestHost(url);
-  if (ownHost(config, host)) return true;
-  const domain = domainId
-    ? await drizzle(d1).select({ name: domains.name, trackingSubdomain: domains.trackingSubdomain, recordStatusJson: domains.recordStatusJson }).from(domains).where(eq(domains.id, domainId)).get()
-    : undefined;
-  // Its own host, verified; an unverified label counts too, so that links already sent keep
-  // working while a record is being rechecked.
-  if (domain?.trackingSubdomain && `${domain.trackingSubdomain}.${domain.name}` === host) return true;
-  return !(await isTrackingHost(d1, host));
+  return isOwnHost(config, host) ? undefined : host;
 }

@@ -40,6 +40,7 @@ export async function trackedHtml(
     emailId: email.id,
     baseUrl: settings.host ? `https://${settings.host}` : config.publicUrl,
     key: await linkTokenKey(config),
+    ...(settings.host ? { host: settings.host } : {}),
     openTracking: settings.openTracking,
     clickTracking: settings.clickTracking,
     untracked,

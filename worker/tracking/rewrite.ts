@@ -16,6 +16,8 @@ export interface RewriteOptions {
   baseUrl: string;
   /** HMAC-SHA256 key that signs the tokens (see tokens.ts). */
   key: CryptoKey;
+  /** A domain's own tracking host the links go to: the tokens are then authentic only there. */
+  host?: string;
   openTracking: boolean;
   clickTracking: boolean;
   /** Links that must stay as they are, besides the unsubscribe links recognised here (e.g. tern's own List-Unsubscribe URL). */
@@ -78,7 +80,7 @@ export async function rewriteHtml(html: string, options: RewriteOptions): Promis
         links.push(link);
         indexOf.set(link, index);
       }
-      const token = signClickToken(options.key, options.emailId, index, link);
+      const token = signClickToken(options.key, options.emailId, index, link, options.host);
       edits.push({
         start: href.valueStart,
         end: href.valueEnd,
@@ -91,7 +93,7 @@ export async function rewriteHtml(html: string, options: RewriteOptions): Promis
     // Before the last </body> (or </html>), so the pixel is inside the document; else at the end.
     const closing = (name: string) => tags.filter((t) => t.end && t.name === name).at(-1)?.start;
     const at = closing("body") ?? closing("html") ?? html.length;
-    const token = signOpenToken(options.key, options.emailId);
+    const token = signOpenToken(options.key, options.emailId, options.host);
     edits.push({
       start: at,
       end: at,

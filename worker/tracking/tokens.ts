@@ -6,6 +6,9 @@
 //   open:  version(1) kind=1(1) email id(16)                                  mac(16)
 //   click: version(1) kind=2(1) email id(16) link index(2) link hash(8)       mac(16)
 // mac = the first 16 bytes of HMAC-SHA256(key, "tern-tracking" NUL <the bytes before it>);
+// version 2 is a token issued for a domain's own tracking host: its mac also covers that host
+// ("tern-tracking" NUL host NUL <bytes>), so it is authentic there and nowhere else, and a
+// version 1 token (the deployment's own host) is not authentic at any domain's host.
 // link hash = the first 8 bytes of SHA-256 of the link as written in the email. The hash
 // lets a click be checked against the stored link; the MAC is checked first, so a forged
 // token costs no storage read.
@@ -14,6 +17,7 @@ import { uuidFromBytes, uuidToBytes } from "../ids.ts";
 import type { Result } from "../result.ts";
 
 const VERSION = 1;
+const VERSION_HOST = 2;
 const KIND_OPEN = 1;
 const KIND_CLICK = 2;
 const MAC_BYTES = 16;
@@ -46,38 +50,40 @@ export async function importTrackingKey(secret: string | Uint8Array): Promise<Cr
   return crypto.subtle.importKey("raw", bytes as BufferSource, { name: "HMAC", hash: "SHA-256" }, false, ["sign"]);
 }
 
-export async function signOpenToken(key: CryptoKey, emailId: string): Promise<string> {
+/** `host`: the domain's own tracking host the token is for; none for the deployment's own. */
+export async function signOpenToken(key: CryptoKey, emailId: string, host?: string): Promise<string> {
   const head = new Uint8Array(2 + 16);
-  head[0] = VERSION;
+  head[0] = host === undefined ? VERSION : VERSION_HOST;
   head[1] = KIND_OPEN;
   head.set(uuidToBytes(emailId), 2);
-  return toBase64Url(concatBytes([head, await mac(key, head)]));
+  return toBase64Url(concatBytes([head, await mac(key, head, host)]));
 }
 
-export async function signClickToken(key: CryptoKey, emailId: string, linkIndex: number, link: string): Promise<string> {
+export async function signClickToken(key: CryptoKey, emailId: string, linkIndex: number, link: string, host?: string): Promise<string> {
   if (!Number.isInteger(linkIndex) || linkIndex < 0 || linkIndex > MAX_LINK_INDEX) throw new RangeError("link index out of range");
   const head = new Uint8Array(CLICK_BYTES - MAC_BYTES);
-  head[0] = VERSION;
+  head[0] = host === undefined ? VERSION : VERSION_HOST;
   head[1] = KIND_CLICK;
   head.set(uuidToBytes(emailId), 2);
   head[18] = linkIndex >> 8;
   head[19] = linkIndex & 0xff;
   head.set(await linkHash(link), 20);
-  return toBase64Url(concatBytes([head, await mac(key, head)]));
+  return toBase64Url(concatBytes([head, await mac(key, head, host)]));
 }
 
 const INVALID = { ok: false, message: "The tracking token is not valid." } as const;
 
-/** The email an open token was made for; any other token (a click token included) is refused. */
-export async function verifyOpenToken(key: CryptoKey, token: string): Promise<Result<{ emailId: string }>> {
-  const bytes = await authentic(key, token, KIND_OPEN, OPEN_BYTES);
+/** The email an open token was made for; any other token (a click token included) is refused.
+ * `host`: the domain tracking host the request came to (none: the deployment's own). */
+export async function verifyOpenToken(key: CryptoKey, token: string, host?: string): Promise<Result<{ emailId: string }>> {
+  const bytes = await authentic(key, token, KIND_OPEN, OPEN_BYTES, host);
   if (bytes === null) return INVALID;
   return { ok: true, value: { emailId: uuidFromBytes(bytes.subarray(2, 18)) } };
 }
 
 /** What a click token claims, once its MAC is checked. The link itself comes from storage: see clickTarget. */
-export async function verifyClickToken(key: CryptoKey, token: string): Promise<Result<ClickClaim>> {
-  const bytes = await authentic(key, token, KIND_CLICK, CLICK_BYTES);
+export async function verifyClickToken(key: CryptoKey, token: string, host?: string): Promise<Result<ClickClaim>> {
+  const bytes = await authentic(key, token, KIND_CLICK, CLICK_BYTES, host);
   if (bytes === null) return INVALID;
   return {
     ok: true,
@@ -104,8 +110,9 @@ export async function resolveClick(
   key: CryptoKey,
   token: string,
   loadLinks: (emailId: string) => Promise<readonly string[] | null>,
+  host?: string,
 ): Promise<Result<{ emailId: string; linkIndex: number; link: string }>> {
-  const claim = await verifyClickToken(key, token);
+  const claim = await verifyClickToken(key, token, host);
   if (!claim.ok) return claim;
   const links = await loadLinks(claim.value.emailId);
   const link = links === null ? null : await clickTarget(claim.value, links);
@@ -113,18 +120,20 @@ export async function resolveClick(
   return { ok: true, value: { emailId: claim.value.emailId, linkIndex: claim.value.linkIndex, link } };
 }
 
-/** The token's bytes when it is well formed, of the expected kind, and its MAC matches; otherwise null. */
-async function authentic(key: CryptoKey, token: string, kind: number, length: number): Promise<Uint8Array | null> {
+/** The token's bytes when it is well formed, of the expected kind, issued for this host (a
+ * domain's tracking host, or none: the deployment's own) and its MAC matches; otherwise null. */
+async function authentic(key: CryptoKey, token: string, kind: number, length: number, host?: string): Promise<Uint8Array | null> {
   if (typeof token !== "string" || token.length > 128) return null;
   const bytes = fromBase64UrlStrict(token);
-  if (bytes === null || bytes.length !== length || bytes[0] !== VERSION || bytes[1] !== kind) return null;
+  if (bytes === null || bytes.length !== length || bytes[0] !== (host === undefined ? VERSION : VERSION_HOST) || bytes[1] !== kind) return null;
   const head = bytes.subarray(0, length - MAC_BYTES);
-  const expected = await mac(key, head);
+  const expected = await mac(key, head, host);
   return constantTimeEqual(expected, bytes.subarray(length - MAC_BYTES)) ? bytes : null;
 }
 
-async function mac(key: CryptoKey, head: Uint8Array): Promise<Uint8Array> {
-  const signed = await crypto.subtle.sign("HMAC", key, concatBytes([LABEL, head]) as BufferSource);
+async function mac(key: CryptoKey, head: Uint8Array, host?: string): Promise<Uint8Array> {
+  const bound = host === undefined ? [LABEL, head] : [LABEL, new TextEncoder().encode(`${host}\0`), head];
+  const signed = await crypto.subtle.sign("HMAC", key, concatBytes(bound) as BufferSource);
   return new Uint8Array(signed, 0, MAC_BYTES);
 }
 

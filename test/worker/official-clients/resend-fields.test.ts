@@ -15,7 +15,7 @@ describe("PATCH /domains/{id}: tracking_subdomain and capabilities", () => {
     const ok = await call(acct, "PATCH", `/domains/${id}`, { tracking_subdomain: "Links", click_tracking: true });
     expect(ok.status).toBe(200);
     expect(ok.body).toMatchObject({ click_tracking: true, tracking_subdomain: "links", capabilities: { sending: "enabled", receiving: "disabled" } });
-    expect(ok.body.records).toContainEqual({ record: "Tracking", name: "links", type: "CNAME", ttl: "Auto", status: "not_started", value: "t.tern.test" });
+    expect(ok.body.records).toContainEqual({ record: "Tracking", name: "links", type: "CNAME", ttl: "Auto", status: "not_started", value: "tracking.tern.test" });
     const bad = await call(acct, "PATCH", `/domains/${id}`, { tracking_subdomain: "a.b" });
     expect(bad.status).toBe(422);
     expect(bad.body.message).toContain("tracking_subdomain");
