@@ -345,6 +345,19 @@ describe("hostile inbound mail", () => {
     expect(await inboundCount(acct.accountId)).toBe(rows);
   });
 
+  it("a receive whose upload R2 refuses leaves none of its other objects behind", async () => {
+    // The other uploads are still under way when one is refused: they must land before the delete.
+    const refusing = new Proxy(env.BLOBS, {
+      get: (target, prop) => (prop === "put"
+        ? (key: string, ...rest: unknown[]) => (key.endsWith("/raw.eml") ? Promise.reject(new Error("R2 is down")) : (target.put as (...a: unknown[]) => Promise<unknown>)(key, ...rest))
+        : (Reflect.get(target, prop) as (...a: unknown[]) => unknown).bind(target)),
+    });
+    const before = await blobKeys(`inbound/${acct.accountId}/`);
+    const raw = bytesOf(`From: a@sender.example\r\nTo: x@y.example\r\nContent-Type: multipart/mixed; boundary=b\r\n\r\n--b\r\nContent-Disposition: attachment; filename=a.txt\r\n\r\nx\r\n--b--\r\n`);
+    await expect(handleEmail(incoming(`support@${domain}`, raw).message, { ...env, BLOBS: refusing })).rejects.toThrow("R2 is down");
+    expect(await blobKeys(`inbound/${acct.accountId}/`)).toEqual(before);
+  });
+
   it("a header named __proto__ reads back like any other", async () => {
     const raw = bytesOf("From: a@sender.example\r\nTo: x@y.example\r\n__proto__: kept\r\nconstructor: also kept\r\n\r\nbody");
     const outcome = await deliver(acct, `support@${domain}`, raw, "__proto__");

@@ -141,11 +141,12 @@ export async function receiveInbound(env: Env, config: TernConfig, to: string, r
   const content: InboundContent = { html: parsed.html ?? null, text: parsed.text ?? null, headers: parsed.headers.map((h) => ({ name: oneLine(h.originalKey), value: oneLine(h.value) })) };
   puts.push(env.BLOBS.put(`${prefix}/content.json`, JSON.stringify(content), { httpMetadata: { contentType: "application/json" } }));
   const keys = [`${prefix}/raw.eml`, ...attachments.map((a) => a.key), `${prefix}/content.json`];
-  try {
-    await Promise.all(puts);
-  } catch (err) {
+  // Every upload settled first: one refused while others are under way, those would land after
+  // the delete and stay, named by no row.
+  const refused = (await Promise.allSettled(puts)).find((p) => p.status === "rejected");
+  if (refused) {
     await forget(env, keys);
-    throw err;
+    throw refused.reason;
   }
 
   const from = mailboxes(parsed.from)[0] ?? "";
