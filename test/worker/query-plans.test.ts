@@ -16,6 +16,7 @@ import { rollupSumQuery } from "../../worker/metrics/service.ts";
 import { periodStarts } from "../../worker/metrics/periods.ts";
 import { searchEmails, type EmailFilters } from "../../worker/dashboard/email-search.ts";
 import { auditQuery } from "../../worker/dashboard/routes.tsx";
+import { storedCopies } from "../../worker/inbound/receive.ts";
 import { listReceived } from "../../worker/inbound/service.ts";
 import { listSuppressions } from "../../worker/suppressions/service.ts";
 import { listContacts } from "../../worker/contacts/contacts.ts";
@@ -190,6 +191,8 @@ describe("query plans of the dashboard's lists", () => {
   it.each<[string, (db: D1Database) => Promise<unknown>, RegExp]>([
     ["received mail", (db) => listReceived(db, ACCOUNT, { limit: 50 }), /SEARCH inbound_emails USING INDEX inbound_emails_account \(account_id=\?\)/],
     ["received mail, a later page", (db) => listReceived(db, ACCOUNT, { limit: 50, after: AN_ID }), /SEARCH inbound_emails USING INDEX inbound_emails_account \(account_id=\? AND id<\?\)/],
+    // Each delivery of inbound mail asks whether its owners already hold it (a sender's retry).
+    ["received mail, a delivery's stored copies", (db) => storedCopies(db, [ACCOUNT, AN_ID], "a".repeat(64)), /SEARCH inbound_emails USING (COVERING )?INDEX inbound_emails_dedupe \(account_id=\? AND dedupe_key=\?\)/],
     ["suppressions", (db) => listSuppressions(db, ACCOUNT, { limit: 50 }), /SEARCH suppressions USING INDEX suppressions_account \(account_id=\?\)/],
     ["suppressions, a later page", (db) => listSuppressions(db, ACCOUNT, { limit: 50, after: AN_ID }), /SEARCH suppressions USING INDEX suppressions_account \(account_id=\? AND id<\?\)/],
     ["the audit log", (db) => auditQuery(db, ACCOUNT, undefined).all(), /SEARCH audit_log USING INDEX audit_log_account \(account_id=\?\)/],

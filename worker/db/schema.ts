@@ -362,8 +362,11 @@ export const inboundEmails = sqliteTable(
     /** JSON: {spf, dkim, dmarc} results. */
     authJson: text("auth_json").notNull().default("{}"),
     createdAt: integer("created_at").notNull(),
+    /** Hex SHA-256 naming the delivery (worker/inbound/delivery-key.ts): a sender's retry of a
+     * message already stored finds it here. Null on rows received before it was kept. */
+    dedupeKey: text("dedupe_key"),
   },
-  (t) => [index("inbound_emails_account").on(t.accountId, t.id)],
+  (t) => [index("inbound_emails_account").on(t.accountId, t.id), uniqueIndex("inbound_emails_dedupe").on(t.accountId, t.dedupeKey)],
 );
 
 export type WebhookRow = typeof webhooks.$inferSelect;

@@ -8,7 +8,8 @@
 // still null), so an event is never lost between the change and its webhooks.
 import type { BatchItem } from "drizzle-orm/batch";
 import type { DrizzleD1Database } from "drizzle-orm/d1";
-import { eq, sql } from "drizzle-orm";
+import { eq, sql, type SQL } from "drizzle-orm";
+import type { SQLiteTable } from "drizzle-orm/sqlite-core";
 import { fannedOutUnlessHeard, insertWebhookEvent, insertWebhookEventIfRecorded } from "../db/compiled.ts";
 import { emailEvents, webhookEvents, type EmailRow } from "../db/schema.ts";
 import { uuidv7 } from "../ids.ts";
@@ -83,9 +84,15 @@ export function eventsToFanOut(statements: readonly D1PreparedStatement[], resul
 /** The outbox row of an email event whose insert, earlier in the same batch, may have been
  * ignored as a duplicate: written only if email event `emailEventId` is there. */
 export function outboxInsertIfRecorded(db: DrizzleD1Database, e: OutboxEvent, emailEventId: string): BatchItem<"sqlite"> {
+  return outboxInsertIfRow(db, e, emailEvents, eq(emailEvents.id, emailEventId));
+}
+
+/** The outbox row of an event about a row whose insert, earlier in the same batch, may have been
+ * ignored as a duplicate: written only if `table` has a row where `present`. */
+export function outboxInsertIfRow(db: DrizzleD1Database, e: OutboxEvent, table: SQLiteTable, present: SQL): BatchItem<"sqlite"> {
   return db.insert(webhookEvents).select(
     db.select({ id: sql`${e.id}`.as("id"), accountId: sql`${e.accountId}`.as("account_id"), type: sql`${e.type}`.as("type"), payloadJson: sql`${e.body}`.as("payload_json"), createdAt: sql`${e.createdAt}`.as("created_at"), fannedOutAt: sql`${fannedOutUnlessHeard(e.accountId, e.type, e.createdAt)}`.as("fanned_out_at") })
-      .from(emailEvents).where(eq(emailEvents.id, emailEventId)),
+      .from(table).where(present),
   );
 }
 

@@ -9,9 +9,10 @@ import { domains } from "../db/schema.ts";
 import { USABLE_STATUSES } from "../domains/verification.ts";
 import { MAX_REPORT_BYTES } from "../reports/parse.ts";
 import { emailIdOfReturnPath } from "../sending/return-path.ts";
+import { deliveryKey } from "./delivery-key.ts";
 import { readBounded } from "./read.ts";
 import { applyReport } from "./reports.ts";
-import { hasMoreLines, INBOUND_MAX_ATTACHMENTS, INBOUND_MAX_BYTES, INBOUND_MAX_LINES, MalformedMessageError, parseInbound, receiveInbound } from "./receive.ts";
+import { hasMoreLines, INBOUND_MAX_ATTACHMENTS, INBOUND_MAX_BYTES, INBOUND_MAX_LINES, MalformedMessageError, parseInbound, receiveInbound, storedCopies } from "./receive.ts";
 
 export type EmailOutcome =
   | { kind: "report"; applied: boolean; detail: string }
@@ -46,6 +47,11 @@ export async function handleEmail(message: ForwardableEmailMessage, env: Env, no
   const { bytes, truncated } = await readBounded(message.raw, INBOUND_MAX_BYTES);
   if (truncated) return reject("552 5.3.4 Message exceeds the 25 MiB limit");
   if (hasMoreLines(bytes, INBOUND_MAX_LINES)) return reject(`552 5.3.4 Message has more than ${INBOUND_MAX_LINES} lines`);
+  // A thrown handler is a temporary failure to the sender, who tries again: the accounts its
+  // earlier attempt reached keep the copy they have (not parsed again when all of them do).
+  const key = await deliveryKey({ from: message.from, to }, bytes);
+  const stored = await storedCopies(env.DB, owners.map((o) => o.accountId), key);
+  if (owners.every((o) => stored.has(o.accountId))) return { kind: "inbound", ids: owners.map((o) => stored.get(o.accountId)!) };
   let parsed;
   try {
     parsed = await parseInbound(bytes);
@@ -54,8 +60,17 @@ export async function handleEmail(message: ForwardableEmailMessage, env: Env, no
     throw err;
   }
   if (parsed.attachments.length > INBOUND_MAX_ATTACHMENTS) return reject(`552 5.3.4 Message has more than ${INBOUND_MAX_ATTACHMENTS} attachments`);
-  // Each account that proved it owns the domain and asked to receive gets its own copy.
+  // Each account that proved it owns the domain and asked to receive gets its own copy. One
+  // that fails does not hold back the others; its error makes the sender try again for it.
   const ids: string[] = [];
-  for (const owner of owners) ids.push(await receiveInbound(env, config, to, bytes, parsed, { accountId: owner.accountId, domainId: owner.id }, now));
+  let failure: { error: unknown } | null = null;
+  for (const owner of owners) {
+    try {
+      ids.push(stored.get(owner.accountId) ?? (await receiveInbound(env, config, { to, raw: bytes, parsed, key }, { accountId: owner.accountId, domainId: owner.id }, now)));
+    } catch (error) {
+      failure ??= { error };
+    }
+  }
+  if (failure) throw failure.error;
   return { kind: "inbound", ids };
 }

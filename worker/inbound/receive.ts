@@ -2,10 +2,11 @@
 // text, headers, attachments, the SPF/DKIM/DMARC verdicts of the receiving MX), recorded, and
 // announced as email.received with metadata only. Bodies are read through the API.
 import PostalMime, { type Address, type Email } from "postal-mime";
+import { and, eq, inArray } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import type { TernConfig } from "../config.ts";
 import { inboundEmails } from "../db/schema.ts";
-import { announce, outboxEvent, outboxInsert } from "../events/outbox.ts";
+import { announce, outboxEvent, outboxInsertIfRow } from "../events/outbox.ts";
 import { uuidv7 } from "../ids.ts";
 import { receivedEventPayload } from "../webhooks/payloads.ts";
 
@@ -121,8 +122,27 @@ export interface Recipient {
   domainId: string;
 }
 
-/** Stores, records and announces one received message for one account. */
-export async function receiveInbound(env: Env, config: TernConfig, to: string, raw: Uint8Array, parsed: Email, rcpt: Recipient, now: number): Promise<string> {
+/** One delivery of a message: its envelope recipient, its bytes and their parse, and the key
+ * that names it (delivery-key.ts). */
+export interface Delivery {
+  to: string;
+  raw: Uint8Array;
+  parsed: Email;
+  key: string;
+}
+
+/** The ids of the copies of delivery `key` that accounts already hold, by account. */
+export async function storedCopies(d1: D1Database, accountIds: string[], key: string): Promise<Map<string, string>> {
+  const rows = await drizzle(d1).select({ id: inboundEmails.id, accountId: inboundEmails.accountId }).from(inboundEmails)
+    .where(and(inArray(inboundEmails.accountId, accountIds), eq(inboundEmails.dedupeKey, key)));
+  return new Map(rows.map((r) => [r.accountId, r.id]));
+}
+
+/** Stores, records and announces one received message for one account; answers its copy's id.
+ * Two deliveries of the message at once may both get here: the unique (account, key) lets one
+ * row in, and the other deletes its objects and answers with that row's id. */
+export async function receiveInbound(env: Env, config: TernConfig, delivery: Delivery, rcpt: Recipient, now: number): Promise<string> {
+  const { to, raw, parsed } = delivery;
   const id = uuidv7(now);
   const prefix = `inbound/${rcpt.accountId}/${id}`;
   const attachments: StoredAttachment[] = [];
@@ -160,19 +180,32 @@ export async function receiveInbound(env: Env, config: TernConfig, to: string, r
     attachments: attachments.map((a) => ({ id: a.id, filename: a.filename, contentType: a.content_type, contentDisposition: a.content_disposition, contentId: a.content_id, size: a.size })),
   }, now), now);
   const db = drizzle(env.DB);
+  let inserted: boolean;
   try {
-    await db.batch([
+    const [row] = await db.batch([
       db.insert(inboundEmails).values({
         id, accountId: rcpt.accountId, domainId: rcpt.domainId, fromAddress: from, toJson: JSON.stringify(toList.length ? toList : [to]), ccJson: JSON.stringify(cc),
         subject, messageId, rawKey: `${prefix}/raw.eml`, size: raw.byteLength, contentKey: `${prefix}/content.json`,
-        attachmentsJson: JSON.stringify(attachments), authJson: JSON.stringify(auth), createdAt: now,
-      }),
-      outboxInsert(db, event),
+        attachmentsJson: JSON.stringify(attachments), authJson: JSON.stringify(auth), createdAt: now, dedupeKey: delivery.key,
+      }).onConflictDoNothing({ target: [inboundEmails.accountId, inboundEmails.dedupeKey] }),
+      outboxInsertIfRow(db, event, inboundEmails, eq(inboundEmails.id, id)),
     ]);
+    inserted = (row.meta.changes ?? 0) > 0;
   } catch (err) {
+    // D1 may have committed the batch and lost its answer: then the row names these objects (the
+    // sender's retry will answer with it), and deleting them would leave a copy without its mail.
+    const recorded = await db.select({ id: inboundEmails.id }).from(inboundEmails).where(eq(inboundEmails.id, id)).get().then((r) => r !== undefined, () => null);
     // No row names these objects and no sweep looks under inbound/: without this they stay forever.
-    await forget(env, keys);
+    if (recorded === false) await forget(env, keys);
+    else if (recorded === null) console.error("inbound objects kept: whether a row names them is unknown", keys[0]);
     throw err;
+  }
+  if (!inserted) {
+    // Another delivery of this message stored the account's copy first.
+    await forget(env, keys);
+    const first = (await storedCopies(env.DB, [rcpt.accountId], delivery.key)).get(rcpt.accountId);
+    if (first === undefined) throw new Error("the copy of a message received twice at once is gone");
+    return first;
   }
   await announce(env, [event]);
   return id;
