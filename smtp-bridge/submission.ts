@@ -3,6 +3,7 @@
 // become tags, an idempotency header becomes the Idempotency-Key, and every other header the
 // API does not build itself passes through. The JSON body is produced in pieces: attachments
 // are base64-encoded while the request is written, never as one big string.
+import { oneLine } from "./header-text.ts";
 import type { Envelope } from "./message.ts";
 import type { RawStore } from "./raw.ts";
 import { base64TextOf, partBytes, type MemoryPool } from "./spool.ts";
@@ -141,7 +142,9 @@ export function toSubmission(message: ParsedMessage, envelope: Envelope): Submis
   if (cc.length) fields.cc = cc;
   if (bcc.length) fields.bcc = bcc;
   if (message.replyTo.length) fields.reply_to = message.replyTo.map(formatMailbox);
-  if (message.subject !== undefined) fields.subject = message.subject;
+  // Decoded, a subject or filename may hold line breaks and control characters: the API would
+  // refuse the send for some (422) and keep the others, so each goes as one line of text.
+  if (message.subject !== undefined) fields.subject = oneLine(message.subject);
   if (Object.keys(headers).length) fields.headers = headers;
   const tags = parseTags(tagValues);
   if (tags.length) fields.tags = tags;
@@ -150,7 +153,7 @@ export function toSubmission(message: ParsedMessage, envelope: Envelope): Submis
     html: message.html || undefined,
     // The parser reports an html-only message as text "": absent, so the API derives the text as it does for REST.
     text: message.text || (message.html ? undefined : message.text),
-    attachments: message.attachments,
+    attachments: message.attachments.map((a) => (a.filename === undefined ? a : { ...a, filename: oneLine(a.filename) })),
     idempotencyKey: ternKey ?? resendKey,
   };
 }

@@ -243,6 +243,39 @@ with smtplib.SMTP_SSL("localhost", port_tls, context=ctx, timeout=30) as s:
     }
   });
 
+  // Encoded words can decode to any character: a client (or a message it forwards) may put NUL,
+  // ESC, CR and LF into a subject or a filename that no header line could carry.
+  it.each([
+    [
+      "a subject holding NUL, ESC, CR LF, tab and C1",
+      "Invoice\x00 ready\x1b[2J\r\nBcc: victim@example.org\ttoday\u0085 — ünï 😀", "Invoice ready[2J  Bcc: victim@example.org today — ünï 😀",
+      "report.pdf", "report.pdf",
+    ],
+    [
+      "a filename holding NUL, ESC, CR LF, tab and C1",
+      "Q3", "Q3",
+      "Q3 report\x00\x1b[31m\r\nred\ttab\u009b — ünï 😀.pdf", "Q3 report[31m  red tab — ünï 😀.pdf",
+    ],
+    ["both holding ESC and C1 only", "Build \x1b[32mpassed\x1b[0m\u0085 ✓", "Build [32mpassed[0m ✓", "build\u0085\u009b.log", "build.log"],
+  ])("%s: encoded words arrive as one line of text", async (_what, subject, sentSubject, filename, sentFilename) => {
+    const to = `controls-${randomBytes(4).toString("hex")}@example.com`;
+    const word = (s: string) => `=?utf-8?b?${Buffer.from(s, "utf8").toString("base64")}?=`;
+    const raw = [
+      `From: Tern Test <hello@${tern.domain}>`, `To: ${to}`, `Subject: ${word(subject)}`, "MIME-Version: 1.0",
+      'Content-Type: multipart/mixed; boundary="b"', "", "--b", "Content-Type: text/plain; charset=utf-8", "", "See attached.", "--b",
+      `Content-Type: application/pdf; name="${word(filename)}"`, `Content-Disposition: attachment; filename="${word(filename)}"`,
+      "Content-Transfer-Encoding: base64", "", pdf.subarray(0, 600).toString("base64"), "--b--", "",
+    ].join("\r\n");
+    const info = await transport("starttls").sendMail({ envelope: { from: `hello@${tern.domain}`, to: [to] }, raw });
+    expect(info.response).toMatch(/^250 /);
+    const { mail } = await arrived(to);
+    expect(mail.subject).toBe(sentSubject);
+    expect(mail.attachments.map((a) => a.filename)).toEqual([sentFilename]);
+    expect(Buffer.compare(mail.attachments[0]!.content, pdf.subarray(0, 600))).toBe(0);
+    const stored = await api(`/emails/${idFrom(info.response)}`);
+    expect(stored.json.subject).toBe(sentSubject);
+  });
+
   it("a sending_access key can send", async () => {
     const created = await api("/api-keys", { method: "POST", body: JSON.stringify({ name: "smtp only", permission: "sending_access" }) });
     expect(created.status).toBe(201);

@@ -9,7 +9,7 @@ import nodemailer from "nodemailer";
 import type Mail from "nodemailer/lib/mailer";
 import { describe, expect, it } from "vitest";
 import { ApiClient } from "../../smtp-bridge/api.ts";
-import { readMessage, type Envelope } from "../../smtp-bridge/message.ts";
+import { readMessage, readWithMailparser, type Envelope } from "../../smtp-bridge/message.ts";
 import { RawStore } from "../../smtp-bridge/raw.ts";
 import { discardParts, memoryOnly, openSpool } from "../../smtp-bridge/spool.ts";
 import { formatMailbox, headerValue, isHeaderNotPassed, parseTags, requestBody, toSubmission, type Submission } from "../../smtp-bridge/submission.ts";
@@ -159,6 +159,42 @@ describe("an SMTP message becomes the send request", () => {
     const textOnly = await convert({ from: "a@tern.test", to: "b@example.com", subject: "s", text: "two lines\nand no final break" });
     expect(textOnly.text).toBe("two lines\nand no final break");
     expect(textOnly.html).toBeUndefined();
+  });
+
+  it("sends a subject and filenames that decode to control characters as one line of text, whichever reader read them", async () => {
+    // Encoded words (RFC 2047) and parameters (RFC 2231) can carry NUL, ESC, CR, LF and C1; the
+    // API refuses some of these (422) and would keep the others.
+    const word = (s: string) => `=?utf-8?b?${Buffer.from(s, "utf8").toString("base64")}?=`;
+    const subject = "Invoice\x00 ready\x1b[2J\r\nBcc: victim@example.org\ttoday\u0085\u007f — ünï 😀";
+    const oneLineSubject = "Invoice ready[2J  Bcc: victim@example.org today — ünï 😀";
+    const head = `From: a@tern.test\r\nTo: b@example.com\r\nSubject: ${word(subject)}\r\nMIME-Version: 1.0\r\n`;
+    const single = Buffer.from(`${head}Content-Type: text/plain; charset=utf-8\r\n\r\nHello\r\n`);
+    const multipart = Buffer.from([
+      `${head}Content-Type: multipart/mixed; boundary="b"`, "", "--b", "Content-Type: text/plain; charset=utf-8", "", "See attached.", "--b",
+      `Content-Type: application/pdf`, `Content-Disposition: attachment; filename="${word("Q3\x00 report\x1b[31m\r\nred\ttab\u009b — ünï 😀.pdf")}"`, "", "%PDF", "--b",
+      "Content-Type: text/csv", "Content-Disposition: attachment; filename*=utf-8''data%00%0D%0A%1B%09%C2%85%F0%9F%98%80.csv", "", "a,b", "--b",
+      // Nothing but controls: no filename at all.
+      "Content-Type: text/plain", `Content-Disposition: attachment; filename="${word("\x00\x1b\u0085")}"`, "", "x", "--b--", "",
+    ].join("\r\n"));
+    const filenames = ["Q3 report[31m  red tab — ünï 😀.pdf", "data   😀.csv", undefined];
+    const readers = [
+      ["single-part", single, () => readMessage(Readable.from([single]), 1024 * 1024, memoryOnly)],
+      ["multipart", multipart, () => readMessage(Readable.from([multipart]), 1024 * 1024, memoryOnly)],
+      ["mailparser", single, () => readWithMailparser(Readable.from([single]), 1024 * 1024, memoryOnly)],
+      ["mailparser", multipart, () => readWithMailparser(Readable.from([multipart]), 1024 * 1024, memoryOnly)],
+    ] as const;
+    for (const [reader, raw, read] of readers) {
+      const result = await read();
+      if (!result.ok) throw new Error("too big");
+      expect(result.reader).toBe(reader);
+      const { json } = await bodyJson(toSubmission(result.message, { mailFrom: "a@tern.test", rcptTo: ["b@example.com"] }));
+      expect(json.subject, reader).toBe(oneLineSubject);
+      const attachments = (json.attachments ?? []) as { filename?: string }[];
+      expect(attachments.map((a) => a.filename), reader).toEqual(raw === single ? [] : filenames);
+      // The request passes the API's checks of these fields.
+      expect(SendEmailRequest.safeParse(json).success, reader).toBe(true);
+      for (const a of attachments) expect(a.filename ?? "").not.toMatch(/[\u0000-\u001f\u007f-\u009f]/);
+    }
   });
 
   it("uses the envelope sender when the message has no From", async () => {

@@ -4,6 +4,7 @@
 import PostalMime, { type Address, type Email } from "postal-mime";
 import { and, eq, inArray } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
+import { oneLine } from "../../smtp-bridge/header-text.ts";
 import type { TernConfig } from "../config.ts";
 import { inboundEmails } from "../db/schema.ts";
 import { announce, outboxEvent, outboxInsertIfRow } from "../events/outbox.ts";
@@ -50,12 +51,6 @@ export const INBOUND_MAX_ATTACHMENTS = 100;
 const FIELD_MAX = 998;
 /** To and Cc each keep addresses up to this many characters in all, for the same 2 MB. */
 const ADDRESS_LIST_MAX = 32_768;
-
-/** A parsed name, address, header or filename as one line of text: an encoded word or a raw
- * byte can carry CR, LF, NUL or ESC, which a reader's terminal, log or reply must not get. */
-export function oneLine(value: string): string {
-  return value.replace(/[\t\r\n]/g, " ").replace(/[\u0000-\u001f\u007f-\u009f]/g, "");
-}
 
 /** oneLine, at most `max` characters, cut between code points (half a pair is not text). */
 function field(value: string, max = FIELD_MAX): string {
