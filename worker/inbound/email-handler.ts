@@ -1,7 +1,9 @@
 // The Worker's email() entry (Cloudflare Email Routing): what arrives at a return-path address
 // is a delivery report about an email tern sent; what arrives for a receiving-enabled domain
-// is inbound mail; anything else is refused. Nothing here throws at the sender: a message
-// tern cannot use is rejected with an SMTP reason, or (a report that says nothing) dropped.
+// is inbound mail; anything else is refused. A message tern cannot use is rejected with an
+// SMTP reason, or (a report that says nothing) dropped; only a failure of tern's own (D1, R2)
+// throws, which the sender hears as a temporary failure and retries (receive.ts keeps a retry
+// from being stored twice).
 import { and, eq, inArray } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { readConfig } from "../config.ts";
