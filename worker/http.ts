@@ -10,47 +10,73 @@ export const MAX_REQUEST_BYTES = 40 * 1024 * 1024;
 /** The body's bytes, at most `limit` of them: a body without a Content-Length is read piece by
  * piece and stopped there, never buffered whole first. 413 validation_error past it. */
 export async function readBodyLimited(req: Request, limit: number): Promise<Uint8Array> {
-  const header = req.headers.get("content-length");
-  const declared = header !== null && /^\d{1,15}$/.test(header) ? Number(header) : null;
-  const most = limit >= 1024 * 1024 ? `${limit / 1024 / 1024} MB` : `${Math.floor(limit / 1024)} KB`;
-  const tooBig = () => new ApiError("validation_error", `The request body must be at most ${most}${encoding(req) ? " once decompressed" : ""}.`, 413);
-  if (declared !== null && declared > limit) throw tooBig();
-  if (!req.body) return new Uint8Array();
-  const format = encoding(req);
-  // A client that goes away mid-body leaves the read failing ("Network connection lost"): that
-  // is the request's fault, a 400, not tern's 500 (nobody is left to read it, but the log is).
-  const cutShort = (err: unknown) => {
-    console.error("request body cut short", err instanceof Error ? err.message : String(err));
-    return new ApiError("validation_error", "The request body ended before it was complete.", 400);
-  };
   // A body with a declared length (HTTP framing holds it to that length) is read in one call;
   // any other, and any compressed one, is read piece by piece and stopped at the limit (so a
   // small gzip bomb stops there too).
-  if (declared !== null && format === null) {
+  const declared = declaredLength(req);
+  if (declared !== null && declared <= limit && req.body && encoding(req) === null) {
     const bytes = new Uint8Array(await req.arrayBuffer().catch((err: unknown) => { throw cutShort(err); }));
-    if (bytes.byteLength > limit) throw tooBig();
-    if (bytes.byteLength !== declared) throw new ApiError("validation_error", "The request body's length differs from its Content-Length.", 400);
+    if (bytes.byteLength > limit) throw tooBig(req, limit);
+    if (bytes.byteLength !== declared) throw lengthDiffers();
     return bytes;
   }
-  const reader = (format === null ? req.body : req.body.pipeThrough(new DecompressionStream(format))).getReader();
   const chunks: Uint8Array[] = [];
   let size = 0;
-  for (;;) {
-    const { done, value } = await reader.read().catch((err: unknown) => {
-      if (format !== null && !(err instanceof Error && /connection lost|disconnected|aborted/i.test(err.message))) {
-        throw new ApiError("validation_error", `The request body is not valid ${format} data, as its Content-Encoding says it is.`, 400);
-      }
-      throw cutShort(err);
-    });
-    if (done) break;
-    size += value.byteLength;
-    if (size > limit) {
-      await reader.cancel();
-      throw tooBig();
-    }
-    chunks.push(value);
+  for await (const chunk of readBodyChunks(req, limit)) {
+    chunks.push(chunk);
+    size += chunk.byteLength;
   }
   return concatBytes(chunks, size);
+}
+
+/** The body's pieces as they arrive (decompressed, as its Content-Encoding says), at most `limit`
+ * bytes in all: 413 validation_error as soon as a piece passes it, the rest never read. A caller
+ * that stops early (a break or a throw in its loop) cancels the rest of the body. */
+export async function* readBodyChunks(req: Request, limit: number): AsyncGenerator<Uint8Array, void, undefined> {
+  const declared = declaredLength(req);
+  if (declared !== null && declared > limit) throw tooBig(req, limit);
+  if (!req.body) return;
+  const format = encoding(req);
+  const reader = (format === null ? req.body : req.body.pipeThrough(new DecompressionStream(format))).getReader();
+  let size = 0;
+  let ended = false;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read().catch((err: unknown) => {
+        if (format !== null && !(err instanceof Error && /connection lost|disconnected|aborted/i.test(err.message))) {
+          throw new ApiError("validation_error", `The request body is not valid ${format} data, as its Content-Encoding says it is.`, 400);
+        }
+        throw cutShort(err);
+      });
+      if (done) break;
+      size += value.byteLength;
+      if (size > limit) throw tooBig(req, limit);
+      yield value;
+    }
+    ended = true;
+  } finally {
+    if (!ended) await reader.cancel().catch(() => {});
+  }
+  if (declared !== null && format === null && size !== declared) throw lengthDiffers();
+}
+
+function declaredLength(req: Request): number | null {
+  const header = req.headers.get("content-length");
+  return header !== null && /^\d{1,15}$/.test(header) ? Number(header) : null;
+}
+
+function tooBig(req: Request, limit: number): ApiError {
+  const most = limit >= 1024 * 1024 ? `${limit / 1024 / 1024} MB` : `${Math.floor(limit / 1024)} KB`;
+  return new ApiError("validation_error", `The request body must be at most ${most}${encoding(req) ? " once decompressed" : ""}.`, 413);
+}
+
+const lengthDiffers = () => new ApiError("validation_error", "The request body's length differs from its Content-Length.", 400);
+
+/** A client that goes away mid-body leaves the read failing ("Network connection lost"): that
+ * is the request's fault, a 400, not tern's 500 (nobody is left to read it, but the log is). */
+function cutShort(err: unknown): ApiError {
+  console.error("request body cut short", err instanceof Error ? err.message : String(err));
+  return new ApiError("validation_error", "The request body ended before it was complete.", 400);
 }
 
 /** The Content-Encoding of a request body, as DecompressionStream names it; null for none.

@@ -8,6 +8,7 @@ import type { ByteSource, MimeAttachment } from "../mime/build.ts";
 import type { OutboundBody } from "../net/outbound.ts";
 import type { DecodedContent } from "./attachments.ts";
 import { describeFailure } from "../errors.ts";
+import { putFixed } from "../r2-put.ts";
 
 export interface StoredAttachment {
   filename: string | null;
@@ -133,23 +134,6 @@ export async function storeDecoded(bucket: R2Bucket, key: string, content: Decod
     await bucket.delete(key).catch((e: unknown) => console.error("could not delete a refused attachment", key, describeFailure(e)));
     throw err;
   }
-}
-
-async function putFixed(bucket: R2Bucket, key: string, chunks: AsyncIterable<Uint8Array> | Iterable<Uint8Array>, length: number): Promise<number> {
-  const fixed = new FixedLengthStream(length);
-  const put = bucket.put(key, fixed.readable);
-  const writer = fixed.writable.getWriter();
-  try {
-    // The chunks themselves check the declared length: a body that breaks off never closes.
-    for await (const chunk of chunks) await writer.write(chunk);
-    await writer.close();
-  } catch (err) {
-    await writer.abort(err).catch(() => {});
-    await put.catch(() => {});
-    throw err;
-  }
-  await put;
-  return length;
 }
 
 async function putParts(bucket: R2Bucket, key: string, chunks: AsyncIterable<Uint8Array>): Promise<number> {
