@@ -12,6 +12,7 @@ import { announce, contactOutboxEvent, outboxInsert, type OutboxEvent } from "..
 import { utf8Bytes } from "../db/row-size.ts";
 import { uuidv7 } from "../ids.ts";
 import { parseMailbox } from "../mime/address.ts";
+import { putFixed } from "../r2-put.ts";
 import { finishPage, pageQuery, type Page } from "../pagination.ts";
 import { contactFacts, contactKey, contactProperties, type TopicChoice } from "./contacts.ts";
 import { createProperty, hasControlCharacters, mergeProperties, propertiesByKey, refuseControlCharacters, type PropertyValue } from "./properties.ts";
@@ -123,6 +124,43 @@ export interface CsvSource {
 /** A file in memory (sent as a form's text field): windows are views of it, not copies. */
 export function bytesSource(bytes: Uint8Array): CsvSource {
   return { size: bytes.byteLength, read: async (offset, length) => bytes.subarray(offset, offset + length) };
+}
+
+/** A file received in pieces (a streamed upload's, as the body brought them): a window inside one
+ * piece is a view of it; one across pieces is copied, a window's worth, never the whole file. */
+export function chunksSource(chunks: readonly Uint8Array[]): CsvSource {
+  const pieces = chunks.filter((c) => c.byteLength > 0);
+  // Where each piece starts in the file, for a binary search.
+  const starts: number[] = [];
+  let size = 0;
+  for (const piece of pieces) {
+    starts.push(size);
+    size += piece.byteLength;
+  }
+  return {
+    size,
+    read: async (offset, length) => {
+      const end = Math.min(offset + length, size);
+      if (offset >= end) return new Uint8Array(0);
+      let lo = 0;
+      let hi = pieces.length - 1;
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >> 1;
+        if (starts[mid]! <= offset) lo = mid;
+        else hi = mid - 1;
+      }
+      const first = pieces[lo]!;
+      const from = offset - starts[lo]!;
+      if (end - starts[lo]! <= first.byteLength) return first.subarray(from, end - starts[lo]!);
+      const out = new Uint8Array(end - offset);
+      for (let i = lo, at = 0; at < out.byteLength; i++) {
+        const piece = pieces[i]!.subarray(i === lo ? from : 0, (i === lo ? from : 0) + out.byteLength - at);
+        out.set(piece, at);
+        at += piece.byteLength;
+      }
+      return out;
+    },
+  };
 }
 
 export function blobSource(blob: Blob): CsvSource {
@@ -326,11 +364,15 @@ export async function readRows(source: CsvSource, layout: CsvLayout, from: Parse
   }
 }
 
+/** An import's file as the upload brought it: a streamed form's pieces (readImportForm), or
+ * whole (a Blob, or bytes). */
+export type Upload = Blob | Uint8Array | readonly Uint8Array[];
+
 /** Checks the file and the options against its header and the account, stores the file and
  * queues the import; nothing is written unless all of it holds. The file is read a window at a
  * time (CsvSource), never copied whole. */
-export async function createImport(env: Pick<Env, "DB" | "BLOBS" | "BROADCAST_QUEUE">, accountId: string, file: Blob | Uint8Array, given: Partial<ImportOptions>, now = Date.now()): Promise<ContactImportRow> {
-  const source = file instanceof Uint8Array ? bytesSource(file) : blobSource(file);
+export async function createImport(env: Pick<Env, "DB" | "BLOBS" | "BROADCAST_QUEUE">, accountId: string, file: Upload, given: Partial<ImportOptions>, now = Date.now()): Promise<ContactImportRow> {
+  const source = file instanceof Uint8Array ? bytesSource(file) : file instanceof Blob ? blobSource(file) : chunksSource(file);
   if (source.size > MAX_IMPORT_BYTES) throw new ApiError("validation_error", "The file must be at most 50 MB.", 413);
   const head = await checkText(source);
   const columns = csvHeader(head);
@@ -363,7 +405,9 @@ export async function createImport(env: Pick<Env, "DB" | "BLOBS" | "BROADCAST_QU
     parseOffset: 0, parseRecord: 0, layoutJson: JSON.stringify(layout),
     total: rows, created: 0, updated: 0, skipped: 0, failed: 0, error: null, failuresJson: null, leaseUntil: null, createdAt: now, completedAt: null,
   };
-  await env.BLOBS.put(row.fileKey, file);
+  // As it came: pieces go up one at a time, never joined.
+  if (file instanceof Uint8Array || file instanceof Blob) await env.BLOBS.put(row.fileKey, file);
+  else await putFixed(env.BLOBS, row.fileKey, file, source.size);
   await drizzle(env.DB).insert(contactImports).values(row);
   await env.BROADCAST_QUEUE.send({ importId: id } satisfies ImportMessage).catch((e: unknown) => console.error("import hint not sent; the cron will start it", describeFailure(e)));
   return row;

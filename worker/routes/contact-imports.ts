@@ -6,7 +6,8 @@ import { defineRoute, type App, type Ctx } from "../app.ts";
 import { createImport, findImport, listImports, MAX_IMPORT_BYTES, type ImportOptions } from "../contacts/imports.ts";
 import type { ContactImportRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
-import { readBodyLimited, refuseProtoKeys, validate } from "../http.ts";
+import { refuseProtoKeys, validate } from "../http.ts";
+import { fieldBytes, fieldText, formParts, MalformedForm } from "../multipart-form.ts";
 import { ListQuery, listSchema, readPage } from "../pagination.ts";
 import { errorResponses, IdParam, iso, json } from "./schemas.ts";
 
@@ -47,10 +48,14 @@ function view(r: ContactImportRow) {
   };
 }
 
-function jsonField(form: FormData, name: string): unknown {
-  const v = form.get(name);
-  if (v === null) return undefined;
-  if (typeof v !== "string") throw new ApiError("validation_error", `\`${name}\` must be a JSON string.`);
+/** The form's fields besides the file. */
+const FIELDS = ["column_map", "on_conflict", "segments", "topics"];
+
+/** A field's value (null: it was sent as a file). */
+function jsonField(fields: Map<string, string | null>, name: string): unknown {
+  const v = fields.get(name);
+  if (v === undefined) return undefined;
+  if (v === null) throw new ApiError("validation_error", `\`${name}\` must be a JSON string.`);
   if (name === "on_conflict") return v;
   let parsed: unknown;
   try {
@@ -97,24 +102,28 @@ export function registerContactImportRoutes(app: App): void {
 }
 
 /** The multipart upload (the file and its options, defaults not yet applied) as createImport
- * takes it; the dashboard's upload is the same form, read here too. */
-export async function readImportForm(req: Request): Promise<{ file: Blob | Uint8Array; options: Partial<ImportOptions> }> {
-  // The form's bytes, at most the file's limit and a megabyte of the rest: a body sent without
-  // a length is stopped there, never buffered whole.
-  let body: Uint8Array | undefined = await readBodyLimited(req, MAX_IMPORT_BYTES + 1024 * 1024).catch((err: unknown) => {
-    throw err instanceof ApiError && err.status === 413 ? new ApiError("validation_error", "The file must be at most 50 MB.", 413) : err;
-  });
-  let form: FormData;
+ * takes it; the dashboard's upload is the same form, read here too. The form is read as it
+ * arrives: the file is kept as the body's own pieces, held once, never joined into one buffer. */
+export async function readImportForm(req: Request): Promise<{ file: Uint8Array[]; options: Partial<ImportOptions> }> {
+  let file: Uint8Array[] | undefined;
+  const fields = new Map<string, string | null>();
   try {
-    form = await new Response(body, { headers: { "content-type": req.headers.get("content-type") ?? "" } }).formData();
-  } catch {
-    throw new ApiError("validation_error", "The request body must be multipart/form-data with a `file` field.", 400);
+    // The file's limit and a megabyte of the rest: a body sent without a length is stopped there.
+    for await (const part of formParts(req, MAX_IMPORT_BYTES + 1024 * 1024)) {
+      // The first part of each name counts, as FormData.get() reads it; the others are let go.
+      if (part.name === "file") {
+        // A file sent as a text field (curl -F 'file=<contacts.csv') is read as one: invalid
+        // UTF-8 replaced by U+FFFD, as Response.formData() has always decoded it.
+        file ??= part.filename === undefined ? fieldBytes(part.content) : part.content;
+      } else if (FIELDS.includes(part.name) && !fields.has(part.name)) {
+        fields.set(part.name, part.filename === undefined ? fieldText(part.content) : null);
+      }
+    }
+  } catch (err) {
+    if (err instanceof MalformedForm) throw new ApiError("validation_error", "The request body must be multipart/form-data with a `file` field.", 400);
+    throw err instanceof ApiError && err.status === 413 ? new ApiError("validation_error", "The file must be at most 50 MB.", 413) : err;
   }
-  body = undefined; // the form holds the file now: one copy of it, not two
-  const file = form.get("file");
-  if (file === null) throw new ApiError("missing_required_field", "Missing `file` field.");
-  const opts = validate(Form, { column_map: jsonField(form, "column_map"), on_conflict: jsonField(form, "on_conflict"), segments: jsonField(form, "segments"), topics: jsonField(form, "topics") });
-  // A file sent as a text field (curl -F 'file=<contacts.csv') arrives decoded by the runtime,
-  // invalid UTF-8 already replaced by U+FFFD: it is encoded once, and read in views of that.
-  return { file: typeof file === "string" ? new TextEncoder().encode(file) : file, options: { ...opts, segments: opts.segments?.map((s) => (typeof s === "string" ? s : s.id)) } };
+  if (file === undefined) throw new ApiError("missing_required_field", "Missing `file` field.");
+  const opts = validate(Form, { column_map: jsonField(fields, "column_map"), on_conflict: jsonField(fields, "on_conflict"), segments: jsonField(fields, "segments"), topics: jsonField(fields, "topics") });
+  return { file, options: { ...opts, segments: opts.segments?.map((s) => (typeof s === "string" ? s : s.id)) } };
 }
