@@ -7,7 +7,8 @@
 // Dockerfile); the Worker's bundler takes it from here like any other module.
 
 /** A decoded name, address, subject, header value or filename as one line of text: a tab or
- * line break becomes a space, every other C0 or C1 control character (and DEL) goes. */
+ * line break (Unicode's line and paragraph separators too) becomes a space, every other C0 or
+ * C1 control character (and DEL) goes. */
 export function oneLine(value: string): string {
-  return value.replace(/[\t\r\n]/g, " ").replace(/[\u0000-\u001f\u007f-\u009f]/g, "");
+  return value.replace(/[\t\r\n\u2028\u2029]/g, " ").replace(/[\u0000-\u001f\u007f-\u009f]/g, "");
 }

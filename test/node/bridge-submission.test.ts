@@ -165,7 +165,7 @@ describe("an SMTP message becomes the send request", () => {
     // Encoded words (RFC 2047) and parameters (RFC 2231) can carry NUL, ESC, CR, LF and C1; the
     // API refuses some of these (422) and would keep the others.
     const word = (s: string) => `=?utf-8?b?${Buffer.from(s, "utf8").toString("base64")}?=`;
-    const subject = "Invoice\x00 ready\x1b[2J\r\nBcc: victim@example.org\ttoday\u0085\u007f — ünï 😀";
+    const subject = "Invoice\x00 ready\x1b[2J\r\nBcc: victim@example.org\ttoday\u0085\u007f — ünï\u2028😀";
     const oneLineSubject = "Invoice ready[2J  Bcc: victim@example.org today — ünï 😀";
     const head = `From: a@tern.test\r\nTo: b@example.com\r\nSubject: ${word(subject)}\r\nMIME-Version: 1.0\r\n`;
     const single = Buffer.from(`${head}Content-Type: text/plain; charset=utf-8\r\n\r\nHello\r\n`);
