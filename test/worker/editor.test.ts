@@ -103,13 +103,13 @@ describe("editor images", () => {
 
   it("stores an upload under its account and serves it only at its signed URL, with a safe type", async () => {
     const account = (await createAccount()).accountId;
-    const stored = await storeImage(env, account, PNG, "https://tern.example");
+    const stored = await storeImage(env, account, PNG, "https://t.tern.test");
     const path = new URL(stored.url).pathname;
     expect(path).toMatch(new RegExp(`^/media/${account}/[0-9a-f]{32}/[A-Za-z0-9_-]{22}\\.png$`));
     const id = path.split("/")[3]!;
     expect(await env.BLOBS.head(`media/${account}/${id}`)).not.toBeNull();
 
-    const res = await exports.default.fetch(`https://tern.example${path}`);
+    const res = await exports.default.fetch(`https://t.tern.test${path}`);
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toBe("image/png");
     expect(res.headers.get("x-content-type-options")).toBe("nosniff");
@@ -121,7 +121,7 @@ describe("editor images", () => {
     const forged = path.replace(sig, `${sig[0] === "A" ? "B" : "A"}${sig.slice(1)}`);
     const otherAccount = path.replace(account, "00000000-0000-4000-8000-0000000ed171");
     for (const p of [forged, otherAccount, path.replace(/\.png$/, ".svg"), `/media/${account}/${id}/x.png`]) {
-      expect((await exports.default.fetch(`https://tern.example${p}`)).status, p).toBe(404);
+      expect((await exports.default.fetch(`https://t.tern.test${p}`)).status, p).toBe(404);
     }
   });
 

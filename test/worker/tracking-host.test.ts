@@ -6,6 +6,7 @@
 import { exports } from "cloudflare:workers";
 import PostalMime from "postal-mime";
 import { beforeAll, describe, expect, it } from "vitest";
+import { servesPath } from "../../worker/tracking/hosts.ts";
 import { api, createAccount, type TestAccount } from "./fixtures.ts";
 import { address, bytesOf, capturedFor } from "./peers.ts";
 import { waitFor } from "./wait.ts";
@@ -161,5 +162,21 @@ describe("a domain's tracking host", () => {
     expect((await api(other.token, "POST", "/domains", { name: "acct.workers.dev", tracking_subdomain: "tern" })).status).toBe(201);
     const onWorkersDev = await exports.default.fetch(new Request("https://tern.acct.workers.dev/domains", { headers: { authorization: `Bearer ${acct.token}` } }));
     expect(onWorkersDev.status).toBe(200);
+  });
+});
+
+describe("the hosts a deployment answers at", () => {
+  const config = { publicUrl: "https://t.tern.test", devMode: false, trackingCnameTarget: "tracking.tern.test" };
+  it("are its own for everything and any other for tracked links only, where it offers tracking hosts", () => {
+    for (const host of ["t.tern.test", "api.tern.test", "tern.test", "tern.acct.workers.dev"]) expect(servesPath(config, `https://${host}/emails`), host).toBe(true);
+    for (const host of ["links.acme.example", "links.acme.example.", "t.tern.test.evil.example", "127.0.0.1"]) {
+      expect(servesPath(config, `https://${host}/emails`), host).toBe(false);
+      expect(servesPath(config, `https://${host}/t/c/x`), host).toBe(true);
+    }
+    // Without tracking hosts no tenant's host reaches the Worker: every host answers as before.
+    expect(servesPath({ ...config, trackingCnameTarget: null }, "https://api.mycompany.example/emails")).toBe(true);
+    // Nor with no PUBLIC_URL (or one that does not parse): nothing is tracked then.
+    expect(servesPath({ ...config, publicUrl: "" }, "https://api.mycompany.example/emails")).toBe(true);
+    expect(servesPath({ ...config, publicUrl: "not a url" }, "https://api.mycompany.example/emails")).toBe(true);
   });
 });

@@ -34,9 +34,11 @@ export function isOwnHost(config: Pick<TernConfig, "publicUrl" | "devMode">, hos
   return registrable !== null && getDomain(host, { allowPrivateDomains: true }) === registrable;
 }
 
-/** Whether a request for `url` may be answered: at any host but the deployment's own, only
- * the pixel and click paths are. */
-export function servesPath(config: Pick<TernConfig, "publicUrl" | "devMode">, url: string): boolean {
+/** Whether a request for `url` may be answered: where the deployment offers tracking hosts
+ * (TRACKING_CNAME_TARGET), at any host but its own, only the pixel and click paths are.
+ * Without it no tenant's host reaches the Worker, and every host answers as before. */
+export function servesPath(config: Pick<TernConfig, "publicUrl" | "devMode" | "trackingCnameTarget">, url: string): boolean {
+  if (config.trackingCnameTarget === null) return true;
   const parsed = new URL(url);
   if (isOwnHost(config, requestHost(url))) return true;
   return parsed.pathname.startsWith(OPEN_PATH_PREFIX) || parsed.pathname.startsWith(CLICK_PATH_PREFIX);
