@@ -679,7 +679,11 @@ describe("the dashboard in a browser", () => {
     expect(await page.locator('select[data-column="first_name"]').inputValue()).toBe("First name");
     expect(await page.locator('select[data-property="plan"]').inputValue()).toBe("Plan");
     await page.getByRole("checkbox", { name: "Readers" }).check();
+    // The page reloads itself once the upload is answered: a reload of the test's own before
+    // that would race it (and could cut the upload off).
+    const answered = page.waitForEvent("load");
     await page.getByRole("button", { name: "Import" }).click();
+    await answered;
     await expect.poll(async () => { await page.reload(); return page.locator("tr[data-import-id]").first().innerText(); }, { timeout: 30_000 }).toMatch(/completed\s+3\s+2\s+0\s+0\s+1/);
     await shot(page, "23-import-done");
     expect(await axeViolations(page)).toEqual([]);
