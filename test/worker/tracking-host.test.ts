@@ -3,7 +3,10 @@
 // that host redirects and records them, and it serves nothing else: not the API, not the
 // dashboard, not another domain's links. Until it is verified (or after it is taken away) links
 // use the deployment's PUBLIC_URL, which keeps answering links already sent.
-import { exports } from "cloudflare:workers";
+import { env, exports } from "cloudflare:workers";
+import { readConfig } from "../../worker/config.ts";
+import { sendingIdentity } from "../../worker/delivery/sending-identity.ts";
+import { loadEmail } from "../../worker/tracking/record.ts";
 import PostalMime from "postal-mime";
 import { beforeAll, describe, expect, it } from "vitest";
 import { servesPath } from "../../worker/tracking/hosts.ts";
@@ -86,6 +89,10 @@ describe("a domain's tracking host", () => {
     expect(res.headers.get("location")).toBe("https://acme.example/pricing");
     expect(await clicks(acct, sent.id)).toBe(1);
     expect((await at(`links.${d.name}`, pixel!)).headers.get("content-type")).toBe("image/gif");
+    // Where the operator stops offering tracking hosts, mail goes back to PUBLIC_URL at once.
+    const row = (await loadEmail(env.DB, sent.id))!;
+    expect((await sendingIdentity(env.DB, readConfig(env), row)).tracking.host).toBe(`links.${d.name}`);
+    expect((await sendingIdentity(env.DB, { ...readConfig(env), trackingCnameTarget: null }, row)).tracking.host).toBeNull();
     // The insight that tracking inherits another domain's reputation no longer applies.
     const insights = ((await (await api(acct.token, "GET", `/emails/${sent.id}/insights`)).json()) as { data: { id: string; status: string; detail: string }[] }).data;
     expect(insights.find((i) => i.id === "shared_tracking_domain")).toMatchObject({ status: "passed", detail: `Tracking points at links.${d.name}.` });

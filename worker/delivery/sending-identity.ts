@@ -94,6 +94,8 @@ export async function sendingIdentity(d1: D1Database, config: TernConfig, email:
     keys,
     envelopeFrom: (recipient) => returnPathAddress(config.masterKey, email.id, recipient, d.returnPath, d.name),
     requireTls: d.tls === "enforced",
-    tracking: d.tracking,
+    // A deployment that stopped offering tracking hosts stops using them at once, not at the
+    // domain's next check.
+    tracking: config.trackingCnameTarget ? d.tracking : { ...d.tracking, host: null },
   };
 }
