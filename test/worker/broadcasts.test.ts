@@ -126,7 +126,7 @@ describe("the broadcasts API", () => {
 
 describe("the fan-out", () => {
   it("sends once to each eligible contact of the segment: not the unsubscribed, opted out of the topic, or suppressed", async () => {
-    const t = await createAccount();
+    const t = await createAccount({ listening: true });
     const optIn = (await call(t, "POST", "/topics", { name: "Product", default_subscription: "opt_in" })).body.id;
     const sim = (l: string) => `${l}+${crypto.randomUUID().slice(0, 8)}@simulator.tern.test`;
     const [yes1, yes2, unsub, optedOut, suppressed, elsewhere] = ["delivered", "delivered", "delivered", "delivered", "delivered", "delivered"].map(sim) as [string, string, string, string, string, string];
@@ -302,7 +302,7 @@ describe("a broadcast's messages", () => {
   let domain: string;
   let t: TestAccount;
   beforeAll(async () => {
-    t = await createAccount();
+    t = await createAccount({ listening: true });
     await publish("_spf.tern.test", "TXT", ["v=spf1 ip4:127.0.0.1 -all"]);
     domain = `bc${crypto.randomUUID().slice(0, 8)}.dkim.test`;
     const created = (await (await api(t.token, "POST", "/domains", { name: domain })).json()) as { id: string; records: DomainRecord[] };

@@ -196,9 +196,16 @@ describe("the delivery and fan-out statements compiled once", () => {
     const rows = await db.select().from(webhookEvents).where(inArray(webhookEvents.id, [e.id, missing.id, viaDrizzle.id])).orderBy(webhookEvents.id);
     expect(rows.map((r) => ({ ...r, id: "" }))).toEqual([{ id: "", accountId, type: "email.sent", payloadJson: e.body, createdAt: 3, fannedOutAt: null }, { ...rows[1]!, id: "" }]);
     expect(rows.map((r) => r.id)).toEqual([e.id, viaDrizzle.id]);
+
+    // Nor for a type no endpoint subscribes to, though its email event is there.
+    const unheard = { ...event(5), type: "email.opened" as const };
+    const [statement] = [outboxStatementIfRecorded(env.DB, unheard, recorded)];
+    expect(eventsToFanOut([statement], await env.DB.batch([statement]))).toEqual([]);
+    await db.batch([outboxInsertIfRecorded(db, { ...unheard, id: uuidv7(Date.now() + 6) }, recorded)]);
+    expect(await db.select().from(webhookEvents).where(and(eq(webhookEvents.accountId, accountId), eq(webhookEvents.type, "email.opened")))).toEqual([]);
   });
 
-  it("write the outbox row drizzle's outboxInsert writes, waiting for its fan-out only while an enabled endpoint subscribes", async () => {
+  it("write the outbox row drizzle's outboxInsert writes, and only while an enabled endpoint subscribes", async () => {
     const { accountId } = await createAccount();
     const { accountId: other } = await createAccount();
     const hook = (account: string, eventsJson: string, status: "enabled" | "disabled" = "enabled") =>
@@ -211,17 +218,19 @@ describe("the delivery and fan-out statements compiled once", () => {
     const rowOf = async (id: string) => (await db.select().from(webhookEvents).where(eq(webhookEvents.id, id)))[0];
 
     // Nobody listens yet (an endpoint of another account, a disabled one, one for other types):
-    // the row is the event's record, already fanned out, and needs no hint.
+    // nothing is written, and nothing is hinted.
     await hook(other, '["email.sent"]');
     await hook(accountId, '["email.sent"]', "disabled");
     await hook(accountId, '["email.delivered","email.opened"]');
     await env.DB.batch([outboxStatement(env.DB, e)]);
-    expect(await rowOf(e.id)).toEqual({ id: e.id, accountId, type: "email.sent", payloadJson: e.body, createdAt: 3, fannedOutAt: 3 });
-    const unheard = [outboxStatement(env.DB, event("email.sent")), outboxStatement(env.DB, event("email.opened", other))];
+    expect(await rowOf(e.id)).toBeUndefined();
+    const unheardEvents = [event("email.sent"), event("email.opened", other)];
+    const unheard = unheardEvents.map((u) => outboxStatement(env.DB, u));
     expect(eventsToFanOut(unheard, await env.DB.batch(unheard))).toEqual([]);
+    for (const u of unheardEvents) expect(await rowOf(u.id)).toBeUndefined();
     const viaDrizzle = event("email.sent");
     await db.batch([outboxInsert(db, viaDrizzle)]);
-    expect((await rowOf(viaDrizzle.id))!.fannedOutAt).toBe(3);
+    expect(await rowOf(viaDrizzle.id)).toBeUndefined();
 
     // Heard: waits for the fan-out however many endpoints subscribe; only those are hinted.
     await hook(accountId, '["email.sent"]');

@@ -16,7 +16,7 @@ import { INVITATIONS_PER_DAY } from "../../worker/dashboard/routes.tsx";
 import { hashToken } from "../../worker/api-key-token.ts";
 import { storedSessionToken } from "../../worker/dashboard/session-tokens.ts";
 import { csrfToken } from "../../worker/dashboard/viewer.ts";
-import { addKey, api, createAccount } from "./fixtures.ts";
+import { addKey, api, createAccount, listen } from "./fixtures.ts";
 import { failLookups, publishRecords, type DomainRecord } from "./zone.ts";
 
 const ACCOUNT = "00000000-0000-4000-8000-00000000a001";
@@ -178,12 +178,15 @@ async function renewedSession(res: Response) {
 }
 
 const count = async (sql: string, ...args: unknown[]) => (await env.DB.prepare(sql).bind(...args).first<{ n: number }>())!.n;
+/** The contact events an account's endpoints hear (it gets one that listens to all). */
+const heard = async (account: string) => listen({ token: await addKey(account, "full_access") });
 const eventsOf = async (account: string) =>
   (await env.DB.prepare("SELECT type FROM webhook_events WHERE account_id = ? ORDER BY id").bind(account).all<{ type: string }>()).results.map((r) => r.type);
 
 describe("the Contacts pages' endpoints", () => {
   it("let a member add, edit, file and remove a contact through the services, with the API's events", async () => {
     const owner = await person("owner");
+    await heard(owner.account);
     const member = await person("member", owner.account);
     expect((await owner.post("/segments", { name: "Readers" })).status).toBe(201);
     const segment = (await env.DB.prepare("SELECT id FROM segments WHERE account_id = ?").bind(owner.account).first<{ id: string }>())!.id;
@@ -217,6 +220,7 @@ describe("the Contacts pages' endpoints", () => {
 
   it("refuses a missing or forged CSRF token and another account's contact, changing nothing", async () => {
     const a = await person("owner");
+    await heard(a.account);
     const b = await person("owner");
     const { id } = await (await a.post("/contacts", { email: "mine@example.com" })).json<{ id: string }>();
     expect((await a.post("/contacts", { email: "x@example.com" }, { csrf: null })).status).toBe(403);
@@ -234,6 +238,7 @@ describe("the Contacts pages' endpoints", () => {
 
   it("answers bad input with a message that says how to fix it, and changes nothing", async () => {
     const p = await person("member");
+    await heard(p.account);
     const bad: [string, unknown, RegExp][] = [
       ["/contacts", { email: "not-an-address" }, /email address like/],
       ["/contacts", { email: "a@example.com", segments: ["00000000-0000-4000-8000-000000000000"] }, /segment .* which this account does not have/],

@@ -473,7 +473,7 @@ describe("a settlement written after its lease was lost", () => {
   }
 
   it("through the relay: only the next owner's events, webhooks, counts and suppression are written", async () => {
-    const account = await createAccount();
+    const account = await createAccount({ listening: true });
     const [fine, reject] = [unique("fine"), unique("reject")];
     const id = await recordedEmail([fine, reject], {}, account);
     const suppressedRow = () => env.DB.prepare("SELECT email_id FROM suppressions WHERE account_id = ? AND email = ?").bind(account.accountId, reject).first();
@@ -499,7 +499,7 @@ describe("a settlement written after its lease was lost", () => {
   });
 
   it("simulated: the lost email's share of the merged settlement is not written, the others' is", async () => {
-    const account = await createAccount();
+    const account = await createAccount({ listening: true });
     const real = unique("fine");
     const sim = (local: string) => `${local}+${crypto.randomUUID().slice(0, 8)}@simulator.tern.test`;
     const [lost, kept] = [sim("delivered"), sim("delivered")];

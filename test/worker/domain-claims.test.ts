@@ -11,7 +11,7 @@ let holder: TestAccount;
 let claimant: TestAccount;
 let bystander: TestAccount;
 beforeAll(async () => {
-  [holder, claimant, bystander] = await Promise.all([createAccount(), createAccount(), createAccount()]);
+  [holder, claimant, bystander] = await Promise.all([createAccount({ listening: true }), createAccount(), createAccount()]);
 });
 
 const json = async <T>(res: Response) => (await res.json()) as T;

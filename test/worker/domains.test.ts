@@ -30,7 +30,7 @@ let acct: TestAccount;
 let other: TestAccount;
 
 beforeAll(async () => {
-  acct = await createAccount();
+  acct = await createAccount({ listening: true });
   other = await createAccount();
 });
 

@@ -8,6 +8,7 @@ import { accounts, apiKeys, dkimKeys, domains } from "../../worker/db/schema.ts"
 import { generateDkimKey, newSelector, sealPrivateKey, type GeneratedKey } from "../../worker/dkim/keys.ts";
 import { uuidv7 } from "../../worker/ids.ts";
 import { purgeExpired, type PurgeCounts } from "../../worker/retention/purge.ts";
+import { WEBHOOK_EVENT_TYPES } from "../../worker/webhooks/payloads.ts";
 
 export interface TestAccount {
   accountId: string;
@@ -38,14 +39,24 @@ export async function insertDomain(accountId: string, name: string, opts: { stat
 }
 
 /** Test accounts get a high request rate unless a test is about the rate itself. */
-export async function createAccount(opts: { domainStatus?: string; region?: string; rateLimit?: number } = {}): Promise<TestAccount> {
+export async function createAccount(opts: { domainStatus?: string; region?: string; rateLimit?: number; listening?: boolean } = {}): Promise<TestAccount> {
   const db = drizzle(env.DB);
   const accountId = uuidv7();
   const domain = `d${accountId.slice(-12)}.example.test`;
   await db.insert(accounts).values({ id: accountId, name: "Test", rateLimit: opts.rateLimit ?? 100_000, createdAt: Date.now() });
   const { domainId } = await insertDomain(accountId, domain, { status: opts.domainStatus, region: opts.region });
   const token = await addKey(accountId, "full_access");
+  if (opts.listening) await listen({ token });
   return { accountId, token, domain, domainId };
+}
+
+/** An endpoint of the account that hears every event type, on the test webhook receiver. tern
+ * writes an event to its outbox only while an endpoint subscribes to it, so a test that reads
+ * webhook_events reads what such an endpoint is sent. */
+export async function listen(t: Pick<TestAccount, "token">): Promise<void> {
+  const endpoint = `http://127.0.0.1:${env.TEST_PEERS.webhooks}/listener-${crypto.randomUUID()}`;
+  const res = await api(t.token, "POST", "/webhooks", { endpoint, events: [...WEBHOOK_EVENT_TYPES] });
+  if (res.status !== 201) throw new Error(`webhook not created: ${res.status} ${await res.text()}`);
 }
 
 export async function addKey(accountId: string, permission: Permission, domainId: string | null = null): Promise<string> {

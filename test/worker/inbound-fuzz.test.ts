@@ -266,7 +266,7 @@ const quiet = vi.spyOn(console, "log").mockImplementation(() => {});
 afterAll(() => quiet.mockRestore());
 
 beforeAll(async () => {
-  acct = await createAccount();
+  acct = await createAccount({ listening: true });
   domain = `fuzz-${crypto.randomUUID().slice(0, 8)}.example.test`;
   const { domainId } = await insertDomain(acct.accountId, domain);
   await env.DB.prepare("UPDATE domains SET receiving = 1 WHERE id = ?").bind(domainId).run();

@@ -141,7 +141,7 @@ function failingOnceFor(accountId: string, where: "r2" | "d1"): Env {
 
 describe("a delivery received again", () => {
   it.each(["r2", "d1"] as const)("when one account's receive fails (%s), the retry gives it its copy and the other keeps its one", async (where) => {
-    const [a, b] = [await createAccount(), await createAccount()];
+    const [a, b] = [await createAccount({ listening: true }), await createAccount({ listening: true })];
     const domain = await receivingDomain(a, b);
     const message = sent();
     await expect(deliver(domain, attempt(message, domain, 1), failingOnceFor(b.accountId, where))).rejects.toThrow(/unavailable/);
@@ -176,7 +176,7 @@ describe("a delivery received again", () => {
   });
 
   it("the same bytes delivered again store nothing new and answer the copy's id", async () => {
-    const solo = await createAccount();
+    const solo = await createAccount({ listening: true });
     const domain = await receivingDomain(solo);
     const raw = attempt(sent(), domain, 1);
     const first = (await deliver(domain, raw)) as { ids: string[] };
@@ -188,7 +188,7 @@ describe("a delivery received again", () => {
   });
 
   it("a different message, or the same one to another address, is a new copy", async () => {
-    const solo = await createAccount();
+    const solo = await createAccount({ listening: true });
     const domain = await receivingDomain(solo);
     const messageId = `<${crypto.randomUUID()}@sender.example>`;
     await deliver(domain, attempt(sent(messageId), domain, 1));
@@ -206,7 +206,7 @@ describe("a delivery received again", () => {
   it("a message without a Message-ID does not name itself: each delivery of it is kept", async () => {
     // Two of them with the same text may be two messages (a monitor's fixed probe); keeping a
     // retried one twice is the lesser harm than dropping the second.
-    const solo = await createAccount();
+    const solo = await createAccount({ listening: true });
     const domain = await receivingDomain(solo);
     const probe = sent(null);
     expect(probe).not.toMatch(/Message-ID/i);
@@ -219,7 +219,7 @@ describe("a delivery received again", () => {
   });
 
   it("deliveries of one message at once store one copy per account, and the later ones leave no objects", async () => {
-    const [a, b] = [await createAccount(), await createAccount()];
+    const [a, b] = [await createAccount({ listening: true }), await createAccount({ listening: true })];
     const domain = await receivingDomain(a, b);
     const message = sent();
     // Every attempt waits at its first upload until all have started uploading: each has passed
@@ -252,7 +252,7 @@ describe("a delivery received again", () => {
   });
 
   it("when D1 records the copy but its answer is lost, the objects stay and the retry answers with that copy", async () => {
-    const solo = await createAccount();
+    const solo = await createAccount({ listening: true });
     const domain = await receivingDomain(solo);
     let lost = false;
     const losing = new Proxy(env.DB, {
@@ -281,7 +281,7 @@ describe("a delivery received again", () => {
   });
 
   it("rows received before deliveries had a key keep theirs empty, as many as there are", async () => {
-    const solo = await createAccount();
+    const solo = await createAccount({ listening: true });
     for (let i = 0; i < 2; i++) {
       await env.DB.prepare("INSERT INTO inbound_emails (id, account_id, from_address, to_json, subject, raw_key, size, content_key, created_at) VALUES (?, ?, 'a@b.example', '[]', 'old', 'k', 1, 'c', ?)")
         .bind(crypto.randomUUID(), solo.accountId, Date.now()).run();

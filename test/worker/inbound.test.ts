@@ -21,7 +21,7 @@ const fixture = (name: string) => files[`../fixtures/reports/${name}.eml`]!;
 let acct: TestAccount;
 
 beforeAll(async () => {
-  acct = await createAccount();
+  acct = await createAccount({ listening: true });
 });
 
 /** The addresses a report names: the email it is about must have been sent to them. */

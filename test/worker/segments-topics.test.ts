@@ -8,7 +8,7 @@ import { call, createAccount, type TestAccount } from "./fixtures.ts";
 let a: TestAccount;
 let other: TestAccount;
 beforeAll(async () => {
-  a = await createAccount();
+  a = await createAccount({ listening: true });
   other = await createAccount();
 });
 
@@ -141,7 +141,7 @@ describe("topics and a contact's subscriptions", () => {
 
 describe("a topic broadcasts use", () => {
   it("cannot be deleted while a draft, scheduled, queued or sending broadcast uses it, and can once none does", async () => {
-    const t = await createAccount();
+    const t = await createAccount({ listening: true });
     const topic = (await call(t, "POST", "/topics", { name: "Launches", default_subscription: "opt_in" })).body.id;
     const segment = (await call(t, "POST", "/segments", { name: "All" })).body.id;
     const make = async (name: string) => (await call(t, "POST", "/broadcasts", { name, segment_id: segment, topic_id: topic, from: `news@${t.domain}`, subject: "S", html: "<p/>" })).body.id as string;
@@ -225,7 +225,7 @@ describe("topic_id on POST /emails", () => {
 
 describe("deleting a segment, topic or property", () => {
   it("reports contact.updated for each contact it changes, and only those", async () => {
-    const t = await createAccount();
+    const t = await createAccount({ listening: true });
     const seg = (await call(t, "POST", "/segments", { name: "S" })).body.id;
     const topic = (await call(t, "POST", "/topics", { name: "T", default_subscription: "opt_in" })).body.id;
     await call(t, "POST", "/contact-properties", { key: "tier", type: "string" });

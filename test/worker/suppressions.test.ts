@@ -10,7 +10,7 @@ import { waitFor } from "./wait.ts";
 
 let acct: TestAccount;
 beforeAll(async () => {
-  acct = await createAccount();
+  acct = await createAccount({ listening: true });
 });
 
 async function send(to: string | string[], a = acct) {

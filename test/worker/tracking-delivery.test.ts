@@ -25,7 +25,7 @@ const HTML = `<html><body><p>Hello</p><a href="https://acme.example/pricing?plan
 <a href="mailto:help@acme.example">Mail us</a><a href="https://acme.example/unsubscribe">Unsubscribe</a></body></html>`;
 
 beforeAll(async () => {
-  acct = await createAccount();
+  acct = await createAccount({ listening: true });
   await publish("_spf.tern.test", "TXT", ["v=spf1 ip4:127.0.0.1 -all"]);
   const name = `tr${crypto.randomUUID().slice(0, 8)}.dkim.test`;
   const created = (await (await api(acct.token, "POST", "/domains", { name })).json()) as { id: string; records: DomainRecord[] };

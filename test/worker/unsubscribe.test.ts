@@ -18,7 +18,7 @@ let acct: TestAccount;
 let domain: string;
 
 beforeAll(async () => {
-  acct = await createAccount();
+  acct = await createAccount({ listening: true });
   await publish("_spf.tern.test", "TXT", ["v=spf1 ip4:127.0.0.1 -all"]);
   domain = `un${crypto.randomUUID().slice(0, 8)}.dkim.test`;
   const created = (await (await api(acct.token, "POST", "/domains", { name: domain })).json()) as { id: string; records: DomainRecord[] };
@@ -150,7 +150,7 @@ describe("List-Unsubscribe on mail that asks for it", () => {
 
 describe("/contacts", () => {
   it("create (201), read, update, list and delete, with contact.* events", async () => {
-    const a = await createAccount();
+    const a = await createAccount({ listening: true });
     const email = address("Person");
     const res = await api(a.token, "POST", "/contacts", { email, first_name: "Grace", last_name: "Hopper" });
     expect(res.status).toBe(201);
@@ -173,7 +173,7 @@ describe("/contacts", () => {
   });
 
   it("reads, updates and deletes by email address as by id, as Resend's API does", async () => {
-    const a = await createAccount(), b = await createAccount();
+    const a = await createAccount({ listening: true }), b = await createAccount();
     const email = address("ByMail");
     const { id } = (await (await api(a.token, "POST", "/contacts", { email, first_name: "Ada" })).json()) as { id: string };
     // The address as given, in another case, or percent-encoded: the same contact.

@@ -280,38 +280,40 @@ export const markInFlight: Compiled<{ id: string; attemptJson: string; leaseUnti
 
 // The webhook outbox and its fan-out (worker/events/outbox.ts, worker/webhooks/consumer.ts).
 
-/** INSERT INTO webhook_events: an outbox row. When no enabled endpoint of the account subscribes
- * to its type, the row is written already fanned out (at its creation), so nothing reads it back
- * to fan it out to nobody. The statement answers fanned_out_at, which says whether the event
+/** INSERT INTO webhook_events: an outbox row, written only while an enabled endpoint of the
+ * account subscribes to its type. An event nobody listens for is not written at all: nothing
+ * would ever read it (email_events keeps the email's own record), and on D1, where every row
+ * and index entry written is billed, its row and two index entries were about a third of what
+ * an email wrote. The statement answers a row only when it wrote one, which says the event
  * needs a hint: bind it through outbox.ts's outboxStatement, whose statements eventsToFanOut
  * knows (one bound here directly is never hinted, and waits for the cron's sweep). */
 export const insertWebhookEvent: Compiled<{ id: string; accountId: string; type: string; payloadJson: string; createdAt: number }> = compile(
-  builder.insert(webhookEvents).values({
-    id: sql.placeholder("id"), accountId: sql.placeholder("accountId"), type: sql.placeholder("type"), payloadJson: sql.placeholder("payloadJson"), createdAt: sql.placeholder("createdAt"),
-    fannedOutAt: fannedOutUnlessHeard(sql.placeholder("accountId"), sql.placeholder("type"), sql.placeholder("createdAt")),
-  }).returning({ fannedOutAt: webhookEvents.fannedOutAt }),
+  builder.insert(webhookEvents).select(builder.select(outboxColumns()).from(sql`(select 1)`)
+    .where(subscribedTo(sql.placeholder("accountId"), sql.placeholder("type")))).returning({ fannedOutAt: webhookEvents.fannedOutAt }),
 );
 
 /** The same outbox row for an email event inserted earlier in the batch, written only if that
  * event is there (a settlement's, which a lost lease leaves out). The text is drizzle's
- * outboxInsertIfRecorded (events/outbox.ts), answering fanned_out_at as insertWebhookEvent does. */
+ * outboxInsertIfRecorded (events/outbox.ts), answering a row as insertWebhookEvent does. */
 export const insertWebhookEventIfRecorded: Compiled<{ id: string; accountId: string; type: string; payloadJson: string; createdAt: number; emailEventId: string }> = compile(
-  builder.insert(webhookEvents).select(builder.select({
-    id: sql`${sql.placeholder("id")}`.as("id"), accountId: sql`${sql.placeholder("accountId")}`.as("account_id"), type: sql`${sql.placeholder("type")}`.as("type"),
-    payloadJson: sql`${sql.placeholder("payloadJson")}`.as("payload_json"), createdAt: sql`${sql.placeholder("createdAt")}`.as("created_at"),
-    fannedOutAt: sql`${fannedOutUnlessHeard(sql.placeholder("accountId"), sql.placeholder("type"), sql.placeholder("createdAt"))}`.as("fanned_out_at"),
-  }).from(emailEvents).where(eq(emailEvents.id, sql.placeholder("emailEventId")))).returning({ fannedOutAt: webhookEvents.fannedOutAt }),
+  builder.insert(webhookEvents).select(builder.select(outboxColumns()).from(emailEvents)
+    .where(and(eq(emailEvents.id, sql.placeholder("emailEventId")), subscribedTo(sql.placeholder("accountId"), sql.placeholder("type"))))).returning({ fannedOutAt: webhookEvents.fannedOutAt }),
 );
 
-/** An outbox row's fanned_out_at: null (to be fanned out) while an enabled endpoint of the
- * account subscribes to its type, else its creation time. */
-export function fannedOutUnlessHeard(accountId: Placeholder | string, type: Placeholder | string, createdAt: Placeholder | number): SQL {
-  return sql`case when ${subscribedTo(accountId, type)} then null else ${createdAt} end`;
+/** An outbox row's columns as the SELECT of an INSERT ... SELECT, from placeholders or values;
+ * fanned_out_at is null: the row is written only to be fanned out. */
+export function outboxColumns(v: { id: Placeholder | string; accountId: Placeholder | string; type: Placeholder | string; payloadJson: Placeholder | string; createdAt: Placeholder | number } = {
+  id: sql.placeholder("id"), accountId: sql.placeholder("accountId"), type: sql.placeholder("type"), payloadJson: sql.placeholder("payloadJson"), createdAt: sql.placeholder("createdAt"),
+}) {
+  return {
+    id: sql`${v.id}`.as("id"), accountId: sql`${v.accountId}`.as("account_id"), type: sql`${v.type}`.as("type"),
+    payloadJson: sql`${v.payloadJson}`.as("payload_json"), createdAt: sql`${v.createdAt}`.as("created_at"), fannedOutAt: sql`null`.as("fanned_out_at"),
+  };
 }
 
 /** Whether an enabled endpoint of the account subscribes to events of this type (the condition
  * of every outbox row; the fan-out matches endpoints the same way, webhooks/consumer.ts). */
-function subscribedTo(accountId: Placeholder | string, type: Placeholder | string): SQL {
+export function subscribedTo(accountId: Placeholder | string, type: Placeholder | string): SQL {
   return sql`exists (select 1 from ${webhooks}, json_each(${webhooks.eventsJson}) where ${webhooks.accountId} = ${accountId} and ${webhooks.status} = 'enabled' and json_each.value = ${type})`;
 }
 

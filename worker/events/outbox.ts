@@ -1,16 +1,16 @@
-// The webhook outbox: every event a webhook may hear about is written as a webhook_events row
-// in the same D1 batch as the change it reports, with the payload as it is at that moment. An
-// event no enabled endpoint subscribes to is written already fanned out (the insert itself
-// asks), so an account without endpoints pays no hint, read or write of a fan-out per event,
-// and an endpoint hears of what happens from its creation on. After the batch, a hint goes to
-// the webhook queue; the webhook consumer fans each event out to the account's subscribed
-// endpoints once. A lost hint is found by the cron (fanned_out_at
-// still null), so an event is never lost between the change and its webhooks.
+// The webhook outbox: every event an enabled endpoint of the account subscribes to is written as
+// a webhook_events row in the same D1 batch as the change it reports, with the payload as it is
+// at that moment; an event nobody subscribes to is not written (the insert itself asks), so an
+// account without endpoints pays no row, hint or fan-out per event, and an endpoint hears of
+// what happens from its creation on. After the batch, a hint goes to the webhook queue; the
+// webhook consumer fans each event out to the account's subscribed endpoints once. A lost hint
+// is found by the cron (fanned_out_at still null), so an event is never lost between the change
+// and its webhooks.
 import type { BatchItem } from "drizzle-orm/batch";
 import type { DrizzleD1Database } from "drizzle-orm/d1";
-import { eq, sql, type SQL } from "drizzle-orm";
+import { and, eq, sql, type SQL } from "drizzle-orm";
 import type { SQLiteTable } from "drizzle-orm/sqlite-core";
-import { fannedOutUnlessHeard, insertWebhookEvent, insertWebhookEventIfRecorded } from "../db/compiled.ts";
+import { insertWebhookEvent, insertWebhookEventIfRecorded, outboxColumns, subscribedTo } from "../db/compiled.ts";
 import { emailEvents, webhookEvents, type EmailRow } from "../db/schema.ts";
 import { uuidv7 } from "../ids.ts";
 import {
@@ -43,7 +43,7 @@ export function outboxEvent(accountId: string, payload: { type: WebhookEventType
 }
 
 export function outboxInsert(db: DrizzleD1Database, e: OutboxEvent): BatchItem<"sqlite"> {
-  return db.insert(webhookEvents).values({ ...outboxRow(e), fannedOutAt: fannedOutUnlessHeard(e.accountId, e.type, e.createdAt) });
+  return db.insert(webhookEvents).select(db.select(outboxColumns(outboxRow(e))).from(sql`(select 1)`).where(subscribedTo(e.accountId, e.type)));
 }
 
 /** The webhook_events row of an outbox event. */
@@ -90,10 +90,7 @@ export function outboxInsertIfRecorded(db: DrizzleD1Database, e: OutboxEvent, em
 /** The outbox row of an event about a row whose insert, earlier in the same batch, may have been
  * ignored as a duplicate: written only if `table` has a row where `present`. */
 export function outboxInsertIfRow(db: DrizzleD1Database, e: OutboxEvent, table: SQLiteTable, present: SQL): BatchItem<"sqlite"> {
-  return db.insert(webhookEvents).select(
-    db.select({ id: sql`${e.id}`.as("id"), accountId: sql`${e.accountId}`.as("account_id"), type: sql`${e.type}`.as("type"), payloadJson: sql`${e.body}`.as("payload_json"), createdAt: sql`${e.createdAt}`.as("created_at"), fannedOutAt: sql`${fannedOutUnlessHeard(e.accountId, e.type, e.createdAt)}`.as("fanned_out_at") })
-      .from(table).where(present),
-  );
+  return db.insert(webhookEvents).select(db.select(outboxColumns(outboxRow(e))).from(table).where(and(present, subscribedTo(e.accountId, e.type))));
 }
 
 /** The facts every email event repeats, from the stored row. */
