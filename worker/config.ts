@@ -38,6 +38,10 @@ export interface TernConfig {
    * deployment that serves such hosts: Cloudflare for SaaS's fallback origin). Null: the
    * deployment serves none, and every domain's links use PUBLIC_URL. */
   trackingCnameTarget: string | null;
+  /** Where tern creates and deletes domains' tracking hosts as Cloudflare custom hostnames
+   * (worker/tracking/custom-hostnames.ts); null: the operator manages them by hand. Set only
+   * with TRACKING_CNAME_TARGET, CLOUDFLARE_ZONE_ID and CLOUDFLARE_API_TOKEN all given. */
+  customHostnames: CustomHostnamesConfig | null;
   /** The operator allows webhook endpoints on http and on private or loopback hosts (dev mode always does). */
   webhookAllowPrivateTargets: boolean;
   /** Days sent and received mail and webhook history are kept (worker/retention/purge.ts);
@@ -48,6 +52,15 @@ export interface TernConfig {
   /** Refuse new sends while the account's bounce or complaint rate is over its limit
    * (worker/metrics/health.ts); off unless HEALTH_PAUSE = "true". */
   healthPause: boolean;
+}
+
+export interface CustomHostnamesConfig {
+  /** CLOUDFLARE_API_URL, without a final slash. */
+  apiUrl: string;
+  /** CLOUDFLARE_ZONE_ID: the zone of the fallback origin (TRACKING_CNAME_TARGET). */
+  zoneId: string;
+  /** CLOUDFLARE_API_TOKEN (a secret): sent as a Bearer token, never logged or stored. */
+  token: string;
 }
 
 /** null: no limit (the setting is "0"). */
@@ -69,6 +82,7 @@ export const DEFAULT_SIMULATOR_DOMAINS = "simulator.tern.test,resend.dev";
 
 export function readConfig(env: Env): TernConfig {
   const retry = env.RETRY_SCHEDULE;
+  const trackingCnameTarget = (env.TRACKING_CNAME_TARGET ?? "").trim().toLowerCase().replace(/\.$/, "") || null;
   // What every region falls back to (worker/regions.ts).
   const regionDefaults = {
     relayUrl: env.RELAY_URL ?? "",
@@ -97,13 +111,27 @@ export function readConfig(env: Env): TernConfig {
     inboundMxHost: (env.INBOUND_MX_HOST || "inbound.tern.localhost").toLowerCase(),
     masterKey: env.MASTER_KEY || undefined,
     publicUrl: (env.PUBLIC_URL ?? "").replace(/\/+$/, ""),
-    trackingCnameTarget: (env.TRACKING_CNAME_TARGET ?? "").trim().toLowerCase().replace(/\.$/, "") || null,
+    trackingCnameTarget,
+    customHostnames: trackingCnameTarget ? customHostnamesOf(env) : null,
     webhookAllowPrivateTargets: env.TERN_DEV_MODE === "true" || env.WEBHOOK_ALLOW_PRIVATE_TARGETS === "true",
     inboundAuthservId: env.INBOUND_AUTHSERV_ID || "mx.cloudflare.net",
     retentionDays: retentionDaysOf(env.RETENTION_DAYS),
     region: (name) => resolveRegion(env, regionDefaults, name),
     healthPause: healthPauseOn(env),
   };
+}
+
+/** Custom hostnames are managed only with both the zone and a token: either alone is a
+ * half-done setup, and the hosts stay the operator's to add by hand. */
+function customHostnamesOf(env: Partial<Pick<Env, "CLOUDFLARE_ZONE_ID" | "CLOUDFLARE_API_URL">> & { CLOUDFLARE_API_TOKEN?: string }): CustomHostnamesConfig | null {
+  const zoneId = (env.CLOUDFLARE_ZONE_ID ?? "").trim();
+  const token = (env.CLOUDFLARE_API_TOKEN ?? "").trim();
+  if (!zoneId || !token) return null;
+  const apiUrl = ((env.CLOUDFLARE_API_URL ?? "").trim() || "https://api.cloudflare.com/client/v4").replace(/\/+$/, "");
+  // The token is not enumerable: a config logged or serialised whole does not carry it.
+  const config = { apiUrl, zoneId } as CustomHostnamesConfig;
+  Object.defineProperty(config, "token", { value: token, enumerable: false });
+  return config;
 }
 
 /** MEDIA_ACCOUNT_LIMIT_MB and MEDIA_ACCOUNT_LIMIT_IMAGES, for the upload that needs no other

@@ -85,8 +85,9 @@ export const ACCOUNT_DATA: TableNode[] = [
  * provider account id, not a tern account. */
 export const USER_TABLES = ["auth_users", "auth_sessions", "auth_accounts", "auth_two_factors", "auth_passkeys", "auth_verifications", "auth_attempts"] as const;
 
-/** Tables of the deployment itself, holding no account's or person's data (one-off jobs' places). */
-export const SYSTEM_TABLES = ["maintenance_jobs"] as const;
+/** Tables of the deployment itself, holding no account's or person's data (one-off jobs' places, the
+ * tracking hosts Cloudflare serves, which twins of a domain in two accounts share). */
+export const SYSTEM_TABLES = ["maintenance_jobs", "tracking_hostnames"] as const;
 
 /** Columns never exported: credentials, their hashes, sealed keys and secrets. */
 export const SECRET_COLUMNS: Record<string, string[]> = {

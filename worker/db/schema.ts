@@ -84,8 +84,55 @@ export const domains = sqliteTable(
     createdAt: integer("created_at").notNull(),
     updatedAt: integer("updated_at"),
   },
-  (t) => [uniqueIndex("domains_account_name").on(t.accountId, t.name), index("domains_next_check").on(t.nextCheckAt)],
+  (t) => [
+    uniqueIndex("domains_account_name").on(t.accountId, t.name),
+    index("domains_next_check").on(t.nextCheckAt),
+    // Which domains want a tracking host (worker/tracking/hostnames.ts asks by its two parts).
+    index("domains_tracking_host").on(t.trackingSubdomain, t.name).where(sql`${t.trackingSubdomain} IS NOT NULL`),
+  ],
 );
+
+/** Domains' tracking hosts as Cloudflare custom hostnames (worker/tracking/hostnames.ts): what
+ * tern wants (a hostname is wanted while any domain row, of any account, has it) and what it
+ * last knew of Cloudflare's copy. One row per hostname, as Cloudflare has one per zone; written
+ * with the domain change that wants or drops it, and brought in line by the request and the
+ * cron. Only where tern manages custom hostnames (CLOUDFLARE_ZONE_ID and its token). */
+export const trackingHostnames = sqliteTable(
+  "tracking_hostnames",
+  {
+    /** links.example.com: lower case, A-labels. */
+    hostname: text("hostname").primaryKey(),
+    /** Some domain has this host as its tracking host (as of the last write or sync). */
+    wanted: integer("wanted", { mode: "boolean" }).notNull(),
+    /** Cloudflare's id, once created (or found); null before, and after it was deleted. */
+    cloudflareId: text("cloudflare_id"),
+    /** Cloudflare's hostname status (pending, active, blocked, ...) and its certificate's
+     * (pending_validation, active, validation_timed_out, ...), as last seen. */
+    status: text("status"),
+    sslStatus: text("ssl_status"),
+    /** Why the certificate authority refused validation, as Cloudflare reports it. */
+    validationError: text("validation_error"),
+    /** The last call's failure (tern's words and Cloudflare's, never the token); null after a success. */
+    lastError: text("last_error"),
+    /** Counts the writes of what tern wants: a sync that began before one leaves the row due. */
+    generation: integer("generation").notNull().default(0),
+    /** Failed calls since the last success: the cron backs off with them. */
+    attempts: integer("attempts").notNull().default(0),
+    /** When a create was first sent: a hostname never asked for is not looked for at deletion. */
+    createRequestedAt: integer("create_requested_at"),
+    /** When the cron should sync this hostname; null: in line, nothing to do. */
+    nextSyncAt: integer("next_sync_at"),
+    /** When tern last heard from Cloudflare about it. */
+    syncedAt: integer("synced_at"),
+    /** When `wanted` last changed to true (pending hosts are polled often at first). */
+    wantedSince: integer("wanted_since"),
+    createdAt: integer("created_at").notNull(),
+    updatedAt: integer("updated_at").notNull(),
+  },
+  (t) => [index("tracking_hostnames_next_sync").on(t.nextSyncAt)],
+);
+
+export type TrackingHostnameRow = typeof trackingHostnames.$inferSelect;
 
 /** DKIM keys of a domain. One is active (signs); a rotation adds a pending key that becomes
  * active, retiring the old one, once its DNS record is verified. */

@@ -5,7 +5,7 @@ import { and, asc, eq, inArray, isNotNull, lte, ne } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import type { TernConfig } from "../config.ts";
-import { dkimKeys, domains, type DkimKeyRow, type DomainRow } from "../db/schema.ts";
+import { dkimKeys, domains, type DkimKeyRow, type DomainRow, type TrackingHostnameRow } from "../db/schema.ts";
 import { generateDkimKey, newSelector, sealPrivateKey } from "../dkim/keys.ts";
 import type { DkimAlgorithm } from "../dkim/sign.ts";
 import { ApiError } from "../errors.ts";
@@ -17,6 +17,8 @@ import { forgetSendingIdentities } from "../delivery/sending-identity.ts";
 import { forgetAccountDomains } from "../sending/sender.ts";
 import { isRegion, REGIONS } from "../regions.ts";
 import { dohResolver, type Resolver } from "./dns.ts";
+import type { CertificateState } from "../tracking/custom-hostnames.ts";
+import { certificateOf, loadHostname, managedHostnames, syncAfterChange, trackingHostname, trackingRecordStatus, wantStatements } from "../tracking/hostnames.ts";
 import {
   dmarcOf,
   evaluate,
@@ -81,6 +83,9 @@ export function capabilities(receiving: boolean): DomainCapabilities {
 export interface DomainWithKeys {
   row: DomainRow;
   keys: DkimKeyRow[];
+  /** Its tracking host's custom hostname as tern last knew it (worker/tracking/hostnames.ts);
+   * null or undefined: none known, its certificate taken as still pending where tern manages them. */
+  hostname?: TrackingHostnameRow | null;
 }
 
 /** The region's SPF include and bounce host (worker/regions.ts), the deployment's MX. */
@@ -105,12 +110,20 @@ function recordStatuses(row: DomainRow, keys: DkimKeyRow[]): Record<string, Reco
   return out;
 }
 
+/** The tracking host's certificate as the views judge it: pending while unknown. */
+function certificateFor(d: DomainWithKeys, config: TernConfig): CertificateState | null {
+  return certificateOf(config, d.hostname);
+}
+
 function expectedFor(d: DomainWithKeys, config: TernConfig): ExpectedRecord[] {
   return expectedRecords({ name: d.row.name, returnPath: d.row.returnPath, receiving: d.row.receiving, trackingSubdomain: d.row.trackingSubdomain }, d.keys.map(keyInfo), hosts(config, d.row.region));
 }
 
 export function domainView(d: DomainWithKeys, config: TernConfig): DomainView {
   const statuses = recordStatuses(d.row, d.keys);
+  // The Tracking record counts once its host can serve links (worker/tracking/hostnames.ts).
+  const tracking = trackingRecordStatus(statuses["tracking_cname"], certificateFor(d, config));
+  if (tracking !== undefined) statuses["tracking_cname"] = tracking;
   return {
     object: "domain",
     id: d.row.id,
@@ -162,7 +175,8 @@ export async function loadDomain(d1: D1Database, accountId: string, id: string):
     db.select().from(dkimKeys).where(and(eq(dkimKeys.domainId, id), eq(dkimKeys.accountId, accountId), ne(dkimKeys.state, "retired"))).orderBy(asc(dkimKeys.createdAt)),
   ]);
   const row = rows[0];
-  return row ? { row, keys } : null;
+  if (!row) return null;
+  return { row, keys, hostname: await loadHostname(d1, trackingHostname(row)) };
 }
 
 async function newKeyRow(config: TernConfig, accountId: string, domainId: string, algorithm: DkimAlgorithm, state: "active" | "pending", now: number): Promise<DkimKeyRow> {
@@ -264,15 +278,23 @@ export async function createDomain(env: Events, config: TernConfig, accountId: s
     updatedAt: now,
   };
   const view = domainView({ row, keys }, config);
+  const host = trackingHostname(row);
   try {
-    await db.batch([db.insert(domains).values(row), db.insert(dkimKeys).values(keys), ...eventStatements(db, "domain.created", view, accountId, now, outbox)]);
+    await db.batch([
+      db.insert(domains).values(row),
+      db.insert(dkimKeys).values(keys),
+      ...eventStatements(db, "domain.created", view, accountId, now, outbox),
+      ...(managedHostnames(config) ? wantStatements(db, [host], now) : []),
+    ]);
   } catch (err) {
     // Two creates racing for one name: the unique index decides.
     if (/UNIQUE/i.test(String(err))) throw domainExists(input.name);
     throw err;
   }
   await announce(env, outbox);
-  return view;
+  if (!host || !managedHostnames(config)) return view;
+  const synced = await syncAfterChange(env, config, [host], now);
+  return domainView({ row, keys, hostname: synced.get(host) ?? null }, config);
 }
 
 export interface DomainPatch {
@@ -311,7 +333,11 @@ export async function updateDomain(env: Events, config: TernConfig, current: Dom
     delete statuses["tracking_cname"];
     row.recordStatusJson = JSON.stringify(statuses);
   }
-  const view = domainView({ row, keys: current.keys }, config);
+  const oldHost = trackingHostname(current.row);
+  const newHost = trackingHostname(row);
+  // A changed label wants the new host and may drop the old one (unless a twin still has it).
+  const hostsTouched = oldHost !== newHost && managedHostnames(config) ? [oldHost, newHost] : [];
+  const view = domainView({ row, keys: current.keys, hostname: oldHost === newHost ? current.hostname : null }, config);
   await db.batch([
     db.update(domains).set({
       openTracking: row.openTracking,
@@ -323,11 +349,14 @@ export async function updateDomain(env: Events, config: TernConfig, current: Dom
       updatedAt: now,
     }).where(eq(domains.id, row.id)),
     ...eventStatements(db, "domain.updated", view, row.accountId, now, outbox),
+    ...wantStatements(db, hostsTouched, now),
   ]);
   await announce(env, outbox);
   forgetAccountDomains(row.accountId);
   forgetSendingIdentities(row.accountId);
-  return view;
+  if (hostsTouched.length === 0) return view;
+  const synced = await syncAfterChange(env, config, hostsTouched, now);
+  return domainView({ row, keys: current.keys, hostname: newHost ? synced.get(newHost) ?? null : null }, config);
 }
 
 /** updateDomain for the API: a verified domain that now also receives shows the new record's
@@ -352,10 +381,13 @@ export async function deleteDomain(env: Events, config: TernConfig, current: Dom
     db.delete(dkimKeys).where(eq(dkimKeys.domainId, current.row.id)),
     db.delete(domains).where(eq(domains.id, current.row.id)),
     ...eventStatements(db, "domain.deleted", view, current.row.accountId, now, outbox),
+    // The host goes once no other domain row (a twin in another account) has it.
+    ...(managedHostnames(config) ? wantStatements(db, [trackingHostname(current.row)], now) : []),
   ]);
   await announce(env, outbox);
   forgetAccountDomains(current.row.accountId);
   forgetSendingIdentities(current.row.accountId);
+  if (managedHostnames(config)) await syncAfterChange(env, config, [trackingHostname(current.row)], now);
 }
 
 /** The algorithm a rotation makes a key of: the one asked for, else the active key's (the
@@ -416,6 +448,8 @@ export interface DomainDetails {
   lastCheckedAt: number | null;
   nextCheckAt: number | null;
   checkError: string | null;
+  /** The tracking host's certificate where tern manages custom hostnames; null otherwise. */
+  certificate: CertificateState | null;
 }
 
 export function domainDetails(d: DomainWithKeys, config: TernConfig): DomainDetails {
@@ -429,6 +463,7 @@ export function domainDetails(d: DomainWithKeys, config: TernConfig): DomainDeta
     lastCheckedAt: d.row.lastCheckedAt,
     nextCheckAt: d.row.nextCheckAt,
     checkError: last?.error ?? null,
+    certificate: d.row.trackingSubdomain ? certificateFor(d, config) : null,
   };
 }
 
@@ -471,7 +506,14 @@ export interface CheckOptions {
  * the status or a record's status changed). */
 export async function checkDomain(env: Events, config: TernConfig, current: DomainWithKeys, now: number, opts: CheckOptions = {}): Promise<DomainWithKeys> {
   const resolver = opts.resolver ?? dohResolver(config.dohUrl);
-  const { expected, judged, dmarc, last } = await lookUp(current, config, resolver);
+  const host = trackingHostname(current.row);
+  const managed = host !== null && managedHostnames(config) !== null;
+  const hostnameBefore = managed ? (current.hostname !== undefined ? current.hostname : await loadHostname(env.DB, host)) : null;
+  // The check refreshes the custom hostname's state too (its certificate decides the record).
+  const [{ expected, judged, dmarc, last }, hostnameAfter] = await Promise.all([
+    lookUp(current, config, resolver),
+    managed ? syncAfterChange(env, config, [host], now).then((m) => m.get(host) ?? null) : Promise.resolve(null),
+  ]);
   const prevStatuses = recordStatuses(current.row, current.keys);
   const restart = opts.restart && !["verified", "temporary_failure"].includes(current.row.status);
   const prev: DomainState = {
@@ -506,7 +548,10 @@ export async function checkDomain(env: Events, config: TernConfig, current: Doma
   const db = drizzle(env.DB);
   const outbox: OutboxEvent[] = [];
   const changedKeys = keys.filter((k, i) => k.status !== current.keys[i]!.status || k.state !== current.keys[i]!.state);
-  const changed = row.status !== current.row.status || row.recordStatusJson !== current.row.recordStatusJson || changedKeys.length > 0;
+  const trackingBefore = trackingRecordStatus(prevStatuses["tracking_cname"], certificateOf(config, hostnameBefore));
+  const trackingAfter = trackingRecordStatus(next.records["tracking_cname"], certificateOf(config, hostnameAfter));
+  const certificateChanged = managed && trackingBefore !== trackingAfter;
+  const changed = row.status !== current.row.status || row.recordStatusJson !== current.row.recordStatusJson || changedKeys.length > 0 || certificateChanged;
   const statements: BatchItem<"sqlite">[] = [
     db.update(domains).set({
       status: row.status,
@@ -522,15 +567,15 @@ export async function checkDomain(env: Events, config: TernConfig, current: Doma
     ...changedKeys.map((k) => db.update(dkimKeys).set({ status: k.status, state: k.state, activatedAt: k.activatedAt, retiredAt: k.retiredAt }).where(eq(dkimKeys.id, k.id))),
   ];
   const live = keys.filter((k) => k.state !== "retired");
-  if (changed) statements.push(...eventStatements(db, "domain.updated", domainView({ row, keys: live }, config), row.accountId, now, outbox));
+  if (changed) statements.push(...eventStatements(db, "domain.updated", domainView({ row, keys: live, hostname: hostnameAfter }, config), row.accountId, now, outbox));
   await db.batch(statements as [BatchItem<"sqlite">]);
   await announce(env, outbox);
   // (A record's status matters to senders too: the tracking host is used only while verified.)
-  if (row.status !== current.row.status || row.recordStatusJson !== current.row.recordStatusJson || changedKeys.some((k) => k.state !== "pending")) {
+  if (row.status !== current.row.status || row.recordStatusJson !== current.row.recordStatusJson || changedKeys.some((k) => k.state !== "pending") || certificateChanged) {
     forgetAccountDomains(row.accountId);
     forgetSendingIdentities(row.accountId);
   }
-  return { row, keys: live };
+  return { row, keys: live, hostname: hostnameAfter };
 }
 
 /** At most this many domains per cron run: each costs a handful of DNS subrequests. */

@@ -8,9 +8,10 @@ import type { DmarcInfo } from "../domains/verification.ts";
 import { loadBodies } from "../sending/content.ts";
 import { deliverabilityInsights, type Insight } from "./checks.ts";
 import { trackingHost as domainTrackingHost } from "../delivery/sending-identity.ts";
+import { certificateOf, loadHostname, trackingHostname } from "../tracking/hostnames.ts";
 
 /** The email's checks; null when the account has no such email. */
-export async function emailInsights(env: Pick<Env, "DB" | "BLOBS">, config: Pick<TernConfig, "publicUrl">, accountId: string, emailId: string): Promise<Insight[] | null> {
+export async function emailInsights(env: Pick<Env, "DB" | "BLOBS">, config: Pick<TernConfig, "publicUrl" | "trackingCnameTarget" | "customHostnames">, accountId: string, emailId: string): Promise<Insight[] | null> {
   const db = drizzle(env.DB);
   const row = await db.select().from(emails).where(and(eq(emails.id, emailId), eq(emails.accountId, accountId))).get();
   if (!row) return null;
@@ -19,7 +20,8 @@ export async function emailInsights(env: Pick<Env, "DB" | "BLOBS">, config: Pick
     row.domainId ? db.select().from(domains).where(and(eq(domains.id, row.domainId), eq(domains.accountId, accountId))).get() : undefined,
   ]);
   // The domain's own verified tracking host when it has one, else the deployment's.
-  let trackingHost: string | null = domain ? domainTrackingHost(domain) : null;
+  const hostname = domain && config.trackingCnameTarget ? await loadHostname(env.DB, trackingHostname(domain)) : null;
+  let trackingHost: string | null = domain && config.trackingCnameTarget ? domainTrackingHost(domain, certificateOf(config, hostname)) : null;
   try {
     trackingHost ??= config.publicUrl ? new URL(config.publicUrl).hostname : null;
   } catch {}

@@ -1,0 +1,176 @@
+// Cloudflare for SaaS custom hostnames, the narrow seam tern manages domains' tracking hosts
+// through: create, get, find by name, delete (POST/GET/DELETE /zones/{zone}/custom_hostnames).
+// A custom hostname is what gives links.<domain> a certificate and routes it to the Worker.
+// Answers are read from Cloudflare's v4 envelope ({success, errors, messages, result}) with
+// zod; anything else is a CloudflareApiError whose message names the call and the answer,
+// never the token.
+import { z } from "zod";
+import type { CustomHostnamesConfig } from "../config.ts";
+
+/** How long one call may take: a request waits for it after its D1 write has committed. */
+const TIMEOUT_MS = 10_000;
+
+/** Cloudflare's code for a hostname the zone already has (HTTP 409). */
+export const DUPLICATE_HOSTNAME_CODE = 1406;
+
+const ApiMessage = z.object({ code: z.number(), message: z.string() }).passthrough();
+
+const Envelope = z.object({
+  success: z.boolean(),
+  errors: z.array(ApiMessage).default([]),
+  messages: z.array(z.unknown()).default([]),
+  result: z.unknown(),
+});
+
+/** The fields of a custom hostname tern reads (Cloudflare sends many more). */
+const CustomHostnameSchema = z.object({
+  id: z.string().min(1),
+  hostname: z.string().min(1),
+  /** pending, active, moved, blocked, deleted, pending_deletion, ... */
+  status: z.string().optional(),
+  verification_errors: z.array(z.unknown()).optional(),
+  ssl: z.object({
+    /** initializing, pending_validation, pending_issuance, pending_deployment, active,
+     * validation_timed_out, issuance_timed_out, expired, ... */
+    status: z.string().optional(),
+    validation_errors: z.array(z.object({ message: z.string().optional() }).passthrough()).optional(),
+  }).passthrough().nullish(),
+}).passthrough();
+
+export type CustomHostname = z.infer<typeof CustomHostnameSchema>;
+
+export class CloudflareApiError extends Error {
+  constructor(message: string, readonly status: number | null, readonly codes: number[] = []) {
+    super(message);
+    this.name = "CloudflareApiError";
+  }
+}
+
+export interface CustomHostnamesApi {
+  /** Creates the hostname, or answers the zone's existing one of that name. */
+  create(hostname: string): Promise<CustomHostname>;
+  /** null: Cloudflare has no hostname of that id (deleted outside tern). */
+  get(id: string): Promise<CustomHostname | null>;
+  find(hostname: string): Promise<CustomHostname | null>;
+  /** Deleting one already gone is not an error. */
+  remove(id: string): Promise<void>;
+}
+
+type Fetch = (input: string, init: RequestInit) => Promise<Response>;
+
+export function cloudflareCustomHostnames(config: CustomHostnamesConfig, fetcher: Fetch = (i, init) => fetch(i, init)): CustomHostnamesApi {
+  const base = `${config.apiUrl}/zones/${encodeURIComponent(config.zoneId)}/custom_hostnames`;
+
+  async function call(method: string, path: string, body?: unknown): Promise<{ status: number; envelope: z.infer<typeof Envelope> }> {
+    const what = `Cloudflare ${method} custom_hostnames${path.startsWith("?") ? "" : path}`;
+    let res: Response;
+    try {
+      res = await fetcher(`${base}${path}`, {
+        method,
+        headers: { authorization: `Bearer ${config.token}`, accept: "application/json", ...(body ? { "content-type": "application/json" } : {}) },
+        body: body ? JSON.stringify(body) : undefined,
+        signal: AbortSignal.timeout(TIMEOUT_MS),
+      });
+    } catch (err) {
+      const reason = err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError") ? `no answer within ${TIMEOUT_MS / 1000} s` : `could not be reached (${err instanceof Error ? err.message : String(err)})`;
+      throw new CloudflareApiError(`${what}: ${redact(reason, config.token)}`, null);
+    }
+    const text = await res.text();
+    let parsed: z.infer<typeof Envelope> | null = null;
+    try {
+      const r = Envelope.safeParse(JSON.parse(text));
+      if (r.success) parsed = r.data;
+    } catch {}
+    if (!parsed) {
+      throw new CloudflareApiError(`${what}: HTTP ${res.status} with an answer that is not Cloudflare's API envelope (${res.headers.get("content-type") ?? "no content type"})`, res.status);
+    }
+    if (!parsed.success || !res.ok) {
+      const errors = parsed.errors.map((e) => `${e.code} ${e.message}`).join("; ") || "no reason given";
+      throw new CloudflareApiError(`${what}: HTTP ${res.status}: ${redact(errors, config.token)}`, res.status, parsed.errors.map((e) => e.code));
+    }
+    return { status: res.status, envelope: parsed };
+  }
+
+  function hostnameOf(what: string, result: unknown): CustomHostname {
+    const r = CustomHostnameSchema.safeParse(result);
+    if (!r.success) throw new CloudflareApiError(`Cloudflare ${what}: the result is not a custom hostname (${r.error.issues[0]?.path.join(".") || "result"}: ${r.error.issues[0]?.message})`, 200);
+    return r.data;
+  }
+
+  const api: CustomHostnamesApi = {
+    async create(hostname) {
+      try {
+        const { envelope } = await call("POST", "", { hostname, ssl: { method: "http", type: "dv", settings: { min_tls_version: "1.2" } } });
+        return hostnameOf("POST custom_hostnames", envelope.result);
+      } catch (err) {
+        // Already there (an earlier attempt whose answer was lost, or a twin's): adopt it.
+        if (err instanceof CloudflareApiError && (err.status === 409 || err.codes.includes(DUPLICATE_HOSTNAME_CODE))) {
+          const existing = await api.find(hostname);
+          if (existing) return existing;
+        }
+        throw err;
+      }
+    },
+    async get(id) {
+      try {
+        const { envelope } = await call("GET", `/${encodeURIComponent(id)}`);
+        return hostnameOf("GET custom_hostnames", envelope.result);
+      } catch (err) {
+        if (err instanceof CloudflareApiError && err.status === 404) return null;
+        throw err;
+      }
+    },
+    async find(hostname) {
+      const { envelope } = await call("GET", `?hostname=${encodeURIComponent(hostname)}`);
+      const list = z.array(z.unknown()).safeParse(envelope.result);
+      if (!list.success) throw new CloudflareApiError("Cloudflare GET custom_hostnames: the result is not a list", 200);
+      const found = list.data.map((r) => hostnameOf("GET custom_hostnames", r)).find((h) => h.hostname.toLowerCase() === hostname);
+      return found ?? null;
+    },
+    async remove(id) {
+      try {
+        await call("DELETE", `/${encodeURIComponent(id)}`);
+      } catch (err) {
+        if (err instanceof CloudflareApiError && err.status === 404) return;
+        throw err;
+      }
+    },
+  };
+  return api;
+}
+
+/** A message from elsewhere (an error, Cloudflare's own words) never repeats the token. */
+function redact(text: string, token: string): string {
+  return token ? text.split(token).join("[token]") : text;
+}
+
+/** What a custom hostname's state means for links on it. */
+export type CertificateState =
+  | { state: "active" }
+  | { state: "pending"; detail: string }
+  | { state: "failed"; detail: string };
+
+const FAILED_HOSTNAME = new Set(["blocked", "moved", "deleted", "pending_deletion", "test_blocked", "test_failed"]);
+const FAILED_SSL = new Set(["validation_timed_out", "issuance_timed_out", "deployment_timed_out", "initializing_timed_out", "expired", "deleted", "deactivating", "inactive"]);
+
+/** Reads a hostname's last known state (as tern stored it) as one of three: serving, still
+ * going, or stuck until someone acts. */
+export function certificateState(h: { status: string | null; sslStatus: string | null; validationError: string | null } | null): CertificateState {
+  if (!h || h.status === null) return { state: "pending", detail: "tern has not created the custom hostname at Cloudflare yet" };
+  if (h.status === "active" && h.sslStatus === "active") return { state: "active" };
+  if (FAILED_HOSTNAME.has(h.status)) return { state: "failed", detail: h.validationError ?? `Cloudflare reports the hostname ${h.status.replace(/_/g, " ")}` };
+  if (h.sslStatus && FAILED_SSL.has(h.sslStatus)) return { state: "failed", detail: h.validationError ?? `the certificate's validation ended: ${h.sslStatus.replace(/_/g, " ")}` };
+  if (h.validationError) return { state: "failed", detail: h.validationError };
+  return { state: "pending", detail: h.sslStatus ? `certificate ${h.sslStatus.replace(/_/g, " ")}` : "waiting for Cloudflare" };
+}
+
+/** Why the certificate authority refused the hostname's validation, as Cloudflare reports it;
+ * for a hostname Cloudflare gave up on (blocked, moved), its own verification error. A hostname
+ * merely waiting for its CNAME ("does not CNAME to this zone") is not a failure. */
+export function validationErrorOf(h: CustomHostname): string | null {
+  const ssl = h.ssl?.validation_errors?.map((e) => e.message).find((m) => typeof m === "string" && m.length > 0);
+  if (ssl) return ssl.slice(0, 500);
+  if (!h.status || !FAILED_HOSTNAME.has(h.status)) return null;
+  const own = h.verification_errors?.find((e) => typeof e === "string" && e.length > 0);
+  return typeof own === "string" ? own.slice(0, 500) : null;
+}
