@@ -1,5 +1,6 @@
 import { defineConfig } from "vitest/config";
 import { prepareTestCertificates } from "./test/support/certificates.ts";
+import { TEST_API_TOKEN, TEST_ZONE_ID } from "./test/support/cloudflare-api.ts";
 
 // workerd verifies every TLS peer; the local CA must be trusted before miniflare starts it.
 // Miniflare reads NODE_EXTRA_CA_CERTS when it is loaded, so the plugin is imported after this.
@@ -43,6 +44,11 @@ export default defineConfig({
                   PUBLIC_URL: "https://t.tern.test",
                   // Domains' own tracking hosts are CNAMEs of this (test/worker/tracking-host.test.ts).
                   TRACKING_CNAME_TARGET: "tracking.tern.test",
+                  // tern creates their custom hostnames at the local stand-in for Cloudflare's API
+                  // (test/support/cloudflare-api.ts; test/worker/custom-hostnames.test.ts).
+                  CLOUDFLARE_API_URL: `http://127.0.0.1:${peers.cloudflare}/client/v4`,
+                  CLOUDFLARE_ZONE_ID: TEST_ZONE_ID,
+                  CLOUDFLARE_API_TOKEN: TEST_API_TOKEN,
                   // The operator allows loopback webhook targets: the test receivers listen there.
                   WEBHOOK_ALLOW_PRIVATE_TARGETS: "true",
                   // A test-only master secret: DKIM private keys in the test database are sealed with it.

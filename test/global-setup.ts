@@ -1,6 +1,8 @@
 // Node-side servers the worker tests talk to over loopback: SMTP peers standing in for
-// relays of every kind, an HTTPS file server, and a DNS zone served over DNS-over-HTTPS. Their ports reach the workerd tests as the TEST_PEERS binding.
+// relays of every kind, an HTTPS file server, a DNS zone served over DNS-over-HTTPS, and
+// Cloudflare's custom hostnames API (validating hostnames against that zone). Their ports reach the workerd tests as the TEST_PEERS binding.
 import type { TestProject } from "vitest/node";
+import { startCloudflareApi } from "./support/cloudflare-api.ts";
 import { startDnsZone } from "./support/dns-zone.ts";
 import { startHttpsFiles } from "./support/https-files.ts";
 import { startSmtpPeers } from "./support/smtp-peers.ts";
@@ -17,11 +19,14 @@ export default async function setup(project: TestProject) {
   const httpsFiles = await startHttpsFiles(); // attachment `path` fetches
   const zone = await startDnsZone(); // DNS over HTTPS for domain checks; mailauth verification
   const webhookPeers = await startWebhookPeers(); // webhook receivers verifying every delivery
-  project.provide("peers", { ...peers.ports, https: httpsFiles.port, doh: zone.dohPort, dns: zone.controlPort, ...webhookPeers.ports });
+  // Tracking hosts' custom hostnames; TRACKING_CNAME_TARGET is their fallback origin.
+  const cloudflare = await startCloudflareApi(async (name) => (await zone.resolver(name, "CNAME")) as string[], "tracking.tern.test");
+  project.provide("peers", { ...peers.ports, https: httpsFiles.port, doh: zone.dohPort, dns: zone.controlPort, cloudflare: cloudflare.port, ...webhookPeers.ports });
   return async () => {
     await zone.close();
     await peers.close();
     await httpsFiles.close();
     await webhookPeers.close();
+    await cloudflare.close();
   };
 }

@@ -1,0 +1,261 @@
+// Tracking hosts as Cloudflare custom hostnames, where tern manages them (CLOUDFLARE_ZONE_ID and
+// CLOUDFLARE_API_TOKEN beside TRACKING_CNAME_TARGET): setting a label creates the hostname at
+// Cloudflare, links use the host only once its certificate is active, a changed or removed label
+// or a deleted domain deletes it (unless a twin in another account still has it), and what a
+// failed call left behind the cron brings in line. Cloudflare here is the loopback stand-in of
+// test/support/cloudflare-api.ts, which validates a hostname once the test zone has its CNAME.
+import { createScheduledController } from "cloudflare:test";
+import { env } from "cloudflare:workers";
+import PostalMime from "postal-mime";
+import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { readConfig } from "../../worker/config.ts";
+import { sendingIdentity } from "../../worker/delivery/sending-identity.ts";
+import { checkDomain, createDomain, domainDetails, domainView, findDomain } from "../../worker/domains/service.ts";
+import worker from "../../worker/index.ts";
+import { CloudflareApiError, cloudflareCustomHostnames } from "../../worker/tracking/custom-hostnames.ts";
+import { reconcileTrackingHostnames } from "../../worker/tracking/hostnames.ts";
+import { loadEmail } from "../../worker/tracking/record.ts";
+import { api, createAccount, type TestAccount } from "./fixtures.ts";
+import { address, bytesOf, capturedFor } from "./peers.ts";
+import { waitFor } from "./wait.ts";
+import { publish, publishRecords, type DomainRecord } from "./zone.ts";
+
+interface DomainAnswer { id: string; name: string; status: string; tracking_subdomain: string | null; records: DomainRecord[] }
+interface CfHostname { id: string; hostname: string; status: string; ssl: { status: string; method: string; type: string; settings: { min_tls_version?: string } } }
+interface HostRow { hostname: string; wanted: number; cloudflare_id: string | null; status: string | null; ssl_status: string | null; validation_error: string | null; last_error: string | null; attempts: number; next_sync_at: number | null }
+
+const cf = (path: string, init?: RequestInit) => fetch(`http://127.0.0.1:${env.TEST_PEERS.cloudflare}${path}`, init);
+
+/** The hostnames the stand-in's zone holds by that name (one, or none). */
+async function atCloudflare(hostname: string): Promise<CfHostname[]> {
+  const all = ((await (await cf("/control/hostnames")).json()) as { hostnames: CfHostname[] }).hostnames;
+  return all.filter((h) => h.hostname === hostname);
+}
+
+async function control(hostname: string, action: "hold" | "activate" | "fail", body?: unknown): Promise<void> {
+  const res = await cf(`/control/hostnames/${encodeURIComponent(hostname)}/${action}`, { method: "POST", body: body ? JSON.stringify(body) : undefined });
+  expect(res.status, await res.clone().text()).toBe(200);
+}
+
+async function outage(hostname: string, mode: "503" | "html" | "garbage" | null): Promise<void> {
+  await cf("/control/outage", { method: "PUT", body: JSON.stringify({ hostname, mode }) });
+}
+
+async function hostRow(hostname: string): Promise<HostRow | null> {
+  return env.DB.prepare("SELECT * FROM tracking_hostnames WHERE hostname = ?").bind(hostname).first<HostRow>();
+}
+
+/** The cron, as often as it takes for this host (other files' rows may be due too), an hour on. */
+async function cronUntil(done: () => Promise<boolean>): Promise<void> {
+  for (let i = 0; i < 10 && !(await done()); i++) await reconcileTrackingHostnames(env, readConfig(env), Date.now() + 3600_000);
+  expect(await done()).toBe(true);
+}
+
+const newName = () => `ch${crypto.randomUUID().slice(0, 8)}.dkim.test`;
+
+async function addDomain(owner: TestAccount, name: string, label: string | null): Promise<DomainAnswer> {
+  const res = await api(owner.token, "POST", "/domains", { name, open_tracking: true, click_tracking: true, ...(label ? { tracking_subdomain: label } : {}) });
+  expect(res.status, await res.clone().text()).toBe(201);
+  return (await res.json()) as DomainAnswer;
+}
+
+async function verify(owner: TestAccount, id: string): Promise<DomainAnswer> {
+  const res = await api(owner.token, "POST", `/domains/${id}/verify`);
+  expect(res.status, await res.clone().text()).toBe(200);
+  return (await res.json()) as DomainAnswer;
+}
+
+const trackingRecord = (d: DomainAnswer) => d.records.find((r) => r.record === "Tracking");
+
+let acct: TestAccount;
+let twin: TestAccount;
+beforeAll(async () => {
+  [acct, twin] = await Promise.all([createAccount(), createAccount()]);
+  await publish("_spf.tern.test", "TXT", ["v=spf1 ip4:127.0.0.1 -all"]);
+});
+
+afterEach(() => {
+  vi.restoreAllMocks();
+});
+
+describe("custom hostnames of tracking hosts", () => {
+  it("are created at Cloudflare when a domain gets a tracking label, with HTTP validation and TLS 1.2 at least", async () => {
+    const d = await addDomain(acct, newName(), "links");
+    const host = `links.${d.name}`;
+    const [made] = await atCloudflare(host);
+    expect(made).toMatchObject({ hostname: host, status: "pending", ssl: { method: "http", type: "dv", status: "pending_validation", settings: { min_tls_version: "1.2" } } });
+    expect(await hostRow(host)).toMatchObject({ wanted: 1, cloudflare_id: made!.id, status: "pending", ssl_status: "pending_validation", last_error: null });
+    // A domain without a label makes none.
+    const plain = await addDomain(acct, newName(), null);
+    expect(await atCloudflare(`links.${plain.name}`)).toEqual([]);
+  });
+
+  it("carry links only once the certificate is active: until then the Tracking record is pending and links use PUBLIC_URL", async () => {
+    const d = await addDomain(acct, newName(), "go");
+    const host = `go.${d.name}`;
+    await control(host, "hold");
+    await publishRecords(d.name, d.records);
+    const checked = await verify(acct, d.id);
+    expect(checked.status).toBe("verified");
+    // The CNAME is there, the certificate is not: not verified, and mail keeps PUBLIC_URL.
+    expect(trackingRecord(checked)!.status).toBe("pending");
+    const to = address("cfhost");
+    const sent = await api(acct.token, "POST", "/emails", { from: `n@${d.name}`, to, subject: "Links", html: '<a href="https://acme.example/x">x</a>' });
+    expect(sent.status).toBe(200);
+    const [msg] = await waitFor("the message at the peer", async () => ((await capturedFor(to)).length ? capturedFor(to) : undefined), 15_000);
+    const html = (await PostalMime.parse(bytesOf(msg!.rawBase64))).html ?? "";
+    expect(html).toContain("https://t.tern.test/t/c/");
+    const row = (await loadEmail(env.DB, ((await sent.clone().json()) as { id: string }).id))!;
+    expect((await sendingIdentity(env.DB, readConfig(env), row)).tracking.host).toBeNull();
+    const details = domainDetails(await findDomain(env.DB, acct.accountId, d.id), readConfig(env));
+    expect(details.certificate).toMatchObject({ state: "pending" });
+
+    // Issued: the next check sees it, and the host carries links.
+    await control(host, "activate");
+    expect(trackingRecord(await verify(acct, d.id))!.status).toBe("verified");
+    expect((await sendingIdentity(env.DB, readConfig(env), row)).tracking.host).toBe(host);
+    expect(domainDetails(await findDomain(env.DB, acct.accountId, d.id), readConfig(env)).certificate).toEqual({ state: "active" });
+  });
+
+  it("make the Tracking record failed, with Cloudflare's reason, when validation fails", async () => {
+    const d = await addDomain(acct, newName(), "trk");
+    const host = `trk.${d.name}`;
+    await publishRecords(d.name, d.records);
+    await control(host, "fail", { message: "caa_error: CAA records at the domain forbid the certificate authority" });
+    const checked = await verify(acct, d.id);
+    expect(trackingRecord(checked)!.status).toBe("failed");
+    expect(domainDetails(await findDomain(env.DB, acct.accountId, d.id), readConfig(env)).certificate).toEqual({ state: "failed", detail: "caa_error: CAA records at the domain forbid the certificate authority" });
+    expect(await hostRow(host)).toMatchObject({ ssl_status: "validation_timed_out", validation_error: expect.stringContaining("caa_error") });
+  });
+
+  it("follow the label: a new label deletes the old hostname and creates the new one; null removes it", async () => {
+    const d = await addDomain(acct, newName(), "links");
+    expect(await atCloudflare(`links.${d.name}`)).toHaveLength(1);
+    const renamed = await api(acct.token, "PATCH", `/domains/${d.id}`, { tracking_subdomain: "click" });
+    expect(renamed.status).toBe(200);
+    expect(await atCloudflare(`links.${d.name}`)).toEqual([]);
+    expect(await hostRow(`links.${d.name}`)).toBeNull();
+    expect(await atCloudflare(`click.${d.name}`)).toHaveLength(1);
+    const off = await api(acct.token, "PATCH", `/domains/${d.id}`, { tracking_subdomain: null });
+    expect(off.status).toBe(200);
+    expect(await atCloudflare(`click.${d.name}`)).toEqual([]);
+    expect(await hostRow(`click.${d.name}`)).toBeNull();
+  });
+
+  it("go with their domain when it is deleted", async () => {
+    const d = await addDomain(acct, newName(), "links");
+    expect(await atCloudflare(`links.${d.name}`)).toHaveLength(1);
+    expect((await api(acct.token, "DELETE", `/domains/${d.id}`)).status).toBe(200);
+    expect(await atCloudflare(`links.${d.name}`)).toEqual([]);
+    expect(await hostRow(`links.${d.name}`)).toBeNull();
+  });
+
+  it("are shared by twins: two accounts holding the same domain make one hostname, deleted only when neither wants it", async () => {
+    const name = newName();
+    const host = `links.${name}`;
+    const mine = await addDomain(acct, name, "links");
+    const theirs = await addDomain(twin, name, "links");
+    const made = await atCloudflare(host);
+    expect(made).toHaveLength(1);
+    expect((await hostRow(host))!.cloudflare_id).toBe(made[0]!.id);
+    // One twin drops it: still wanted by the other.
+    expect((await api(acct.token, "DELETE", `/domains/${mine.id}`)).status).toBe(200);
+    expect(await atCloudflare(host)).toHaveLength(1);
+    expect(await hostRow(host)).toMatchObject({ wanted: 1, cloudflare_id: made[0]!.id });
+    // The other drops it too: gone.
+    expect((await api(twin.token, "PATCH", `/domains/${theirs.id}`, { tracking_subdomain: null })).status).toBe(200);
+    expect(await atCloudflare(host)).toEqual([]);
+    expect(await hostRow(host)).toBeNull();
+  });
+
+  it("survive an outage of Cloudflare's API: the request succeeds and the cron creates and deletes them later", async () => {
+    const name = newName();
+    const host = `links.${name}`;
+    await outage(host, "503");
+    const errors = vi.spyOn(console, "error");
+    const d = await addDomain(acct, name, "links");
+    expect(trackingRecord(d)!.status).not.toBe("verified");
+    expect(await atCloudflare(host)).toEqual([]);
+    const failed = (await hostRow(host))!;
+    expect(failed).toMatchObject({ wanted: 1, cloudflare_id: null, attempts: 1 });
+    expect(failed.last_error).toMatch(/Cloudflare POST custom_hostnames: HTTP 503: 10013 Service temporarily unavailable/);
+    expect(failed.next_sync_at).toBeGreaterThan(Date.now());
+    expect(errors.mock.calls.flat().join(" ")).toContain(host);
+    // Back: the cron creates it.
+    await outage(host, null);
+    await cronUntil(async () => (await atCloudflare(host)).length === 1);
+    expect(await hostRow(host)).toMatchObject({ cloudflare_id: (await atCloudflare(host))[0]!.id, last_error: null, attempts: 0 });
+
+    // Down again while the domain is deleted: the hostname outlives it until the cron runs.
+    await outage(host, "503");
+    expect((await api(acct.token, "DELETE", `/domains/${d.id}`)).status).toBe(200);
+    expect(await atCloudflare(host)).toHaveLength(1);
+    expect(await hostRow(host)).toMatchObject({ wanted: 0 });
+    await outage(host, null);
+    await worker.scheduled(createScheduledController({ scheduledTime: Date.now(), cron: "* * * * *" }), env);
+    await cronUntil(async () => (await atCloudflare(host)).length === 0 && (await hostRow(host)) === null);
+  });
+
+  it("are created by the cron for labels set before tern managed them, and deleted for domains gone without a word", async () => {
+    const name = newName();
+    const host = `links.${name}`;
+    const d = await addDomain(acct, name, null);
+    // A label written while nobody managed hostnames: no row, nothing at Cloudflare.
+    await env.DB.prepare("UPDATE domains SET tracking_subdomain = 'links' WHERE id = ?").bind(d.id).run();
+    expect(await hostRow(host)).toBeNull();
+    await cronUntil(async () => (await atCloudflare(host)).length === 1);
+    // Its domain deleted by a path that knows nothing of hostnames (an account's erasure).
+    await env.DB.batch([env.DB.prepare("DELETE FROM dkim_keys WHERE domain_id = ?").bind(d.id), env.DB.prepare("DELETE FROM domains WHERE id = ?").bind(d.id)]);
+    await cronUntil(async () => (await atCloudflare(host)).length === 0 && (await hostRow(host)) === null);
+  });
+
+  it("answer Cloudflare's bad answers with clear errors, never a 500, and keep the token out of logs, errors and rows", async () => {
+    const token = env.CLOUDFLARE_API_TOKEN!;
+    const logged: string[] = [];
+    for (const level of ["log", "error", "warn", "info"] as const) vi.spyOn(console, level).mockImplementation((...args: unknown[]) => void logged.push(args.map(String).join(" ")));
+    const answers: string[] = [];
+    for (const mode of ["html", "garbage"] as const) {
+      const name = newName();
+      const host = `links.${name}`;
+      await outage(host, mode);
+      const res = await api(acct.token, "POST", "/domains", { name, tracking_subdomain: "links" });
+      answers.push(await res.clone().text());
+      expect(res.status).toBe(201);
+      const row = (await hostRow(host))!;
+      expect(row.last_error).toMatch(mode === "html" ? /HTTP 502 with an answer that is not Cloudflare's API envelope \(text\/html\)/ : /the result is not a custom hostname/);
+      const verified = await api(acct.token, "POST", `/domains/${((await res.json()) as DomainAnswer).id}/verify`);
+      expect(verified.status).toBe(200);
+      answers.push(await verified.text());
+      await outage(host, null);
+    }
+    // A wrong token: Cloudflare's refusal, named, without the token that was refused.
+    const wrong = cloudflareCustomHostnames({ ...readConfig(env).customHostnames!, token: "wrong-token-1234" });
+    const refused = await wrong.create("x.example.test").catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(CloudflareApiError);
+    expect((refused as Error).message).toBe("Cloudflare POST custom_hostnames: HTTP 403: 10000 Authentication error");
+    // Unreachable: said so, with no token either.
+    const down = await cloudflareCustomHostnames({ apiUrl: "http://127.0.0.1:9/client/v4", zoneId: "z", token }).get("id").catch((e: unknown) => e);
+    expect((down as Error).message).toMatch(/^Cloudflare GET custom_hostnames\/id: could not be reached/);
+    const rows = await env.DB.prepare("SELECT * FROM tracking_hostnames").all();
+    for (const text of [...logged, ...answers, JSON.stringify(rows.results), (down as Error).message, JSON.stringify(readConfig(env))]) expect(text).not.toContain(token);
+    expect(logged.join("\n")).toMatch(/custom hostname sync failed/);
+  });
+});
+
+describe("where the operator gives no token", () => {
+  it("tern manages no hostname: the Tracking record counts once its CNAME is verified, as before", async () => {
+    const config = { ...readConfig({ ...env, CLOUDFLARE_API_TOKEN: "" } as Env) };
+    expect(config.customHostnames).toBeNull();
+    expect(readConfig({ ...env, CLOUDFLARE_ZONE_ID: "" } as Env).customHostnames).toBeNull();
+    expect(readConfig({ ...env, TRACKING_CNAME_TARGET: "" } as Env).customHostnames).toBeNull();
+    expect(await reconcileTrackingHostnames(env, config, Date.now())).toBe(0);
+    const name = newName();
+    const made = await createDomain(env, config, acct.accountId, { name, region: "us-east-1", customReturnPath: "send", openTracking: true, clickTracking: true, tls: "opportunistic", receiving: false, trackingSubdomain: "links", dkimAlgorithm: "rsa" }, Date.now());
+    expect(await hostRow(`links.${name}`)).toBeNull();
+    expect(await atCloudflare(`links.${name}`)).toEqual([]);
+    await publishRecords(name, made.records);
+    const checked = domainView(await checkDomain(env, config, await findDomain(env.DB, acct.accountId, made.id), Date.now()), config);
+    expect(checked.records.find((r) => r.record === "Tracking")!.status).toBe("verified");
+    expect(await atCloudflare(`links.${name}`)).toEqual([]);
+  });
+});
