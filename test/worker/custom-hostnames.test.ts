@@ -5,7 +5,7 @@
 // failed call left behind the cron brings in line. Cloudflare here is the loopback stand-in of
 // test/support/cloudflare-api.ts, which validates a hostname once the test zone has its CNAME.
 import { createScheduledController } from "cloudflare:test";
-import { env } from "cloudflare:workers";
+import { env, exports } from "cloudflare:workers";
 import PostalMime from "postal-mime";
 import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { readConfig } from "../../worker/config.ts";
@@ -15,6 +15,7 @@ import worker from "../../worker/index.ts";
 import { CloudflareApiError, cloudflareCustomHostnames } from "../../worker/tracking/custom-hostnames.ts";
 import { reconcileTrackingHostnames } from "../../worker/tracking/hostnames.ts";
 import { loadEmail } from "../../worker/tracking/record.ts";
+import { signedIn } from "./dashboard-session.ts";
 import { api, createAccount, type TestAccount } from "./fixtures.ts";
 import { address, bytesOf, capturedFor } from "./peers.ts";
 import { waitFor } from "./wait.ts";
@@ -67,6 +68,14 @@ async function verify(owner: TestAccount, id: string): Promise<DomainAnswer> {
 
 const trackingRecord = (d: DomainAnswer) => d.records.find((r) => r.record === "Tracking");
 
+/** The domain's page in the dashboard, as a member of the account sees it. */
+async function domainPage(owner: TestAccount, id: string): Promise<string> {
+  const { cookie } = await signedIn("member", owner.accountId);
+  const res = await exports.default.fetch(`https://t.tern.test/dashboard/domains/${id}`, { headers: { cookie } });
+  expect(res.status).toBe(200);
+  return res.text();
+}
+
 let acct: TestAccount;
 let twin: TestAccount;
 beforeAll(async () => {
@@ -109,12 +118,14 @@ describe("custom hostnames of tracking hosts", () => {
     expect((await sendingIdentity(env.DB, readConfig(env), row)).tracking.host).toBeNull();
     const details = domainDetails(await findDomain(env.DB, acct.accountId, d.id), readConfig(env));
     expect(details.certificate).toMatchObject({ state: "pending" });
+    expect(await domainPage(acct, d.id)).toContain("certificate pending issuance: waiting for Cloudflare to validate the hostname. It is issued once this CNAME points at <span class=\"mono\">tracking.tern.test</span>");
 
     // Issued: the next check sees it, and the host carries links.
     await control(host, "activate");
     expect(trackingRecord(await verify(acct, d.id))!.status).toBe("verified");
     expect((await sendingIdentity(env.DB, readConfig(env), row)).tracking.host).toBe(host);
     expect(domainDetails(await findDomain(env.DB, acct.accountId, d.id), readConfig(env)).certificate).toEqual({ state: "active" });
+    expect(await domainPage(acct, d.id)).toContain(`<span class="ok">certificate active</span>: links use this host`);
   });
 
   it("make the Tracking record failed, with Cloudflare's reason, when validation fails", async () => {
@@ -126,6 +137,7 @@ describe("custom hostnames of tracking hosts", () => {
     expect(trackingRecord(checked)!.status).toBe("failed");
     expect(domainDetails(await findDomain(env.DB, acct.accountId, d.id), readConfig(env)).certificate).toEqual({ state: "failed", detail: "caa_error: CAA records at the domain forbid the certificate authority" });
     expect(await hostRow(host)).toMatchObject({ ssl_status: "validation_timed_out", validation_error: expect.stringContaining("caa_error") });
+    expect(await domainPage(acct, d.id)).toContain("certificate failed: caa_error: CAA records at the domain forbid the certificate authority. Check that this CNAME points at");
   });
 
   it("follow the label: a new label deletes the old hostname and creates the new one; null removes it", async () => {

@@ -295,14 +295,30 @@ function LastFinding(props: { last: DomainDetails["records"][number]["last"]; ch
 }
 
 /** Where the domain's open and click links point, said in words. */
-function trackingHostNote(view: DomainView) {
+function trackingHostNote(view: DomainView, certificate: DomainDetails["certificate"]) {
   if (!view.tracking_subdomain) return null;
   const host = `${view.tracking_subdomain}.${view.name}`;
   const status = view.records.find((r) => r.record === "Tracking")?.status;
   if (status === undefined) return <> · <span class="mono">{host}</span> is not used: this deployment serves no domains' tracking hosts (its operator sets TRACKING_CNAME_TARGET to offer them), so links use its own host</>;
   return status === "verified"
     ? <> · links use <span class="mono">{host}</span></>
-    : <> · links use <span class="mono">{host}</span> once its Tracking record below is verified; until then the deployment's own host</>;
+    : <> · links use <span class="mono">{host}</span> once its Tracking record below is verified{certificate ? " and its certificate issued" : ""}; until then the deployment's own host</>;
+}
+
+/** The tracking host's certificate (where tern has Cloudflare issue it), in words: what it
+ * waits for, or what to fix. */
+function CertificateNote(props: { certificate: DomainDetails["certificate"]; target: string }) {
+  const c = props.certificate;
+  if (!c) return null;
+  if (c.state === "active") return <div class="small note"><span class="ok">certificate active</span>: links use this host</div>;
+  if (c.state === "pending") {
+    return <div class="muted small note">certificate pending issuance: {c.detail}. It is issued once this CNAME points at <span class="mono">{props.target}</span>; links use the deployment's host until then</div>;
+  }
+  return (
+    <div class="error small note">
+      certificate failed: {c.detail}. Check that this CNAME points at <span class="mono">{props.target}</span> and is not proxied, and that no CAA record at the domain forbids the certificate authority; then verify again.
+    </div>
+  );
 }
 
 async function domainPage(c: DashCtx) {
@@ -323,7 +339,7 @@ async function domainPage(c: DashCtx) {
           <dt>Last checked</dt><dd>{checked ? <Time at={details.lastCheckedAt} /> : <span class="muted">never: publish the records below, then verify</span>}</dd>
           {details.nextCheckAt !== null ? <><dt>Next check</dt><dd><Time at={details.nextCheckAt} /></dd></> : null}
           <dt>Region</dt><dd>{view.region}</dd>
-          <dt>Tracking</dt><dd>opens {view.open_tracking ? "on" : "off"}, clicks {view.click_tracking ? "on" : "off"}{trackingHostNote(view)}</dd>
+          <dt>Tracking</dt><dd>opens {view.open_tracking ? "on" : "off"}, clicks {view.click_tracking ? "on" : "off"}{trackingHostNote(view, details.certificate)}</dd>
           <dt>TLS</dt><dd>{view.tls}</dd>
         </dl>
         {details.checkError ? (
@@ -369,7 +385,7 @@ async function domainPage(c: DashCtx) {
               <td class="mono">{r.name} <Copy value={r.name} label={`Copy the ${r.record} record's name`} /></td>
               <td class="mono"><code>{r.value}</code> <Copy value={r.value} label={`Copy the ${r.record} record's value`} /></td>
               <td><Badge value={r.status} /></td>
-              <td><LastFinding last={r.last} checked={checked} /></td>
+              <td><LastFinding last={r.last} checked={checked} />{r.id === "tracking_cname" ? <CertificateNote certificate={details.certificate} target={r.value} /> : null}</td>
             </tr>
           ))}
           <tr>

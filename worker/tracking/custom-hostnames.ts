@@ -161,8 +161,15 @@ export function certificateState(h: { status: string | null; sslStatus: string |
   if (FAILED_HOSTNAME.has(h.status)) return { state: "failed", detail: h.validationError ?? `Cloudflare reports the hostname ${h.status.replace(/_/g, " ")}` };
   if (h.sslStatus && FAILED_SSL.has(h.sslStatus)) return { state: "failed", detail: h.validationError ?? `the certificate's validation ended: ${h.sslStatus.replace(/_/g, " ")}` };
   if (h.validationError) return { state: "failed", detail: h.validationError };
-  return { state: "pending", detail: h.sslStatus ? `certificate ${h.sslStatus.replace(/_/g, " ")}` : "waiting for Cloudflare" };
+  return { state: "pending", detail: (h.sslStatus && PENDING_WORDS[h.sslStatus]) ?? `Cloudflare reports it ${(h.sslStatus ?? h.status).replace(/_/g, " ")}` };
 }
+
+const PENDING_WORDS: Record<string, string> = {
+  initializing: "Cloudflare is setting it up",
+  pending_validation: "waiting for Cloudflare to validate the hostname",
+  pending_issuance: "the certificate authority is issuing it",
+  pending_deployment: "being deployed to Cloudflare's edge",
+};
 
 /** Why the certificate authority refused the hostname's validation, as Cloudflare reports it;
  * for a hostname Cloudflare gave up on (blocked, moved), its own verification error. A hostname
