@@ -221,6 +221,9 @@ export async function start(o: StartOptions): Promise<Running> {
     // Domains' tracking hosts show their Tracking record; the dev DNS zone leaves it unpublished
     // (such a host cannot reach this machine), so dev mail's links keep using PUBLIC_URL.
     TRACKING_CNAME_TARGET: "tracking.tern.localhost",
+    // No zone to make their custom hostnames in: dev never calls Cloudflare's API, even with a
+    // CLOUDFLARE_API_TOKEN in the shell (wrangler reads secrets from the environment).
+    CLOUDFLARE_ZONE_ID: "",
     // The dashboard's mail (address verification, resets, invitations) goes out through tern
     // from an account of its own, and lands in the dev mailbox.
     DASHBOARD_MAIL_ACCOUNT: systemAccountId,

@@ -128,7 +128,8 @@ function customHostnamesOf(env: Partial<Pick<Env, "CLOUDFLARE_ZONE_ID" | "CLOUDF
   const token = (env.CLOUDFLARE_API_TOKEN ?? "").trim();
   if (!zoneId || !token) return null;
   const apiUrl = ((env.CLOUDFLARE_API_URL ?? "").trim() || "https://api.cloudflare.com/client/v4").replace(/\/+$/, "");
-  // The token is not enumerable: a config logged or serialised whole does not carry it.
+  // The token is not enumerable: a config logged or serialised whole does not carry it (nor
+  // does a spread copy of this object: hand the object itself on).
   const config = { apiUrl, zoneId } as CustomHostnamesConfig;
   Object.defineProperty(config, "token", { value: token, enumerable: false });
   return config;

@@ -50,14 +50,15 @@ const ReturnPath = z
   .regex(/^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/, "`custom_return_path` must be a subdomain label such as `send` or `bounces`.")
   .max(63, "`custom_return_path` must be at most 63 characters.");
 
-/** Resend's tracking subdomain: a DNS label. Once its Tracking CNAME is verified, the domain's
- * open and click links use that host instead of the deployment's PUBLIC_URL. */
+/** Resend's tracking subdomain: a DNS label. Once its Tracking record is verified (the CNAME, and
+ * where tern manages custom hostnames the host's certificate), the domain's open and click links
+ * use that host instead of the deployment's PUBLIC_URL. */
 const TrackingSubdomain = z
   .string({ error: "`tracking_subdomain` must be a string." })
   .trim()
   .toLowerCase()
   .regex(/^[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?$/, "`tracking_subdomain` must be a single DNS label such as `links`.")
-  .openapi({ description: "The label of the domain's own host for open and click links (`links`: links.<domain>). The domain's records then include a Tracking CNAME to the deployment's host; once it is verified, tracked links and the open pixel use https://<label>.<domain>. Until then they use the deployment's PUBLIC_URL." });
+  .openapi({ description: "The label of the domain's own host for open and click links (`links`: links.<domain>). The domain's records then include a Tracking CNAME to the deployment's host; once it is verified, tracked links and the open pixel use https://<label>.<domain>. Where the deployment has Cloudflare issue the host's certificate, the Tracking record stays `pending` until that certificate is active too (`failed` if Cloudflare gives up on it). Until then they use the deployment's PUBLIC_URL." });
 
 const Capability = z.enum(["enabled", "disabled"], { error: "a capability must be `enabled` or `disabled`." });
 /** Resend's form of receiving; sending cannot be turned off for a tern domain (delete it instead). */

@@ -170,7 +170,7 @@ export async function syncHostname(env: Db, config: TernConfig, hostname: string
   } catch (err) {
     const attempts = row.attempts + 1;
     console.error("custom hostname sync failed", hostname, describe(err));
-    await db.update(trackingHostnames).set({ lastError: describe(err), attempts, nextSyncAt: now + backoff(attempts), updatedAt: now })
+    await db.update(trackingHostnames).set({ lastError: describe(err), attempts, nextSyncAt: sql`CASE WHEN ${unchanged} THEN ${now + backoff(attempts)} ELSE ${now} END`, updatedAt: now })
       .where(eq(trackingHostnames.hostname, hostname));
   }
   return loadHostname(env.DB, hostname);
