@@ -1,10 +1,11 @@
 // A loopback stand-in for the part of Cloudflare's API tern uses to manage tracking hosts:
 // custom hostnames of one zone (POST/GET/DELETE /client/v4/zones/{zone}/custom_hostnames...),
-// with the v4 envelope, Bearer auth, Cloudflare's duplicate error (409, code 1406) and the
-// lifecycle of a real one: a new hostname is `pending` with its certificate
-// `pending_validation`; once the test zone (dns-zone.ts) has its CNAME to the fallback origin,
-// the next read finds it validated and `active` (as HTTP validation does), unless a test holds
-// it pending or makes its validation fail. Started by test/global-setup.ts.
+// (and PATCH to validate again), with the v4 envelope, Bearer auth, Cloudflare's duplicate error
+// (409, code 1406) and the lifecycle of a real one: a new hostname is `pending` with its
+// certificate `pending_validation`; HTTP validation succeeds when the test zone (dns-zone.ts)
+// has its CNAME to the fallback origin at creation or at a PATCH asking to validate again (the
+// moments Cloudflare checks at once; its own retries back off past a test's length), unless a
+// test holds it pending or makes its validation fail. Started by test/global-setup.ts.
 //
 // Control API (same port, under /control, no auth), used by workerd tests:
 //   GET  /control/hostnames                     every hostname the zone holds, and the requests seen
@@ -59,8 +60,8 @@ export async function startCloudflareApi(cnameOf: (name: string) => Promise<stri
     return rest;
   };
 
-  /** What Cloudflare would see by now: a pending hostname whose CNAME reaches the zone validates. */
-  async function advance(h: Hostname): Promise<void> {
+  /** A validation attempt: a pending hostname whose CNAME reaches the zone is validated. */
+  async function validate(h: Hostname): Promise<void> {
     if (h.hold || h.status !== "pending" || h.ssl.status !== "pending_validation") return;
     const targets = await cnameOf(h.hostname).catch(() => []);
     if (targets.map((t) => t.toLowerCase().replace(/\.$/, "")).includes(fallbackOrigin)) {
@@ -115,18 +116,23 @@ export async function startCloudflareApi(cnameOf: (name: string) => Promise<stri
           created_at: new Date().toISOString(),
         };
         hostnames.set(h.id, h);
+        await validate(h);
         return envelope(res, 201, view(h));
       }
       if (req.method === "GET" && !id) {
         const wanted = url.searchParams.get("hostname");
         const list = [...hostnames.values()].filter((h) => !wanted || h.hostname === wanted);
-        for (const h of list) await advance(h);
         return envelope(res, 200, list.map(view), [], { result_info: { page: 1, per_page: 20, count: list.length, total_count: list.length } });
       }
       const h = hostnames.get(id);
       if (!h) return envelope(res, 404, null, [{ code: 1436, message: "The custom hostname was not found." }]);
-      if (req.method === "GET") {
-        await advance(h);
+      if (req.method === "GET") return envelope(res, 200, view(h));
+      if (req.method === "PATCH") {
+        const b = JSON.parse((await readBody(req)) || "{}") as { ssl?: { method?: string; type?: string } };
+        if (b.ssl && (b.ssl.method !== h.ssl.method || b.ssl.type !== h.ssl.type)) {
+          return envelope(res, 400, null, [{ code: 1400, message: "Changing the validation method is not supported here" }]);
+        }
+        if (b.ssl) await validate(h);
         return envelope(res, 200, view(h));
       }
       if (req.method === "DELETE") {

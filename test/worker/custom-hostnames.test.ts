@@ -106,6 +106,9 @@ describe("custom hostnames of tracking hosts", () => {
     await publishRecords(d.name, d.records);
     const checked = await verify(acct, d.id);
     expect(checked.status).toBe("verified");
+    // The CNAME seen, tern asked Cloudflare to validate again at once (not at its retry's pace).
+    const seen = ((await (await cf("/control/hostnames")).json()) as { seen: { method: string; hostname: string | null }[] }).seen;
+    expect(seen.filter((r) => r.hostname === host).map((r) => r.method)).toEqual(["POST", "GET", "PATCH"]);
     // The CNAME is there, the certificate is not: not verified, and mail keeps PUBLIC_URL.
     expect(trackingRecord(checked)!.status).toBe("pending");
     const to = address("cfhost");

@@ -509,12 +509,12 @@ export async function checkDomain(env: Events, config: TernConfig, current: Doma
   const host = trackingHostname(current.row);
   const managed = host !== null && managedHostnames(config) !== null;
   const hostnameBefore = managed ? (current.hostname !== undefined ? current.hostname : await loadHostname(env.DB, host)) : null;
-  // The check refreshes the custom hostname's state too (its certificate decides the record).
-  const [{ expected, judged, dmarc, last }, hostnameAfter] = await Promise.all([
-    lookUp(current, config, resolver),
-    managed ? syncAfterChange(env, config, [host], now).then((m) => m.get(host) ?? null) : Promise.resolve(null),
-  ]);
+  const { expected, judged, dmarc, last } = await lookUp(current, config, resolver);
   const prevStatuses = recordStatuses(current.row, current.keys);
+  // The check refreshes the custom hostname's state too (its certificate decides the record);
+  // a CNAME seen for the first time, or a check the tenant asked for, revalidates it at once.
+  const revalidate = judged["tracking_cname"] === "match" && (opts.restart === true || prevStatuses["tracking_cname"] !== "verified");
+  const hostnameAfter = managed ? (await syncAfterChange(env, config, [host], now, { revalidate })).get(host) ?? null : null;
   const restart = opts.restart && !["verified", "temporary_failure"].includes(current.row.status);
   const prev: DomainState = {
     status: current.row.status as DomainStatus,

@@ -112,7 +112,13 @@ function describe(err: unknown): string {
  * existing one), refreshes its state, or deletes it when no domain wants it any more. Never
  * throws for Cloudflare's sake: a failed call is recorded and the cron tries again later.
  * Answers the row as it now stands (null: no row, nothing wanted). */
-export async function syncHostname(env: Db, config: TernConfig, hostname: string, now: number, api?: CustomHostnamesApi): Promise<TrackingHostnameRow | null> {
+export interface SyncOptions {
+  /** The tenant's CNAME was just seen (or the tenant asked for a check): a certificate still
+   * waiting for validation is validated again now. */
+  revalidate?: boolean;
+}
+
+export async function syncHostname(env: Db, config: TernConfig, hostname: string, now: number, api?: CustomHostnamesApi, opts: SyncOptions = {}): Promise<TrackingHostnameRow | null> {
   const managed = managedHostnames(config);
   if (!managed) return null;
   const cf = api ?? cloudflareCustomHostnames(managed);
@@ -141,6 +147,7 @@ export async function syncHostname(env: Db, config: TernConfig, hostname: string
         if (row.createRequestedAt === null) await db.update(trackingHostnames).set({ createRequestedAt: now }).where(eq(trackingHostnames.hostname, hostname));
         found = await cf.create(hostname);
       }
+      if (opts.revalidate && found.ssl?.status === "pending_validation") found = await cf.revalidate(found.id);
       const learnt = { status: found.status ?? "pending", sslStatus: found.ssl?.status ?? null, validationError: validationErrorOf(found) };
       const certificate = certificateState(learnt);
       await db.update(trackingHostnames).set({
@@ -178,12 +185,12 @@ export async function syncHostname(env: Db, config: TernConfig, hostname: string
 
 /** syncHostname for each host a request's change touched, after its D1 write committed; a
  * failure (even D1's) is logged and left to the cron, never the request's error. */
-export async function syncAfterChange(env: Db, config: TernConfig, hostnames: (string | null)[], now: number): Promise<Map<string, TrackingHostnameRow | null>> {
+export async function syncAfterChange(env: Db, config: TernConfig, hostnames: (string | null)[], now: number, opts: SyncOptions = {}): Promise<Map<string, TrackingHostnameRow | null>> {
   const out = new Map<string, TrackingHostnameRow | null>();
   if (!managedHostnames(config)) return out;
   for (const h of new Set(hostnames.filter((x): x is string => x !== null))) {
     try {
-      out.set(h, await syncHostname(env, config, h, now));
+      out.set(h, await syncHostname(env, config, h, now, undefined, opts));
     } catch (err) {
       console.error("custom hostname sync failed", h, describe(err));
       out.set(h, await loadHostname(env.DB, h).catch(() => null));
