@@ -9,7 +9,8 @@
 //
 // Control API (same port, under /control, no auth), used by workerd tests:
 //   GET  /control/hostnames                     every hostname the zone holds, and the requests seen
-//   POST /control/hostnames/{name}/hold         keep it pending whatever DNS says
+//   POST /control/hostnames/{name}/hold         keep it pending whatever DNS says (for a name
+//                                               not created yet: from its creation on; so fail)
 //   POST /control/hostnames/{name}/activate     make it active now (hostname and certificate)
 //   POST /control/hostnames/{name}/fail {message}  its validation fails with that error
 //   PUT  /control/outage {hostname, mode}       calls about that hostname answer "503" (an
@@ -50,6 +51,8 @@ async function readBody(req: IncomingMessage): Promise<string> {
 export async function startCloudflareApi(cnameOf: (name: string) => Promise<string[]>, fallbackOrigin: string): Promise<CloudflareApi> {
   const hostnames = new Map<string, Hostname>();
   const outages = new Map<string, Mode>();
+  /** What a test asked of a name before tern created it, applied at its creation. */
+  const presets = new Map<string, { action: "hold" | "fail"; body: string }>();
   const seen: { method: string; path: string; hostname: string | null }[] = [];
 
   const envelope = (res: ServerResponse, status: number, result: unknown, errors: { code: number; message: string }[] = [], extra: Record<string, unknown> = {}) =>
@@ -116,6 +119,11 @@ export async function startCloudflareApi(cnameOf: (name: string) => Promise<stri
           created_at: new Date().toISOString(),
         };
         hostnames.set(h.id, h);
+        const preset = presets.get(h.hostname);
+        if (preset) {
+          presets.delete(h.hostname);
+          apply(h, preset.action, preset.body);
+        }
         await validate(h);
         return envelope(res, 201, view(h));
       }
@@ -161,22 +169,31 @@ export async function startCloudflareApi(cnameOf: (name: string) => Promise<stri
       const body = await readBody(req);
       const name = decodeURIComponent(m[1]!);
       const h = byName(name);
-      if (!h) return reply(404, { error: `no hostname ${name}` });
-      if (m[2] === "hold") h.hold = true;
-      if (m[2] === "activate") {
-        h.hold = false;
-        h.status = "active";
-        h.ssl.status = "active";
-        delete h.verification_errors;
+      const action = m[2] as "hold" | "activate" | "fail";
+      if (!h) {
+        if (action === "activate") return reply(404, { error: `no hostname ${name}` });
+        presets.set(name, { action, body });
+        return reply(200, { preset: action });
       }
-      if (m[2] === "fail") {
-        h.hold = true;
-        h.ssl.status = "validation_timed_out";
-        h.ssl.validation_errors = [{ message: (JSON.parse(body || "{}") as { message?: string }).message ?? "caa_error: CAA records forbid issuance" }];
-      }
+      apply(h, action, body);
       return reply(200, view(h));
     }
     reply(404, { error: "unknown" });
+  }
+
+  function apply(h: Hostname, action: "hold" | "activate" | "fail", body: string) {
+    if (action === "hold") h.hold = true;
+    if (action === "activate") {
+      h.hold = false;
+      h.status = "active";
+      h.ssl.status = "active";
+      delete h.verification_errors;
+    }
+    if (action === "fail") {
+      h.hold = true;
+      h.ssl.status = "validation_timed_out";
+      h.ssl.validation_errors = [{ message: (JSON.parse(body || "{}") as { message?: string }).message ?? "caa_error: CAA records forbid issuance" }];
+    }
   }
 
   const port = await new Promise<number>((resolve) => server.listen(0, "127.0.0.1", () => resolve((server.address() as AddressInfo).port)));

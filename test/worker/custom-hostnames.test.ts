@@ -1,6 +1,7 @@
 // Tracking hosts as Cloudflare custom hostnames, where tern manages them (CLOUDFLARE_ZONE_ID and
-// CLOUDFLARE_API_TOKEN beside TRACKING_CNAME_TARGET): setting a label creates the hostname at
-// Cloudflare, links use the host only once its certificate is active, a changed or removed label
+// CLOUDFLARE_API_TOKEN beside TRACKING_CNAME_TARGET): a label whose CNAME is seen in DNS creates
+// the hostname at Cloudflare (a label alone creates nothing), links use the host only once its
+// certificate is active, a changed or removed label
 // or a deleted domain deletes it (unless a twin in another account still has it), and what a
 // failed call left behind the cron brings in line. Cloudflare here is the loopback stand-in of
 // test/support/cloudflare-api.ts, which validates a hostname once the test zone has its CNAME.
@@ -68,6 +69,12 @@ async function verify(owner: TestAccount, id: string): Promise<DomainAnswer> {
 
 const trackingRecord = (d: DomainAnswer) => d.records.find((r) => r.record === "Tracking");
 
+/** The domain's records published, and checked: its Tracking CNAME is seen. */
+async function published(owner: TestAccount, d: DomainAnswer): Promise<DomainAnswer> {
+  await publishRecords(d.name, d.records);
+  return verify(owner, d.id);
+}
+
 /** The domain's page in the dashboard, as a member of the account sees it. */
 async function domainPage(owner: TestAccount, id: string): Promise<string> {
   const { cookie } = await signedIn("member", owner.accountId);
@@ -88,12 +95,21 @@ afterEach(() => {
 });
 
 describe("custom hostnames of tracking hosts", () => {
-  it("are created at Cloudflare when a domain gets a tracking label, with HTTP validation and TLS 1.2 at least", async () => {
+  it("are created at Cloudflare once the domain's Tracking CNAME is seen, not for a label alone, with HTTP validation and TLS 1.2 at least", async () => {
     const d = await addDomain(acct, newName(), "links");
     const host = `links.${d.name}`;
+    // Anyone can type a label for any name: that alone makes no billed hostname in the zone.
+    expect(await atCloudflare(host)).toEqual([]);
+    expect(await hostRow(host)).toBeNull();
+    expect((await verify(acct, d.id)).status).not.toBe("verified");
+    expect(await atCloudflare(host)).toEqual([]);
+    expect(await cf("/control/hostnames").then(async (r) => ((await r.json()) as { seen: { hostname: string | null }[] }).seen.filter((x) => x.hostname === host))).toEqual([]);
+    await control(host, "hold");
+    const checked = await published(acct, d);
     const [made] = await atCloudflare(host);
     expect(made).toMatchObject({ hostname: host, status: "pending", ssl: { method: "http", type: "dv", status: "pending_validation", settings: { min_tls_version: "1.2" } } });
     expect(await hostRow(host)).toMatchObject({ wanted: 1, cloudflare_id: made!.id, status: "pending", ssl_status: "pending_validation", last_error: null });
+    expect(trackingRecord(checked)!.status).toBe("pending");
     // A domain without a label makes none.
     const plain = await addDomain(acct, newName(), null);
     expect(await atCloudflare(`links.${plain.name}`)).toEqual([]);
@@ -103,12 +119,11 @@ describe("custom hostnames of tracking hosts", () => {
     const d = await addDomain(acct, newName(), "go");
     const host = `go.${d.name}`;
     await control(host, "hold");
-    await publishRecords(d.name, d.records);
-    const checked = await verify(acct, d.id);
+    const checked = await published(acct, d);
     expect(checked.status).toBe("verified");
-    // The CNAME seen, tern asked Cloudflare to validate again at once (not at its retry's pace).
+    // The CNAME seen, tern created the hostname (nothing before).
     const seen = ((await (await cf("/control/hostnames")).json()) as { seen: { method: string; hostname: string | null }[] }).seen;
-    expect(seen.filter((r) => r.hostname === host).map((r) => r.method)).toEqual(["POST", "GET", "PATCH"]);
+    expect(seen.filter((r) => r.hostname === host).map((r) => r.method)).toEqual(["POST"]);
     // The CNAME is there, the certificate is not: not verified, and mail keeps PUBLIC_URL.
     expect(trackingRecord(checked)!.status).toBe("pending");
     const to = address("cfhost");
@@ -123,6 +138,11 @@ describe("custom hostnames of tracking hosts", () => {
     expect(details.certificate).toMatchObject({ state: "pending" });
     expect(await domainPage(acct, d.id)).toContain("certificate pending issuance: waiting for Cloudflare to validate the hostname. It is issued once this CNAME points at <span class=\"mono\">tracking.tern.test</span>");
 
+    // The tenant asks again: tern has Cloudflare validate again now, not at its retry's pace.
+    expect(trackingRecord(await verify(acct, d.id))!.status).toBe("pending");
+    const again = ((await (await cf("/control/hostnames")).json()) as { seen: { method: string; hostname: string | null }[] }).seen;
+    expect(again.filter((r) => r.hostname === host).map((r) => r.method)).toEqual(["POST", "GET", "PATCH"]);
+
     // Issued: the next check sees it, and the host carries links.
     await control(host, "activate");
     expect(trackingRecord(await verify(acct, d.id))!.status).toBe("verified");
@@ -131,11 +151,25 @@ describe("custom hostnames of tracking hosts", () => {
     expect(await domainPage(acct, d.id)).toContain(`<span class="ok">certificate active</span>: links use this host`);
   });
 
+  it("a certificate issued at once: the check that saw the CNAME answers verified, and webhooks hear of it", async () => {
+    const owner = await createAccount({ listening: true });
+    const d = await addDomain(owner, newName(), "links");
+    const host = `links.${d.name}`;
+    const checked = await published(owner, d);
+    expect(trackingRecord(checked)!.status).toBe("verified");
+    expect(await atCloudflare(host)).toMatchObject([{ status: "active", ssl: { status: "active" } }]);
+    // The check's own domain.updated (the CNAME seen, its certificate not yet asked for), then
+    // one for the certificate that came with the answer: the last says what the domain is now.
+    const updates = await env.DB.prepare("SELECT payload_json FROM webhook_events WHERE account_id = ? AND type = 'domain.updated' ORDER BY id").bind(owner.accountId).all<{ payload_json: string }>();
+    const tracking = updates.results.map((r) => (JSON.parse(r.payload_json) as { data: { records: DomainRecord[] } }).data.records.find((x) => x.record === "Tracking")!.status);
+    expect(tracking).toEqual(["pending", "verified"]);
+  });
+
   it("make the Tracking record failed, with Cloudflare's reason, when validation fails", async () => {
     const d = await addDomain(acct, newName(), "trk");
     const host = `trk.${d.name}`;
-    await publishRecords(d.name, d.records);
     await control(host, "fail", { message: "caa_error: CAA records at the domain forbid the certificate authority" });
+    expect(trackingRecord(await published(acct, d))!.status).toBe("failed");
     const checked = await verify(acct, d.id);
     expect(trackingRecord(checked)!.status).toBe("failed");
     expect(domainDetails(await findDomain(env.DB, acct.accountId, d.id), readConfig(env)).certificate).toEqual({ state: "failed", detail: "caa_error: CAA records at the domain forbid the certificate authority" });
@@ -145,11 +179,14 @@ describe("custom hostnames of tracking hosts", () => {
 
   it("follow the label: a new label deletes the old hostname and creates the new one; null removes it", async () => {
     const d = await addDomain(acct, newName(), "links");
+    await published(acct, d);
     expect(await atCloudflare(`links.${d.name}`)).toHaveLength(1);
     const renamed = await api(acct.token, "PATCH", `/domains/${d.id}`, { tracking_subdomain: "click" });
     expect(renamed.status).toBe(200);
     expect(await atCloudflare(`links.${d.name}`)).toEqual([]);
     expect(await hostRow(`links.${d.name}`)).toBeNull();
+    expect(await atCloudflare(`click.${d.name}`)).toEqual([]);
+    expect(trackingRecord(await published(acct, (await renamed.json()) as DomainAnswer))!.status).toBe("verified");
     expect(await atCloudflare(`click.${d.name}`)).toHaveLength(1);
     const off = await api(acct.token, "PATCH", `/domains/${d.id}`, { tracking_subdomain: null });
     expect(off.status).toBe(200);
@@ -159,6 +196,7 @@ describe("custom hostnames of tracking hosts", () => {
 
   it("go with their domain when it is deleted", async () => {
     const d = await addDomain(acct, newName(), "links");
+    await published(acct, d);
     expect(await atCloudflare(`links.${d.name}`)).toHaveLength(1);
     expect((await api(acct.token, "DELETE", `/domains/${d.id}`)).status).toBe(200);
     expect(await atCloudflare(`links.${d.name}`)).toEqual([]);
@@ -170,6 +208,9 @@ describe("custom hostnames of tracking hosts", () => {
     const host = `links.${name}`;
     const mine = await addDomain(acct, name, "links");
     const theirs = await addDomain(twin, name, "links");
+    await publishRecords(name, [...mine.records, ...theirs.records]);
+    await verify(acct, mine.id);
+    await verify(twin, theirs.id);
     const made = await atCloudflare(host);
     expect(made).toHaveLength(1);
     expect((await hostRow(host))!.cloudflare_id).toBe(made[0]!.id);
@@ -189,7 +230,7 @@ describe("custom hostnames of tracking hosts", () => {
     await outage(host, "503");
     const errors = vi.spyOn(console, "error");
     const d = await addDomain(acct, name, "links");
-    expect(trackingRecord(d)!.status).not.toBe("verified");
+    expect(trackingRecord(await published(acct, d))!.status).not.toBe("verified");
     expect(await atCloudflare(host)).toEqual([]);
     const failed = (await hostRow(host))!;
     expect(failed).toMatchObject({ wanted: 1, cloudflare_id: null, attempts: 1 });
@@ -215,9 +256,13 @@ describe("custom hostnames of tracking hosts", () => {
     const name = newName();
     const host = `links.${name}`;
     const d = await addDomain(acct, name, null);
-    // A label written while nobody managed hostnames: no row, nothing at Cloudflare.
+    // A label written while nobody managed hostnames, its CNAME not seen: the cron makes none.
     await env.DB.prepare("UPDATE domains SET tracking_subdomain = 'links' WHERE id = ?").bind(d.id).run();
+    await reconcileTrackingHostnames(env, readConfig(env), Date.now() + 3600_000);
     expect(await hostRow(host)).toBeNull();
+    expect(await atCloudflare(host)).toEqual([]);
+    // Its CNAME seen then (by a check of that time): the cron makes it.
+    await env.DB.prepare("UPDATE domains SET record_status_json = json_set(record_status_json, '$.tracking_cname', 'verified') WHERE id = ?").bind(d.id).run();
     await cronUntil(async () => (await atCloudflare(host)).length === 1);
     // Its domain deleted by a path that knows nothing of hostnames (an account's erasure).
     await env.DB.batch([env.DB.prepare("DELETE FROM dkim_keys WHERE domain_id = ?").bind(d.id), env.DB.prepare("DELETE FROM domains WHERE id = ?").bind(d.id)]);
@@ -236,11 +281,13 @@ describe("custom hostnames of tracking hosts", () => {
       const res = await api(acct.token, "POST", "/domains", { name, tracking_subdomain: "links" });
       answers.push(await res.clone().text());
       expect(res.status).toBe(201);
-      const row = (await hostRow(host))!;
-      expect(row.last_error).toMatch(mode === "html" ? /HTTP 502 with an answer that is not Cloudflare's API envelope \(text\/html\)/ : /the result is not a custom hostname/);
-      const verified = await api(acct.token, "POST", `/domains/${((await res.json()) as DomainAnswer).id}/verify`);
+      const created = (await res.json()) as DomainAnswer;
+      await publishRecords(name, created.records);
+      const verified = await api(acct.token, "POST", `/domains/${created.id}/verify`);
       expect(verified.status).toBe(200);
       answers.push(await verified.text());
+      const row = (await hostRow(host))!;
+      expect(row.last_error).toMatch(mode === "html" ? /HTTP 502 with an answer that is not Cloudflare's API envelope \(text\/html\)/ : /the result is not a custom hostname/);
       await outage(host, null);
     }
     // A wrong token: Cloudflare's refusal, named, without the token that was refused.

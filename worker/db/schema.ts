@@ -93,7 +93,8 @@ export const domains = sqliteTable(
 );
 
 /** Domains' tracking hosts as Cloudflare custom hostnames (worker/tracking/hostnames.ts): what
- * tern wants (a hostname is wanted while any domain row, of any account, has it) and what it
+ * tern wants (a hostname is wanted while any domain row, of any account, has it with its
+ * Tracking CNAME seen in DNS) and what it
  * last knew of Cloudflare's copy. One row per hostname, as Cloudflare has one per zone; written
  * with the domain change that wants or drops it, and brought in line by the request and the
  * cron. Only where tern manages custom hostnames (CLOUDFLARE_ZONE_ID and its token). */
@@ -102,7 +103,7 @@ export const trackingHostnames = sqliteTable(
   {
     /** links.example.com: lower case, A-labels. */
     hostname: text("hostname").primaryKey(),
-    /** Some domain has this host as its tracking host (as of the last write or sync). */
+    /** Some domain has this host as its tracking host with its CNAME seen (as of the last write or sync). */
     wanted: integer("wanted", { mode: "boolean" }).notNull(),
     /** Cloudflare's id, once created (or found); null before, and after it was deleted. */
     cloudflareId: text("cloudflare_id"),

@@ -18,7 +18,7 @@ import { forgetAccountDomains } from "../sending/sender.ts";
 import { isRegion, REGIONS } from "../regions.ts";
 import { dohResolver, type Resolver } from "./dns.ts";
 import type { CertificateState } from "../tracking/custom-hostnames.ts";
-import { certificateOf, loadHostname, managedHostnames, syncAfterChange, trackingHostname, trackingRecordStatus, wantStatements } from "../tracking/hostnames.ts";
+import { certificateOf, hostWanted, loadHostname, managedHostnames, syncAfterChange, trackingHostname, trackingRecordStatus, wantStatements } from "../tracking/hostnames.ts";
 import {
   dmarcOf,
   evaluate,
@@ -278,23 +278,16 @@ export async function createDomain(env: Events, config: TernConfig, accountId: s
     updatedAt: now,
   };
   const view = domainView({ row, keys }, config);
-  const host = trackingHostname(row);
+  // No custom hostname yet: one is made once the domain's Tracking CNAME is seen (checkDomain).
   try {
-    await db.batch([
-      db.insert(domains).values(row),
-      db.insert(dkimKeys).values(keys),
-      ...eventStatements(db, "domain.created", view, accountId, now, outbox),
-      ...(managedHostnames(config) ? wantStatements(db, [host], now) : []),
-    ]);
+    await db.batch([db.insert(domains).values(row), db.insert(dkimKeys).values(keys), ...eventStatements(db, "domain.created", view, accountId, now, outbox)]);
   } catch (err) {
     // Two creates racing for one name: the unique index decides.
     if (/UNIQUE/i.test(String(err))) throw domainExists(input.name);
     throw err;
   }
   await announce(env, outbox);
-  if (!host || !managedHostnames(config)) return view;
-  const synced = await syncAfterChange(env, config, [host], now);
-  return domainView({ row, keys, hostname: synced.get(host) ?? null }, config);
+  return view;
 }
 
 export interface DomainPatch {
@@ -335,8 +328,9 @@ export async function updateDomain(env: Events, config: TernConfig, current: Dom
   }
   const oldHost = trackingHostname(current.row);
   const newHost = trackingHostname(row);
-  // A changed label wants the new host and may drop the old one (unless a twin still has it).
-  const hostsTouched = oldHost !== newHost && managedHostnames(config) ? [oldHost, newHost] : [];
+  // A changed label may drop the old host (unless a twin still has it); the new one is wanted
+  // once its CNAME is seen, at a check.
+  const hostsTouched = oldHost !== null && oldHost !== newHost && managedHostnames(config) ? [oldHost] : [];
   const view = domainView({ row, keys: current.keys, hostname: oldHost === newHost ? current.hostname : null }, config);
   await db.batch([
     db.update(domains).set({
@@ -354,9 +348,8 @@ export async function updateDomain(env: Events, config: TernConfig, current: Dom
   await announce(env, outbox);
   forgetAccountDomains(row.accountId);
   forgetSendingIdentities(row.accountId);
-  if (hostsTouched.length === 0) return view;
-  const synced = await syncAfterChange(env, config, hostsTouched, now);
-  return domainView({ row, keys: current.keys, hostname: newHost ? synced.get(newHost) ?? null : null }, config);
+  if (hostsTouched.length > 0) await syncAfterChange(env, config, hostsTouched, now);
+  return view;
 }
 
 /** updateDomain for the API: a verified domain that now also receives shows the new record's
@@ -511,10 +504,11 @@ export async function checkDomain(env: Events, config: TernConfig, current: Doma
   const hostnameBefore = managed ? (current.hostname !== undefined ? current.hostname : await loadHostname(env.DB, host)) : null;
   const { expected, judged, dmarc, last } = await lookUp(current, config, resolver);
   const prevStatuses = recordStatuses(current.row, current.keys);
-  // The check refreshes the custom hostname's state too (its certificate decides the record);
-  // a CNAME seen for the first time, or a check the tenant asked for, revalidates it at once.
-  const revalidate = judged["tracking_cname"] === "match" && (opts.restart === true || prevStatuses["tracking_cname"] !== "verified");
-  const hostnameAfter = managed ? (await syncAfterChange(env, config, [host], now, { revalidate })).get(host) ?? null : null;
+  // A host already wanted (its CNAME seen before) has its state refreshed with the check (its
+  // certificate decides the record); a check the tenant asked for revalidates it at once.
+  const wantedBefore = managed && hostWanted(prevStatuses["tracking_cname"]);
+  const revalidate = judged["tracking_cname"] === "match" && opts.restart === true;
+  let hostnameAfter = wantedBefore ? (await syncAfterChange(env, config, [host], now, { revalidate })).get(host) ?? null : hostnameBefore;
   const restart = opts.restart && !["verified", "temporary_failure"].includes(current.row.status);
   const prev: DomainState = {
     status: current.row.status as DomainStatus,
@@ -568,10 +562,27 @@ export async function checkDomain(env: Events, config: TernConfig, current: Doma
   ];
   const live = keys.filter((k) => k.state !== "retired");
   if (changed) statements.push(...eventStatements(db, "domain.updated", domainView({ row, keys: live, hostname: hostnameAfter }, config), row.accountId, now, outbox));
+  // The CNAME just seen (or lost): what tern wants of the host commits with the record's status,
+  // and Cloudflare hears of it after.
+  const wantChanged = managed && wantedBefore !== hostWanted(next.records["tracking_cname"]);
+  if (wantChanged) statements.push(...wantStatements(db, [host], now));
   await db.batch(statements as [BatchItem<"sqlite">]);
   await announce(env, outbox);
+  let trackingChanged = certificateChanged;
+  if (wantChanged) {
+    hostnameAfter = (await syncAfterChange(env, config, [host], now)).get(host) ?? null;
+    // A certificate issued at once (or an answer that changes the record) is an update of its own.
+    const reported = trackingAfter;
+    const settled = trackingRecordStatus(next.records["tracking_cname"], certificateOf(config, hostnameAfter));
+    if (settled !== reported) {
+      trackingChanged = true;
+      const later: OutboxEvent[] = [];
+      await db.batch(eventStatements(db, "domain.updated", domainView({ row, keys: live, hostname: hostnameAfter }, config), row.accountId, now, later) as [BatchItem<"sqlite">]);
+      await announce(env, later);
+    }
+  }
   // (A record's status matters to senders too: the tracking host is used only while verified.)
-  if (row.status !== current.row.status || row.recordStatusJson !== current.row.recordStatusJson || changedKeys.some((k) => k.state !== "pending") || certificateChanged) {
+  if (row.status !== current.row.status || row.recordStatusJson !== current.row.recordStatusJson || changedKeys.some((k) => k.state !== "pending") || trackingChanged) {
     forgetAccountDomains(row.accountId);
     forgetSendingIdentities(row.accountId);
   }

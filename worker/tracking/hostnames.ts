@@ -3,8 +3,9 @@
 // written in the same D1 batch as the domain change that wants or drops a host (wantStatements);
 // Cloudflare is called after that commits (syncHostname, at request time, best effort), and
 // the cron brings in line whatever a failed or lost call left behind (reconcileTrackingHostnames).
-// A host is one Cloudflare resource per zone while two accounts may hold the same domain name:
-// it is wanted while any domain row has it, and deleted only when none does.
+// A host is wanted once a domain's Tracking CNAME has been seen in DNS (proof that whoever typed
+// the label controls the name), and one Cloudflare resource per zone while two accounts may hold
+// the same domain name: it is wanted while any such domain row has it, deleted only when none does.
 import { and, asc, eq, isNotNull, lte, sql } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
@@ -42,10 +43,23 @@ function parts(hostname: string): { label: string; name: string } {
   return { label: hostname.slice(0, dot), name: hostname.slice(dot + 1) };
 }
 
-/** Whether any domain row (of any account) has `hostname` as its tracking host, in SQL. */
+/** The Tracking CNAME statuses that want its host at Cloudflare: seen in DNS (or seen and now
+ * briefly unreadable). A custom hostname is a billed, quota-limited resource of the operator's
+ * zone, so tern makes one only for a name whose owner has shown DNS control by publishing the
+ * CNAME, never for a label anyone can type for any domain. */
+export const HOST_WANTED_WHEN: readonly RecordStatus[] = ["verified", "temporary_failure"];
+
+export function hostWanted(cname: RecordStatus | undefined): boolean {
+  return cname !== undefined && HOST_WANTED_WHEN.includes(cname);
+}
+
+/** A domain row (alias `d` in the cron's SQL) wants its tracking host, in SQL. */
+const WANTED_BY_ROW = `json_extract(d.record_status_json, '$.tracking_cname') IN (${HOST_WANTED_WHEN.map((s) => `'${s}'`).join(", ")})`;
+
+/** Whether any domain row (of any account) wants `hostname` as its tracking host, in SQL. */
 function wantedSql(hostname: string) {
   const { label, name } = parts(hostname);
-  return sql<number>`EXISTS (SELECT 1 FROM ${domains} WHERE ${domains.trackingSubdomain} = ${label} AND ${domains.name} = ${name})`;
+  return sql<number>`EXISTS (SELECT 1 FROM ${domains} d WHERE d.tracking_subdomain = ${label} AND d.name = ${name} AND ${sql.raw(WANTED_BY_ROW)})`;
 }
 
 /** What tern wants of each host, recomputed from the domain rows: to go in the batch after the
@@ -123,12 +137,11 @@ export async function syncHostname(env: Db, config: TernConfig, hostname: string
   if (!managed) return null;
   const cf = api ?? cloudflareCustomHostnames(managed);
   const db = drizzle(env.DB);
-  const { label, name } = parts(hostname);
   const [wantedRows, rows] = await db.batch([
-    db.select({ id: domains.id }).from(domains).where(and(eq(domains.trackingSubdomain, label), eq(domains.name, name))).limit(1),
+    db.select({ wanted: wantedSql(hostname) }).from(sql`(select 1)`),
     db.select().from(trackingHostnames).where(eq(trackingHostnames.hostname, hostname)),
   ]);
-  const wanted = wantedRows.length > 0;
+  const wanted = wantedRows[0]?.wanted === 1;
   let row = rows[0];
   if (!row && !wanted) return null;
   if (!row) {
@@ -209,7 +222,7 @@ export async function reconcileTrackingHostnames(env: Db, config: TernConfig, no
     env.DB.prepare(
       `INSERT OR IGNORE INTO tracking_hostnames (hostname, wanted, wanted_since, next_sync_at, created_at, updated_at)
        SELECT DISTINCT d.tracking_subdomain || '.' || d.name, 1, ?1, ?1, ?1, ?1 FROM domains d
-       WHERE d.tracking_subdomain IS NOT NULL
+       WHERE d.tracking_subdomain IS NOT NULL AND ${WANTED_BY_ROW}
          AND NOT EXISTS (SELECT 1 FROM tracking_hostnames t WHERE t.hostname = d.tracking_subdomain || '.' || d.name)
        LIMIT ${BACKFILL_PER_RUN}`,
     ).bind(now),
@@ -217,7 +230,7 @@ export async function reconcileTrackingHostnames(env: Db, config: TernConfig, no
       `UPDATE tracking_hostnames SET wanted = 0, generation = generation + 1, next_sync_at = ?1, updated_at = ?1
        WHERE wanted = 1 AND NOT EXISTS (SELECT 1 FROM domains d
          WHERE d.tracking_subdomain = substr(tracking_hostnames.hostname, 1, instr(tracking_hostnames.hostname, '.') - 1)
-           AND d.name = substr(tracking_hostnames.hostname, instr(tracking_hostnames.hostname, '.') + 1))`,
+           AND d.name = substr(tracking_hostnames.hostname, instr(tracking_hostnames.hostname, '.') + 1) AND ${WANTED_BY_ROW})`,
     ).bind(now),
   ]);
   const due = await db.select({ hostname: trackingHostnames.hostname }).from(trackingHostnames)
