@@ -64,10 +64,16 @@ export function constantTimeEqual(a: Uint8Array, b: Uint8Array): boolean {
  * typechecked for Node, whose Crypto does not have it. */
 type DigestStreamClass = new (algorithm: string) => WritableStream<ArrayBufferView> & { digest: Promise<ArrayBuffer> };
 
+/** A SHA-256 fed a piece at a time (workerd's crypto.DigestStream): the digest of everything
+ * written, without the pieces ever joined. */
+export function sha256Stream(): WritableStream<ArrayBufferView> & { digest: Promise<ArrayBuffer> } {
+  return new (crypto as unknown as { DigestStream: DigestStreamClass }).DigestStream("SHA-256");
+}
+
 /** SHA-256 of `pieces` one after another: the digest of their concatenation, without making it
  * (a second copy of a 25 MiB message is a fifth of the isolate's memory). */
 export async function sha256OfPieces(pieces: Iterable<Uint8Array>): Promise<Uint8Array> {
-  const digest = new (crypto as unknown as { DigestStream: DigestStreamClass }).DigestStream("SHA-256");
+  const digest = sha256Stream();
   const writer = digest.getWriter();
   for (const piece of pieces) await writer.write(piece);
   await writer.close();

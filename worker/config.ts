@@ -80,6 +80,13 @@ export function healthPauseOn(env: Pick<Env, "HEALTH_PAUSE">): boolean {
 /** The simulator's domains when SIMULATOR_DOMAINS is unset (wrangler.toml states the same). */
 export const DEFAULT_SIMULATOR_DOMAINS = "simulator.tern.test,resend.dev";
 
+/** In dev the browser may reach the deployment at `localhost` though PUBLIC_URL says
+ * 127.0.0.1 (`npm start` prints both): the same deployment, never outside dev. The dashboard's
+ * origin and the tracking host gate both ask this. */
+export function isDevAlias(config: Pick<TernConfig, "devMode">, configuredHost: string, requestHost: string): boolean {
+  return config.devMode && configuredHost === "127.0.0.1" && requestHost === "localhost";
+}
+
 export function readConfig(env: Env): TernConfig {
   const retry = env.RETRY_SCHEDULE;
   const trackingCnameTarget = (env.TRACKING_CNAME_TARGET ?? "").trim().toLowerCase().replace(/\.$/, "") || null;

@@ -13,7 +13,7 @@ import { generateRandomString } from "better-auth/crypto";
 import { genericOAuth, type GenericOAuthConfig } from "better-auth/plugins/generic-oauth";
 import { twoFactor } from "better-auth/plugins/two-factor";
 import { drizzle } from "drizzle-orm/d1";
-import { readConfig } from "../config.ts";
+import { isDevAlias, readConfig } from "../config.ts";
 import { macKey } from "../crypto/master-key.ts";
 import { toHex } from "../bytes.ts";
 import { accounts, authAccounts, authSessions, authTwoFactors, authUsers, authVerifications, memberships } from "../db/schema.ts";
@@ -264,6 +264,6 @@ export function dashboardOrigin(env: Env, requestUrl: string): string {
   const request = new URL(requestUrl);
   if (!config.publicUrl) return request.origin;
   const configured = new URL(config.publicUrl);
-  if (config.devMode && configured.hostname === "127.0.0.1" && request.hostname === "localhost" && request.port === configured.port) return request.origin;
+  if (isDevAlias(config, configured.hostname, request.hostname) && request.port === configured.port) return request.origin;
   return configured.origin;
 }

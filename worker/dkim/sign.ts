@@ -2,7 +2,7 @@
 // Each key adds its own DKIM-Signature field on top of the message; signatures do not cover
 // each other, so a receiver that knows only RSA still finds one it can check.
 import type { Bytes, Key } from "../crypto/types.ts";
-import { concatBytes, toBase64 } from "../bytes.ts";
+import { concatBytes, sha256Stream, toBase64 } from "../bytes.ts";
 import { RelaxedBodyStream, relaxedBody, relaxedHeader, splitMessage } from "./canonical.ts";
 import { headerBytes, type ComposedMessage } from "../mime/build.ts";
 import type { MessageChunks } from "../transports/transport.ts";
@@ -116,13 +116,9 @@ export async function signMessage(raw: Uint8Array, keys: SigningKey[], opts: Sig
   return fields ? concatBytes([encoder.encode(fields), raw]) : raw;
 }
 
-/** workerd's incremental digest (a WritableStream), typed here because the Node-side
- * typecheck of this module (bench/dkim) does not know workerd's Crypto. */
-type DigestStreamClass = new (algorithm: string) => WritableStream<ArrayBufferView> & { digest: Promise<ArrayBuffer> };
-
 /** The relaxed body hash of a body read in pieces (base64), one piece in memory at a time. */
 export async function bodyHash(chunks: Iterable<Uint8Array> | AsyncIterable<Uint8Array>): Promise<string> {
-  const digest = new (crypto as unknown as { DigestStream: DigestStreamClass }).DigestStream("SHA-256");
+  const digest = sha256Stream();
   const writer = digest.getWriter();
   const relaxed = new RelaxedBodyStream();
   for await (const chunk of chunks) for (const part of relaxed.push(chunk)) await writer.write(part);

@@ -19,7 +19,7 @@ import { and, eq, gt, inArray, lte, sql } from "drizzle-orm";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import type { FrontResult, Settled } from "../../durable-objects/idempotency-front.ts";
 import type { Principal } from "../auth.ts";
-import { toHex } from "../bytes.ts";
+import { sha256Stream, toHex } from "../bytes.ts";
 import { idempotencyKeys, usage } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
 import { inJurisdiction } from "../regions.ts";
@@ -101,13 +101,10 @@ function* canonicalPieces(value: unknown): Generator<string> {
   }
 }
 
-/** workerd's incremental digest (a WritableStream), typed here as worker/dkim/sign.ts does. */
-type DigestStreamClass = new (algorithm: string) => WritableStream<ArrayBufferView> & { digest: Promise<ArrayBuffer> };
-
 /** SHA-256 of the request kind, batch mode and canonical body, hashed a piece at a time so the
  * canonical text is never held whole (the same bytes, so the same hex, as hashing it joined). */
 export async function fingerprint(req: SendRequest): Promise<string> {
-  const digest = new (crypto as unknown as { DigestStream: DigestStreamClass }).DigestStream("SHA-256");
+  const digest = sha256Stream();
   const writer = digest.getWriter();
   const encoder = new TextEncoder();
   let batch = `${req.kind}\n${req.kind === "batch" ? req.batchMode : ""}\n`;

@@ -8,7 +8,7 @@
 // changes nothing. Which email's links a host may answer is bound into each token
 // (tokens.ts: a token issued for a tracking host is authentic only there).
 import { getDomain } from "tldts";
-import type { TernConfig } from "../config.ts";
+import { isDevAlias, type TernConfig } from "../config.ts";
 import { CLICK_PATH_PREFIX, OPEN_PATH_PREFIX } from "./tokens.ts";
 
 /** The host a request came to: lower case, without a port or a final dot. */
@@ -29,7 +29,7 @@ function configuredHost(config: Pick<TernConfig, "publicUrl">): string | null {
 export function isOwnHost(config: Pick<TernConfig, "publicUrl" | "devMode">, host: string): boolean {
   const own = configuredHost(config);
   if (own === null || host === own || host.endsWith(".workers.dev")) return true;
-  if (config.devMode && own === "127.0.0.1" && host === "localhost") return true;
+  if (isDevAlias(config, own, host)) return true;
   const registrable = getDomain(own, { allowPrivateDomains: true });
   return registrable !== null && getDomain(host, { allowPrivateDomains: true }) === registrable;
 }
