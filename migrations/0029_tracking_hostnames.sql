@@ -9,6 +9,8 @@ CREATE TABLE `tracking_hostnames` (
 	`generation` integer DEFAULT 0 NOT NULL,
 	`attempts` integer DEFAULT 0 NOT NULL,
 	`create_requested_at` integer,
+	`owned` integer DEFAULT false NOT NULL,
+	`sync_until` integer,
 	`next_sync_at` integer,
 	`synced_at` integer,
 	`wanted_since` integer,

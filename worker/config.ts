@@ -42,6 +42,9 @@ export interface TernConfig {
    * (worker/tracking/custom-hostnames.ts); null: the operator manages them by hand. Set only
    * with TRACKING_CNAME_TARGET, CLOUDFLARE_ZONE_ID and CLOUDFLARE_API_TOKEN all given. */
   customHostnames: CustomHostnamesConfig | null;
+  /** TRACKING_HOSTS_PER_ACCOUNT: at most this many domains of an account may have a tracking
+   * subdomain where tracking hosts are offered; null: no limit ("0"). */
+  trackingHostsPerAccount: number | null;
   /** The operator allows webhook endpoints on http and on private or loopback hosts (dev mode always does). */
   webhookAllowPrivateTargets: boolean;
   /** Days sent and received mail and webhook history are kept (worker/retention/purge.ts);
@@ -120,6 +123,7 @@ export function readConfig(env: Env): TernConfig {
     publicUrl: (env.PUBLIC_URL ?? "").replace(/\/+$/, ""),
     trackingCnameTarget,
     customHostnames: trackingCnameTarget ? customHostnamesOf(env) : null,
+    trackingHostsPerAccount: limitOf("TRACKING_HOSTS_PER_ACCOUNT", env.TRACKING_HOSTS_PER_ACCOUNT, 25),
     webhookAllowPrivateTargets: env.TERN_DEV_MODE === "true" || env.WEBHOOK_ALLOW_PRIVATE_TARGETS === "true",
     inboundAuthservId: env.INBOUND_AUTHSERV_ID || "mx.cloudflare.net",
     retentionDays: retentionDaysOf(env.RETENTION_DAYS),

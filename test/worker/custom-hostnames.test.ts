@@ -14,7 +14,7 @@ import { sendingIdentity } from "../../worker/delivery/sending-identity.ts";
 import { checkDomain, createDomain, domainDetails, domainView, findDomain } from "../../worker/domains/service.ts";
 import worker from "../../worker/index.ts";
 import { CloudflareApiError, cloudflareCustomHostnames } from "../../worker/tracking/custom-hostnames.ts";
-import { reconcileTrackingHostnames } from "../../worker/tracking/hostnames.ts";
+import { reconcileTrackingHostnames, syncHostname } from "../../worker/tracking/hostnames.ts";
 import { loadEmail } from "../../worker/tracking/record.ts";
 import { signedIn } from "./dashboard-session.ts";
 import { api, createAccount, type TestAccount } from "./fixtures.ts";
@@ -138,13 +138,21 @@ describe("custom hostnames of tracking hosts", () => {
     expect(details.certificate).toMatchObject({ state: "pending" });
     expect(await domainPage(acct, d.id)).toContain("certificate pending issuance: waiting for Cloudflare to validate the hostname. It is issued once this CNAME points at <span class=\"mono\">tracking.tern.test</span>");
 
-    // The tenant asks again: tern has Cloudflare validate again now, not at its retry's pace.
+    // Asked again within the minute: Cloudflare is not asked (a tenant's repeated checks must
+    // not spend the operator's API rate limit).
+    expect(trackingRecord(await verify(acct, d.id))!.status).toBe("pending");
+    const soon = ((await (await cf("/control/hostnames")).json()) as { seen: { method: string; hostname: string | null }[] }).seen;
+    expect(soon.filter((r) => r.hostname === host).map((r) => r.method)).toEqual(["POST"]);
+    // A minute on, the tenant asks again: tern has Cloudflare validate again now, not at its
+    // retry's pace.
+    await env.DB.prepare("UPDATE tracking_hostnames SET synced_at = synced_at - 61000 WHERE hostname = ?").bind(host).run();
     expect(trackingRecord(await verify(acct, d.id))!.status).toBe("pending");
     const again = ((await (await cf("/control/hostnames")).json()) as { seen: { method: string; hostname: string | null }[] }).seen;
     expect(again.filter((r) => r.hostname === host).map((r) => r.method)).toEqual(["POST", "GET", "PATCH"]);
 
     // Issued: the next check sees it, and the host carries links.
     await control(host, "activate");
+    await env.DB.prepare("UPDATE tracking_hostnames SET synced_at = synced_at - 61000 WHERE hostname = ?").bind(host).run();
     expect(trackingRecord(await verify(acct, d.id))!.status).toBe("verified");
     expect((await sendingIdentity(env.DB, readConfig(env), row)).tracking.host).toBe(host);
     expect(domainDetails(await findDomain(env.DB, acct.accountId, d.id), readConfig(env)).certificate).toEqual({ state: "active" });
@@ -208,7 +216,8 @@ describe("custom hostnames of tracking hosts", () => {
     const host = `links.${name}`;
     const mine = await addDomain(acct, name, "links");
     const theirs = await addDomain(twin, name, "links");
-    await publishRecords(name, [...mine.records, ...theirs.records]);
+    const key = (r: DomainRecord) => `${r.name}|${r.type}|${r.value}`;
+    await publishRecords(name, [...mine.records, ...theirs.records.filter((r) => !mine.records.some((m) => key(m) === key(r)))]);
     await verify(acct, mine.id);
     await verify(twin, theirs.id);
     const made = await atCloudflare(host);
@@ -262,7 +271,7 @@ describe("custom hostnames of tracking hosts", () => {
     expect(await hostRow(host)).toBeNull();
     expect(await atCloudflare(host)).toEqual([]);
     // Its CNAME seen then (by a check of that time): the cron makes it.
-    await env.DB.prepare("UPDATE domains SET record_status_json = json_set(record_status_json, '$.tracking_cname', 'verified') WHERE id = ?").bind(d.id).run();
+    await env.DB.prepare("UPDATE domains SET status = 'verified', record_status_json = json_set(record_status_json, '$.tracking_cname', 'verified') WHERE id = ?").bind(d.id).run();
     await cronUntil(async () => (await atCloudflare(host)).length === 1);
     // Its domain deleted by a path that knows nothing of hostnames (an account's erasure).
     await env.DB.batch([env.DB.prepare("DELETE FROM dkim_keys WHERE domain_id = ?").bind(d.id), env.DB.prepare("DELETE FROM domains WHERE id = ?").bind(d.id)]);
@@ -301,6 +310,101 @@ describe("custom hostnames of tracking hosts", () => {
     const rows = await env.DB.prepare("SELECT * FROM tracking_hostnames").all();
     for (const text of [...logged, ...answers, JSON.stringify(rows.results), (down as Error).message, JSON.stringify(readConfig(env))]) expect(text).not.toContain(token);
     expect(logged.join("\n")).toMatch(/custom hostname sync failed/);
+  });
+});
+
+describe("custom hostnames, guarded against other tenants and against flapping", () => {
+  it("are made only for a verified domain: an unverified twin can neither make one nor keep another's alive", async () => {
+    const name = newName();
+    const host = `links.${name}`;
+    const mine = await addDomain(acct, name, "links");
+    const theirs = await addDomain(twin, name, "links");
+    // Only the CNAME is published (anyone could point a name they do not own... at tern, but
+    // the twin cannot publish DKIM for it): the twin's domain never verifies, so nothing is made.
+    await publishRecords(name, theirs.records, (r) => r.record === "Tracking");
+    const seenByTwin = await verify(twin, theirs.id);
+    expect(seenByTwin.status).not.toBe("verified");
+    expect(await atCloudflare(host)).toEqual([]);
+    // The owner publishes everything: made. Then the owner deletes its domain: gone, though
+    // the twin's row still has the label and a CNAME it once saw.
+    expect(trackingRecord(await published(acct, mine))!.status).toBe("verified");
+    expect(await atCloudflare(host)).toHaveLength(1);
+    expect((await api(acct.token, "DELETE", `/domains/${mine.id}`)).status).toBe(200);
+    expect(await atCloudflare(host)).toEqual([]);
+    expect(await hostRow(host)).toBeNull();
+  });
+
+  it("outlive a blip in the tenant's DNS (links in sent mail keep their certificate), and go when the domain fails", async () => {
+    const d = await addDomain(acct, newName(), "links");
+    const host = `links.${d.name}`;
+    expect(trackingRecord(await published(acct, d))!.status).toBe("verified");
+    const [made] = await atCloudflare(host);
+    // The CNAME vanishes: links stop moving to the host (the record is no longer verified),
+    // but the hostname and its certificate stay for the mail already sent.
+    await publish(host, "CNAME", []);
+    await env.DB.prepare("UPDATE tracking_hostnames SET synced_at = synced_at - 61000 WHERE hostname = ?").bind(host).run();
+    expect(trackingRecord(await verify(acct, d.id))!.status).not.toBe("verified");
+    expect(await atCloudflare(host)).toEqual([made]);
+    // The domain fails (its grace over): the host goes at the next sweep.
+    await env.DB.prepare("UPDATE domains SET status = 'failed' WHERE id = ?").bind(d.id).run();
+    await cronUntil(async () => (await atCloudflare(host)).length === 0 && (await hostRow(host)) === null);
+  });
+
+  it("are capped per account where tracking hosts are offered, with an error that says what to do", async () => {
+    const owner = await createAccount();
+    const config = { ...readConfig(env), trackingHostsPerAccount: 2 };
+    Object.defineProperty(config, "customHostnames", { value: readConfig(env).customHostnames });
+    const input = (label: string | null) => ({ name: newName(), region: "us-east-1", customReturnPath: "send", openTracking: true, clickTracking: true, tls: "opportunistic" as const, receiving: false, trackingSubdomain: label, dkimAlgorithm: "rsa" as const });
+    await createDomain(env, config, owner.accountId, input("links"), Date.now());
+    await createDomain(env, config, owner.accountId, input("links"), Date.now());
+    await expect(createDomain(env, config, owner.accountId, input("links"), Date.now())).rejects.toThrow(/already has 2 domains with a `tracking_subdomain`.*TRACKING_HOSTS_PER_ACCOUNT/);
+    // Without a label it is added; giving it one later is refused the same way.
+    const plain = await createDomain(env, config, owner.accountId, input(null), Date.now());
+    const { updateDomain } = await import("../../worker/domains/service.ts");
+    await expect(updateDomain(env, config, await findDomain(env.DB, owner.accountId, plain.id), { trackingSubdomain: "links" }, Date.now())).rejects.toThrow(/already has 2 domains/);
+    expect(await env.DB.prepare("SELECT count(*) AS n FROM domains WHERE account_id = ? AND tracking_subdomain IS NOT NULL").bind(owner.accountId).first<number>("n")).toBe(2);
+  });
+
+  it("leave a hostname tern did not make in the zone: one the operator had is adopted, never deleted", async () => {
+    const name = newName();
+    const host = `links.${name}`;
+    const operators = await cloudflareCustomHostnames(readConfig(env).customHostnames!).create(host);
+    expect(operators.adopted).toBe(false);
+    await control(host, "activate");
+    const d = await addDomain(acct, name, "links");
+    expect(trackingRecord(await published(acct, d))!.status).toBe("verified");
+    expect(await hostRow(host)).toMatchObject({ cloudflare_id: operators.hostname.id, owned: 0 });
+    expect((await api(acct.token, "DELETE", `/domains/${d.id}`)).status).toBe(200);
+    expect((await atCloudflare(host)).map((h) => h.id)).toEqual([operators.hostname.id]);
+    expect(await hostRow(host)).toBeNull();
+  });
+
+  it("are synced one at a time: two syncs of a host at once make one hostname", async () => {
+    const d = await addDomain(acct, newName(), "links");
+    const host = `links.${d.name}`;
+    await publishRecords(d.name, d.records);
+    // What a check would have committed, without its sync: then two syncs race for the host.
+    await env.DB.prepare("UPDATE domains SET status = 'verified', record_status_json = json_set(record_status_json, '$.tracking_cname', 'verified') WHERE id = ?").bind(d.id).run();
+    const config = readConfig(env);
+    const now = Date.now();
+    const [a, b] = await Promise.all([syncHostname(env, config, host, now), syncHostname(env, config, host, now)]);
+    expect([a?.cloudflareId, b?.cloudflareId].filter(Boolean).length).toBeGreaterThanOrEqual(1);
+    const seen = ((await (await cf("/control/hostnames")).json()) as { seen: { method: string; hostname: string | null }[] }).seen;
+    expect(seen.filter((r) => r.hostname === host && r.method === "POST")).toHaveLength(1);
+    expect(await atCloudflare(host)).toHaveLength(1);
+  });
+
+  it("do not follow a label changed while a check of the old one ran: its CNAME status is not written on the new label", async () => {
+    const d = await addDomain(acct, newName(), "links");
+    await publishRecords(d.name, d.records);
+    const stale = await findDomain(env.DB, acct.accountId, d.id);
+    // The label changes (a PATCH that commits first), then the check of "links" finishes.
+    await env.DB.prepare("UPDATE domains SET tracking_subdomain = 'www' WHERE id = ?").bind(d.id).run();
+    await checkDomain(env, readConfig(env), stale, Date.now(), { restart: true });
+    const row = (await env.DB.prepare("SELECT tracking_subdomain, record_status_json FROM domains WHERE id = ?").bind(d.id).first<{ tracking_subdomain: string; record_status_json: string }>())!;
+    expect(row.tracking_subdomain).toBe("www");
+    expect(JSON.parse(row.record_status_json)["tracking_cname"]).toBeUndefined();
+    expect(await atCloudflare(`www.${d.name}`)).toEqual([]);
   });
 });
 

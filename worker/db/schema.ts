@@ -121,6 +121,12 @@ export const trackingHostnames = sqliteTable(
     attempts: integer("attempts").notNull().default(0),
     /** When a create was first sent: a hostname never asked for is not looked for at deletion. */
     createRequestedAt: integer("create_requested_at"),
+    /** tern created it (not one the zone already had, which it only adopted): only such a
+     * hostname is deleted at Cloudflare when no domain wants it any more. */
+    owned: integer("owned", { mode: "boolean" }).notNull().default(false),
+    /** Held by a sync until then: one sync of a host at a time, so a delete and a create of
+     * the same host never interleave their calls and writes. */
+    syncUntil: integer("sync_until"),
     /** When the cron should sync this hostname; null: in line, nothing to do. */
     nextSyncAt: integer("next_sync_at"),
     /** When tern last heard from Cloudflare about it. */

@@ -1,7 +1,7 @@
 // Domains of an account: create (with a DKIM key pair), read, change, delete, check over DNS,
 // rotate the DKIM key. Every change is written together with its domain.* event in one D1
 // batch. Routes stay thin; the rules live in verification.ts.
-import { and, asc, eq, inArray, isNotNull, lte, ne } from "drizzle-orm";
+import { and, asc, eq, inArray, isNotNull, isNull, lte, ne, sql } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import type { TernConfig } from "../config.ts";
@@ -18,7 +18,7 @@ import { forgetAccountDomains } from "../sending/sender.ts";
 import { isRegion, REGIONS } from "../regions.ts";
 import { dohResolver, type Resolver } from "./dns.ts";
 import type { CertificateState } from "../tracking/custom-hostnames.ts";
-import { certificateOf, hostWanted, loadHostname, managedHostnames, syncAfterChange, trackingHostname, trackingRecordStatus, wantStatements } from "../tracking/hostnames.ts";
+import { certificateOf, cnameSeen, loadHostname, rowWantsHost, managedHostnames, syncAfterChange, trackingHostname, trackingRecordStatus, wantStatements } from "../tracking/hostnames.ts";
 import {
   dmarcOf,
   evaluate,
@@ -153,8 +153,8 @@ export function domainView(d: DomainWithKeys, config: TernConfig): DomainView {
 
 type Events = Pick<Env, "DB" | "WEBHOOK_QUEUE">;
 
-/** The event's webhook outbox row (its record: webhook_events keeps every domain event with
- * its payload); the event is collected in `outbox` to be announced once the batch committed. */
+/** The event's webhook outbox row (written only while an endpoint of the account subscribes to
+ * its type); the event is collected in `outbox` to be announced once the batch committed. */
 function eventStatements(db: DrizzleD1Database, type: DomainEventType, view: DomainView, accountId: string, now: number, outbox: OutboxEvent[]): BatchItem<"sqlite">[] {
   const event = domainOutboxEvent(accountId, type, {
     id: view.id,
@@ -222,6 +222,19 @@ function checkTrackingLabel(label: string | null, returnPath: string): void {
   }
 }
 
+/** Where tracking hosts are offered, an account's domains with one are capped: each is a
+ * custom hostname of the operator's zone, billed past the included ones, and a zone's quota
+ * is shared by every account (TRACKING_HOSTS_PER_ACCOUNT). */
+async function checkTrackingHostCap(d1: D1Database, config: TernConfig, accountId: string, exceptDomainId: string | null): Promise<void> {
+  const cap = config.trackingHostsPerAccount;
+  if (!config.trackingCnameTarget || cap === null) return;
+  const others = await drizzle(d1).select({ n: sql<number>`count(*)` }).from(domains)
+    .where(and(eq(domains.accountId, accountId), isNotNull(domains.trackingSubdomain), exceptDomainId ? ne(domains.id, exceptDomainId) : undefined)).get();
+  if ((others?.n ?? 0) >= cap) {
+    throw new ApiError("validation_error", `This account already has ${cap} domains with a \`tracking_subdomain\`, the most this deployment allows. Remove the tracking subdomain of a domain you no longer track, or ask the operator to raise TRACKING_HOSTS_PER_ACCOUNT.`);
+  }
+}
+
 function domainExists(name: string): ApiError {
   return new ApiError("validation_error", `The domain ${name} has already been added to this account.`);
 }
@@ -250,6 +263,7 @@ export async function createDomain(env: Events, config: TernConfig, accountId: s
   const db = drizzle(env.DB);
   const outbox: OutboxEvent[] = [];
   checkTrackingLabel(input.trackingSubdomain ?? null, input.customReturnPath);
+  if (input.trackingSubdomain) await checkTrackingHostCap(env.DB, config, accountId, null);
   const existing = await db.select({ id: domains.id }).from(domains).where(and(eq(domains.accountId, accountId), eq(domains.name, input.name))).get();
   if (existing) throw domainExists(input.name);
   const id = uuidv7(now);
@@ -312,6 +326,7 @@ export async function updateDomain(env: Events, config: TernConfig, current: Dom
     updatedAt: now,
   };
   checkTrackingLabel(row.trackingSubdomain, row.returnPath);
+  if (row.trackingSubdomain && !current.row.trackingSubdomain) await checkTrackingHostCap(env.DB, config, row.accountId, row.id);
   let statuses = JSON.parse(row.recordStatusJson) as Record<string, RecordStatus>;
   if (row.receiving !== current.row.receiving) {
     // The record set changed: a verified domain must now also show its Receiving MX (checked
@@ -456,7 +471,9 @@ export function domainDetails(d: DomainWithKeys, config: TernConfig): DomainDeta
     lastCheckedAt: d.row.lastCheckedAt,
     nextCheckAt: d.row.nextCheckAt,
     checkError: last?.error ?? null,
-    certificate: d.row.trackingSubdomain ? certificateFor(d, config) : null,
+    // Only once this account's own CNAME was seen: a twin holding the name learns nothing of
+    // the host another account's records made.
+    certificate: d.row.trackingSubdomain && cnameSeen(recordStatuses(d.row, d.keys)["tracking_cname"]) ? certificateFor(d, config) : null,
   };
 }
 
@@ -506,9 +523,9 @@ export async function checkDomain(env: Events, config: TernConfig, current: Doma
   const prevStatuses = recordStatuses(current.row, current.keys);
   // A host already wanted (its CNAME seen before) has its state refreshed with the check (its
   // certificate decides the record); a check the tenant asked for revalidates it at once.
-  const wantedBefore = managed && hostWanted(prevStatuses["tracking_cname"]);
+  const wantedBefore = managed && rowWantsHost(current.row.status, prevStatuses["tracking_cname"]);
   const revalidate = judged["tracking_cname"] === "match" && opts.restart === true;
-  let hostnameAfter = wantedBefore ? (await syncAfterChange(env, config, [host], now, { revalidate })).get(host) ?? null : hostnameBefore;
+  let hostnameAfter = wantedBefore ? (await syncAfterChange(env, config, [host], now, { revalidate, refresh: true })).get(host) ?? null : hostnameBefore;
   const restart = opts.restart && !["verified", "temporary_failure"].includes(current.row.status);
   const prev: DomainState = {
     status: current.row.status as DomainStatus,
@@ -557,14 +574,16 @@ export async function checkDomain(env: Events, config: TernConfig, current: Doma
       lastCheckJson: row.lastCheckJson,
       nextCheckAt: row.nextCheckAt,
       ...(changed ? { updatedAt: now } : {}),
-    }).where(eq(domains.id, row.id)),
+    // Only over the label this check looked up: a label changed while it ran (PATCH commits
+    // first) must not inherit a CNAME status that was found for the old one.
+    }).where(and(eq(domains.id, row.id), current.row.trackingSubdomain === null ? isNull(domains.trackingSubdomain) : eq(domains.trackingSubdomain, current.row.trackingSubdomain))),
     ...changedKeys.map((k) => db.update(dkimKeys).set({ status: k.status, state: k.state, activatedAt: k.activatedAt, retiredAt: k.retiredAt }).where(eq(dkimKeys.id, k.id))),
   ];
   const live = keys.filter((k) => k.state !== "retired");
   if (changed) statements.push(...eventStatements(db, "domain.updated", domainView({ row, keys: live, hostname: hostnameAfter }, config), row.accountId, now, outbox));
   // The CNAME just seen (or lost): what tern wants of the host commits with the record's status,
   // and Cloudflare hears of it after.
-  const wantChanged = managed && wantedBefore !== hostWanted(next.records["tracking_cname"]);
+  const wantChanged = managed && wantedBefore !== rowWantsHost(next.status, next.records["tracking_cname"]);
   if (wantChanged) statements.push(...wantStatements(db, [host], now));
   await db.batch(statements as [BatchItem<"sqlite">]);
   await announce(env, outbox);

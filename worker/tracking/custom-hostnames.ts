@@ -28,6 +28,8 @@ const CustomHostnameSchema = z.object({
   hostname: z.string().min(1),
   /** pending, active, moved, blocked, deleted, pending_deletion, ... */
   status: z.string().optional(),
+  /** When Cloudflare made it (ISO 8601): tells tern's own create from a hostname it adopted. */
+  created_at: z.string().optional(),
   verification_errors: z.array(z.unknown()).optional(),
   ssl: z.object({
     /** initializing, pending_validation, pending_issuance, pending_deployment, active,
@@ -47,8 +49,8 @@ export class CloudflareApiError extends Error {
 }
 
 export interface CustomHostnamesApi {
-  /** Creates the hostname, or answers the zone's existing one of that name. */
-  create(hostname: string): Promise<CustomHostname>;
+  /** Creates the hostname, or answers the zone's existing one of that name (`adopted`). */
+  create(hostname: string): Promise<{ hostname: CustomHostname; adopted: boolean }>;
   /** null: Cloudflare has no hostname of that id (deleted outside tern). */
   get(id: string): Promise<CustomHostname | null>;
   find(hostname: string): Promise<CustomHostname | null>;
@@ -108,12 +110,12 @@ export function cloudflareCustomHostnames(config: CustomHostnamesConfig, fetcher
     async create(hostname) {
       try {
         const { envelope } = await call("POST", "", { hostname, ssl: SSL_SETTINGS });
-        return hostnameOf("POST custom_hostnames", envelope.result);
+        return { hostname: hostnameOf("POST custom_hostnames", envelope.result), adopted: false };
       } catch (err) {
-        // Already there (an earlier attempt whose answer was lost, or a twin's): adopt it.
+        // Already there (an earlier attempt whose answer was lost, or the operator's own): adopt it.
         if (err instanceof CloudflareApiError && (err.status === 409 || err.codes.includes(DUPLICATE_HOSTNAME_CODE))) {
           const existing = await api.find(hostname);
-          if (existing) return existing;
+          if (existing) return { hostname: existing, adopted: true };
         }
         throw err;
       }

@@ -43,18 +43,29 @@ function parts(hostname: string): { label: string; name: string } {
   return { label: hostname.slice(0, dot), name: hostname.slice(dot + 1) };
 }
 
-/** The Tracking CNAME statuses that want its host at Cloudflare: seen in DNS (or seen and now
- * briefly unreadable). A custom hostname is a billed, quota-limited resource of the operator's
- * zone, so tern makes one only for a name whose owner has shown DNS control by publishing the
- * CNAME, never for a label anyone can type for any domain. */
-export const HOST_WANTED_WHEN: readonly RecordStatus[] = ["verified", "temporary_failure"];
+/** A custom hostname is a billed, quota-limited resource of the operator's zone, and anyone can
+ * type a tracking label for any name: tern makes one only for a domain that is verified (its
+ * DKIM and SPF published: its owner controls the name's DNS) and whose Tracking CNAME has been
+ * seen. Once made it stays while the domain stays usable (verified, or within its grace), so a
+ * blip in the tenant's DNS never revokes the certificate links in sent mail rely on. */
+const SEEN: readonly RecordStatus[] = ["verified", "temporary_failure"];
+const USABLE = ["verified", "temporary_failure"];
 
-export function hostWanted(cname: RecordStatus | undefined): boolean {
-  return cname !== undefined && HOST_WANTED_WHEN.includes(cname);
+/** Whether a domain row, as a check leaves it, asks for its host (without the stickiness of a
+ * host already made, which only the SQL below knows). */
+export function rowWantsHost(domainStatus: string, cname: RecordStatus | undefined): boolean {
+  return USABLE.includes(domainStatus) && cname !== undefined && SEEN.includes(cname);
 }
 
-/** A domain row (alias `d` in the cron's SQL) wants its tracking host, in SQL. */
-const WANTED_BY_ROW = `json_extract(d.record_status_json, '$.tracking_cname') IN (${HOST_WANTED_WHEN.map((s) => `'${s}'`).join(", ")})`;
+/** Whether the account's own Tracking CNAME has been seen (what lets it see the host's state). */
+export function cnameSeen(cname: RecordStatus | undefined): boolean {
+  return cname !== undefined && SEEN.includes(cname);
+}
+
+/** A domain row (alias `d`) wants its tracking host, in SQL: rowWantsHost, or usable with the
+ * host already wanted. */
+const WANTED_BY_ROW = `d.status IN (${USABLE.map((x) => `'${x}'`).join(", ")}) AND (json_extract(d.record_status_json, '$.tracking_cname') IN (${SEEN.map((x) => `'${x}'`).join(", ")})
+  OR EXISTS (SELECT 1 FROM tracking_hostnames t WHERE t.hostname = d.tracking_subdomain || '.' || d.name AND t.wanted = 1))`;
 
 /** Whether any domain row (of any account) wants `hostname` as its tracking host, in SQL. */
 function wantedSql(hostname: string) {
@@ -122,16 +133,35 @@ function describe(err: unknown): string {
   return (err instanceof Error ? err.message : String(err)).slice(0, 500);
 }
 
-/** Brings one host in line with what the domain rows want: creates it (or adopts the zone's
- * existing one), refreshes its state, or deletes it when no domain wants it any more. Never
- * throws for Cloudflare's sake: a failed call is recorded and the cron tries again later.
- * Answers the row as it now stands (null: no row, nothing wanted). */
+/** A sync holds its host this long at most (a few Cloudflare calls of 10 s each). */
+const SYNC_LEASE_MS = 60_000;
+/** A hostname Cloudflare answered about this recently is not asked again for a domain check:
+ * checks are the tenant's to repeat, and the API's rate limit is the operator's, shared. */
+const FRESH_FOR_MS = 60_000;
+/** How far Cloudflare's created_at may precede tern's first create and still be tern's own
+ * (an answer lost on the way): the two clocks differ a little. */
+const OWN_CREATE_SKEW_MS = 2 * MINUTE;
+
 export interface SyncOptions {
-  /** The tenant's CNAME was just seen (or the tenant asked for a check): a certificate still
-   * waiting for validation is validated again now. */
+  /** The tenant asked for a check: a certificate still waiting for validation is validated
+   * again now. */
   revalidate?: boolean;
+  /** A domain check's refresh: nothing is asked of Cloudflare if it answered about this host
+   * within the last minute. */
+  refresh?: boolean;
 }
 
+/** Whether a hostname found in the zone is the one tern's own earlier create made. */
+function madeByUs(found: CustomHostname, createRequestedAt: number | null): boolean {
+  const created = typeof found.created_at === "string" ? Date.parse(found.created_at) : NaN;
+  return createRequestedAt !== null && Number.isFinite(created) && created >= createRequestedAt - OWN_CREATE_SKEW_MS;
+}
+
+/** Brings one host in line with what the domain rows want: creates it (or adopts the zone's
+ * existing one), refreshes its state, or deletes it when no domain wants it any more (only one
+ * tern made: an adopted one is left in the zone). One sync of a host at a time (a lease on its
+ * row); never throws for Cloudflare's sake: a failed call is recorded and the cron tries again
+ * later. Answers the row as it now stands (null: no row, nothing wanted). */
 export async function syncHostname(env: Db, config: TernConfig, hostname: string, now: number, api?: CustomHostnamesApi, opts: SyncOptions = {}): Promise<TrackingHostnameRow | null> {
   const managed = managedHostnames(config);
   if (!managed) return null;
@@ -149,16 +179,29 @@ export async function syncHostname(env: Db, config: TernConfig, hostname: string
     await db.batch(wantStatements(db, [hostname], now) as [BatchItem<"sqlite">]);
     row = (await loadHostname(env.DB, hostname))!;
   }
+  if (opts.refresh && wanted && row.cloudflareId && row.syncedAt !== null && now - row.syncedAt < FRESH_FOR_MS) return row;
+  // The lease: another sync of this host under way leaves it due for the cron, not raced.
+  const leased = await env.DB.prepare("UPDATE tracking_hostnames SET sync_until = ?1 WHERE hostname = ?2 AND (sync_until IS NULL OR sync_until <= ?3)")
+    .bind(now + SYNC_LEASE_MS, hostname, now).run();
+  if (leased.meta.changes === 0) {
+    await db.update(trackingHostnames).set({ nextSyncAt: now + SYNC_LEASE_MS }).where(eq(trackingHostnames.hostname, hostname));
+    return row;
+  }
   const seen = row.generation;
   // Writes of what was learnt leave alone what a newer desire wrote: the host stays due then.
   const unchanged = sql`${trackingHostnames.generation} = ${seen}`;
   try {
     if (wanted) {
       let found: CustomHostname | null = row.cloudflareId ? await cf.get(row.cloudflareId) : null;
+      let owned = found ? row.owned : false;
       if (!found) {
         // Recorded before the call: an answer lost on the way still leaves a trace to look for.
         if (row.createRequestedAt === null) await db.update(trackingHostnames).set({ createRequestedAt: now }).where(eq(trackingHostnames.hostname, hostname));
-        found = await cf.create(hostname);
+        const made = await cf.create(hostname);
+        found = made.hostname;
+        // Already there at tern's first create: the zone's own, adopted. At a retry, it is the
+        // earlier create's if Cloudflare made it after that was sent.
+        owned = !made.adopted || madeByUs(made.hostname, row.createRequestedAt);
       }
       if (opts.revalidate && found.ssl?.status === "pending_validation") found = await cf.revalidate(found.id);
       const learnt = { status: found.status ?? "pending", sslStatus: found.ssl?.status ?? null, validationError: validationErrorOf(found) };
@@ -166,23 +209,26 @@ export async function syncHostname(env: Db, config: TernConfig, hostname: string
       await db.update(trackingHostnames).set({
         ...learnt,
         cloudflareId: found.id,
+        owned,
         createRequestedAt: row.createRequestedAt ?? now,
         lastError: null,
         attempts: 0,
         syncedAt: now,
+        syncUntil: null,
         nextSyncAt: sql`CASE WHEN ${unchanged} THEN ${nextPoll(row, certificate, now)} ELSE ${now} END`,
         updatedAt: now,
       }).where(eq(trackingHostnames.hostname, hostname));
     } else {
-      if (row.cloudflareId) await cf.remove(row.cloudflareId);
+      if (row.cloudflareId && row.owned) await cf.remove(row.cloudflareId);
+      else if (row.cloudflareId) console.log("custom hostname left in the zone: tern adopted it, did not make it", hostname);
       else if (row.createRequestedAt !== null) {
         const found = await cf.find(hostname);
-        if (found) await cf.remove(found.id);
+        if (found && madeByUs(found, row.createRequestedAt)) await cf.remove(found.id);
       }
       // Gone at Cloudflare; the row goes too unless a domain wanted the host meanwhile, which
       // leaves it due so that the next sync creates it again.
       await db.batch([
-        db.update(trackingHostnames).set({ cloudflareId: null, status: null, sslStatus: null, validationError: null, createRequestedAt: null, lastError: null, attempts: 0, syncedAt: now, nextSyncAt: now, updatedAt: now })
+        db.update(trackingHostnames).set({ cloudflareId: null, owned: false, status: null, sslStatus: null, validationError: null, createRequestedAt: null, lastError: null, attempts: 0, syncedAt: now, syncUntil: null, nextSyncAt: now, updatedAt: now })
           .where(eq(trackingHostnames.hostname, hostname)),
         db.delete(trackingHostnames).where(and(eq(trackingHostnames.hostname, hostname), sql`NOT ${wantedSql(hostname)}`)),
       ]);
@@ -190,7 +236,7 @@ export async function syncHostname(env: Db, config: TernConfig, hostname: string
   } catch (err) {
     const attempts = row.attempts + 1;
     console.error("custom hostname sync failed", hostname, describe(err));
-    await db.update(trackingHostnames).set({ lastError: describe(err), attempts, nextSyncAt: sql`CASE WHEN ${unchanged} THEN ${now + backoff(attempts)} ELSE ${now} END`, updatedAt: now })
+    await db.update(trackingHostnames).set({ lastError: describe(err), attempts, syncUntil: null, nextSyncAt: sql`CASE WHEN ${unchanged} THEN ${now + backoff(attempts)} ELSE ${now} END`, updatedAt: now })
       .where(eq(trackingHostnames.hostname, hostname));
   }
   return loadHostname(env.DB, hostname);
