@@ -634,6 +634,9 @@ function settingsValues(): Record<string, string> {
 }
 
 function markDirty() {
+  // An error from the last save or send is about the document as it was: an edit may fix it,
+  // and the next save or send says again if not.
+  showError(null);
   dirty = true;
   saveState.textContent = "Unsaved changes";
   clearTimeout(timer);

@@ -378,6 +378,8 @@ describe("an empty body, an empty segment and dead-end broadcasts", () => {
     expect(broadcastVerdict(0, ["nobody"], 0)).toBe("Nothing else stops it from being sent, but as things stand it would reach nobody: see the warning above.");
     expect(broadcastVerdict(0, ["a button"], 1200)).toBe("It can be sent, but read the warning above first. Sent now, it goes to 1,200 contacts.");
     expect(broadcastVerdict(0, [], 1)).toBe("Ready to send: nothing stops it. Sent now, it goes to 1 contact.");
+    expect(broadcastVerdict(0, [], 2, 1)).toBe("It can be sent, but a deliverability check below failed: fix it or more of it may land in spam. Sent now, it goes to 2 contacts.");
+    expect(broadcastVerdict(0, [], 2, 3)).toMatch(/^It can be sent, but 3 deliverability checks below failed: fix them/);
   });
 
   it("warns of buttons and links that go nowhere and of uploaded images deleted since", async () => {
@@ -413,7 +415,10 @@ describe("an empty body, an empty segment and dead-end broadcasts", () => {
     await call(a, "POST", "/contacts", { email: `gone-${crypto.randomUUID().slice(0, 6)}@example.com`, unsubscribed: true, segments: [segment] });
     expect((await review()).warnings).toEqual([expect.stringMatching(/^None of the 1 contact in the segment “Nobody yet” can receive it \(unsubscribed, suppressed\), so sent now it would reach nobody/)]);
     await call(a, "POST", "/contacts", { email: `here-${crypto.randomUUID().slice(0, 6)}@example.com`, segments: [segment] });
-    expect(await review()).toMatchObject({ blocking: [], warnings: [], recipients: 1, verdict: "Ready to send: nothing stops it. Sent now, it goes to 1 contact." });
+    // The test domain publishes no DMARC record: a failed check the verdict owns up to.
+    const ready = await review();
+    expect(ready).toMatchObject({ blocking: [], warnings: [], recipients: 1, verdict: "It can be sent, but a deliverability check below failed: fix it or more of it may land in spam. Sent now, it goes to 1 contact." });
+    expect(ready.insights.filter((i) => i.status === "failed").map((i) => i.id)).toEqual(["dmarc_missing"]);
     // Opted out of its topic counts as nobody too.
     const topic = (await call(a, "POST", "/topics", { name: "Rare", default_subscription: "opt_out" })).body.id;
     expect((await call(a, "PATCH", `/broadcasts/${id}`, { topic_id: topic })).status).toBe(200);

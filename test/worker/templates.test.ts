@@ -190,10 +190,10 @@ describe("the review before a template is published", () => {
     expect(review.warnings).toEqual([
       "It has no subject, so every send with it must give its own `subject`, or is refused. Write one in Subject.",
       "The unverified.example domain is not verified. Add and verify it on the domains API first. Until then, sends that use the template's From are refused (a send's own `from` wins).",
-      "`ORDER` is used without a fallback and not declared, so every send must give it in `template.variables`, or is refused. Declare it with a fallback (`variables` in the API), or give the placeholder one: {{{ORDER|fallback}}}.",
+      "`ORDER` (in the body) is used without a fallback and not declared, so every send must give its value in `template.variables`, or is refused. Give the placeholder a fallback, as in {{{ORDER|fallback}}}, or declare it with one (`variables` in the API).",
       "A link goes nowhere (an empty address or “#”). Give it a web address, or remove the link.",
     ]);
-    expect(review.verdict).toBe("It can be published, but read the warnings above first: sends that name it use this version from then on.");
+    expect(review.verdict).toBe("It can be published, but read the warnings above first. Once published, every send that names this template uses this version.");
     // The deliverability checks ran on the draft with its fallbacks, from its sender.
     expect(new Map(review.insights.map((i) => [i.id, i.status])).get("domain_authentication")).toBe("failed");
     expect(review.insights.find((i) => i.id === "list_unsubscribe")?.status).toBe("passed");
@@ -201,7 +201,7 @@ describe("the review before a template is published", () => {
     // Fixed: nothing to say.
     expect((await call(a, "PATCH", `/templates/${id}`, { from: `Shop <shop@${a.domain}>`, subject: "Your order", html: '<p>Hi {{{NAME}}}, order {{{ORDER|soon}}}. <a href="https://example.com/t">Track it</a></p>' })).status).toBe(200);
     const fixed = await reviewTemplate(env, principal(a), (await findTemplate(env.DB, a.accountId, id))!);
-    expect(fixed).toMatchObject({ blocking: [], warnings: [], verdict: "Ready to publish: sends that name it use this version from then on." });
+    expect(fixed).toMatchObject({ blocking: [], warnings: [], verdict: "Ready to publish. Once published, every send that names this template uses this version." });
 
     // An empty body blocks, in the words publish refuses with.
     expect((await call(a, "PATCH", `/templates/${id}`, { html: "<p> </p>" })).status).toBe(200);

@@ -106,11 +106,13 @@ export async function messageInsights(env: Env, accountId: string, email: Insigh
 }
 
 /** The sentence under a broadcast's review, read after its problems and warnings. */
-export function broadcastVerdict(blocking: number, warnings: string[], recipients: number | null): string {
+export function broadcastVerdict(blocking: number, warnings: string[], recipients: number | null, failedChecks = 0): string {
   const reach = recipients === null || recipients === 0 ? "" : ` Sent now, it goes to ${recipients.toLocaleString("en-US")} contact${recipients === 1 ? "" : "s"}.`;
   if (blocking > 0) return `It cannot be sent until ${blocking === 1 ? "this is" : `these ${blocking} are`} fixed.`;
   if (recipients === 0) return "Nothing else stops it from being sent, but as things stand it would reach nobody: see the warning above.";
   if (warnings.length > 0) return `It can be sent, but read the warning${warnings.length === 1 ? "" : "s"} above first.${reach}`;
+  // "Ready" over a failed check below read as a contradiction: say what the failure risks.
+  if (failedChecks > 0) return `It can be sent, but ${failedChecks === 1 ? "a deliverability check" : `${failedChecks} deliverability checks`} below failed: fix ${failedChecks === 1 ? "it" : "them"} or more of it may land in spam.${reach}`;
   return `Ready to send: nothing stops it.${reach}`;
 }
 
@@ -122,9 +124,8 @@ export async function reviewBroadcast(env: Env, principal: Principal, row: Broad
     ...(await bodyWarnings(env.DB, principal.accountId, row)),
   ];
   const recipients = audience?.eligible ?? null;
-  const verdict = broadcastVerdict(blocking.length, warnings, recipients);
   const body = renderBroadcastBody(row, sample);
-  if (!row.fromAddress || !parseMailbox(row.fromAddress)) return { blocking, warnings, recipients, insights: [], verdict };
+  if (!row.fromAddress || !parseMailbox(row.fromAddress)) return { blocking, warnings, recipients, insights: [], verdict: broadcastVerdict(blocking.length, warnings, recipients) };
   const insights = await messageInsights(env, principal.accountId, {
     from: row.fromAddress,
     replyTo: JSON.parse(row.replyToJson) as string[],
@@ -136,5 +137,6 @@ export async function reviewBroadcast(env: Env, principal: Principal, row: Broad
     attachments: [],
     broadcast: true,
   });
+  const verdict = broadcastVerdict(blocking.length, warnings, recipients, insights.filter((i) => i.status === "failed").length);
   return { blocking, warnings, recipients, insights, verdict };
 }

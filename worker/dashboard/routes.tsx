@@ -22,7 +22,7 @@ import { AuthLayout, Badge, Empty, Layout, NAV, Time } from "./layout.tsx";
 import { DashboardMailError, linkMail, sendDashboardMail } from "./mail.ts";
 import { clearAddress, countAttempt } from "./throttle.ts";
 import { storedSessionToken } from "./session-tokens.ts";
-import { ACCOUNT_COOKIE, audit, auditUser, clientIp, loadViewer, type Viewer } from "./viewer.ts";
+import { ACCOUNT_COOKIE, audit, auditDetailText, auditUser, clientIp, loadViewer, type Viewer } from "./viewer.ts";
 import { registerResourcePages } from "./resources.tsx";
 import { registerMetricsPages } from "./metrics.tsx";
 import { registerBroadcastPages } from "./broadcasts.tsx";
@@ -764,7 +764,11 @@ async function settingsPage(c: DashCtx): Promise<Response> {
               </form>
               <div id="new-codes" class="secret" hidden>
                 <p>Your new recovery codes: each works once, and the old ones no longer work. Keep them somewhere safe; they are shown only now.</p>
-                <pre class="codes" data-field="backupCodes" aria-label="New recovery codes"></pre>
+                <pre class="codes" id="new-recovery-codes" data-field="backupCodes" aria-label="New recovery codes"></pre>
+                <div class="row">
+                  <button type="button" class="secondary" data-copy-from="new-recovery-codes">Copy codes</button>
+                  <button type="button" class="secondary" data-download-from="new-recovery-codes" data-filename="tern-recovery-codes.txt">Download .txt</button>
+                </div>
               </div>
             </details>
           </>
@@ -776,11 +780,22 @@ async function settingsPage(c: DashCtx): Promise<Response> {
               <button type="submit">Set up two-factor authentication</button>
             </form>
             <div id="totp-setup" class="secret" hidden>
-              <p>Scan this code with your authenticator app (or copy the link into it), then enter the code it shows.</p>
+              <p>Scan this code with your authenticator app (or copy the link into it, or type the setup key), then enter the code it shows.</p>
               <img data-field="totpQr" alt="QR code of the authenticator link" width="200" height="200" style="background:#fff;border-radius:6px" />
-              <label>Authenticator link<input data-field="totpURI" readonly class="mono" aria-label="Authenticator link" /></label>
+              <div class="row">
+                <label>Setup key<input id="totp-secret" data-field="totpURI" data-param="secret" readonly class="mono" aria-label="Setup key" /></label>
+                <button type="button" class="secondary" data-copy-from="totp-secret">Copy key</button>
+              </div>
+              <div class="row">
+                <label>Authenticator link<input id="totp-uri" data-field="totpURI" readonly class="mono" aria-label="Authenticator link" /></label>
+                <button type="button" class="secondary" data-copy-from="totp-uri">Copy link</button>
+              </div>
               <p>Recovery codes: each works once if you lose your device. Keep them somewhere safe; they are shown only now.</p>
-              <pre class="codes" data-field="backupCodes" aria-label="Recovery codes"></pre>
+              <pre class="codes" id="recovery-codes" data-field="backupCodes" aria-label="Recovery codes"></pre>
+              <div class="row">
+                <button type="button" class="secondary" data-copy-from="recovery-codes">Copy codes</button>
+                <button type="button" class="secondary" data-download-from="recovery-codes" data-filename="tern-recovery-codes.txt">Download .txt</button>
+              </div>
               <form method="post" class="row" data-api="/dashboard/api/auth/two-factor/verify-totp">
                 <label>Code from the app<input name="code" inputmode="numeric" autocomplete="one-time-code" pattern="[0-9]{6}" required /></label>
                 <button type="submit">Turn on</button>
@@ -881,7 +896,7 @@ async function auditPage(c: DashCtx): Promise<Response> {
       <table class="audit">
         <thead><tr><th scope="col">When</th><th scope="col">Who</th><th scope="col">What</th><th scope="col">Target</th><th scope="col">IP</th></tr></thead>
         <tbody>{shown.map((r) => (
-          <tr><td><Time at={r.createdAt} /></td><td>{r.actorEmail}</td><td class="mono">{r.action}</td><td class="mono">{r.target ?? ""}{r.detailJson ? <div class="muted">{r.detailJson}</div> : null}</td><td class="mono">{r.ip}</td></tr>
+          <tr><td><Time at={r.createdAt} /></td><td>{r.actorEmail}</td><td class="mono">{r.action}</td><td class="mono">{r.target ?? ""}{r.detailJson ? <div class="muted">{auditDetailText(r.detailJson)}</div> : null}</td><td class="mono">{r.ip}</td></tr>
         ))}</tbody>
       </table>
       {more ? <div class="pager"><a class="button secondary" href={`/dashboard/audit-log?before=${shown[shown.length - 1]!.id}`}>Older</a></div> : null}

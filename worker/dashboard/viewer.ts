@@ -129,3 +129,30 @@ export async function auditUser(env: Env, user: { id: string; email: string }, r
     createdAt: now,
   }))).run();
 }
+
+/** Sign-in steps as the audit log stores them (better-auth's paths), in words. */
+const STEP_WORDS: Record<string, string> = {
+  password: "password",
+  "verify-totp": "authenticator code",
+  "verify-backup-code": "recovery code",
+  passkey: "passkey",
+};
+
+/** An audit entry's detail as a person reads it: "role: admin · sessions ended: 2", not JSON. */
+export function auditDetailText(detailJson: string | null): string | null {
+  if (!detailJson) return null;
+  let detail: unknown;
+  try {
+    detail = JSON.parse(detailJson);
+  } catch {
+    return detailJson;
+  }
+  if (!detail || typeof detail !== "object" || Array.isArray(detail)) return detailJson;
+  const value = (key: string, v: unknown): string => {
+    if (Array.isArray(v)) return v.length ? v.map((x) => value(key, x)).join(", ") : "none";
+    if (v && typeof v === "object") return JSON.stringify(v);
+    if (key === "method" && typeof v === "string") return v.split("+").map((step) => STEP_WORDS[step] ?? step).join(" + ");
+    return String(v);
+  };
+  return Object.entries(detail as Record<string, unknown>).map(([k, v]) => `${k.replace(/_/g, " ")}: ${value(k, v)}`).join(" · ");
+}

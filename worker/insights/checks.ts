@@ -267,15 +267,15 @@ export function deliverabilityInsights(email: InsightEmail, domain: InsightDomai
   // --- More checks, each with its source ---
   if (facts) {
     out.push(facts.imagesWithoutAlt > 0
-      ? warn("image_alt_text", "Images without alt text", `${facts.imagesWithoutAlt} of ${facts.images} images have no alt attribute. Many clients block images by default, and screen readers need alt text (WCAG 2.1, 1.1.1); use alt="" for decorative ones.`)
+      ? warn("image_alt_text", "Images without alt text", `${facts.imagesWithoutAlt} of ${facts.images} ${facts.images === 1 ? "image has" : "images have"} no alt attribute. Many clients block images by default, and screen readers need alt text (WCAG 2.1, 1.1.1); use alt="" for decorative ones.`)
       : pass("image_alt_text", "Images have alt text", facts.images === 0 ? "There are no images." : "Every image has an alt attribute."));
 
     const ratio = facts.images === 0 ? Infinity : facts.visibleChars / facts.images;
     out.push(facts.images > 0 && facts.visibleChars < 100
-      ? failed("image_to_text_ratio", "Mostly image, little text", `${facts.images} images and ${facts.visibleChars} characters of text. Image-only mail is a classic spam shape (SpamAssassin HTML_IMAGE_ONLY_*); put the message in text.`)
+      ? failed("image_to_text_ratio", "Mostly image, little text", `${facts.images} ${facts.images === 1 ? "image" : "images"} and ${facts.visibleChars} characters of text. Image-only mail is a classic spam shape (SpamAssassin HTML_IMAGE_ONLY_*); put the message in text.`)
       : facts.images > 0 && ratio < 100
-        ? warn("image_to_text_ratio", "High image-to-text ratio", `${facts.visibleChars} characters of text for ${facts.images} images. SpamAssassin's HTML_IMAGE_RATIO rules score little text per image; aim for at least a sentence or two per image.`)
-        : pass("image_to_text_ratio", "Balanced text and images", facts.images === 0 ? "There are no images." : `${facts.visibleChars} characters of text for ${facts.images} images.`));
+        ? warn("image_to_text_ratio", "High image-to-text ratio", `${facts.visibleChars} characters of text for ${facts.images} ${facts.images === 1 ? "image" : "images"}. SpamAssassin's HTML_IMAGE_RATIO rules score little text per image; aim for at least a sentence or two per image.`)
+        : pass("image_to_text_ratio", "Balanced text and images", facts.images === 0 ? "There are no images." : `${facts.visibleChars} characters of text for ${facts.images} ${facts.images === 1 ? "image" : "images"}.`));
 
     const deceptive = facts.links.filter((l) => {
       const shown = URL_TEXT.exec(l.text.trim().replace(/&amp;/g, "&"));

@@ -44,8 +44,8 @@ export function undeclaredVariables(draft: TemplateContent): string[] {
 
 export function templateVerdict(blocking: number, warnings: number): string {
   if (blocking > 0) return `It cannot be published until ${blocking === 1 ? "this is" : `these ${blocking} are`} fixed; sends keep using the version published before.`;
-  if (warnings > 0) return `It can be published, but read the warning${warnings === 1 ? "" : "s"} above first: sends that name it use this version from then on.`;
-  return "Ready to publish: sends that name it use this version from then on.";
+  if (warnings > 0) return `It can be published, but read the warning${warnings === 1 ? "" : "s"} above first. Once published, every send that names this template uses this version.`;
+  return "Ready to publish. Once published, every send that names this template uses this version.";
 }
 
 export async function reviewTemplate(env: Env, principal: Principal, row: TemplateRow): Promise<TemplateReview> {
@@ -62,8 +62,14 @@ export async function reviewTemplate(env: Env, principal: Principal, row: Templa
   }
   const undeclared = undeclaredVariables(draft);
   if (undeclared.length > 0) {
-    const list = undeclared.map((k) => `\`${k}\``).join(", ");
-    warnings.push(`${list} ${undeclared.length === 1 ? "is" : "are"} used without a fallback and not declared, so every send must give ${undeclared.length === 1 ? "it" : "them"} in \`template.variables\`, or is refused. Declare ${undeclared.length === 1 ? "it" : "them"} with a fallback (\`variables\` in the API), or give the placeholder one: {{{${undeclared[0]}|fallback}}}.`);
+    // Where each is, so the person knows which field to open.
+    const where = (k: string) => {
+      const places = [["the subject", draft.subject], ["the body", draft.html], ["the text version", draft.text]]
+        .filter(([, source]) => placeholderParts(source ?? "").some((p) => !("text" in p) && p.key === k)).map(([place]) => place);
+      return places.length ? ` (in ${places.join(" and ")})` : "";
+    };
+    const list = undeclared.map((k) => `\`${k}\`${where(k)}`).join(", ");
+    warnings.push(`${list} ${undeclared.length === 1 ? "is" : "are"} used without a fallback and not declared, so every send must give ${undeclared.length === 1 ? "its value" : "their values"} in \`template.variables\`, or is refused. Give the placeholder a fallback, as in {{{${undeclared[0]}|fallback}}}, or declare ${undeclared.length === 1 ? "it" : "them"} with one (\`variables\` in the API).`);
   }
   warnings.push(...(await bodyWarnings(env.DB, principal.accountId, { html: draft.html, documentJson: row.documentJson })));
   // Insights need a sender; a template without one is checked by each send's own.

@@ -66,7 +66,11 @@ document.addEventListener("submit", async (event) => {
     const show = form.dataset.show && document.getElementById(form.dataset.show);
     if (show) {
       for (const el of show.querySelectorAll("[data-field]")) {
-        const v = data[/** @type {string} */ (el.getAttribute("data-field"))];
+        let v = data[/** @type {string} */ (el.getAttribute("data-field"))];
+        // data-param="secret": one parameter of the URL the field holds (the authenticator
+        // link's key, for an app that takes it typed in).
+        const param = el.getAttribute("data-param");
+        if (param) { try { v = new URL(String(v)).searchParams.get(param) ?? ""; } catch { v = ""; } }
         if (el instanceof HTMLInputElement) el.value = Array.isArray(v) ? v.join(" ") : String(v ?? "");
         else if (el instanceof HTMLImageElement) el.src = String(v ?? "");
         else el.textContent = Array.isArray(v) ? v.join("\n") : String(v ?? "");
@@ -98,7 +102,7 @@ document.addEventListener("click", async (event) => {
   if (!button) return;
   const from = button.getAttribute("data-copy-from");
   const field = from ? document.getElementById(from) : null;
-  const value = field instanceof HTMLInputElement ? field.value : button.getAttribute("data-copy") ?? "";
+  const value = field instanceof HTMLInputElement ? field.value : field ? field.textContent ?? "" : button.getAttribute("data-copy") ?? "";
   try {
     await navigator.clipboard.writeText(value);
     const before = button.textContent;
@@ -107,6 +111,19 @@ document.addEventListener("click", async (event) => {
   } catch {
     prompt("Copy this value:", value);
   }
+});
+
+// A download button: data-download-from names the element whose text is saved, as data-filename.
+document.addEventListener("click", (event) => {
+  const button = /** @type {HTMLElement} */ (event.target).closest("[data-download-from]");
+  if (!button) return;
+  const field = document.getElementById(button.getAttribute("data-download-from") ?? "");
+  const text = field instanceof HTMLInputElement ? field.value : field?.textContent ?? "";
+  const link = document.createElement("a");
+  link.href = URL.createObjectURL(new Blob([text.endsWith("\n") ? text : text + "\n"], { type: "text/plain" }));
+  link.download = button.getAttribute("data-filename") ?? "download.txt";
+  link.click();
+  setTimeout(() => URL.revokeObjectURL(link.href), 1000);
 });
 
 // A "select all" checkbox (data-select-all) checks or clears the other boxes of its fieldset, and
