@@ -16,9 +16,11 @@
 //   PUT  /control/outage {hostname, mode}       calls about that hostname answer "503" (an
 //                                               outage), "html" (a proxy's error page), "garbage"
 //                                               (an envelope with no hostname in it); mode null: normal
+// Tenants' zones and their DNS records (auto-configure) are cloudflare-zones.ts's, on the same port.
 import { randomUUID } from "node:crypto";
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
+import { cloudflareZones, type Publisher } from "./cloudflare-zones.ts";
 
 export const TEST_ZONE_ID = "023e105f4ecef8ad9ca31a8372d0c353";
 export const TEST_API_TOKEN = "cf-test-token-5d9c1b7e0f2a4c6e8b1d3f5a7c9e0b2d";
@@ -47,8 +49,10 @@ async function readBody(req: IncomingMessage): Promise<string> {
   return Buffer.concat(chunks).toString("utf8");
 }
 
-/** `cnameOf` answers the CNAME targets the test zone publishes at a name. */
-export async function startCloudflareApi(cnameOf: (name: string) => Promise<string[]>, fallbackOrigin: string): Promise<CloudflareApi> {
+/** `cnameOf` answers the CNAME targets the test zone publishes at a name; tenants' records are
+ * published through `dns`. */
+export async function startCloudflareApi(cnameOf: (name: string) => Promise<string[]>, fallbackOrigin: string, dns?: Publisher): Promise<CloudflareApi> {
+  const tenantZones = cloudflareZones(dns);
   const hostnames = new Map<string, Hostname>();
   const outages = new Map<string, Mode>();
   /** What a test asked of a name before tern created it, applied at its creation. */
@@ -81,7 +85,9 @@ export async function startCloudflareApi(cnameOf: (name: string) => Promise<stri
     try {
       const url = new URL(req.url ?? "/", "http://localhost");
       const path = url.pathname;
+      if (path.startsWith("/control/") && (await tenantZones.control(req, res, url))) return;
       if (path.startsWith("/control/")) return await control(req, res, url);
+      if (await tenantZones.api(req, res, url)) return;
 
       const prefix = `/client/v4/zones/${TEST_ZONE_ID}/custom_hostnames`;
       if (req.headers.authorization !== `Bearer ${TEST_API_TOKEN}`) {
