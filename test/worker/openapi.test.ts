@@ -31,7 +31,7 @@ describe("GET /openapi.json", () => {
       "GET /emails/receiving/{id}/raw", "GET /emails/{id}", "GET /emails/{id}/events", "GET /emails/metrics", "GET /emails/{id}/insights", "GET /account/health",
       "GET /webhooks", "GET /webhooks/{id}", "GET /webhooks/{id}/events", "GET /webhooks/{id}/events/{event_id}",
       "GET /webhooks/{id}/events/{event_id}/attempts", "PATCH /domains/{id}", "PATCH /emails/{id}", "PATCH /webhooks/{id}",
-      "POST /api-keys", "POST /domains", "POST /domains/{id}/dkim/rotate", "POST /domains/{id}/verify",
+      "POST /api-keys", "POST /domains", "POST /domains/{id}/dkim/rotate", "POST /domains/{id}/verify", "POST /domains/{id}/auto-configure",
       "POST /emails", "POST /emails/batch", "POST /emails/{id}/cancel",
       "POST /webhooks", "POST /webhooks/{id}/events/{event_id}/replay", "POST /webhooks/{id}/signing-secret/rotate",
       "POST /contacts", "GET /contacts", "GET /contacts/{id}", "PATCH /contacts/{id}", "DELETE /contacts/{id}",

@@ -89,7 +89,7 @@ export interface DomainWithKeys {
 }
 
 /** The region's SPF include and bounce host (worker/regions.ts), the deployment's MX. */
-function hosts(config: TernConfig, region: string): HostsConfig {
+export function hostsFor(config: TernConfig, region: string): HostsConfig {
   const { bounceHost, spfInclude } = config.region(region);
   return { bounceHost, spfInclude, inboundMxHost: config.inboundMxHost, trackingTarget: trackingTarget(config) };
 }
@@ -115,8 +115,10 @@ function certificateFor(d: DomainWithKeys, config: TernConfig): CertificateState
   return certificateOf(config, d.hostname);
 }
 
-function expectedFor(d: DomainWithKeys, config: TernConfig): ExpectedRecord[] {
-  return expectedRecords({ name: d.row.name, returnPath: d.row.returnPath, receiving: d.row.receiving, trackingSubdomain: d.row.trackingSubdomain }, d.keys.map(keyInfo), hosts(config, d.row.region));
+/** The records the domain must publish: the one list the API, the dashboard, the checks and
+ * auto-configure (auto-configure.ts) all read. */
+export function expectedFor(d: DomainWithKeys, config: TernConfig): ExpectedRecord[] {
+  return expectedRecords({ name: d.row.name, returnPath: d.row.returnPath, receiving: d.row.receiving, trackingSubdomain: d.row.trackingSubdomain }, d.keys.map(keyInfo), hostsFor(config, d.row.region));
 }
 
 export function domainView(d: DomainWithKeys, config: TernConfig): DomainView {
@@ -494,7 +496,7 @@ async function lookUp(d: DomainWithKeys, config: TernConfig, resolver: Resolver)
   const last: LastCheck = { error: null, records: {} };
   expected.forEach((e, i) => {
     const lookup = results[i]!;
-    judged[e.id] = judge(e, lookup, hosts(config, d.row.region));
+    judged[e.id] = judge(e, lookup, hostsFor(config, d.row.region));
     if (lookup.kind === "error") last.error ??= lookup.message;
     last.records[e.id] = judged[e.id] === "mismatch" && lookup.kind === "records"
       ? { result: "mismatch", found: lookup.values.slice(0, FOUND_VALUES).map((v) => (v.length > FOUND_CHARS ? `${v.slice(0, FOUND_CHARS)}…` : v)) }

@@ -13,7 +13,7 @@ import { uuidv7 } from "../ids.ts";
 import { describeFailure } from "../errors.ts";
 
 /** Fields whose values are credentials: never stored. */
-const SECRET_KEYS = /^(token|signing_secret|secret|password|authorization|api_key|previous_secret|recovery_codes?)$/i;
+const SECRET_KEYS = /^(token|signing_secret|secret|password|authorization|api_key|api_token|previous_secret|recovery_codes?)$/i;
 /** A body kept in a log is at most this much JSON; a larger one is summarised. */
 export const MAX_LOGGED_BODY = 32 * 1024;
 

@@ -14,6 +14,7 @@ import {
   rotateDkim,
   type DomainWithKeys,
 } from "../domains/service.ts";
+import { AUTO_CONFIGURE_RESULTS, autoConfigureDomain } from "../domains/auto-configure.ts";
 import { DOMAIN_STATUSES, RECORD_STATUSES } from "../domains/verification.ts";
 import { dropPathId, readJson, validate } from "../http.ts";
 import { ApiError } from "../errors.ts";
@@ -116,6 +117,25 @@ export const RotateDkimRequest = z
   .object({ algorithm: z.enum(["rsa", "ed25519"], { error: "`algorithm` must be `rsa` or `ed25519`." }).optional() })
   .openapi("RotateDkimRequest");
 
+/** A Cloudflare API token as Cloudflare makes them (40 characters today); any printable text
+ * without spaces is let through to Cloudflare, which judges it. The token is never echoed: every
+ * message here is fixed. */
+const CloudflareToken = z
+  .string({ error: "`api_token` must be a string: a Cloudflare API token." })
+  .trim()
+  .min(20, "`api_token` is too short to be a Cloudflare API token: paste the whole token.")
+  .max(512, "`api_token` is too long to be a Cloudflare API token.")
+  .regex(/^[\x21-\x7e]+$/, "`api_token` must be a Cloudflare API token: printable characters without spaces.")
+  .openapi({ description: "A Cloudflare API token with the permission Zone > DNS > Edit on the zone that holds the domain (the \"Edit zone DNS\" template). Used for this request only: never stored, logged or repeated." });
+
+export const AutoConfigureRequest = z
+  .object({
+    provider: z.literal("cloudflare", { error: "`provider` must be `cloudflare`: the only DNS host tern sets records up at." }),
+    api_token: CloudflareToken,
+  })
+  .strict()
+  .openapi("AutoConfigureDomainRequest");
+
 const DomainRecord = z
   .object({
     record: z.enum(["DKIM", "SPF", "Receiving", "Tracking"]),
@@ -155,6 +175,24 @@ const Domain = z
       .openapi({ description: "What the last check found at _dmarc (recommended, not required)." }),
   })
   .openapi("Domain");
+
+const AutoConfigured = z
+  .object({
+    object: z.literal("domain_auto_configure"),
+    id: z.string(),
+    zone: z.object({ id: z.string(), name: z.string() }),
+    records: z.array(z.object({
+      record: z.enum(["DKIM", "SPF", "Receiving", "Tracking", "DMARC"]),
+      name: z.string(),
+      type: z.enum(["TXT", "MX", "CNAME"]),
+      value: z.string(),
+      priority: z.number().int().optional(),
+      result: z.enum(AUTO_CONFIGURE_RESULTS),
+      detail: z.string().optional().openapi({ description: "conflict: what is there and what to change by hand; failed: Cloudflare's error; skipped: why nothing was done." }),
+    })),
+    domain: Domain,
+  })
+  .openapi("DomainAutoConfigure");
 
 const DomainItem = z
   .object({
@@ -324,4 +362,37 @@ export function registerDomainRoutes(app: App): void {
       return c.json(domainView(rotated, config));
     },
   );
+
+  defineRoute(
+    app,
+    "full",
+    createRoute({
+      method: "post",
+      path: "/domains/{id}/auto-configure",
+      tags: ["Domains"],
+      summary: "Set the domain's DNS records up at Cloudflare",
+      description:
+        "tern's extension of Resend's API. With a Cloudflare API token of the tenant's (permission Zone > DNS > Edit, used for this request only and never kept), finds the Cloudflare zone holding the domain and creates each record the domain needs that is missing (DKIM, SPF, Receiving and Tracking as `records` lists them, and the recommended DMARC record when no DMARC policy is published). A record already there is left; a different record in the way (another SPF record, a CNAME) is never overwritten or deleted but reported as a `conflict` with what to change by hand. Then the domain is checked as `POST /domains/{id}/verify` does. A token Cloudflare refuses, or one that sees no zone for the domain, is a 422 saying which permission to give; Cloudflare not answering is a 502.",
+      request: { params: IdParam, ...jsonBody(AutoConfigureRequest) },
+      responses: { 200: json(AutoConfigured, "What was done with each record, and the domain after its check"), ...errorResponses(400, 401, 403, 404, 422, 502) },
+    }),
+    async (c) => {
+      const body = validate(AutoConfigureRequest, await readJson(c.req.raw));
+      const config = readConfig(c.env);
+      const current = await domainOr404(c);
+      const done = await autoConfigureDomain(c.env, config, current, body.api_token, Date.now());
+      return c.json(autoConfigureView(done, config));
+    },
+  );
+}
+
+/** The API's answer: the records without their full names (the domain's records do the same). */
+export function autoConfigureView(done: Awaited<ReturnType<typeof autoConfigureDomain>>, config: ReturnType<typeof readConfig>) {
+  return {
+    object: "domain_auto_configure" as const,
+    id: done.domain.row.id,
+    zone: done.zone,
+    records: done.records.map(({ fqdn: _fqdn, ...r }) => r),
+    domain: domainView(done.domain, config),
+  };
 }
