@@ -1,11 +1,12 @@
-// Setting a domain's DNS up at Cloudflare in one step (POST /domains/{id}/auto-configure): the
-// records tern expects are created in the tenant's zone, those already there are left, anything
-// else in the way is reported and never touched, and the token the tenant hands over is used for
-// that request only. Cloudflare is the loopback stand-in of
+// Setting a domain's DNS up at Cloudflare in one step (POST /domains/{id}/auto-configure and the
+// domain page's form): the records tern expects are created in the tenant's zone, those already
+// there are left, anything else in the way is reported and never touched, and the token the
+// tenant hands over is used for that request only. Cloudflare is the loopback stand-in of
 // test/support/cloudflare-zones.ts, which publishes what its zones hold into the test DNS zone:
 // the check that follows verifies the domain over DNS for real.
-import { env } from "cloudflare:workers";
+import { env, exports } from "cloudflare:workers";
 import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { signedIn } from "./dashboard-session.ts";
 import { addKey, api, createAccount, type TestAccount } from "./fixtures.ts";
 import { waitFor } from "./wait.ts";
 import { publish } from "./zone.ts";
@@ -16,6 +17,7 @@ interface ZoneState { records: CfRecord[]; seen: { method: string; path: string;
 interface Outcome { record: string; name: string; type: string; value: string; priority?: number; result: string; detail?: string }
 interface Answer { object: string; id: string; zone: { id: string; name: string }; records: Outcome[]; domain: { id: string; status: string; records: { record: string; status: string }[] } }
 
+const DASH = "https://t.tern.test";
 const cf = (path: string, init?: RequestInit) => fetch(`http://127.0.0.1:${env.TEST_PEERS.cloudflare}${path}`, init);
 
 async function makeZone(name: string, records: Record<string, unknown>[] = []): Promise<ZoneMade> {
@@ -262,6 +264,67 @@ describe("POST /domains/{id}/auto-configure", () => {
       expect(JSON.parse(text).message).toMatch(message);
       expect(text).not.toContain("secret");
     }
+  });
+});
+
+describe("the domain page's Set up at Cloudflare form", () => {
+  it("posts the token with the page's CSRF token, to owners and admins only, and lists what was done", async () => {
+    const name = apex();
+    const zone = await makeZone(name, [{ type: "TXT", name: `send.${name}`, content: "v=spf1 mx -all" }]);
+    const d = await addDomain(acct, name);
+    const owner = await signedIn("owner", acct.accountId);
+    const page = await (await exports.default.fetch(`${DASH}/dashboard/domains/${d.id}`, { headers: { cookie: owner.cookie } })).text();
+    expect(page).toContain("Set up at Cloudflare");
+    expect(page).toContain(`data-api="/dashboard/api/domains/${d.id}/auto-configure"`);
+    expect(page).toMatch(/<input type="password" name="api_token"/);
+    expect(page).toContain("Zone &gt; DNS &gt; Edit");
+    expect(page).toContain("does not keep it");
+    expect(page).toMatch(/<ul data-field="lines"><\/ul>/);
+
+    const post = (who: { cookie: string; csrf: string }, csrf: string | null) => exports.default.fetch(`${DASH}/dashboard/api/domains/${d.id}/auto-configure`, {
+      method: "POST",
+      headers: { cookie: who.cookie, origin: DASH, "content-type": "application/json", ...(csrf ? { "x-csrf-token": csrf } : {}) },
+      body: JSON.stringify({ provider: "cloudflare", api_token: zone.tokens.edit }),
+    });
+    expect((await post(owner, null)).status).toBe(403);
+    const member = await signedIn("member", acct.accountId);
+    expect((await post(member, member.csrf)).status).toBe(403);
+    expect((await zoneState(zone.id)).seen).toEqual([]);
+
+    const res = await post(owner, owner.csrf);
+    const text = await res.text();
+    expect(res.status, text).toBe(200);
+    expect(text).not.toContain(zone.tokens.edit);
+    const answer = JSON.parse(text) as { status: string; notice: string; lines: string[] };
+    expect(answer.notice).toBe(`In the Cloudflare zone ${name}: 3 created, 0 already there, 1 to settle by hand. The domain is partially verified for now; tern keeps checking for 72 hours.`);
+    expect(answer.lines[0]).toMatch(new RegExp(`^Created: DKIM TXT at tern\\w+\\._domainkey\\.${name.replace(/\./g, "\\.")}\\.$`));
+    expect(answer.lines).toContain(`Created: SPF MX at send.${name}.`);
+    expect(answer.lines).toContain(`Conflict, change by hand: SPF TXT at send.${name}. send.${name} already has an SPF record (\`v=spf1 mx -all\`) without include:_spf.tern.test. A name may have only one SPF record: add include:_spf.tern.test to it by hand, before its "all" term.`);
+    expect(answer.lines).toContain(`Created: DMARC TXT at _dmarc.${name}.`);
+    const audit = await env.DB.prepare("SELECT action, detail_json FROM audit_log WHERE account_id = ? AND action = 'domain.auto_configured' AND target = ?").bind(acct.accountId, name).first<{ detail_json: string }>();
+    expect(JSON.parse(audit!.detail_json)).toEqual({ zone: name, created: 3, conflicts: 1, failed: 0 });
+
+    // The page loaded next shows the check's findings.
+    const after = await (await exports.default.fetch(`${DASH}/dashboard/domains/${d.id}`, { headers: { cookie: owner.cookie } })).text();
+    expect(after).toContain("partially_verified");
+    expect(after).toContain("wrong value");
+  });
+
+  it("says how to fix a refused token", async () => {
+    const name = apex();
+    const zone = await makeZone(name);
+    const d = await addDomain(acct, name);
+    const owner = await signedIn("owner", acct.accountId);
+    const res = await exports.default.fetch(`${DASH}/dashboard/api/domains/${d.id}/auto-configure`, {
+      method: "POST",
+      headers: { cookie: owner.cookie, origin: DASH, "content-type": "application/json", "x-csrf-token": owner.csrf },
+      body: JSON.stringify({ provider: "cloudflare", api_token: zone.tokens.read }),
+    });
+    expect(res.status).toBe(422);
+    const { message } = (await res.json()) as { message: string };
+    expect(message).toContain("may not create them");
+    expect(message).toContain("Edit zone DNS");
+    expect(message).not.toContain(zone.tokens.read);
   });
 });
 

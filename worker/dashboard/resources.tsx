@@ -5,12 +5,13 @@ import type { Hono } from "hono";
 import { createApiKey, listApiKeys, revokeApiKey } from "../api-keys/service.ts";
 import { readConfig } from "../config.ts";
 import { checkDomain, createDomain, deleteDomain, domainDetails, domainView, findDomain, lastCheckOf, listDomains, patchDomain, rotateDkim, rotationAlgorithm, type DomainDetails, type DomainView } from "../domains/service.ts";
+import { autoConfigureDomain, type AutoConfiguredRecord } from "../domains/auto-configure.ts";
 import { unicodeName } from "../domains/names.ts";
 import { cancelEmail, findEmail, getEmail, listEmailEvents } from "../emails/service.ts";
 import { renderMessage } from "../delivery/consumer.ts";
 import { validate } from "../http.ts";
 import { CreateApiKeyRequest } from "../routes/api-keys.ts";
-import { CreateDomainRequest, RotateDkimRequest, UpdateDomainRequest } from "../routes/domains.ts";
+import { AutoConfigureRequest, CreateDomainRequest, RotateDkimRequest, UpdateDomainRequest } from "../routes/domains.ts";
 import { REGIONS } from "../regions.ts";
 import { CreateWebhookRequest, UpdateWebhookRequest } from "../routes/webhooks.ts";
 import { CONTACT_EVENT_TYPES, DOMAIN_EVENT_TYPES, EMAIL_EVENT_TYPES } from "../webhooks/payloads.ts";
@@ -401,8 +402,51 @@ async function domainPage(c: DashCtx) {
           </tr>
         </tbody>
       </table>
+      {v.canManage ? <CloudflareSetup domainId={view.id} /> : null}
     </>
   ));
+}
+
+/** The one-step setup at Cloudflare (worker/domains/auto-configure.ts, as the API's
+ * POST /domains/{id}/auto-configure): the token goes to that one request, and the answer's
+ * sentences are listed in place of the form. */
+function CloudflareSetup(props: { domainId: string }) {
+  return (
+    <section class="panel" aria-labelledby="cloudflare-setup" style="margin-top:16px">
+      <h2 id="cloudflare-setup">Set up at Cloudflare</h2>
+      <form method="post" data-api={`/dashboard/api/domains/${props.domainId}/auto-configure`} data-show="cloudflare-setup-result" data-hide aria-label="Set up at Cloudflare">
+        <input type="hidden" name="provider" value="cloudflare" />
+        <label>Cloudflare API token<input type="password" name="api_token" autocomplete="off" spellcheck={false} required minlength={20} maxlength={512} /></label>
+        <p class="muted small">If this domain's DNS is at Cloudflare, tern adds the records above for you. Make a token in the Cloudflare dashboard under My Profile &gt; API Tokens &gt; Create Token, with the "Edit zone DNS" template (permission Zone &gt; DNS &gt; Edit, for this domain's zone). tern uses it for this one request and does not keep it; it never changes or deletes a record that is already there.</p>
+        <button type="submit">Set up at Cloudflare</button>
+      </form>
+      <div id="cloudflare-setup-result" hidden role="status">
+        <p data-field="notice"></p>
+        <ul data-field="lines"></ul>
+        <p><a href={`/dashboard/domains/${props.domainId}`}>Reload the page</a> to see each record's status.</p>
+      </div>
+    </section>
+  );
+}
+
+/** One record's outcome at Cloudflare, as a sentence. */
+export function autoConfigureLine(r: AutoConfiguredRecord): string {
+  const what = `${r.record} ${r.type} at ${r.fqdn}`;
+  if (r.result === "created") return `Created: ${what}.`;
+  if (r.result === "already_present") return `Already there: ${what}.`;
+  if (r.result === "conflict") return `Conflict, change by hand: ${what}. ${r.detail ?? ""}`.trim();
+  if (r.result === "failed") return `Failed: ${what}. ${r.detail ?? ""}`.trim();
+  return `Not added: ${what}. ${r.detail ?? ""}`.trim();
+}
+
+/** What the setup did, in one sentence above the list. */
+export function autoConfigureNotice(zone: string, records: AutoConfiguredRecord[], status: string): string {
+  const count = (k: AutoConfiguredRecord["result"]) => records.filter((r) => r.result === k).length;
+  const parts = [`${count("created")} created`, `${count("already_present")} already there`];
+  if (count("conflict")) parts.push(`${count("conflict")} to settle by hand`);
+  if (count("failed")) parts.push(`${count("failed")} failed`);
+  const after = status === "verified" ? "The domain is verified and can send." : `The domain is ${status.replace(/_/g, " ")} for now; tern keeps checking for 72 hours.`;
+  return `In the Cloudflare zone ${zone}: ${parts.join(", ")}. ${after}`;
 }
 
 // ---- API keys ---------------------------------------------------------------------------
@@ -815,6 +859,18 @@ export function registerResourcePages(app: Hono<DashEnv>): void {
     await audit(c.env, v, { action: "domain.verification_requested", target: checked.row.name });
     const status = domainView(checked, config).status;
     return c.json({ status, notice: verifyNotice(status, lastCheckOf(checked.row)) });
+  });
+  app.post("/api/domains/:id/auto-configure", async (c) => {
+    const v = c.get("viewer");
+    requireManager(v);
+    const b = validate(AutoConfigureRequest, await body(c));
+    const config = readConfig(c.env);
+    const current = await findDomain(c.env.DB, v.account.id, c.req.param("id"));
+    const done = await autoConfigureDomain(c.env, config, current, b.api_token, Date.now());
+    const count = (k: AutoConfiguredRecord["result"]) => done.records.filter((r) => r.result === k).length;
+    await audit(c.env, v, { action: "domain.auto_configured", target: current.row.name, detail: { zone: done.zone.name, created: count("created"), conflicts: count("conflict"), failed: count("failed") } });
+    const status = domainView(done.domain, config).status;
+    return c.json({ status, notice: autoConfigureNotice(done.zone.name, done.records, status), lines: done.records.map(autoConfigureLine) });
   });
   app.post("/api/domains/:id/settings", async (c) => {
     const v = c.get("viewer");

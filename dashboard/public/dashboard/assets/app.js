@@ -73,6 +73,8 @@ document.addEventListener("submit", async (event) => {
         if (param) { try { v = new URL(String(v)).searchParams.get(param) ?? ""; } catch { v = ""; } }
         if (el instanceof HTMLInputElement) el.value = Array.isArray(v) ? v.join(" ") : String(v ?? "");
         else if (el instanceof HTMLImageElement) el.src = String(v ?? "");
+        // A list of sentences (what a setup did, record by record): one item each.
+        else if (el instanceof HTMLUListElement) el.replaceChildren(...(Array.isArray(v) ? v : [v]).map((t) => Object.assign(document.createElement("li"), { textContent: String(t ?? "") })));
         else el.textContent = Array.isArray(v) ? v.join("\n") : String(v ?? "");
       }
       show.hidden = false;
