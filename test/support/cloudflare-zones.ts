@@ -16,8 +16,9 @@
 //   POST /control/zones {name, records?: [{type, name, content, priority?, proxied?}]}
 //        -> {id, name, tokens: {edit, read, zone}}  (DNS edit, DNS read, zone read only)
 //   GET  /control/zones/{id}                      its records and the requests it saw
-//   PUT  /control/zones/{id}/outage {mode}        "503" | "html" | "garbage" | null for every
-//                                                 call about the zone (its lookup by name too)
+//   PUT  /control/zones/{id}/outage {mode, method?}  "503" | "html" | "garbage" | null for every
+//                                                 call about the zone (its lookup by name too),
+//                                                 or only those of one method ("POST": creates)
 import { randomBytes, randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { RecordType } from "./dns-zone.ts";
@@ -48,7 +49,7 @@ interface Zone {
   status: "active";
   records: DnsRecord[];
   tokens: Map<string, Permission>;
-  outage: Mode | null;
+  outage: { mode: Mode; method?: string } | null;
   seen: { method: string; path: string; body: string; authorization: string }[];
 }
 
@@ -142,8 +143,8 @@ export function cloudflareZones(dns: Publisher | undefined) {
     const zone = m ? zones.get(m[1]!) : [...zones.values()].find((z) => z.name === (url.searchParams.get("name") ?? "").toLowerCase());
     const auth = req.headers.authorization ?? "";
     zone?.seen.push({ method: req.method ?? "", path: path + url.search, body, authorization: auth });
-    if (zone?.outage) {
-      outageAnswer(res, zone.outage);
+    if (zone?.outage && (!zone.outage.method || zone.outage.method === req.method)) {
+      outageAnswer(res, zone.outage.mode);
       return true;
     }
     const token = auth.match(/^Bearer ([A-Za-z0-9_-]{40})$/)?.[1];
@@ -217,7 +218,8 @@ export function cloudflareZones(dns: Publisher | undefined) {
     if (!z) return reply(404, { error: "no such zone" }), true;
     if (!m[2] && req.method === "GET") return reply(200, { id: z.id, name: z.name, records: z.records, seen: z.seen }), true;
     if (m[2] && req.method === "PUT") {
-      z.outage = (JSON.parse(await readBody(req)) as { mode: Mode | null }).mode;
+      const b = JSON.parse(await readBody(req)) as { mode: Mode | null; method?: string };
+      z.outage = b.mode ? { mode: b.mode, method: b.method } : null;
       return reply(200, { ok: true }), true;
     }
     return false;

@@ -30,8 +30,8 @@ async function zoneState(id: string): Promise<ZoneState> {
   return (await (await cf(`/control/zones/${id}`)).json()) as ZoneState;
 }
 
-async function outage(id: string, mode: "503" | "html" | "garbage" | null): Promise<void> {
-  await cf(`/control/zones/${id}/outage`, { method: "PUT", body: JSON.stringify({ mode }) });
+async function outage(id: string, mode: "503" | "html" | "garbage" | null, method?: "POST"): Promise<void> {
+  await cf(`/control/zones/${id}/outage`, { method: "PUT", body: JSON.stringify({ mode, method }) });
 }
 
 const apex = () => `ac${crypto.randomUUID().slice(0, 8)}.test`;
@@ -231,6 +231,26 @@ describe("POST /domains/{id}/auto-configure", () => {
     await outage(zone.id, null);
     expect((await zoneState(zone.id)).records).toEqual([]);
     expect((await env.DB.prepare("SELECT last_checked_at FROM domains WHERE id = ?").bind(d.id).first<{ last_checked_at: number | null }>())!.last_checked_at).toBeNull();
+  });
+
+  it("reports each record Cloudflare failed to create, with its error, and still checks the domain", async () => {
+    const name = apex();
+    const zone = await makeZone(name);
+    const d = await addDomain(acct, name);
+    await outage(zone.id, "503", "POST");
+    const res = await configure(acct.token, d.id, zone.tokens.edit);
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as Answer;
+    expect(body.records.map((r) => r.result)).toEqual(["failed", "failed", "failed", "failed"]);
+    expect(body.records[0]!.detail).toBe("Cloudflare answered: Service temporarily unavailable (10013)");
+    expect(body.domain.status).toBe("pending");
+    await outage(zone.id, "html", "POST");
+    const html = (await (await configure(acct.token, d.id, zone.tokens.edit)).json()) as Answer;
+    expect(html.records[0]!.detail).toMatch(/^Cloudflare did not answer properly \(HTTP 502 with an answer that is not Cloudflare's API envelope \(text\/html\)\); run this again later\.$/);
+    await outage(zone.id, null);
+    expect((await zoneState(zone.id)).records).toEqual([]);
+    // Once Cloudflare answers again, running it again finishes the job.
+    expect(((await (await configure(acct.token, d.id, zone.tokens.edit)).json()) as Answer).domain.status).toBe("verified");
   });
 
   it("answers 404 for another account's domain and refuses a sending-only key, calling Cloudflare for neither", async () => {
