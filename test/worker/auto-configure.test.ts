@@ -6,6 +6,9 @@
 // the check that follows verifies the domain over DNS for real.
 import { env, exports } from "cloudflare:workers";
 import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { planRecord } from "../../worker/domains/auto-configure.ts";
+import type { CloudflareDnsRecord } from "../../worker/domains/cloudflare-dns.ts";
+import type { ExpectedRecord } from "../../worker/domains/verification.ts";
 import { signedIn } from "./dashboard-session.ts";
 import { addKey, api, createAccount, type TestAccount } from "./fixtures.ts";
 import { waitFor } from "./wait.ts";
@@ -345,6 +348,36 @@ describe("the domain page's Set up at Cloudflare form", () => {
     expect(message).toContain("may not create them");
     expect(message).toContain("Edit zone DNS");
     expect(message).not.toContain(zone.tokens.read);
+  });
+});
+
+describe("what auto-configure does about one record (planRecord)", () => {
+  const hosts = { bounceHost: "bounces.tern.test", spfInclude: "_spf.tern.test", inboundMxHost: "inbound.tern.test", trackingTarget: "tracking.tern.test" };
+  const spfTxt: ExpectedRecord = { id: "spf_txt", record: "SPF", name: "send", fqdn: "send.x.test", type: "TXT", value: "v=spf1 include:_spf.tern.test ~all", required: true };
+  const receiving: ExpectedRecord = { id: "receiving_mx", record: "Receiving", name: "@", fqdn: "x.test", type: "MX", value: "inbound.tern.test", priority: 10, required: false };
+  const tracking: ExpectedRecord = { id: "tracking_cname", record: "Tracking", name: "links", fqdn: "links.x.test", type: "CNAME", value: "tracking.tern.test", required: false };
+  const at = (type: string, content: string, extra: Partial<CloudflareDnsRecord> = {}): CloudflareDnsRecord => ({ id: crypto.randomUUID(), name: "n", type, content, ...extra });
+
+  it("creates an SPF record beside other TXT records, and leaves one that already includes tern's, whatever else it says", () => {
+    expect(planRecord(spfTxt, [at("TXT", "google-site-verification=x")], hosts)).toEqual({ result: "create" });
+    expect(planRecord(spfTxt, [at("TXT", '"v=spf1 include:_spf.tern.test include:other.example ~all"')], hosts)).toEqual({ result: "already_present" });
+  });
+
+  it("calls two SPF records a conflict to merge by hand", () => {
+    const plan = planRecord(spfTxt, [at("TXT", "v=spf1 -all"), at("TXT", "v=spf1 include:_spf.tern.test ~all")], hosts);
+    expect(plan).toMatchObject({ result: "conflict", detail: expect.stringContaining("has 2 SPF records") });
+  });
+
+  it("leaves another mail host's MX at the domain and says how to switch", () => {
+    expect(planRecord(receiving, [at("MX", "aspmx.l.google.com", { priority: 1 })], hosts)).toMatchObject({ result: "conflict", detail: expect.stringContaining("already receives mail at 1 aspmx.l.google.com") });
+    expect(planRecord(receiving, [at("MX", "Inbound.Tern.Test.", { priority: 10 })], hosts)).toEqual({ result: "already_present" });
+  });
+
+  it("never puts a CNAME beside other records, nor counts a proxied one as there", () => {
+    expect(planRecord(tracking, [at("A", "192.0.2.1")], hosts)).toMatchObject({ result: "conflict", detail: expect.stringContaining("already has A records") });
+    expect(planRecord(tracking, [at("CNAME", "elsewhere.example")], hosts)).toMatchObject({ result: "conflict", detail: expect.stringContaining("Change its target to tracking.tern.test") });
+    expect(planRecord(tracking, [at("CNAME", "tracking.tern.test", { proxied: true })], hosts)).toMatchObject({ result: "conflict" });
+    expect(planRecord(tracking, [at("CNAME", "tracking.tern.test", { proxied: false })], hosts)).toEqual({ result: "already_present" });
   });
 });
 

@@ -21,9 +21,10 @@ export const RECORD_EXISTS_CODES = [81057, 81058];
 /** A CNAME cannot share its name: creating one where other records are (81053), or another
  * record where a CNAME is (81054). */
 export const CNAME_CONFLICT_CODES = [81053, 81054];
-/** The token is unknown, expired or lacks the permission the call needs (HTTP 401/403), or the
- * Authorization header is malformed (6003 with 6111 in its chain, HTTP 400). */
-export const AUTH_CODES = [9109, 10000, 6003, 6111, 1000, 9106, 9107];
+/** The token is unknown or expired ("Invalid access token", 9109; "Invalid API Token", 1000),
+ * lacks the permission the call needs (10000, or 9109 "Unauthorized to access requested
+ * resource"), or is malformed (6003 with 6111 in its chain, HTTP 400). */
+export const AUTH_CODES = [1000, 6003, 6111, 9109, 10000];
 
 const ApiMessage = z.object({ code: z.number(), message: z.string(), error_chain: z.array(z.object({ code: z.number(), message: z.string() }).passthrough()).optional() }).passthrough();
 
@@ -67,11 +68,6 @@ export class CloudflareDnsError extends Error {
   /** Cloudflare refused the token, or the permission it needs for this call. */
   get auth(): boolean {
     return this.status === 401 || this.status === 403 || this.codes.some((c) => AUTH_CODES.includes(c));
-  }
-
-  /** Cloudflare did not answer as its API does (unreachable, timed out, a 5xx, an HTML page). */
-  get outage(): boolean {
-    return this.status === null || this.status >= 500 || (this.codes.length === 0 && !this.auth);
   }
 }
 
