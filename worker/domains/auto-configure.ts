@@ -141,7 +141,9 @@ async function findZone(api: CloudflareDnsApi, name: string): Promise<Zone> {
     const zone = await guard(() => api.zoneNamed(c), "find the zone");
     if (zone) return zone;
   }
-  throw permissionError(`The token sees no Cloudflare zone named ${candidates.join(" or ")}: either the domain's DNS is not at Cloudflare, or the token is not for that zone.`);
+  // Tokens scoped to one zone see it by name with DNS Edit alone; Zone Read is the fallback
+  // advice for accounts where Cloudflare asks for it.
+  throw permissionError(`The token sees no Cloudflare zone named ${candidates.join(" or ")}: either the domain's DNS is not at Cloudflare, or the token is not for that zone (if it is, add Zone > Zone > Read to it).`);
 }
 
 /** A call whose failure ends the whole request: a token refused is the tenant's to fix (422,
