@@ -42,6 +42,9 @@ export interface TernConfig {
    * (worker/tracking/custom-hostnames.ts); null: the operator manages them by hand. Set only
    * with TRACKING_CNAME_TARGET, CLOUDFLARE_ZONE_ID and CLOUDFLARE_API_TOKEN all given. */
   customHostnames: CustomHostnamesConfig | null;
+  /** CLOUDFLARE_API_URL without a final slash: custom hostnames and a domain's DNS set-up
+   * (worker/domains/auto-configure.ts) reach Cloudflare there. */
+  cloudflareApiUrl: string;
   /** TRACKING_HOSTS_PER_ACCOUNT: at most this many domains of an account may have a tracking
    * subdomain where tracking hosts are offered; null: no limit ("0"). */
   trackingHostsPerAccount: number | null;
@@ -123,6 +126,7 @@ export function readConfig(env: Env): TernConfig {
     publicUrl: (env.PUBLIC_URL ?? "").replace(/\/+$/, ""),
     trackingCnameTarget,
     customHostnames: trackingCnameTarget ? customHostnamesOf(env) : null,
+    cloudflareApiUrl: cloudflareApiUrlOf(env),
     trackingHostsPerAccount: limitOf("TRACKING_HOSTS_PER_ACCOUNT", env.TRACKING_HOSTS_PER_ACCOUNT, 25),
     webhookAllowPrivateTargets: env.TERN_DEV_MODE === "true" || env.WEBHOOK_ALLOW_PRIVATE_TARGETS === "true",
     inboundAuthservId: env.INBOUND_AUTHSERV_ID || "mx.cloudflare.net",
@@ -132,13 +136,17 @@ export function readConfig(env: Env): TernConfig {
   };
 }
 
+function cloudflareApiUrlOf(env: Partial<Pick<Env, "CLOUDFLARE_API_URL">>): string {
+  return ((env.CLOUDFLARE_API_URL ?? "").trim() || "https://api.cloudflare.com/client/v4").replace(/\/+$/, "");
+}
+
 /** Custom hostnames are managed only with both the zone and a token: either alone is a
  * half-done setup, and the hosts stay the operator's to add by hand. */
 function customHostnamesOf(env: Partial<Pick<Env, "CLOUDFLARE_ZONE_ID" | "CLOUDFLARE_API_URL">> & { CLOUDFLARE_API_TOKEN?: string }): CustomHostnamesConfig | null {
   const zoneId = (env.CLOUDFLARE_ZONE_ID ?? "").trim();
   const token = (env.CLOUDFLARE_API_TOKEN ?? "").trim();
   if (!zoneId || !token) return null;
-  const apiUrl = ((env.CLOUDFLARE_API_URL ?? "").trim() || "https://api.cloudflare.com/client/v4").replace(/\/+$/, "");
+  const apiUrl = cloudflareApiUrlOf(env);
   // The token is not enumerable: a config logged or serialised whole does not carry it (nor
   // does a spread copy of this object: hand the object itself on).
   const config = { apiUrl, zoneId } as CustomHostnamesConfig;

@@ -6,7 +6,7 @@
 // as POST /domains/{id}/verify does.
 import type { TernConfig } from "../config.ts";
 import { ApiError } from "../errors.ts";
-import { cloudflareApiUrl, cloudflareDns, CloudflareDnsError, CNAME_CONFLICT_CODES, RECORD_EXISTS_CODES, type CloudflareDnsApi, type CloudflareDnsRecord, type NewDnsRecord, type Zone } from "./cloudflare-dns.ts";
+import { cloudflareDns, CloudflareDnsError, CNAME_CONFLICT_CODES, RECORD_EXISTS_CODES, type CloudflareDnsApi, type CloudflareDnsRecord, type NewDnsRecord, type Zone } from "./cloudflare-dns.ts";
 import { dohResolver, joinTxt, type Resolver } from "./dns.ts";
 import { checkDomain, expectedFor, hostsFor, type DomainWithKeys } from "./service.ts";
 import { judge, organizationalDomain, recommendedDmarc, type ExpectedRecord } from "./verification.ts";
@@ -48,14 +48,14 @@ export interface AutoConfigureOptions {
 }
 
 export async function autoConfigureDomain(
-  env: Events & { CLOUDFLARE_API_URL?: string },
+  env: Events,
   config: TernConfig,
   current: DomainWithKeys,
   token: string,
   now: number,
   opts: AutoConfigureOptions = {},
 ): Promise<AutoConfigureOutcome> {
-  const api = cloudflareDns(cloudflareApiUrl(env), token, opts.fetcher);
+  const api = cloudflareDns(config.cloudflareApiUrl, token, opts.fetcher);
   const resolver = opts.resolver ?? dohResolver(config.dohUrl);
   const name = current.row.name;
   const zone = await findZone(api, name);

@@ -6,12 +6,6 @@
 // names the call and Cloudflare's words, never the token.
 import { z } from "zod";
 
-/** The deployment's Cloudflare API (CLOUDFLARE_API_URL, as config.ts reads it for custom
- * hostnames; read here too because config.ts exposes it only where tern manages those). */
-export function cloudflareApiUrl(env: { CLOUDFLARE_API_URL?: string }): string {
-  return ((env.CLOUDFLARE_API_URL ?? "").trim() || "https://api.cloudflare.com/client/v4").replace(/\/+$/, "");
-}
-
 /** How long one call may take: the tenant waits for every call of the request. */
 const TIMEOUT_MS = 10_000;
 
