@@ -43,11 +43,21 @@ export async function createApiKey(d1: D1Database, accountId: string, input: New
 }
 
 export async function listApiKeys(d1: D1Database, accountId: string, page: Page) {
+  const { data, ...rest } = await listApiKeyDetails(d1, accountId, page);
+  return { ...rest, data: data.map(({ id, name, created_at, last_used_at }) => ({ id, name, created_at, last_used_at })) };
+}
+
+/** The keys as the dashboard lists them: Resend's fields, and what each key may do and the
+ * start of its token (never more of it) so people can tell their keys apart. */
+export async function listApiKeyDetails(d1: D1Database, accountId: string, page: Page) {
   const q = pageQuery(apiKeys.id, page, eq(apiKeys.accountId, accountId));
   const rows = await drizzle(d1)
-    .select({ id: apiKeys.id, name: apiKeys.name, createdAt: apiKeys.createdAt, lastUsedAt: apiKeys.lastUsedAt })
+    .select({ id: apiKeys.id, name: apiKeys.name, createdAt: apiKeys.createdAt, lastUsedAt: apiKeys.lastUsedAt, permission: apiKeys.permission, domainId: apiKeys.domainId, tokenPrefix: apiKeys.tokenPrefix })
     .from(apiKeys).where(q.where).orderBy(q.orderBy).limit(q.limit);
-  return finishPage(rows.map((r) => ({ id: r.id, name: r.name, created_at: iso(r.createdAt)!, last_used_at: iso(r.lastUsedAt) })), page);
+  return finishPage(rows.map((r) => ({
+    id: r.id, name: r.name, created_at: iso(r.createdAt)!, last_used_at: iso(r.lastUsedAt),
+    permission: r.permission, domain_id: r.domainId, token_prefix: r.tokenPrefix,
+  })), page);
 }
 
 /** Revokes the key at once (here; other isolates within the key cache's lifetime). */

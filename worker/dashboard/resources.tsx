@@ -2,7 +2,7 @@
 // endpoints: thin callers of the same services and request schemas as the REST API, so
 // every rule (validation, ownership, what a key may do) is written once.
 import type { Hono } from "hono";
-import { createApiKey, listApiKeys, revokeApiKey } from "../api-keys/service.ts";
+import { createApiKey, listApiKeyDetails, revokeApiKey } from "../api-keys/service.ts";
 import { readConfig } from "../config.ts";
 import { checkDomain, createDomain, deleteDomain, domainDetails, domainView, findDomain, lastCheckOf, listDomains, patchDomain, rotateDkim, rotationAlgorithm, type DomainDetails, type DomainView } from "../domains/service.ts";
 import { autoConfigureDomain, type AutoConfiguredRecord } from "../domains/auto-configure.ts";
@@ -76,7 +76,8 @@ async function emailsPage(c: DashCtx) {
         ) : (
           <Empty title="No emails yet.">
             <p>Add and verify the domain you send from (<a href="/dashboard/domains">Domains</a>), create an <a href="/dashboard/api-keys">API key</a>, then send, for example:</p>
-            <pre>{`curl -X POST ${new URL(c.req.url).origin}/emails -H 'Authorization: Bearer tern_...' \\\n  -H 'Content-Type: application/json' \\\n  -d '{"from":"you@your-domain","to":"someone@example.com","subject":"Hi","html":"<p>Hello</p>"}'`}</pre>
+            <pre id="first-send">{`curl -X POST ${new URL(c.req.url).origin}/emails -H 'Authorization: Bearer tern_...' \\\n  -H 'Content-Type: application/json' \\\n  -d '{"from":"you@your-domain","to":"someone@example.com","subject":"Hi","html":"<p>Hello</p>"}'`}</pre>
+            <p><button type="button" class="secondary" data-copy-from="first-send">Copy the command</button></p>
           </Empty>
         )
       ) : (
@@ -453,7 +454,8 @@ export function autoConfigureNotice(zone: string, records: AutoConfiguredRecord[
 
 async function apiKeysPage(c: DashCtx) {
   const v = c.get("viewer");
-  const [keys, domains] = await Promise.all([listApiKeys(c.env.DB, v.account.id, { limit: 100 }), listDomains(c.env.DB, v.account.id, { limit: 100 })]);
+  const [keys, domains] = await Promise.all([listApiKeyDetails(c.env.DB, v.account.id, { limit: 100 }), listDomains(c.env.DB, v.account.id, { limit: 100 })]);
+  const domainName = new Map(domains.data.map((d) => [d.id, unicodeName(d.name)]));
   return page(c, "API keys", (
     <>
       {v.canManage ? (
@@ -474,7 +476,7 @@ async function apiKeysPage(c: DashCtx) {
               <label>New API key<input id="new-key-token" data-field="token" readonly class="mono" size={52} /></label>
               <button type="button" class="secondary" data-copy-from="new-key-token" aria-label="Copy the key">Copy</button>
             </div>
-            <p><a href="/dashboard/api-keys">Done</a></p>
+            <p><a href="/dashboard/api-keys">Done: back to the list</a></p>
           </div>
         </>
       ) : <p class="notice">Only owners and admins create and revoke API keys.</p>}
@@ -482,15 +484,20 @@ async function apiKeysPage(c: DashCtx) {
         <Empty title="No API keys."><p>Create a key to send with the API, an SDK or SMTP.</p></Empty>
       ) : (
         <table>
-          <thead><tr><th scope="col">Name</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
+          <thead><tr><th scope="col">Name</th><th scope="col">Permission</th><th scope="col">Key</th><th scope="col">Created</th><th scope="col">Last used</th>{v.canManage ? <th scope="col"><span class="muted">Actions</span></th> : null}</tr></thead>
           <tbody>{keys.data.map((k) => (
             <tr>
-              <td>{k.name}</td><td><Time at={k.created_at} /></td><td><Time at={k.last_used_at} /></td>
-              <td>{v.canManage ? (
-                <form method="post" class="inline" data-api={`/dashboard/api/api-keys/${k.id}/revoke`} data-confirm={`Revoke ${k.name}? Apps using it stop working at once.`}>
-                  <button type="submit" class="danger" aria-label={`Revoke ${k.name}`}>Revoke</button>
-                </form>
-              ) : null}</td>
+              <td>{k.name}</td>
+              <td>{k.permission === "full_access" ? "full access" : `sending only, ${k.domain_id ? domainName.get(k.domain_id) ?? "a deleted domain" : "any domain"}`}</td>
+              <td class="mono">{k.token_prefix}…</td>
+              <td><Time at={k.created_at} /></td><td><Time at={k.last_used_at} /></td>
+              {v.canManage ? (
+                <td>
+                  <form method="post" class="inline" data-api={`/dashboard/api/api-keys/${k.id}/revoke`} data-confirm={`Revoke ${k.name}? Apps using it stop working at once.`}>
+                    <button type="submit" class="danger" aria-label={`Revoke ${k.name}`}>Revoke</button>
+                  </form>
+                </td>
+              ) : null}
             </tr>
           ))}</tbody>
         </table>

@@ -688,7 +688,7 @@ async function settingsPage(c: DashCtx): Promise<Response> {
       <section class="panel" aria-labelledby="members">
         <h2 id="members">Members</h2>
         <table>
-          <thead><tr><th scope="col">Name</th><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Since</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
+          <thead><tr><th scope="col">Name</th><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Since</th>{v.canManage ? <th scope="col"><span class="muted">Actions</span></th> : null}</tr></thead>
           <tbody>
             {members.map((m) => (
               <tr>
@@ -702,11 +702,11 @@ async function settingsPage(c: DashCtx): Promise<Response> {
                   </form>
                 ) : m.role}</td>
                 <td><Time at={m.since} /></td>
-                <td>{v.canManage && m.userId !== v.user.id ? (
+                {v.canManage ? <td>{m.userId !== v.user.id ? (
                   <form method="post" class="inline" data-api={`/dashboard/api/members/${m.userId}/remove`} data-confirm={`Remove ${m.email} from ${v.account.name}?`}>
                     <button type="submit" class="danger">Remove</button>
                   </form>
-                ) : null}</td>
+                ) : null}</td> : null}
               </tr>
             ))}
           </tbody>
