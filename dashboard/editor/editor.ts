@@ -807,7 +807,7 @@ async function review() {
   section($("#review-warnings"), `Look at ${r.warnings.length === 1 ? "this" : "these"} before ${verb}`, "warning", r.warnings, false);
   const verdict = $("#review-verdict");
   verdict.textContent = r.verdict;
-  verdict.className = r.blocking.length ? "error" : r.warnings.length ? "warn-text" : "ok";
+  verdict.className = r.blocking.length ? "error" : r.warnings.length || r.insights.some((i) => i.status === "failed") ? "warn-text" : "ok";
   const order = { failed: 0, warning: 1, passed: 2 };
   const problems = r.insights.filter((i) => i.status !== "passed").sort((a, b) => order[a.status] - order[b.status]);
   const passed = r.insights.filter((i) => i.status === "passed");

@@ -783,11 +783,11 @@ async function settingsPage(c: DashCtx): Promise<Response> {
               <p>Scan this code with your authenticator app (or copy the link into it, or type the setup key), then enter the code it shows.</p>
               <img data-field="totpQr" alt="QR code of the authenticator link" width="200" height="200" style="background:#fff;border-radius:6px" />
               <div class="row">
-                <label>Setup key<input id="totp-secret" data-field="totpURI" data-param="secret" readonly class="mono" aria-label="Setup key" /></label>
+                <label>Setup key<input id="totp-secret" data-field="totpURI" data-param="secret" readonly class="mono" size={36} aria-label="Setup key" /></label>
                 <button type="button" class="secondary" data-copy-from="totp-secret">Copy key</button>
               </div>
               <div class="row">
-                <label>Authenticator link<input id="totp-uri" data-field="totpURI" readonly class="mono" aria-label="Authenticator link" /></label>
+                <label>Authenticator link<input id="totp-uri" data-field="totpURI" readonly class="mono" size={52} aria-label="Authenticator link" /></label>
                 <button type="button" class="secondary" data-copy-from="totp-uri">Copy link</button>
               </div>
               <p>Recovery codes: each works once if you lose your device. Keep them somewhere safe; they are shown only now.</p>

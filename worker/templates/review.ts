@@ -66,7 +66,8 @@ export async function reviewTemplate(env: Env, principal: Principal, row: Templa
     const where = (k: string) => {
       const places = [["the subject", draft.subject], ["the body", draft.html], ["the text version", draft.text]]
         .filter(([, source]) => placeholderParts(source ?? "").some((p) => !("text" in p) && p.key === k)).map(([place]) => place);
-      return places.length ? ` (in ${places.join(" and ")})` : "";
+      const listed = places.length > 1 ? `${places.slice(0, -1).join(", ")} and ${places[places.length - 1]}` : places[0];
+      return listed ? ` (in ${listed})` : "";
     };
     const list = undeclared.map((k) => `\`${k}\`${where(k)}`).join(", ");
     warnings.push(`${list} ${undeclared.length === 1 ? "is" : "are"} used without a fallback and not declared, so every send must give ${undeclared.length === 1 ? "its value" : "their values"} in \`template.variables\`, or is refused. Give the placeholder a fallback, as in {{{${undeclared[0]}|fallback}}}, or declare ${undeclared.length === 1 ? "it" : "them"} with one (\`variables\` in the API).`);
