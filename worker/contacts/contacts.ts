@@ -8,7 +8,7 @@ import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
 import { contactSegments, contactTopics, contacts, segments, topics, type ContactRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
-import { announce, contactOutboxEvent, outboxInsert, type OutboxEvent } from "../events/outbox.ts";
+import { announce, announceHeard, contactOutboxEvent, outboxInsert, type OutboxEvent } from "../events/outbox.ts";
 import { uuidv7 } from "../ids.ts";
 import { addressKey } from "../mime/address.ts";
 import { finishPage, pageQuery, type Page } from "../pagination.ts";
@@ -339,6 +339,6 @@ export async function changeContactsInChunks(env: ContactEnv, accountId: string,
       db.update(contacts).set({ updatedAt: now }).where(and(eq(contacts.accountId, accountId), inArray(contacts.id, ids))),
       ...events.map((e) => outboxInsert(db, e)),
     ] as unknown as [BatchItem<"sqlite">]);
-    await announce(env, events);
+    await announceHeard(env, events);
   }
 }

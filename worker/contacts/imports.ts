@@ -8,7 +8,7 @@ import { drizzle } from "drizzle-orm/d1";
 import Papa from "papaparse";
 import { contactImports, contactSegments, contactTopics, contacts, type ContactImportRow, type ContactRow } from "../db/schema.ts";
 import { ApiError, describeFailure } from "../errors.ts";
-import { announce, contactOutboxEvent, outboxInsert, type OutboxEvent } from "../events/outbox.ts";
+import { announceHeard, contactOutboxEvent, outboxInsert, type OutboxEvent } from "../events/outbox.ts";
 import { utf8Bytes } from "../db/row-size.ts";
 import { uuidv7 } from "../ids.ts";
 import { parseMailbox } from "../mime/address.ts";
@@ -623,7 +623,7 @@ async function importChunk(env: Pick<Env, "DB" | "WEBHOOK_QUEUE">, imp: ContactI
     ...(failures.length > kept ? { failuresJson: JSON.stringify(failures) } : {}),
   }).where(and(eq(contactImports.id, imp.id), eq(contactImports.cursor, imp.cursor))));
   await db.batch(changes as unknown as [BatchItem<"sqlite">]);
-  await announce(env, events);
+  await announceHeard(env, events);
 }
 
 /** The cron's share: an import whose run died (its lease ran out) is handed to a new one. */

@@ -119,6 +119,25 @@ export function contactOutboxEvent(accountId: string, type: ContactEventType, co
   return outboxEvent(accountId, contactEventPayload(type, contact, now), now);
 }
 
+/** announce for events written through drizzle's outboxInsert, which does not say whether it
+ * wrote its row: one read of which types the accounts' enabled endpoints hear first, so that a
+ * contact import of an account without endpoints sends no hint per contact. A read that fails
+ * hints them all (the consumer skips what was not written). */
+export async function announceHeard(env: Pick<Env, "DB" | "WEBHOOK_QUEUE">, events: readonly OutboxEvent[]): Promise<void> {
+  if (events.length === 0) return;
+  let heard: Set<string> | null = null;
+  try {
+    const accounts = [...new Set(events.map((e) => e.accountId))];
+    const rows = await env.DB.prepare(
+      `SELECT DISTINCT w.account_id AS account, j.value AS type FROM webhooks w, json_each(w.events_json) j WHERE w.status = 'enabled' AND w.account_id IN (${accounts.map(() => "?").join(", ")})`,
+    ).bind(...accounts).all<{ account: string; type: string }>();
+    heard = new Set(rows.results.map((r) => `${r.account} ${r.type}`));
+  } catch (err) {
+    console.error("webhook subscriptions not read; hinting every event", err instanceof Error ? err.message : String(err));
+  }
+  await announce(env, heard ? events.filter((e) => heard.has(`${e.accountId} ${e.type}`)) : events);
+}
+
 /** Tells the webhook consumer about committed events. Best effort: the cron finds any event
  * whose hint was lost. */
 export async function announce(env: Pick<Env, "WEBHOOK_QUEUE">, events: readonly OutboxEvent[]): Promise<void> {
