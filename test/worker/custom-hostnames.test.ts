@@ -243,7 +243,7 @@ describe("custom hostnames of tracking hosts", () => {
     expect(await atCloudflare(host)).toEqual([]);
     const failed = (await hostRow(host))!;
     expect(failed).toMatchObject({ wanted: 1, cloudflare_id: null, attempts: 1 });
-    expect(failed.last_error).toMatch(/Cloudflare POST custom_hostnames: HTTP 503: 10013 Service temporarily unavailable/);
+    expect(failed.last_error).toMatch(/Cloudflare POST custom_hostnames: HTTP 503: Service temporarily unavailable \(10013\)/);
     expect(failed.next_sync_at).toBeGreaterThan(Date.now());
     expect(errors.mock.calls.flat().join(" ")).toContain(host);
     // Back: the cron creates it.
@@ -303,7 +303,7 @@ describe("custom hostnames of tracking hosts", () => {
     const wrong = cloudflareCustomHostnames({ ...readConfig(env).customHostnames!, token: "wrong-token-1234" });
     const refused = await wrong.create("x.example.test").catch((e: unknown) => e);
     expect(refused).toBeInstanceOf(CloudflareApiError);
-    expect((refused as Error).message).toBe("Cloudflare POST custom_hostnames: HTTP 403: 10000 Authentication error");
+    expect((refused as Error).message).toBe("Cloudflare POST custom_hostnames: HTTP 403: Authentication error (10000)");
     // Unreachable: said so, with no token either.
     const down = await cloudflareCustomHostnames({ apiUrl: "http://127.0.0.1:9/client/v4", zoneId: "z", token }).get("id").catch((e: unknown) => e);
     expect((down as Error).message).toMatch(/^Cloudflare GET custom_hostnames\/id: could not be reached/);

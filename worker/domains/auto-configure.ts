@@ -6,7 +6,8 @@
 // as POST /domains/{id}/verify does.
 import type { TernConfig } from "../config.ts";
 import { ApiError } from "../errors.ts";
-import { cloudflareDns, CloudflareDnsError, CNAME_CONFLICT_CODES, RECORD_EXISTS_CODES, type CloudflareDnsApi, type CloudflareDnsRecord, type NewDnsRecord, type Zone } from "./cloudflare-dns.ts";
+import { CloudflareApiError } from "../cloudflare-api.ts";
+import { cloudflareDns, CNAME_CONFLICT_CODES, RECORD_EXISTS_CODES, type CloudflareDnsApi, type CloudflareDnsRecord, type NewDnsRecord, type Zone } from "./cloudflare-dns.ts";
 import { dohResolver, joinTxt, type Resolver } from "./dns.ts";
 import { checkDomain, expectedFor, hostsFor, type DomainWithKeys } from "./service.ts";
 import { judge, organizationalDomain, recommendedDmarc, type ExpectedRecord } from "./verification.ts";
@@ -80,7 +81,7 @@ export async function autoConfigureDomain(
       created++;
       return { ...entry, result: "created" };
     } catch (err) {
-      if (!(err instanceof CloudflareDnsError)) throw err;
+      if (!(err instanceof CloudflareApiError)) throw err;
       if (err.codes.some((c) => RECORD_EXISTS_CODES.includes(c))) return { ...entry, result: "already_present", detail: "Cloudflare already has this record." };
       if (err.codes.some((c) => CNAME_CONFLICT_CODES.includes(c))) {
         return { ...entry, result: "conflict", detail: `Cloudflare refused it: ${err.cloudflareMessage}. A CNAME cannot share its name with other records; settle ${entry.fqdn} by hand, then run this again.` };
@@ -152,7 +153,7 @@ async function guard<T>(call: () => Promise<T>, doing: string): Promise<T> {
   try {
     return await call();
   } catch (err) {
-    if (!(err instanceof CloudflareDnsError)) throw err;
+    if (!(err instanceof CloudflareApiError)) throw err;
     if (err.auth) throw permissionError(`Cloudflare refused the token when tern tried to ${doing} (${err.cloudflareMessage || `HTTP ${err.status}`}).`);
     throw new ApiError("application_error", `Cloudflare's API did not answer as expected when tern tried to ${doing} (${err.message.replace(/^Cloudflare /, "")}). Nothing was changed; try again in a few minutes.`, 502);
   }

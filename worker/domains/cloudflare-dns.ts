@@ -2,12 +2,9 @@
 // the zone holding a name (GET /zones?name=), list the records at a name (GET
 // /zones/{id}/dns_records?name=), create one (POST /zones/{id}/dns_records). Nothing here
 // updates or deletes a record. Answers are read from the v4 envelope ({success, errors,
-// messages, result, result_info}) with zod; any failure is a CloudflareDnsError whose message
-// names the call and Cloudflare's words, never the token.
+// messages, result, result_info}) with zod; any failure is a CloudflareApiError (worker/cloudflare-api.ts).
 import { z } from "zod";
-
-/** How long one call may take: the tenant waits for every call of the request. */
-const TIMEOUT_MS = 10_000;
+import { callCloudflare, CloudflareApiError, type Envelope, type Fetch } from "../cloudflare-api.ts";
 
 /** Cloudflare's codes for a record that is already there (HTTP 400): another record of the
  * kind ("Record already exists.") or the very same ("An identical record already exists."). */
@@ -15,21 +12,6 @@ export const RECORD_EXISTS_CODES = [81057, 81058];
 /** A CNAME cannot share its name: creating one where other records are (81053), or another
  * record where a CNAME is (81054). */
 export const CNAME_CONFLICT_CODES = [81053, 81054];
-/** The token is unknown or expired ("Invalid access token", 9109; "Invalid API Token", 1000),
- * lacks the permission the call needs (10000, or 9109 "Unauthorized to access requested
- * resource"), or is malformed (6003 with 6111 in its chain, HTTP 400). */
-export const AUTH_CODES = [1000, 6003, 6111, 9109, 10000];
-
-const ApiMessage = z.object({ code: z.number(), message: z.string(), error_chain: z.array(z.object({ code: z.number(), message: z.string() }).passthrough()).optional() }).passthrough();
-
-const Envelope = z.object({
-  success: z.boolean(),
-  errors: z.array(ApiMessage).default([]),
-  messages: z.array(z.unknown()).default([]),
-  result: z.unknown(),
-  result_info: z.object({ page: z.number().optional(), total_pages: z.number().optional(), count: z.number().optional(), total_count: z.number().optional() }).passthrough().optional(),
-});
-
 const ZoneSchema = z.object({ id: z.string().min(1), name: z.string().min(1), status: z.string().optional() }).passthrough();
 export type Zone = z.infer<typeof ZoneSchema>;
 
@@ -53,18 +35,6 @@ export interface NewDnsRecord {
   comment?: string;
 }
 
-export class CloudflareDnsError extends Error {
-  constructor(message: string, readonly status: number | null, readonly codes: number[] = [], readonly cloudflareMessage = "") {
-    super(message);
-    this.name = "CloudflareDnsError";
-  }
-
-  /** Cloudflare refused the token, or the permission it needs for this call. */
-  get auth(): boolean {
-    return this.status === 401 || this.status === 403 || this.codes.some((c) => AUTH_CODES.includes(c));
-  }
-}
-
 export interface CloudflareDnsApi {
   /** The zone named exactly `name` that the token sees, or null. */
   zoneNamed(name: string): Promise<Zone | null>;
@@ -73,43 +43,13 @@ export interface CloudflareDnsApi {
   create(zoneId: string, record: NewDnsRecord): Promise<CloudflareDnsRecord>;
 }
 
-type Fetch = (input: string, init: RequestInit) => Promise<Response>;
-
 export function cloudflareDns(apiUrl: string, token: string, fetcher: Fetch = (i, init) => fetch(i, init)): CloudflareDnsApi {
-  async function call(method: "GET" | "POST", path: string, what: string, body?: unknown): Promise<z.infer<typeof Envelope>> {
-    let res: Response;
-    try {
-      res = await fetcher(`${apiUrl}${path}`, {
-        method,
-        headers: { authorization: `Bearer ${token}`, accept: "application/json", ...(body ? { "content-type": "application/json" } : {}) },
-        body: body ? JSON.stringify(body) : undefined,
-        signal: AbortSignal.timeout(TIMEOUT_MS),
-      });
-    } catch (err) {
-      const reason = err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError") ? `no answer within ${TIMEOUT_MS / 1000} s` : `could not be reached (${err instanceof Error ? err.message : String(err)})`;
-      throw new CloudflareDnsError(`Cloudflare ${what}: ${redact(reason, token)}`, null);
-    }
-    const text = await res.text().catch(() => "");
-    let parsed: z.infer<typeof Envelope> | null = null;
-    try {
-      const r = Envelope.safeParse(JSON.parse(text));
-      if (r.success) parsed = r.data;
-    } catch {}
-    if (!parsed) {
-      throw new CloudflareDnsError(`Cloudflare ${what}: HTTP ${res.status} with an answer that is not Cloudflare's API envelope (${res.headers.get("content-type") ?? "no content type"})`, res.status);
-    }
-    if (!parsed.success || !res.ok) {
-      // error_chain holds the specific reason under a generic one ("DNS Validation Error").
-      const words = parsed.errors.map((e) => [`${e.message} (${e.code})`, ...(e.error_chain ?? []).map((c) => `${c.message} (${c.code})`)].join(": ")).join("; ") || "no reason given";
-      const codes = parsed.errors.flatMap((e) => [e.code, ...(e.error_chain ?? []).map((c) => c.code)]);
-      throw new CloudflareDnsError(`Cloudflare ${what}: HTTP ${res.status}: ${redact(words, token)}`, res.status, codes, redact(words, token).slice(0, 500));
-    }
-    return parsed;
-  }
+  const call = async (method: "GET" | "POST", path: string, what: string, body?: unknown): Promise<Envelope> =>
+    (await callCloudflare(fetcher, `${apiUrl}${path}`, token, method, `Cloudflare ${what}`, body)).envelope;
 
   function listOf<T extends z.ZodType>(what: string, schema: T, result: unknown): z.infer<T>[] {
     const r = z.array(schema).safeParse(result);
-    if (!r.success) throw new CloudflareDnsError(`Cloudflare ${what}: the result is not a list of what was asked (${r.error.issues[0]?.path.join(".") || "result"}: ${r.error.issues[0]?.message})`, 200);
+    if (!r.success) throw new CloudflareApiError(`Cloudflare ${what}: the result is not a list of what was asked (${r.error.issues[0]?.path.join(".") || "result"}: ${r.error.issues[0]?.message})`, 200);
     return r.data;
   }
 
@@ -142,13 +82,8 @@ export function cloudflareDns(apiUrl: string, token: string, fetcher: Fetch = (i
         ...(record.comment ? { comment: record.comment } : {}),
       });
       const r = DnsRecordSchema.safeParse(env.result);
-      if (!r.success) throw new CloudflareDnsError("Cloudflare POST dns_records: the result is not a DNS record", 200);
+      if (!r.success) throw new CloudflareApiError("Cloudflare POST dns_records: the result is not a DNS record", 200);
       return r.data;
     },
   };
-}
-
-/** A message from elsewhere (an error, Cloudflare's own words) never repeats the token. */
-export function redact(text: string, token: string): string {
-  return token ? text.split(token).join("[token]") : text;
 }

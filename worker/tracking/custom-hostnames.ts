@@ -1,26 +1,15 @@
 // Cloudflare for SaaS custom hostnames, the narrow seam tern manages domains' tracking hosts
 // through: create, get, find by name, delete (POST/GET/DELETE /zones/{zone}/custom_hostnames).
 // A custom hostname is what gives links.<domain> a certificate and routes it to the Worker.
-// Answers are read from Cloudflare's v4 envelope ({success, errors, messages, result}) with
-// zod; anything else is a CloudflareApiError whose message names the call and the answer,
-// never the token.
+// Calls, answers and errors as worker/cloudflare-api.ts makes them.
 import { z } from "zod";
+import { callCloudflare, CloudflareApiError, type Fetch } from "../cloudflare-api.ts";
 import type { CustomHostnamesConfig } from "../config.ts";
 
-/** How long one call may take: a request waits for it after its D1 write has committed. */
-const TIMEOUT_MS = 10_000;
+export { CloudflareApiError };
 
 /** Cloudflare's code for a hostname the zone already has (HTTP 409). */
 export const DUPLICATE_HOSTNAME_CODE = 1406;
-
-const ApiMessage = z.object({ code: z.number(), message: z.string() }).passthrough();
-
-const Envelope = z.object({
-  success: z.boolean(),
-  errors: z.array(ApiMessage).default([]),
-  messages: z.array(z.unknown()).default([]),
-  result: z.unknown(),
-});
 
 /** The fields of a custom hostname tern reads (Cloudflare sends many more). */
 const CustomHostnameSchema = z.object({
@@ -41,13 +30,6 @@ const CustomHostnameSchema = z.object({
 
 export type CustomHostname = z.infer<typeof CustomHostnameSchema>;
 
-export class CloudflareApiError extends Error {
-  constructor(message: string, readonly status: number | null, readonly codes: number[] = []) {
-    super(message);
-    this.name = "CloudflareApiError";
-  }
-}
-
 export interface CustomHostnamesApi {
   /** Creates the hostname, or answers the zone's existing one of that name (`adopted`). */
   create(hostname: string): Promise<{ hostname: CustomHostname; adopted: boolean }>;
@@ -65,40 +47,11 @@ export interface CustomHostnamesApi {
 /** Every hostname's certificate: HTTP validation through the tenant's CNAME, TLS 1.2 at least. */
 const SSL_SETTINGS = { method: "http", type: "dv", settings: { min_tls_version: "1.2" } } as const;
 
-type Fetch = (input: string, init: RequestInit) => Promise<Response>;
 
 export function cloudflareCustomHostnames(config: CustomHostnamesConfig, fetcher: Fetch = (i, init) => fetch(i, init)): CustomHostnamesApi {
   const base = `${config.apiUrl}/zones/${encodeURIComponent(config.zoneId)}/custom_hostnames`;
-
-  async function call(method: string, path: string, body?: unknown): Promise<{ status: number; envelope: z.infer<typeof Envelope> }> {
-    const what = `Cloudflare ${method} custom_hostnames${path.startsWith("?") ? "" : path}`;
-    let res: Response;
-    try {
-      res = await fetcher(`${base}${path}`, {
-        method,
-        headers: { authorization: `Bearer ${config.token}`, accept: "application/json", ...(body ? { "content-type": "application/json" } : {}) },
-        body: body ? JSON.stringify(body) : undefined,
-        signal: AbortSignal.timeout(TIMEOUT_MS),
-      });
-    } catch (err) {
-      const reason = err instanceof Error && (err.name === "TimeoutError" || err.name === "AbortError") ? `no answer within ${TIMEOUT_MS / 1000} s` : `could not be reached (${err instanceof Error ? err.message : String(err)})`;
-      throw new CloudflareApiError(`${what}: ${redact(reason, config.token)}`, null);
-    }
-    const text = await res.text();
-    let parsed: z.infer<typeof Envelope> | null = null;
-    try {
-      const r = Envelope.safeParse(JSON.parse(text));
-      if (r.success) parsed = r.data;
-    } catch {}
-    if (!parsed) {
-      throw new CloudflareApiError(`${what}: HTTP ${res.status} with an answer that is not Cloudflare's API envelope (${res.headers.get("content-type") ?? "no content type"})`, res.status);
-    }
-    if (!parsed.success || !res.ok) {
-      const errors = parsed.errors.map((e) => `${e.code} ${e.message}`).join("; ") || "no reason given";
-      throw new CloudflareApiError(`${what}: HTTP ${res.status}: ${redact(errors, config.token)}`, res.status, parsed.errors.map((e) => e.code));
-    }
-    return { status: res.status, envelope: parsed };
-  }
+  const call = (method: string, path: string, body?: unknown) =>
+    callCloudflare(fetcher, `${base}${path}`, config.token, method, `Cloudflare ${method} custom_hostnames${path.startsWith("?") ? "" : path}`, body);
 
   function hostnameOf(what: string, result: unknown): CustomHostname {
     const r = CustomHostnameSchema.safeParse(result);
@@ -152,10 +105,6 @@ export function cloudflareCustomHostnames(config: CustomHostnamesConfig, fetcher
   return api;
 }
 
-/** A message from elsewhere (an error, Cloudflare's own words) never repeats the token. */
-function redact(text: string, token: string): string {
-  return token ? text.split(token).join("[token]") : text;
-}
 
 /** What a custom hostname's state means for links on it. */
 export type CertificateState =
