@@ -83,7 +83,7 @@ export async function takeRequest(env: Env, principal: Principal): Promise<RateV
   const stub = inJurisdiction(env, env.RATE_LIMITER).getByName(`rate:${principal.accountId}`);
   const verdict = await leases.take(principal.accountId, principal.rateLimit, (want) => stub.take(principal.rateLimit, want));
   if (!verdict.allowed) {
-    throw new ApiError("rate_limit_exceeded", `Too many requests: this account may make ${verdict.limit} requests per second. Retry after ${verdict.retryAfter} second${verdict.retryAfter === 1 ? "" : "s"}.`, 429, rateHeaders(verdict));
+    throw new ApiError("rate_limit_exceeded", `Too many requests: this account may make ${verdict.limit} request${verdict.limit === 1 ? "" : "s"} per second. Retry after ${verdict.retryAfter} second${verdict.retryAfter === 1 ? "" : "s"}.`, 429, rateHeaders(verdict));
   }
   return verdict;
 }

@@ -3,6 +3,8 @@
 // every rule (validation, ownership, what a key may do) is written once.
 import type { Hono } from "hono";
 import { createApiKey, listApiKeyDetails, revokeApiKey } from "../api-keys/service.ts";
+import { takeRequest } from "../rate-limit.ts";
+import { principalOf } from "./broadcasts.tsx";
 import { readConfig } from "../config.ts";
 import { checkDomain, createDomain, deleteDomain, domainDetails, domainView, findDomain, lastCheckOf, listDomains, patchDomain, rotateDkim, rotationAlgorithm, type DomainDetails, type DomainView } from "../domains/service.ts";
 import { autoConfigureDomain, type AutoConfiguredRecord } from "../domains/auto-configure.ts";
@@ -861,6 +863,9 @@ export function registerResourcePages(app: Hono<DashEnv>): void {
   app.post("/api/domains/:id/verify", async (c) => {
     const v = c.get("viewer");
     requireManager(v);
+    // A check costs DNS lookups (and maybe a Cloudflare call): it spends the account's request
+    // rate as the API's POST /domains/{id}/verify does.
+    await takeRequest(c.env, principalOf(v));
     const config = readConfig(c.env);
     const checked = await checkDomain(c.env, config, await findDomain(c.env.DB, v.account.id, c.req.param("id")), Date.now(), { restart: true });
     await audit(c.env, v, { action: "domain.verification_requested", target: checked.row.name });
@@ -870,6 +875,7 @@ export function registerResourcePages(app: Hono<DashEnv>): void {
   app.post("/api/domains/:id/auto-configure", async (c) => {
     const v = c.get("viewer");
     requireManager(v);
+    await takeRequest(c.env, principalOf(v));
     const b = validate(AutoConfigureRequest, await body(c));
     const config = readConfig(c.env);
     const current = await findDomain(c.env.DB, v.account.id, c.req.param("id"));
