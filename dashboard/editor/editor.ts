@@ -660,7 +660,8 @@ async function save(): Promise<boolean> {
       const replacing = replaceBody;
       await call(base, { ...settingsValues(), ...(bodyKept ? {} : { document: editor.getJSON(), ...(replacing ? { replace_body: true } : {}) }) });
       if (replacing) replaceBody = false;
-      saveState.textContent = `Saved at ${new Date().toLocaleTimeString()}`;
+      // UTC, as every time the dashboard shows.
+      saveState.textContent = `Saved at ${new Date().toISOString().slice(11, 19)} UTC`;
       showError(null);
       return true;
     } catch (err) {

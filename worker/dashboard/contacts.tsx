@@ -262,7 +262,7 @@ async function segmentsPage(c: DashCtx) {
             <tr>
               <td>{s.name}</td>
               <td><a href={`/dashboard/contacts${qs({ segment: s.id })}`}>{counts.get(s.id) ?? 0}</a></td>
-              <td class="mono">{s.id}</td>
+              <td class="mono">{s.id} <Copy value={s.id} label={`Copy the id of ${s.name}`} /></td>
               <td><Time at={s.createdAt} /></td>
               <td>
                 <form method="post" class="inline" data-api={`/dashboard/api/segments/${s.id}/delete`} data-confirm={`Delete the segment ${s.name}? Its ${counts.get(s.id) ?? 0} contacts stay; they leave the segment.`}>
@@ -308,7 +308,7 @@ async function topicsPage(c: DashCtx) {
               <tr>
                 <td>
                   <input form={form} name="name" value={t.name} maxlength={50} required size={16} aria-label={`Name of the topic ${t.name}`} />
-                  <div class="muted mono small">{t.id}</div>
+                  <div class="muted mono small">{t.id} <Copy value={t.id} label={`Copy the id of ${t.name}`} /></div>
                 </td>
                 <td><input form={form} name="description" value={t.description ?? ""} maxlength={200} data-keep-empty size={22} placeholder="none" aria-label={`Description of ${t.name}`} /></td>
                 <td>

@@ -174,7 +174,7 @@ function Health(props: { h: AccountHealth }) {
       {h.sending_paused ? (
         <p class="error" role="alert">Sending is paused: new emails are refused until the {h.window_days}-day rates are under the limits again. Mail already accepted is still delivered.</p>
       ) : (
-        <p>Sending is on. {h.pause_enabled ? "It pauses if a rate goes over its limit (the operator turned HEALTH_PAUSE on)." : "This tern does not pause sending over a limit (the operator's HEALTH_PAUSE setting is off)."}</p>
+        <p>Sending is on. {h.pause_enabled ? "It pauses if a rate goes over its limit: this deployment pauses accounts whose bounces or complaints are too high." : "This deployment does not pause sending over a limit: keep the rates under them yourself, as mailbox providers will not wait."}</p>
       )}
     </section>
   );
