@@ -24,7 +24,7 @@ function draw(el) {
   const hourly = el.dataset.granularity === "hourly";
   const axis = { stroke: cssVar("--muted"), grid: { stroke: cssVar("--border"), width: 1 }, ticks: { stroke: cssVar("--border"), width: 1 } };
   /** @param {number} v */
-  const fmt = (v) => (v == null ? "-" : percent ? `${+v.toFixed(3)}%` : v.toLocaleString("en-US"));
+  const fmt = (v) => (v == null ? "-" : percent ? `${+v.toFixed(2)}%` : v.toLocaleString("en-US"));
   const granularity = el.dataset.granularity;
   const timeZone = el.dataset.timezone || "UTC";
   // Periods start at midnight (or the hour) in the chosen timezone: label them there.
