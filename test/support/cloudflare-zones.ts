@@ -46,7 +46,8 @@ interface DnsRecord {
 interface Zone {
   id: string;
   name: string;
-  status: "active";
+  /** "pending": its nameservers are not Cloudflare's yet (it holds records but serves none). */
+  status: "active" | "pending";
   records: DnsRecord[];
   tokens: Map<string, Permission>;
   outage: { mode: Mode; method?: string } | null;
@@ -116,7 +117,8 @@ export function cloudflareZones(dns: Publisher | undefined) {
       ...(type === "MX" ? { priority: Number(b.priority) } : {}), comment: typeof b.comment === "string" ? b.comment : null, tags: [], created_on: now, modified_on: now,
     };
     z.records.push(r);
-    publish(full, type);
+    // A pending zone holds records but serves none: its nameservers are not Cloudflare's yet.
+    if (z.status === "active") publish(full, type);
     return r;
   }
 
@@ -201,10 +203,10 @@ export function cloudflareZones(dns: Publisher | undefined) {
   async function control(req: IncomingMessage, res: ServerResponse, url: URL): Promise<boolean> {
     const reply = (status: number, body: unknown) => res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
     if (url.pathname === "/control/zones" && req.method === "POST") {
-      const b = JSON.parse(await readBody(req)) as { name: string; records?: Record<string, unknown>[] };
+      const b = JSON.parse(await readBody(req)) as { name: string; records?: Record<string, unknown>[]; status?: "active" | "pending" };
       const tokens = { edit: newToken(), read: newToken(), zone: newToken() };
       const z: Zone = {
-        id: randomBytes(16).toString("hex"), name: b.name.toLowerCase(), status: "active", records: [], outage: null, seen: [],
+        id: randomBytes(16).toString("hex"), name: b.name.toLowerCase(), status: b.status ?? "active", records: [], outage: null, seen: [],
         tokens: new Map([[tokens.edit, "edit"], [tokens.read, "read"], [tokens.zone, "zone"]]),
       };
       zones.set(z.id, z);

@@ -23,8 +23,8 @@ interface Answer { object: string; id: string; zone: { id: string; name: string 
 const DASH = "https://t.tern.test";
 const cf = (path: string, init?: RequestInit) => fetch(`http://127.0.0.1:${env.TEST_PEERS.cloudflare}${path}`, init);
 
-async function makeZone(name: string, records: Record<string, unknown>[] = []): Promise<ZoneMade> {
-  const res = await cf("/control/zones", { method: "POST", body: JSON.stringify({ name, records }) });
+async function makeZone(name: string, records: Record<string, unknown>[] = [], status: "active" | "pending" = "active"): Promise<ZoneMade> {
+  const res = await cf("/control/zones", { method: "POST", body: JSON.stringify({ name, records, status }) });
   expect(res.status).toBe(200);
   return (await res.json()) as ZoneMade;
 }
@@ -86,6 +86,21 @@ afterEach(() => {
 });
 
 describe("POST /domains/{id}/auto-configure", () => {
+  it("says when the zone is not active yet: the records are made, DNS does not serve them, and the answer says why", async () => {
+    const zoneName = apex();
+    const zone = await makeZone(zoneName, [], "pending");
+    const d = await addDomain(acct, `mail.${zoneName}`);
+    const res = await configure(acct.token, d.id, zone.tokens.edit);
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as Answer & { zone: { status: string | null } };
+    expect(body.zone).toEqual({ id: zone.id, name: zoneName, status: "pending" });
+    expect(body.records.every((r) => r.result === "created")).toBe(true);
+    expect(body.domain.status).not.toBe("verified");
+    const { autoConfigureNotice } = await import("../../worker/dashboard/resources.tsx");
+    expect(autoConfigureNotice(zoneName, [], body.domain.status, body.zone.status)).toMatch(/The zone is pending at Cloudflare: its records are answered only once the domain's nameservers are Cloudflare's\.$/);
+    expect(autoConfigureNotice(zoneName, [], "verified", "active")).not.toMatch(/nameservers/);
+  });
+
   it("sets a fresh domain up in one call: every record created in the zone above it, the domain verified over DNS, the token nowhere", async () => {
     const zoneName = apex();
     const zone = await makeZone(zoneName);

@@ -443,13 +443,15 @@ export function autoConfigureLine(r: AutoConfiguredRecord): string {
 }
 
 /** What the setup did, in one sentence above the list. */
-export function autoConfigureNotice(zone: string, records: AutoConfiguredRecord[], status: string): string {
+export function autoConfigureNotice(zone: string, records: AutoConfiguredRecord[], status: string, zoneStatus: string | null = "active"): string {
   const count = (k: AutoConfiguredRecord["result"]) => records.filter((r) => r.result === k).length;
   const parts = [`${count("created")} created`, `${count("already_present")} already there`];
   if (count("conflict")) parts.push(`${count("conflict")} to settle by hand`);
   if (count("failed")) parts.push(`${count("failed")} failed`);
   const after = status === "verified" ? "The domain is verified and can send." : `The domain is ${status.replace(/_/g, " ")} for now; tern keeps checking for 72 hours.`;
-  return `In the Cloudflare zone ${zone}: ${parts.join(", ")}. ${after}`;
+  // A zone whose nameservers are not Cloudflare's yet holds the records but serves none.
+  const inactive = zoneStatus && zoneStatus !== "active" ? ` The zone is ${zoneStatus} at Cloudflare: its records are answered only once the domain's nameservers are Cloudflare's.` : "";
+  return `In the Cloudflare zone ${zone}: ${parts.join(", ")}. ${after}${inactive}`;
 }
 
 // ---- API keys ---------------------------------------------------------------------------
@@ -883,7 +885,7 @@ export function registerResourcePages(app: Hono<DashEnv>): void {
     const count = (k: AutoConfiguredRecord["result"]) => done.records.filter((r) => r.result === k).length;
     await audit(c.env, v, { action: "domain.auto_configured", target: current.row.name, detail: { zone: done.zone.name, created: count("created"), conflicts: count("conflict"), failed: count("failed") } });
     const status = domainView(done.domain, config).status;
-    return c.json({ status, notice: autoConfigureNotice(done.zone.name, done.records, status), lines: done.records.map(autoConfigureLine) });
+    return c.json({ status, notice: autoConfigureNotice(done.zone.name, done.records, status, done.zone.status), lines: done.records.map(autoConfigureLine) });
   });
   app.post("/api/domains/:id/settings", async (c) => {
     const v = c.get("viewer");

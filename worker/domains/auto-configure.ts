@@ -31,7 +31,8 @@ export interface AutoConfiguredRecord {
 }
 
 export interface AutoConfigureOutcome {
-  zone: { id: string; name: string };
+  /** `status`: Cloudflare's (active, pending, ...); a zone not active serves no DNS yet. */
+  zone: { id: string; name: string; status: string | null };
   records: AutoConfiguredRecord[];
   /** The domain after its check. */
   domain: DomainWithKeys;
@@ -124,7 +125,7 @@ export async function autoConfigureDomain(
 
   // The domain's normal check, at once: what was just created is usually served already.
   const checked = await checkDomain(env, config, current, now, { restart: true, resolver: opts.resolver });
-  return { zone: { id: zone.id, name: zone.name }, records: out, domain: checked };
+  return { zone: { id: zone.id, name: zone.name, status: zone.status ?? null }, records: out, domain: checked };
 }
 
 /** The zone that holds `name`: the name itself, else each parent up to its organizational

@@ -180,7 +180,7 @@ const AutoConfigured = z
   .object({
     object: z.literal("domain_auto_configure"),
     id: z.string(),
-    zone: z.object({ id: z.string(), name: z.string() }),
+    zone: z.object({ id: z.string(), name: z.string(), status: z.string().nullable().openapi({ description: "Cloudflare's status of the zone: one not `active` (its nameservers not yet Cloudflare's) holds the records but serves none." }) }),
     records: z.array(z.object({
       record: z.enum(["DKIM", "SPF", "Receiving", "Tracking", "DMARC"]),
       name: z.string(),
