@@ -890,6 +890,8 @@ export function registerResourcePages(app: Hono<DashEnv>): void {
   app.post("/api/domains/:id/settings", async (c) => {
     const v = c.get("viewer");
     requireManager(v);
+    // A changed tracking label may call Cloudflare: the account's rate, as the API's PATCH.
+    await takeRequest(c.env, principalOf(v));
     const raw = await body(c);
     // An emptied field takes the tracking host away.
     const label = raw && typeof raw === "object" ? (raw as Record<string, unknown>).tracking_subdomain : undefined;
@@ -913,6 +915,7 @@ export function registerResourcePages(app: Hono<DashEnv>): void {
   app.post("/api/domains/:id/delete", async (c) => {
     const v = c.get("viewer");
     requireManager(v);
+    await takeRequest(c.env, principalOf(v));
     const current = await findDomain(c.env.DB, v.account.id, c.req.param("id"));
     await deleteDomain(c.env, readConfig(c.env), current, Date.now());
     await audit(c.env, v, { action: "domain.deleted", target: current.row.name });
