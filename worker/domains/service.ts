@@ -11,7 +11,7 @@ import type { DkimAlgorithm } from "../dkim/sign.ts";
 import { ApiError } from "../errors.ts";
 import { uuidv7 } from "../ids.ts";
 import { finishPage, pageQuery, type Page } from "../pagination.ts";
-import { announce, domainOutboxEvent, outboxInsert, type OutboxEvent } from "../events/outbox.ts";
+import { announceHeard, domainOutboxEvent, outboxInsert, type OutboxEvent } from "../events/outbox.ts";
 import type { DomainEventType } from "../webhooks/payloads.ts";
 import { forgetSendingIdentities } from "../delivery/sending-identity.ts";
 import { forgetAccountDomains } from "../sending/sender.ts";
@@ -302,7 +302,7 @@ export async function createDomain(env: Events, config: TernConfig, accountId: s
     if (/UNIQUE/i.test(String(err))) throw domainExists(input.name);
     throw err;
   }
-  await announce(env, outbox);
+  await announceHeard(env, outbox);
   return view;
 }
 
@@ -362,7 +362,7 @@ export async function updateDomain(env: Events, config: TernConfig, current: Dom
     ...eventStatements(db, "domain.updated", view, row.accountId, now, outbox),
     ...wantStatements(db, hostsTouched, now),
   ]);
-  await announce(env, outbox);
+  await announceHeard(env, outbox);
   forgetAccountDomains(row.accountId);
   forgetSendingIdentities(row.accountId);
   if (hostsTouched.length > 0) await syncAfterChange(env, config, hostsTouched, now);
@@ -394,7 +394,7 @@ export async function deleteDomain(env: Events, config: TernConfig, current: Dom
     // The host goes once no other domain row (a twin in another account) has it.
     ...(managedHostnames(config) ? wantStatements(db, [trackingHostname(current.row)], now) : []),
   ]);
-  await announce(env, outbox);
+  await announceHeard(env, outbox);
   forgetAccountDomains(current.row.accountId);
   forgetSendingIdentities(current.row.accountId);
   if (managedHostnames(config)) await syncAfterChange(env, config, [trackingHostname(current.row)], now);
@@ -428,7 +428,7 @@ export async function rotateDkim(env: Events, config: TernConfig, current: Domai
   ];
   if (stale.length > 0) statements.unshift(db.delete(dkimKeys).where(inArray(dkimKeys.id, stale)));
   await db.batch(statements as [BatchItem<"sqlite">]);
-  await announce(env, outbox);
+  await announceHeard(env, outbox);
   return { row, keys };
 }
 
@@ -588,7 +588,7 @@ export async function checkDomain(env: Events, config: TernConfig, current: Doma
   const wantChanged = managed && wantedBefore !== rowWantsHost(next.status, next.records["tracking_cname"]);
   if (wantChanged) statements.push(...wantStatements(db, [host], now));
   await db.batch(statements as [BatchItem<"sqlite">]);
-  await announce(env, outbox);
+  await announceHeard(env, outbox);
   let trackingChanged = certificateChanged;
   if (wantChanged) {
     hostnameAfter = (await syncAfterChange(env, config, [host], now)).get(host) ?? null;
@@ -599,7 +599,7 @@ export async function checkDomain(env: Events, config: TernConfig, current: Doma
       trackingChanged = true;
       const later: OutboxEvent[] = [];
       await db.batch(eventStatements(db, "domain.updated", domainView({ row, keys: live, hostname: hostnameAfter }, config), row.accountId, now, later) as [BatchItem<"sqlite">]);
-      await announce(env, later);
+      await announceHeard(env, later);
     }
   }
   // (A record's status matters to senders too: the tracking host is used only while verified.)
