@@ -4,7 +4,7 @@ import { newApp } from "./app.ts";
 import { ApiError, errorResponse } from "./errors.ts";
 import { readConfig } from "./config.ts";
 import { handleEmail } from "./inbound/email-handler.ts";
-import { recheckDueDomains } from "./domains/service.ts";
+import { recheckDueDomains, reportTrackingHostChange } from "./domains/service.ts";
 import { reconcileTrackingHostnames } from "./tracking/hostnames.ts";
 import { consumeRegionBatch } from "./delivery/region-batch.ts";
 import { sweepDelivery } from "./delivery/cron.ts";
@@ -91,7 +91,7 @@ export default {
       sweepDelivery(env, now),
       sweepBroadcasts(env, now),
       recheckDueDomains(env, readConfig(env), now),
-      reconcileTrackingHostnames(env, readConfig(env), now),
+      reconcileTrackingHostnames(env, readConfig(env), now, undefined, (h) => reportTrackingHostChange(env, readConfig(env), h, now)),
       sweepWebhooks(env, now),
       sweepIdempotencyKeys(env, now),
       purgeExpired(env, readConfig(env).retentionDays, now),

@@ -11,7 +11,7 @@ import PostalMime from "postal-mime";
 import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { readConfig } from "../../worker/config.ts";
 import { sendingIdentity } from "../../worker/delivery/sending-identity.ts";
-import { checkDomain, createDomain, domainDetails, domainView, findDomain } from "../../worker/domains/service.ts";
+import { checkDomain, createDomain, domainDetails, domainView, findDomain, reportTrackingHostChange } from "../../worker/domains/service.ts";
 import worker from "../../worker/index.ts";
 import { CloudflareApiError, cloudflareCustomHostnames } from "../../worker/tracking/custom-hostnames.ts";
 import { reconcileTrackingHostnames, syncHostname } from "../../worker/tracking/hostnames.ts";
@@ -171,6 +171,22 @@ describe("custom hostnames of tracking hosts", () => {
     const updates = await env.DB.prepare("SELECT payload_json FROM webhook_events WHERE account_id = ? AND type = 'domain.updated' ORDER BY id").bind(owner.accountId).all<{ payload_json: string }>();
     const tracking = updates.results.map((r) => (JSON.parse(r.payload_json) as { data: { records: DomainRecord[] } }).data.records.find((x) => x.record === "Tracking")!.status);
     expect(tracking).toEqual(["pending", "verified"]);
+  });
+
+  it("a certificate issued between checks is reported when the cron sees it: domain.updated, and links move at once", async () => {
+    const owner = await createAccount({ listening: true });
+    const d = await addDomain(owner, newName(), "links");
+    const host = `links.${d.name}`;
+    await control(host, "hold");
+    expect(trackingRecord(await published(owner, d))!.status).toBe("pending");
+    await control(host, "activate");
+    // The cron's poll of the waiting host (an hour on, so it is due), not a domain check.
+    const later = Date.now() + 3600_000;
+    await reconcileTrackingHostnames(env, readConfig(env), later, undefined, (h) => reportTrackingHostChange(env, readConfig(env), h, later));
+    const updates = await env.DB.prepare("SELECT payload_json FROM webhook_events WHERE account_id = ? AND type = 'domain.updated' ORDER BY id").bind(owner.accountId).all<{ payload_json: string }>();
+    const last = JSON.parse(updates.results.at(-1)!.payload_json) as { data: { records: DomainRecord[] } };
+    expect(last.data.records.find((x) => x.record === "Tracking")!.status).toBe("verified");
+    expect(trackingRecord((await (await api(owner.token, "GET", `/domains/${d.id}`)).json()) as DomainAnswer)!.status).toBe("verified");
   });
 
   it("make the Tracking record failed, with Cloudflare's reason, when validation fails", async () => {

@@ -610,6 +610,29 @@ export async function checkDomain(env: Events, config: TernConfig, current: Doma
   return { row, keys: live, hostname: hostnameAfter };
 }
 
+/** A tracking host's certificate changed outside a domain check (the cron's poll of a host
+ * waiting for it): each domain whose Tracking record it decides (its CNAME seen) is updated,
+ * with its domain.updated event, and senders stop or start using the host at once. */
+export async function reportTrackingHostChange(env: Events, config: TernConfig, hostname: string, now: number): Promise<void> {
+  const dot = hostname.indexOf(".");
+  const rows = await drizzle(env.DB).select({ id: domains.id, accountId: domains.accountId, recordStatusJson: domains.recordStatusJson }).from(domains)
+    .where(and(eq(domains.trackingSubdomain, hostname.slice(0, dot)), eq(domains.name, hostname.slice(dot + 1))));
+  for (const r of rows) {
+    if (!cnameSeen((JSON.parse(r.recordStatusJson) as Record<string, RecordStatus>)["tracking_cname"])) continue;
+    const current = await loadDomain(env.DB, r.accountId, r.id);
+    if (!current) continue;
+    const db = drizzle(env.DB);
+    const outbox: OutboxEvent[] = [];
+    await db.batch([
+      db.update(domains).set({ updatedAt: now }).where(eq(domains.id, r.id)),
+      ...eventStatements(db, "domain.updated", domainView(current, config), r.accountId, now, outbox),
+    ] as unknown as [BatchItem<"sqlite">]);
+    await announceHeard(env, outbox);
+    forgetAccountDomains(r.accountId);
+    forgetSendingIdentities(r.accountId);
+  }
+}
+
 /** At most this many domains per cron run: each costs a handful of DNS subrequests. */
 const CHECKS_PER_RUN = 25;
 const PARALLEL_CHECKS = 5;

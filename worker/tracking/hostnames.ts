@@ -261,7 +261,7 @@ export async function syncAfterChange(env: Db, config: TernConfig, hostnames: (s
 /** The cron's share: rows for hosts domains want but no row records (tern began managing
  * hostnames after they were set), hosts no domain wants any more (their domains went with a
  * deleted account), and every host due for a sync. */
-export async function reconcileTrackingHostnames(env: Db, config: TernConfig, now: number, api?: CustomHostnamesApi): Promise<number> {
+export async function reconcileTrackingHostnames(env: Db, config: TernConfig, now: number, api?: CustomHostnamesApi, onCertificateChange?: (hostname: string) => Promise<void>): Promise<number> {
   if (!managedHostnames(config)) return 0;
   const db = drizzle(env.DB);
   await env.DB.batch([
@@ -286,7 +286,11 @@ export async function reconcileTrackingHostnames(env: Db, config: TernConfig, no
   await Promise.all(Array.from({ length: PARALLEL_SYNCS }, async () => {
     for (let h = queue.shift(); h; h = queue.shift()) {
       try {
-        await syncHostname(env, config, h, now, api);
+        const before = await loadHostname(env.DB, h);
+        const after = await syncHostname(env, config, h, now, api);
+        // A certificate issued (or given up on) between domain checks changes the domains'
+        // Tracking record: their webhooks hear it now, not at the next check.
+        if (onCertificateChange && after && before && certificateState(before).state !== certificateState(after).state) await onCertificateChange(h);
       } catch (err) {
         console.error("custom hostname sync failed", h, describe(err));
       }
