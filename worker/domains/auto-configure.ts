@@ -10,7 +10,7 @@ import { CloudflareApiError } from "../cloudflare-api.ts";
 import { cloudflareDns, CNAME_CONFLICT_CODES, RECORD_EXISTS_CODES, type CloudflareDnsApi, type CloudflareDnsRecord, type NewDnsRecord, type Zone } from "./cloudflare-dns.ts";
 import { dohResolver, joinTxt, type Resolver } from "./dns.ts";
 import { checkDomain, expectedFor, hostsFor, type DomainWithKeys } from "./service.ts";
-import { judge, organizationalDomain, recommendedDmarc, type ExpectedRecord } from "./verification.ts";
+import { dmarcOf, judge, organizationalDomain, recommendedDmarc, type ExpectedRecord } from "./verification.ts";
 
 export const AUTO_CONFIGURE_RESULTS = ["created", "already_present", "conflict", "failed", "skipped"] as const;
 export type AutoConfigureResult = (typeof AUTO_CONFIGURE_RESULTS)[number];
@@ -230,14 +230,16 @@ async function publishedDmarc(names: string[], zone: Zone, existing: Map<string,
   for (const n of names) {
     if (inZone(n, zone.name)) {
       const at = existing.get(n) ?? [];
-      const policy = at.find((r) => r.type === "TXT" && /^v=DMARC1\s*(;|$)/i.test(asDnsValue(r).trim())) ?? at.find((r) => r.type === "CNAME");
-      if (policy) return { kind: "found", name: n, value: policy.type === "CNAME" ? `CNAME ${policy.content}` : asDnsValue(policy) };
+      const record = dmarcOf({ kind: "records", values: at.filter((r) => r.type === "TXT").map(asDnsValue) }, false)?.record;
+      if (record) return { kind: "found", name: n, value: record };
+      const cname = at.find((r) => r.type === "CNAME");
+      if (cname) return { kind: "found", name: n, value: `CNAME ${cname.content}` };
       continue;
     }
     const lookup = await resolver.lookup(n, "TXT");
     if (lookup.kind === "error") return { kind: "unknown", name: n, reason: lookup.message };
-    const value = lookup.kind === "records" ? lookup.values.find((v) => /^v=DMARC1\s*(;|$)/i.test(v.trim())) : undefined;
-    if (value) return { kind: "found", name: n, value };
+    const record = dmarcOf(lookup, false)?.record;
+    if (record) return { kind: "found", name: n, value: record };
   }
   return { kind: "none" };
 }

@@ -18,7 +18,7 @@ import { forgetAccountDomains } from "../sending/sender.ts";
 import { isRegion, REGIONS } from "../regions.ts";
 import { dohResolver, type Resolver } from "./dns.ts";
 import type { CertificateState } from "../tracking/custom-hostnames.ts";
-import { certificateOf, cnameSeen, loadHostname, rowWantsHost, managedHostnames, syncAfterChange, trackingHostname, trackingRecordStatus, wantStatements } from "../tracking/hostnames.ts";
+import { certificateOf, cnameSeen, hostnameParts, loadHostname, rowWantsHost, managedHostnames, syncAfterChange, trackingHostname, trackingRecordStatus, wantStatements } from "../tracking/hostnames.ts";
 import {
   dmarcOf,
   evaluate,
@@ -110,11 +110,6 @@ function recordStatuses(row: DomainRow, keys: DkimKeyRow[]): Record<string, Reco
   return out;
 }
 
-/** The tracking host's certificate as the views judge it: pending while unknown. */
-function certificateFor(d: DomainWithKeys, config: TernConfig): CertificateState | null {
-  return certificateOf(config, d.hostname);
-}
-
 /** The records the domain must publish: the one list the API, the dashboard, the checks and
  * auto-configure (auto-configure.ts) all read. */
 export function expectedFor(d: DomainWithKeys, config: TernConfig): ExpectedRecord[] {
@@ -124,7 +119,7 @@ export function expectedFor(d: DomainWithKeys, config: TernConfig): ExpectedReco
 export function domainView(d: DomainWithKeys, config: TernConfig): DomainView {
   const statuses = recordStatuses(d.row, d.keys);
   // The Tracking record counts once its host can serve links (worker/tracking/hostnames.ts).
-  const tracking = trackingRecordStatus(statuses["tracking_cname"], certificateFor(d, config));
+  const tracking = trackingRecordStatus(statuses["tracking_cname"], certificateOf(config, d.hostname));
   if (tracking !== undefined) statuses["tracking_cname"] = tracking;
   return {
     object: "domain",
@@ -475,7 +470,7 @@ export function domainDetails(d: DomainWithKeys, config: TernConfig): DomainDeta
     checkError: last?.error ?? null,
     // Only once this account's own CNAME was seen: a twin holding the name learns nothing of
     // the host another account's records made.
-    certificate: d.row.trackingSubdomain && cnameSeen(recordStatuses(d.row, d.keys)["tracking_cname"]) ? certificateFor(d, config) : null,
+    certificate: d.row.trackingSubdomain && cnameSeen(recordStatuses(d.row, d.keys)["tracking_cname"]) ? certificateOf(config, d.hostname) : null,
   };
 }
 
@@ -614,9 +609,9 @@ export async function checkDomain(env: Events, config: TernConfig, current: Doma
  * waiting for it): each domain whose Tracking record it decides (its CNAME seen) is updated,
  * with its domain.updated event, and senders stop or start using the host at once. */
 export async function reportTrackingHostChange(env: Events, config: TernConfig, hostname: string, now: number): Promise<void> {
-  const dot = hostname.indexOf(".");
+  const { label, name } = hostnameParts(hostname);
   const rows = await drizzle(env.DB).select({ id: domains.id, accountId: domains.accountId, recordStatusJson: domains.recordStatusJson }).from(domains)
-    .where(and(eq(domains.trackingSubdomain, hostname.slice(0, dot)), eq(domains.name, hostname.slice(dot + 1))));
+    .where(and(eq(domains.trackingSubdomain, label), eq(domains.name, name)));
   for (const r of rows) {
     if (!cnameSeen((JSON.parse(r.recordStatusJson) as Record<string, RecordStatus>)["tracking_cname"])) continue;
     const current = await loadDomain(env.DB, r.accountId, r.id);

@@ -11,7 +11,7 @@ import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import type { CustomHostnamesConfig, TernConfig } from "../config.ts";
 import { domains, trackingHostnames, type TrackingHostnameRow } from "../db/schema.ts";
-import type { RecordStatus } from "../domains/verification.ts";
+import { USABLE_STATUSES, type RecordStatus } from "../domains/verification.ts";
 import { certificateState, cloudflareCustomHostnames, validationErrorOf, type CertificateState, type CustomHostname, type CustomHostnamesApi } from "./custom-hostnames.ts";
 
 const MINUTE = 60_000;
@@ -37,8 +37,9 @@ export function trackingHostname(d: { name: string; trackingSubdomain: string | 
   return d.trackingSubdomain ? `${d.trackingSubdomain}.${d.name}` : null;
 }
 
-/** A label is one DNS label (the API refuses dots), so a host splits at its first dot. */
-function parts(hostname: string): { label: string; name: string } {
+/** A label is one DNS label (the API refuses dots), so a host splits at its first dot: the
+ * inverse of trackingHostname. */
+export function hostnameParts(hostname: string): { label: string; name: string } {
   const dot = hostname.indexOf(".");
   return { label: hostname.slice(0, dot), name: hostname.slice(dot + 1) };
 }
@@ -49,12 +50,11 @@ function parts(hostname: string): { label: string; name: string } {
  * seen. Once made it stays while the domain stays usable (verified, or within its grace), so a
  * blip in the tenant's DNS never revokes the certificate links in sent mail rely on. */
 const SEEN: readonly RecordStatus[] = ["verified", "temporary_failure"];
-const USABLE = ["verified", "temporary_failure"];
 
 /** Whether a domain row, as a check leaves it, asks for its host (without the stickiness of a
  * host already made, which only the SQL below knows). */
 export function rowWantsHost(domainStatus: string, cname: RecordStatus | undefined): boolean {
-  return USABLE.includes(domainStatus) && cname !== undefined && SEEN.includes(cname);
+  return (USABLE_STATUSES as readonly string[]).includes(domainStatus) && cnameSeen(cname);
 }
 
 /** Whether the account's own Tracking CNAME has been seen (what lets it see the host's state). */
@@ -64,12 +64,12 @@ export function cnameSeen(cname: RecordStatus | undefined): boolean {
 
 /** A domain row (alias `d`) wants its tracking host, in SQL: rowWantsHost, or usable with the
  * host already wanted. */
-const WANTED_BY_ROW = `d.status IN (${USABLE.map((x) => `'${x}'`).join(", ")}) AND (json_extract(d.record_status_json, '$.tracking_cname') IN (${SEEN.map((x) => `'${x}'`).join(", ")})
+const WANTED_BY_ROW = `d.status IN (${USABLE_STATUSES.map((x) => `'${x}'`).join(", ")}) AND (json_extract(d.record_status_json, '$.tracking_cname') IN (${SEEN.map((x) => `'${x}'`).join(", ")})
   OR EXISTS (SELECT 1 FROM tracking_hostnames t WHERE t.hostname = d.tracking_subdomain || '.' || d.name AND t.wanted = 1))`;
 
 /** Whether any domain row (of any account) wants `hostname` as its tracking host, in SQL. */
 function wantedSql(hostname: string) {
-  const { label, name } = parts(hostname);
+  const { label, name } = hostnameParts(hostname);
   return sql<number>`EXISTS (SELECT 1 FROM ${domains} d WHERE d.tracking_subdomain = ${label} AND d.name = ${name} AND ${sql.raw(WANTED_BY_ROW)})`;
 }
 
