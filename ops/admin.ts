@@ -2,7 +2,7 @@
 //   npm run admin -- create-account "<name>" [--plan free] [--remote]
 //   npm run admin -- set-plan <account-id> <plan> [--remote]
 //   npm run admin -- set-rate-limit <account-id> <requests-per-second> [--remote]
-//   npm run admin -- create-user <account-id> <email> [--name N] [--role owner|admin|member] [--password P] [--remote]
+//   npm run admin -- create-user <account-id> <email> [--name N] [--role owner|admin|member] [--password P | --password -] [--remote]
 // Without --remote they act on the local state that `npm start` uses (--persist-to DIR to pick
 // another). create-account prints a full-access API key once; only its hash is stored.
 // create-user makes a dashboard sign-in (address already verified) for an account and prints
@@ -21,7 +21,7 @@ import { hashPassword } from "better-auth/crypto";
 import { passwordProblem } from "../worker/dashboard/passwords.ts";
 import { join, resolve } from "node:path";
 import { PLANS, isPlan } from "../worker/plans.ts";
-import { createWriteStream } from "node:fs";
+import { createWriteStream, readFileSync } from "node:fs";
 import { once } from "node:events";
 import { apiKeyInsert, blobsBucket, d1Execute, d1Target, generateToken, inlineParams, runWrangler, sqlString as sql } from "./d1.ts";
 import { deleteAccountData, exportAccountData, type BlobStore, type SqlRunner } from "../worker/accounts/data.ts";
@@ -137,7 +137,9 @@ export async function main(argv: string[]): Promise<void> {
   const plan = flag("--plan");
   const name = flag("--name");
   const role = flag("--role");
-  const password = flag("--password");
+  // "--password -" reads it from standard input, so it stays out of shell history and `ps`.
+  const passwordFlag = flag("--password");
+  const password = passwordFlag === "-" ? readFileSync(0, "utf8").replace(/\r?\n$/, "") : passwordFlag;
   const out = flag("--out");
   const target = d1Target(remote, persistTo);
   const [command, ...rest] = args;

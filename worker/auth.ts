@@ -12,6 +12,10 @@ const LAST_USED_EVERY_MS = 60_000;
 
 export type Permission = "full_access" | "sending_access";
 
+/** The key id of the dashboard's own mail (sign-up confirmations, resets, invitations), sent
+ * as the operator's DASHBOARD_MAIL_ACCOUNT (worker/dashboard/mail.ts). */
+export const DASHBOARD_MAIL_KEY_ID = "dashboard";
+
 export interface Principal {
   accountId: string;
   keyId: string;

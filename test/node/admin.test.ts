@@ -50,6 +50,10 @@ describe("npm run admin", () => {
     const weak = admin("create-user", account_id, "pat@example.com", "--password", "password123");
     expect(weak.status).toBe(2);
     expect(weak.stderr).toMatch(/common/);
+    // "--password -" reads it from standard input (out of shell history and the process list).
+    const piped = spawnSync(process.execPath, [join(root, "ops/admin.ts"), "create-user", account_id, "pat@example.com", "--password", "-", "--persist-to", persist], { cwd: root, encoding: "utf8", env, input: "password123\n" });
+    expect(piped.status).toBe(2);
+    expect(piped.stderr).toMatch(/--password refused: .*common/);
     const made = admin("create-user", account_id, "Pat@Example.com", "--role", "admin", "--name", "Pat");
     expect(made.status, made.stderr).toBe(0);
     const { user_id, password, role } = JSON.parse(made.stdout) as { user_id: string; password: string; role: string };

@@ -7,12 +7,12 @@ import * as OTPAuth from "otpauth";
 import { describe, expect, it, vi } from "vitest";
 import { searchEmails, searchQuery, type EmailFilters } from "../../worker/dashboard/email-search.ts";
 import { passwordProblem } from "../../worker/dashboard/passwords.ts";
-import { LIMITS, countAttempt } from "../../worker/dashboard/throttle.ts";
+import { LIMITS, countAttempt, ipKey } from "../../worker/dashboard/throttle.ts";
 import { sendDashboardMail } from "../../worker/dashboard/mail.ts";
 import { acceptInvitation, findInvitation, inviteToAccount } from "../../worker/dashboard/invitations.ts";
 import worker from "../../worker/index.ts";
 import { signedIn, type DashboardRole } from "./dashboard-session.ts";
-import { INVITATIONS_PER_DAY } from "../../worker/dashboard/routes.tsx";
+import { INVITATIONS_PER_DAY, withoutTokens } from "../../worker/dashboard/routes.tsx";
 import { hashToken } from "../../worker/api-key-token.ts";
 import { storedSessionToken } from "../../worker/dashboard/session-tokens.ts";
 import { csrfToken } from "../../worker/dashboard/viewer.ts";
@@ -631,6 +631,22 @@ describe("the sign-in doors, as an outside probe tried them", () => {
     expect(small.status).toBe(401);
   });
 
+  it("counts an IPv6 client by its /64, and an IPv4 one written the IPv6 way as itself", () => {
+    expect(ipKey("2001:DB8:1:2:aaaa::1")).toBe("2001:db8:1:2::/64");
+    expect(ipKey("2001:db8:1:2:ffff:ffff:ffff:ffff")).toBe("2001:db8:1:2::/64");
+    expect(ipKey("2001:db8:1:3::1")).toBe("2001:db8:1:3::/64");
+    expect(ipKey("::ffff:203.0.113.9")).toBe("203.0.113.9");
+    expect(ipKey("203.0.113.9")).toBe("203.0.113.9");
+    expect(ipKey("unknown")).toBe("unknown");
+  });
+
+  it("logs a reset or invitation path without its token", () => {
+    expect(withoutTokens("/reset-password/abcDEF_123-x")).toBe("/reset-password/[token]");
+    expect(withoutTokens("/dashboard/invitations/T0k3n?x=1")).toBe("/dashboard/invitations/[token]?x=1");
+    expect(withoutTokens("/dashboard/api/invitations/accept")).toBe("/dashboard/api/invitations/accept");
+    expect(withoutTokens("/dashboard/emails")).toBe("/dashboard/emails");
+  });
+
   it("counts password checks of a signed-in user against their address, as sign-ins are", async () => {
     const p = await person("owner");
     const email = `${p.user}@people.test`;
@@ -693,6 +709,27 @@ describe("the sign-in doors, as an outside probe tried them", () => {
     // The app's current code works.
     expect((await q.post("/auth/two-factor/disable", { code: totp.generate() })).status).toBe(200);
     expect(await on()).toBe(false);
+  });
+
+  it("checks no code for a signed-in person whose second factor is on, and counts setup's guesses", async () => {
+    const p = await person("owner");
+    const enabled = (await (await p.post("/auth/two-factor/enable", {})).json()) as { totpURI: string; backupCodes: string[] };
+    const totp = OTPAuth.URI.parse(enabled.totpURI) as OTPAuth.TOTP;
+    // Setting up: wrong codes count against the person's address, as wrong passwords do.
+    for (let i = 0; i < 5; i++) expect((await p.post("/auth/two-factor/verify-totp", { code: "000000" })).status).not.toBe(200);
+    const throttled = await p.post("/auth/two-factor/verify-totp", { code: totp.generate() });
+    expect(throttled.status).toBe(429);
+    expect(await throttled.json()).toMatchObject({ code: "TOO_MANY_ATTEMPTS" });
+    await env.DB.prepare("DELETE FROM auth_attempts WHERE substr(key, 1, length(?1)) = ?1").bind(`email:${p.email.toLowerCase()}@`).run();
+    const q = await renewedSession(await p.post("/auth/two-factor/verify-totp", { code: totp.generate() }));
+    // On: a stolen session cannot use these endpoints to learn whether a guess is right.
+    for (const [path, code] of [["/auth/two-factor/verify-totp", totp.generate()], ["/auth/two-factor/verify-backup-code", enabled.backupCodes[0]!]] as const) {
+      const res = await q.post(path, { code });
+      expect(res.status, path).toBe(409);
+      expect(await res.json(), path).toMatchObject({ code: "TWO_FACTOR_ALREADY_ON", message: expect.stringMatching(/already on/) });
+    }
+    // The recovery code offered there was not spent.
+    expect((await q.post("/auth/two-factor/generate-backup-codes", { code: enabled.backupCodes[0] })).status).toBe(200);
   });
 
   it("gives back a recovery code spent on a change that then failed", async () => {
@@ -929,6 +966,47 @@ describe("invitations", () => {
     expect(await mailsTo(mail.account, "friend@example.com")).toBe(2);
     const audit = (await env.DB.prepare("SELECT action FROM audit_log WHERE account_id = ? ORDER BY id").bind(owner.account).all<{ action: string }>()).results.map((r) => r.action);
     expect(audit).toEqual(["member.invited", "invitation.renewed"]);
+  });
+
+  it("counts every invitation mail, renewals too: one address gets at most five a day from anyone", async () => {
+    const owner = await person("owner");
+    const mail = await mailSettings();
+    const victim = `often-${crypto.randomUUID().slice(0, 8)}@example.com`;
+    for (let i = 0; i < INVITATIONS_PER_DAY.address; i++) {
+      expect((await owner.post("/invitations", { email: victim, role: "member" }, { env: mail.env })).status).toBe(200);
+    }
+    const over = await owner.post("/invitations", { email: victim, role: "member" }, { env: mail.env });
+    expect(over.status).toBe(429);
+    expect((await over.json<{ message: string }>()).message).toMatch(new RegExp(`^${victim.replace(/\./g, "\\.")} has been sent as many invitations as one address may get in a day \\(5\\)\\. Try again in \\d+ hours?, or ask them to use a link already sent\\.$`));
+    // From another account too: the limit is the address's.
+    const stranger = await person("owner");
+    expect((await stranger.post("/invitations", { email: victim, role: "member" }, { env: mail.env })).status).toBe(429);
+    expect(await mailsTo(mail.account, victim)).toBe(INVITATIONS_PER_DAY.address);
+    expect(await count("SELECT count(*) AS n FROM invitations WHERE account_id = ?", stranger.account)).toBe(0);
+    // And renewals count against the person who sends them.
+    const sender = await person("owner");
+    for (let i = 0; i < INVITATIONS_PER_DAY.user; i++) {
+      expect((await sender.post("/invitations", { email: `again-${i % 4}-${sender.account}@example.com`, role: "member" }, { env: mail.env })).status).toBe(200);
+    }
+    const capped = await sender.post("/invitations", { email: `again-0-${sender.account}@example.com`, role: "member" }, { env: mail.env });
+    expect(capped.status).toBe(429);
+    expect((await capped.json<{ message: string }>()).message).toMatch(/as many invitations as one person may send in a day \(20\); a renewed invitation counts too\./);
+  });
+
+  it("withdraws the open invitations of someone removed, or made a member", async () => {
+    const owner = await person("owner");
+    const mail = await mailSettings();
+    const admin = await person("admin", owner.account);
+    const other = await person("admin", owner.account);
+    expect((await admin.post("/invitations", { email: `back-door-${owner.account}@example.com`, role: "admin" }, { env: mail.env })).status).toBe(200);
+    expect((await other.post("/invitations", { email: `colleague-${owner.account}@example.com`, role: "member" }, { env: mail.env })).status).toBe(200);
+    expect((await owner.post(`/members/${admin.user}/remove`, {})).status).toBe(200);
+    const open = async () => (await env.DB.prepare("SELECT email FROM invitations WHERE account_id = ? ORDER BY email").bind(owner.account).all<{ email: string }>()).results.map((r) => r.email);
+    expect(await open()).toEqual([`colleague-${owner.account}@example.com`]);
+    expect((await owner.post(`/members/${other.user}/role`, { role: "member" })).status).toBe(200);
+    expect(await open()).toEqual([]);
+    const details = (await env.DB.prepare("SELECT action, detail_json FROM audit_log WHERE account_id = ? AND action IN ('member.removed', 'member.role_changed') ORDER BY id").bind(owner.account).all<{ action: string; detail_json: string }>()).results;
+    expect(details.map((d) => [d.action, JSON.parse(d.detail_json)])).toEqual([["member.removed", { invitations_withdrawn: 1 }], ["member.role_changed", { role: "member", invitations_withdrawn: 1 }]]);
   });
 
   it("the rules without HTTP: the earlier token stops working, duplicates from before collapse, accepting twice keeps the role", async () => {

@@ -4,7 +4,7 @@
 import { env } from "cloudflare:workers";
 import { drizzle } from "drizzle-orm/d1";
 import { describe, expect, it } from "vitest";
-import { authenticate } from "../../worker/auth.ts";
+import { authenticate, DASHBOARD_MAIL_KEY_ID } from "../../worker/auth.ts";
 import { sendBroadcast } from "../../worker/broadcasts/broadcasts.ts";
 import { runFanout } from "../../worker/broadcasts/fanout.ts";
 import { ApiError } from "../../worker/errors.ts";
@@ -94,6 +94,12 @@ describe("account health", () => {
     expect(JSON.parse(refused.body)).toMatchObject({ name: "validation_error", message: expect.stringMatching(/paused.*hard-bounce rate.*10\.00%.*4% limit/) });
     expect((await send(bad, false)).status).toBe(200);
     expect((await send(good, true)).status).toBe(200);
+    // The dashboard's own mail from that account still goes: bogus sign-ups that bounce must not
+    // pause the confirmations and resets everyone depends on.
+    const dashboardMail = await performSend({ ...env, HEALTH_PAUSE: "true" }, { ...(await authenticate(env.DB, `Bearer ${bad.token}`, () => {}))!, keyId: DASHBOARD_MAIL_KEY_ID }, {
+      kind: "single", batchMode: "strict", body: { from: `m@${bad.domain}`, to: "delivered@simulator.tern.test", subject: "Reset your password", text: "t" },
+    });
+    expect(dashboardMail.status, dashboardMail.body).toBe(200);
   });
 
   it("the pause covers broadcasts: a send is refused with the API's error, a queued one stops as failed", async () => {

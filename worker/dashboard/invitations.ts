@@ -93,3 +93,12 @@ export async function acceptInvitation(d1: D1Database, inv: InvitationRow, userI
   await db.batch([db.insert(memberships).values({ accountId: inv.accountId, userId, role: inv.role, createdAt: now }).onConflictDoNothing(), used]);
   return { kind: "joined", role: inv.role };
 }
+
+/** Takes back the open invitations one person sent in an account (they were removed, or may no
+ * longer invite); how many went. */
+export async function withdrawInvitations(d1: D1Database, accountId: string, invitedBy: string): Promise<number> {
+  const gone = await drizzle(d1).delete(invitations)
+    .where(and(eq(invitations.accountId, accountId), eq(invitations.invitedBy, invitedBy), isNull(invitations.acceptedAt)))
+    .returning({ id: invitations.id });
+  return gone.length;
+}

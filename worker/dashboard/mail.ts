@@ -5,7 +5,7 @@
 // members: its Emails hold other people's sign-in links.
 import { eq } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
-import type { Principal } from "../auth.ts";
+import { DASHBOARD_MAIL_KEY_ID, type Principal } from "../auth.ts";
 import { accounts, memberships } from "../db/schema.ts";
 import { performSend } from "../sending/send.ts";
 
@@ -30,7 +30,7 @@ export async function sendDashboardMail(env: Env, mail: DashboardMail): Promise<
   // open in the dashboard, they could read other people's links in its Emails page.
   const member = await drizzle(env.DB).select({ userId: memberships.userId }).from(memberships).where(eq(memberships.accountId, accountId)).limit(1).get();
   if (member) throw new DashboardMailError("DASHBOARD_MAIL_ACCOUNT must be an account no dashboard user belongs to (its Emails would show other people's sign-in links): create one with npm run admin -- create-account.");
-  const principal: Principal = { accountId, keyId: "dashboard", permission: "full_access", domainId: null, plan: account.plan, rateLimit: account.rateLimit };
+  const principal: Principal = { accountId, keyId: DASHBOARD_MAIL_KEY_ID, permission: "full_access", domainId: null, plan: account.plan, rateLimit: account.rateLimit };
   const answer = await performSend(env, principal, {
     kind: "single",
     batchMode: "strict",

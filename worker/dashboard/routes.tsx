@@ -20,7 +20,7 @@ import { MIN_PASSWORD_LENGTH } from "./passwords.ts";
 import { ForgotPasswordPage, InvitationPage, ResetPasswordPage, SignInPage, SignUpPage, TwoFactorPage } from "./auth-pages.tsx";
 import { AuthLayout, Badge, Empty, Layout, NAV, Time } from "./layout.tsx";
 import { DashboardMailError, linkMail, sendDashboardMail } from "./mail.ts";
-import { clearAddress, countAttempt } from "./throttle.ts";
+import { clearAddress, countAttempt, countInWindow } from "./throttle.ts";
 import { storedSessionToken } from "./session-tokens.ts";
 import { ACCOUNT_COOKIE, audit, auditDetailText, auditUser, clientIp, loadViewer, type Viewer } from "./viewer.ts";
 import { registerResourcePages } from "./resources.tsx";
@@ -31,7 +31,7 @@ import { registerContactPages } from "./contacts.tsx";
 import { registerMediaPages } from "./media.tsx";
 import { registerLogPages } from "./logs.tsx";
 import { userAgentSummary } from "./user-agent.ts";
-import { acceptInvitation, findInvitation, inviteToAccount } from "./invitations.ts";
+import { acceptInvitation, findInvitation, inviteToAccount, withdrawInvitations } from "./invitations.ts";
 import { deleteAccountData, exportStream } from "../accounts/data.ts";
 import { d1Runner, r2Store } from "../accounts/bindings.ts";
 
@@ -128,9 +128,15 @@ export function str(v: unknown, name: string, max = 200): string {
   return v.trim();
 }
 
-/** Invitations one person may send in a day, and one account may: enough for any team, too few
- * to make the operator's mail address a relay for text a stranger chose. */
-export const INVITATIONS_PER_DAY = { user: 20, account: 50 } as const;
+/** Invitation mails one person may send in a day, one account may, and one address may get
+ * from anyone: enough for any team, too few to make the operator's mail address a relay for
+ * text a stranger chose, or a way to flood somebody's inbox. */
+export const INVITATIONS_PER_DAY = { user: 20, account: 50, address: 5 } as const;
+
+/** A path as logs may show it: the secret in a reset or invitation link is left out. */
+export function withoutTokens(path: string): string {
+  return path.replace(/(\/reset-password\/|\/invitations\/)(?!accept\b)[^/?#]+/g, "$1[token]");
+}
 
 /** Paths under /dashboard that work without a session. */
 const PUBLIC_PAGES = new Set(["/dashboard/sign-in", "/dashboard/sign-up", "/dashboard/sign-in/two-factor", "/dashboard/forgot-password", "/dashboard/reset-password"]);
@@ -245,8 +251,15 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
   }
   let email: string | undefined;
   const passwordCheck = req.method === "POST" && viewer !== null && PASSWORD_PATHS.has(path);
-  if (passwordCheck || (req.method === "POST" && ATTEMPT_PATHS.has(path) && !(viewer && path.startsWith("/two-factor/")))) {
-    if (passwordCheck) email = viewer!.user.email.toLowerCase();
+  // A signed-in person checks a code only to confirm a second factor being set up. Once it is
+  // on, a code checked here would be an oracle for a stolen session (its answer says whether a
+  // guess was right) that the sign-in's own limits never see: refused, and setup's guesses count.
+  const factorGuess = req.method === "POST" && viewer !== null && (path === "/two-factor/verify-totp" || path === "/two-factor/verify-backup-code");
+  if (factorGuess && viewer!.user.twoFactorEnabled) {
+    return json({ message: "Two-factor authentication is already on. Codes are asked for at sign-in, and to turn it off or make new recovery codes.", code: "TWO_FACTOR_ALREADY_ON" }, 409);
+  }
+  if (passwordCheck || factorGuess || (req.method === "POST" && ATTEMPT_PATHS.has(path) && !(viewer && path.startsWith("/two-factor/")))) {
+    if (passwordCheck || factorGuess) email = viewer!.user.email.toLowerCase();
     else if (ADDRESS_PATHS.has(path)) {
       const parsed = (await req.clone().json().catch(() => ({}))) as { email?: unknown };
       email = typeof parsed.email === "string" ? parsed.email.trim().toLowerCase() : undefined;
@@ -291,9 +304,9 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
   if (res.status >= 400) await giveBackCode();
   if (res.status === 500) {
     // A failure to send the verification or reset mail surfaces here: say so plainly.
-    console.error("dashboard auth failed", path, await res.clone().text());
+    console.error("dashboard auth failed", withoutTokens(path), await res.clone().text());
   }
-  if (passwordCheck && res.status < 400) await clearAddress(env.DB, email!);
+  if ((passwordCheck || factorGuess) && res.status < 400) await clearAddress(env.DB, email!);
   const newToken = sessionTokenFrom(res.headers.getSetCookie());
   // A wrong password for a known address is recorded in that user's accounts (the owner sees
   // someone trying); an unknown address leaves no trace to probe with.
@@ -357,7 +370,7 @@ export function dashboardApp(): Hono<DashEnv> {
     }
     // Anything else is ours: logged in full under a reference the person can quote, which is
     // all they are shown of it.
-    const ref = logFailure(`dashboard error ${c.req.method} ${url.pathname}`, err);
+    const ref = logFailure(`dashboard error ${c.req.method} ${withoutTokens(url.pathname)}`, err);
     if (api) return json({ message: `Something went wrong on our side. Reload the page to see what was saved, then try again; if it keeps happening, give the operator this reference: ${ref}.`, reference: ref }, 500);
     c.status(500);
     return errorPage(c, "Something went wrong", "This page could not be shown because of a problem on our side, not anything you did.", ref);
@@ -509,12 +522,20 @@ export function dashboardApp(): Hono<DashEnv> {
     if (b.role !== undefined && b.role !== "admin" && b.role !== "member") throw new DashError(422, "An invitation's role is admin or member.");
     const role = b.role === "admin" ? "admin" : "member";
     const now = Date.now();
-    const sent = await drizzle(c.env.DB).select({
-      byUser: sql<number>`coalesce(sum(${invitations.invitedBy} = ${v.user.id}), 0)`,
-      byAccount: sql<number>`coalesce(sum(${invitations.accountId} = ${v.account.id}), 0)`,
-    }).from(invitations).where(and(gt(invitations.createdAt, now - 86400_000), sql`(${invitations.invitedBy} = ${v.user.id} OR ${invitations.accountId} = ${v.account.id})`)).get();
-    if ((sent?.byUser ?? 0) >= INVITATIONS_PER_DAY.user || (sent?.byAccount ?? 0) >= INVITATIONS_PER_DAY.account) {
-      throw new DashError(429, `That is as many invitations as ${(sent?.byUser ?? 0) >= INVITATIONS_PER_DAY.user ? "one person" : "one account"} may send in a day (${(sent?.byUser ?? 0) >= INVITATIONS_PER_DAY.user ? INVITATIONS_PER_DAY.user : INVITATIONS_PER_DAY.account}). Try again tomorrow, or ask someone already invited to accept.`);
+    // Every invitation mail counts, a renewed one too (it is a mail like the first): from one
+    // person, from one account, and to one address from anyone, which keeps tern's own mail
+    // from being a way to flood an address or to spend the dashboard mail account's quota.
+    const capped = await countInWindow(c.env.DB, [
+      { key: `invite-by:${v.user.id}`, limit: INVITATIONS_PER_DAY.user },
+      { key: `invite-account:${v.account.id}`, limit: INVITATIONS_PER_DAY.account },
+      { key: `invite-to:${email}`, limit: INVITATIONS_PER_DAY.address },
+    ], 86400_000, now);
+    if (capped) {
+      const hours = Math.ceil(capped.retryAfter / 3600);
+      const when = `Try again in ${hours} hour${hours === 1 ? "" : "s"}`;
+      if (capped.index === 2) throw new DashError(429, `${email} has been sent as many invitations as one address may get in a day (${INVITATIONS_PER_DAY.address}). ${when}, or ask them to use a link already sent.`);
+      const who = capped.index === 0 ? "one person" : "one account";
+      throw new DashError(429, `That is as many invitations as ${who} may send in a day (${capped.index === 0 ? INVITATIONS_PER_DAY.user : INVITATIONS_PER_DAY.account}); a renewed invitation counts too. ${when}, or ask someone already invited to accept.`);
     }
     const result = await inviteToAccount(c.env.DB, { accountId: v.account.id, email, role, invitedBy: v.user.id, now });
     if (result.kind === "member") {
@@ -557,7 +578,9 @@ export function dashboardApp(): Hono<DashEnv> {
     const d = drizzle(c.env.DB);
     const r = await d.update(memberships).set({ role }).where(and(eq(memberships.accountId, v.account.id), eq(memberships.userId, userId))).returning({ userId: memberships.userId });
     if (r.length === 0) throw new DashError(404, "That person is not a member of this account.");
-    await audit(c.env, v, { action: "member.role_changed", target: userId, detail: { role } });
+    // Someone who may no longer invite leaves no invitation of theirs open behind them.
+    const withdrawn = role === "member" ? await withdrawInvitations(c.env.DB, v.account.id, userId) : 0;
+    await audit(c.env, v, { action: "member.role_changed", target: userId, detail: withdrawn ? { role, invitations_withdrawn: withdrawn } : { role } });
     return c.json({ ok: true });
   });
   app.post("/api/members/:userId/remove", async (c) => {
@@ -574,7 +597,9 @@ export function dashboardApp(): Hono<DashEnv> {
       if ((owners?.n ?? 0) <= 1) throw new DashError(409, "An account keeps at least one owner. Make someone else owner first.");
     }
     await d.delete(memberships).where(and(eq(memberships.accountId, v.account.id), eq(memberships.userId, userId))).run();
-    await audit(c.env, v, { action: "member.removed", target: target.email });
+    // An invitation they sent (as admin, to an address they hold) must not bring them back in.
+    const withdrawn = await withdrawInvitations(c.env.DB, v.account.id, userId);
+    await audit(c.env, v, { action: "member.removed", target: target.email, ...(withdrawn ? { detail: { invitations_withdrawn: withdrawn } } : {}) });
     return c.json({ ok: true });
   });
 

@@ -169,7 +169,7 @@ function isPublicIpv4(address: number): boolean {
 }
 
 /** Eight 16-bit groups, or null when the text is not an IPv6 address. */
-function parseIpv6(text: string): number[] | null {
+export function parseIpv6(text: string): number[] | null {
   const halves = text.split("::");
   if (halves.length > 2) return null;
   const parseGroups = (part: string, mayEndInV4: boolean): number[] | null => {

@@ -78,7 +78,7 @@ export function registerReceivingRoutes(app: App): void {
     async (c) => {
       const id = c.req.param("id")!;
       const obj = await downloadRaw(c.env, readConfig(c.env), id, c.req.query());
-      return new Response(obj.body, { headers: { "content-type": "message/rfc822", "content-disposition": `attachment; filename="${id}.eml"`, "cache-control": "private, no-store" } });
+      return new Response(obj.body, { headers: { "content-type": "message/rfc822", "content-disposition": `attachment; filename="${id}.eml"`, "cache-control": "private, no-store", "x-content-type-options": "nosniff" } });
     },
   );
   defineRoute(
