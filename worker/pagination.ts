@@ -24,6 +24,9 @@ export function readPage(query: Record<string, string>): Page {
   if (page.after && page.before) {
     throw new ApiError("validation_error", "`after` and `before` cannot be used together.");
   }
+  // Ids are stored in lower case and compared as text: an id given in upper case is the same id.
+  if (page.after) page.after = page.after.toLowerCase();
+  if (page.before) page.before = page.before.toLowerCase();
   return page;
 }
 

@@ -101,6 +101,11 @@ describe("API keys", () => {
     expect(p2.data.map((k) => k.name)).toEqual(["k1", "k0"]);
     const back = (await (await api(a.token, "GET", `/api-keys?limit=2&before=${p2.data[0]!.id}`)).json()) as typeof p1;
     expect(back.data.map((k) => k.name)).toEqual(["k3", "k2"]);
+    // A cursor in upper case is the same id (a UUID's case carries nothing).
+    const upper = (await (await api(a.token, "GET", `/api-keys?limit=2&after=${p1.data[1]!.id.toUpperCase()}`)).json()) as typeof p1;
+    expect(upper.data.map((k) => k.name)).toEqual(["k1", "k0"]);
+    const upperBack = (await (await api(a.token, "GET", `/api-keys?limit=2&before=${p2.data[0]!.id.toUpperCase()}`)).json()) as typeof p1;
+    expect(upperBack.data.map((k) => k.name)).toEqual(["k3", "k2"]);
     expect((await api(a.token, "GET", `/api-keys?after=${p1.data[0]!.id}&before=${p1.data[1]!.id}`)).status).toBe(422);
     expect((await api(a.token, "GET", "/api-keys?limit=0")).status).toBe(422);
     expect((await api(a.token, "GET", "/api-keys?limit=101")).status).toBe(422);
@@ -127,6 +132,9 @@ describe("the error contract everywhere", () => {
       ["PUT", `/domains/${crypto.randomUUID()}`, ["DELETE", "GET", "PATCH"]],
       ["POST", `/suppressions/${crypto.randomUUID()}`, ["DELETE", "GET"]],
       ["PUT", "/emails/not-an-id", ["GET", "PATCH"]],
+      // Not a contact called "imports": the imports' own path.
+      ["DELETE", "/contacts/imports", ["GET", "POST"]],
+      ["PATCH", "/contacts/imports", ["GET", "POST"]],
     ] as const) {
       const res = await api(acct.token, method, path);
       expect(res.status, `${method} ${path}`).toBe(405);

@@ -348,6 +348,21 @@ describe("the domain page's Set up at Cloudflare form", () => {
     expect(after).toContain("wrong value");
   });
 
+  it("folds away once every record is published, and stays open while one is missing", async () => {
+    const zoneName = apex();
+    const zone = await makeZone(zoneName);
+    const d = await addDomain(acct, `mail.${zoneName}`);
+    const owner = await signedIn("owner", acct.accountId);
+    const pageOf = async () => (await exports.default.fetch(`${DASH}/dashboard/domains/${d.id}`, { headers: { cookie: owner.cookie } })).text();
+    const before = await pageOf();
+    expect(before).toContain(`<h2 id="cloudflare-setup">Set up at Cloudflare</h2>`);
+    expect(before).not.toContain("already published");
+    expect(((await (await configure(acct.token, d.id, zone.tokens.edit)).json()) as Answer).domain.status).toBe("verified");
+    const after = await pageOf();
+    expect(after).toMatch(/<details class="panel"[^>]*><summary id="cloudflare-setup">Set up at Cloudflare <span class="muted small">\(every record above is already published\)<\/span><\/summary>/);
+    expect(after).toContain(`data-api="/dashboard/api/domains/${d.id}/auto-configure"`);
+  });
+
   it("says how to fix a refused token", async () => {
     const name = apex();
     const zone = await makeZone(name);

@@ -120,6 +120,30 @@ describe("POST /domains", () => {
     expect(await countRows("domains", acct.accountId)).toBe(before);
   });
 
+  it("refuses names whose records could not be published: each record's name must fit DNS's 253 characters", async () => {
+    // Four labels of 56 and one of 5: a name of 229 characters, the longest whose DKIM record fits.
+    const longest = (n: number) => [..."abcd"].map((ch) => ch.repeat(56)).join(".") + "." + "e".repeat(n - 4 * 57);
+    const refused = async (body: Record<string, unknown>, message: RegExp) => {
+      const before = await countRows("domains", acct.accountId);
+      const res = await api(acct.token, "POST", "/domains", body);
+      expect(res.status).toBe(422);
+      expect(((await res.json()) as { message: string }).message).toMatch(message);
+      expect(await countRows("domains", acct.accountId)).toBe(before);
+    };
+    expect(longest(230)).toHaveLength(230);
+    await refused({ name: longest(230) }, /^`name` is too long: its DKIM record \(<selector>\._domainkey\.a+\.\.\.\) would be 254 characters, past DNS's 253\. A domain name may have at most 229 characters\.$/);
+    const name = `x${crypto.randomUUID().slice(0, 4)}` + longest(229).slice(5);
+    await refused({ name, custom_return_path: "bounces-and-more-x".repeat(2) }, /^`custom_return_path` is too long for this domain: .* would be 266 characters, past DNS's 253\. Use a label of at most 23 characters\.$/);
+    await refused({ name, tracking_subdomain: "t".repeat(24) }, /^`tracking_subdomain` is too long for this domain: t+\.<domain> would be 254 characters/);
+    const made = await api(acct.token, "POST", "/domains", { name, custom_return_path: "s".repeat(23) });
+    expect(made.status, await made.clone().text()).toBe(201);
+    const d = (await made.json()) as DomainAnswer;
+    const patched = await api(acct.token, "PATCH", `/domains/${d.id}`, { tracking_subdomain: "t".repeat(24) });
+    expect(patched.status).toBe(422);
+    expect(((await patched.json()) as { message: string }).message).toMatch(/^`tracking_subdomain` is too long for this domain/);
+    expect((await api(acct.token, "PATCH", `/domains/${d.id}`, { tracking_subdomain: "t".repeat(23) })).status).toBe(200);
+  });
+
   it("refuses malformed JSON, and a domain the account already has", async () => {
     expect((await api(acct.token, "POST", "/domains", "{nope")).status).toBe(400);
     const d = await addDomain();

@@ -88,6 +88,19 @@ describe("the editor's document", () => {
     expect(() => parseDocument({ type: "doc", content: [deep] })).toThrow(/nests too deeply/);
     expect(parseDocument(JSON.stringify(DOC)).content?.length).toBe(DOC.content!.length);
   });
+
+  it("refuses marks, attrs and text of the wrong shape before anything renders them (a fuzzer's 500s)", () => {
+    const para = (node: Record<string, unknown>) => ({ type: "doc", content: [{ type: "paragraph", content: [{ type: "text", text: "x", ...node }] }] });
+    for (const marks of [5, "b", {}, [null], [5], [{}], [{ type: 1 }], [{ type: "link", attrs: "x" }], [{ type: "link", attrs: [] }]]) {
+      expect(() => parseDocument(para({ marks })), JSON.stringify(marks)).toThrow(DocumentError);
+    }
+    expect(() => parseDocument(para({ text: 5 }))).toThrow(/text must be a string/);
+    expect(() => parseDocument(para({ attrs: null }))).toThrow(/attrs must be an object/);
+    expect(() => parseDocument({ type: "doc", content: [{ type: "image", attrs: [1] }] })).toThrow(/attrs must be an object/);
+    const fine = parseDocument(para({ marks: [{ type: "bold" }, { type: "link", attrs: { href: "https://example.com" } }] }));
+    expect(documentToHtml(fine)).toContain('href="https://example.com"');
+    expect(documentToText(fine)).toContain("x");
+  });
 });
 
 const PNG = Uint8Array.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0, 0, 0, 13, 0x49, 0x48, 0x44, 0x52, 1, 2, 3]);

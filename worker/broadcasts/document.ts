@@ -43,6 +43,15 @@ export function parseDocument(source: unknown): DocNode {
     if (++nodes > MAX_NODES) throw new DocumentError(`The document has too many parts (at most ${MAX_NODES}).`);
     if (depth > MAX_DEPTH) throw new DocumentError(`The document nests too deeply (at most ${MAX_DEPTH} levels).`);
     if (!n || typeof n !== "object" || typeof (n as DocNode).type !== "string") throw new DocumentError("Every part of the document needs a type.");
+    const { attrs, text, marks } = n as DocNode;
+    if (attrs !== undefined && !isRecord(attrs)) throw new DocumentError("A part's attrs must be an object.");
+    if (text !== undefined && typeof text !== "string") throw new DocumentError("A part's text must be a string.");
+    if (marks !== undefined) {
+      if (!Array.isArray(marks)) throw new DocumentError("A part's marks must be a list.");
+      for (const m of marks as unknown[]) {
+        if (!isRecord(m) || typeof m.type !== "string" || (m.attrs !== undefined && !isRecord(m.attrs))) throw new DocumentError("Every mark needs a type, and its attrs must be an object.");
+      }
+    }
     const c = (n as DocNode).content;
     if (c !== undefined) {
       if (!Array.isArray(c)) throw new DocumentError("A part's content must be a list.");
@@ -51,6 +60,10 @@ export function parseDocument(source: unknown): DocNode {
   };
   check(value, 0);
   return value as DocNode;
+}
+
+function isRecord(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === "object" && !Array.isArray(v);
 }
 
 export function escapeHtml(s: string): string {

@@ -405,7 +405,7 @@ async function domainPage(c: DashCtx) {
           </tr>
         </tbody>
       </table>
-      {v.canManage ? <CloudflareSetup domainId={view.id} /> : null}
+      {v.canManage ? <CloudflareSetup domainId={view.id} done={details.records.every((r) => r.status === "verified") && dmarc.found?.found === true} /> : null}
     </>
   ));
 }
@@ -413,10 +413,9 @@ async function domainPage(c: DashCtx) {
 /** The one-step setup at Cloudflare (worker/domains/auto-configure.ts, as the API's
  * POST /domains/{id}/auto-configure): the token goes to that one request, and the answer's
  * sentences are listed in place of the form. */
-function CloudflareSetup(props: { domainId: string }) {
-  return (
-    <section class="panel" aria-labelledby="cloudflare-setup" style="margin-top:16px">
-      <h2 id="cloudflare-setup">Set up at Cloudflare</h2>
+function CloudflareSetup(props: { domainId: string; done: boolean }) {
+  const form = (
+    <>
       <form method="post" data-api={`/dashboard/api/domains/${props.domainId}/auto-configure`} data-show="cloudflare-setup-result" data-hide aria-label="Set up at Cloudflare">
         <input type="hidden" name="provider" value="cloudflare" />
         <label>Cloudflare API token<input type="password" name="api_token" autocomplete="off" spellcheck={false} required minlength={20} maxlength={512} /></label>
@@ -428,6 +427,21 @@ function CloudflareSetup(props: { domainId: string }) {
         <ul data-field="lines"></ul>
         <p><a href={`/dashboard/domains/${props.domainId}`}>Reload the page</a> to see each record's status.</p>
       </div>
+    </>
+  );
+  // With every record already found there is nothing for it to add: kept within reach, folded.
+  if (props.done) {
+    return (
+      <details class="panel" style="margin-top:16px">
+        <summary id="cloudflare-setup">Set up at Cloudflare <span class="muted small">(every record above is already published)</span></summary>
+        {form}
+      </details>
+    );
+  }
+  return (
+    <section class="panel" aria-labelledby="cloudflare-setup" style="margin-top:16px">
+      <h2 id="cloudflare-setup">Set up at Cloudflare</h2>
+      {form}
     </section>
   );
 }
@@ -904,6 +918,8 @@ export function registerResourcePages(app: Hono<DashEnv>): void {
   app.post("/api/domains/:id/rotate-dkim", async (c) => {
     const v = c.get("viewer");
     requireManager(v);
+    // A new key pair is costly work: the account's rate, as the API's rotate.
+    await takeRequest(c.env, principalOf(v));
     const b = validate(RotateDkimRequest, await body(c));
     const config = readConfig(c.env);
     const current = await findDomain(c.env.DB, v.account.id, c.req.param("id"));

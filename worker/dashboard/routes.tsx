@@ -302,6 +302,11 @@ async function authProxy(c: DashCtx, viewer: Viewer | null): Promise<Response> {
   }
   // The change the code was spent on did not happen: the person keeps that recovery code.
   if (res.status >= 400) await giveBackCode();
+  // better-auth answers some refusals with no body (a POST to /verify-email: 404); every
+  // dashboard endpoint answers JSON with a message.
+  if (res.status >= 400 && !/json/i.test(res.headers.get("content-type") ?? "") && !(await res.clone().text()).trim()) {
+    res = json({ message: res.status === 404 ? "No such dashboard endpoint for this method, or the link is no longer valid. Go back to the dashboard and try again." : `The request was refused (HTTP ${res.status}). Reload the page and try again.` }, res.status);
+  }
   if (res.status === 500) {
     // A failure to send the verification or reset mail surfaces here: say so plainly.
     console.error("dashboard auth failed", withoutTokens(path), await res.clone().text());

@@ -32,6 +32,10 @@ export function dkimRecordValue(algorithm: DkimAlgorithm, publicKey: string): st
   return `v=DKIM1; k=${algorithm === "ed25519" ? "ed25519" : "rsa"}; p=${publicKey}`;
 }
 
+/** Every selector's length ("tern" and 8 hex digits): a DKIM record's name is this, then
+ * "._domainkey.", then the domain. */
+export const SELECTOR_LENGTH = 12;
+
 /** A fresh selector: "tern" and 8 random hex digits, unique enough for rotations. */
 export function newSelector(): string {
   const bytes = crypto.getRandomValues(new Uint8Array(4));

@@ -6,7 +6,7 @@ import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import type { TernConfig } from "../config.ts";
 import { dkimKeys, domains, type DkimKeyRow, type DomainRow, type TrackingHostnameRow } from "../db/schema.ts";
-import { generateDkimKey, newSelector, sealPrivateKey } from "../dkim/keys.ts";
+import { generateDkimKey, newSelector, sealPrivateKey, SELECTOR_LENGTH } from "../dkim/keys.ts";
 import type { DkimAlgorithm } from "../dkim/sign.ts";
 import { ApiError } from "../errors.ts";
 import { uuidv7 } from "../ids.ts";
@@ -213,6 +213,25 @@ export interface CreateDomainInput {
 
 /** A CNAME cannot share its name with other records: the tracking host must not be the
  * return path's (its MX and SPF TXT). */
+/** DNS's own limit on a name, without its final dot. */
+const MAX_DNS_NAME = 253;
+/** The longest domain name whose DKIM record's name still fits in DNS. */
+export const MAX_SENDING_DOMAIN_NAME = MAX_DNS_NAME - SELECTOR_LENGTH - "._domainkey.".length;
+
+/** Every record a domain asks for must be publishable: a long domain name (or label) can make
+ * its DKIM, return-path or Tracking record's name longer than DNS allows. */
+function checkRecordNames(name: string, returnPath: string | null, trackingLabel: string | null, opts: { dkim: boolean } = { dkim: true }): void {
+  const dkim = SELECTOR_LENGTH + "._domainkey.".length + name.length;
+  if (opts.dkim && dkim > MAX_DNS_NAME) {
+    throw new ApiError("validation_error", `\`name\` is too long: its DKIM record (<selector>._domainkey.${name.slice(0, 20)}...) would be ${dkim} characters, past DNS's ${MAX_DNS_NAME}. A domain name may have at most ${MAX_SENDING_DOMAIN_NAME} characters.`);
+  }
+  for (const [field, label] of [["custom_return_path", returnPath], ["tracking_subdomain", trackingLabel]] as const) {
+    if (label !== null && label.length + 1 + name.length > MAX_DNS_NAME) {
+      throw new ApiError("validation_error", `\`${field}\` is too long for this domain: ${label}.<domain> would be ${label.length + 1 + name.length} characters, past DNS's ${MAX_DNS_NAME}. Use a label of at most ${Math.max(1, MAX_DNS_NAME - 1 - name.length)} characters.`);
+    }
+  }
+}
+
 function checkTrackingLabel(label: string | null, returnPath: string): void {
   if (label !== null && label === returnPath) {
     throw new ApiError("validation_error", `\`tracking_subdomain\` must differ from the return path (\`${returnPath}\`): a CNAME cannot share its name with the return path's MX and TXT records.`);
@@ -260,6 +279,7 @@ export async function createDomain(env: Events, config: TernConfig, accountId: s
   const db = drizzle(env.DB);
   const outbox: OutboxEvent[] = [];
   checkTrackingLabel(input.trackingSubdomain ?? null, input.customReturnPath);
+  checkRecordNames(input.name, input.customReturnPath, input.trackingSubdomain ?? null);
   if (input.trackingSubdomain) await checkTrackingHostCap(env.DB, config, accountId, null);
   const existing = await db.select({ id: domains.id }).from(domains).where(and(eq(domains.accountId, accountId), eq(domains.name, input.name))).get();
   if (existing) throw domainExists(input.name);
@@ -323,6 +343,7 @@ export async function updateDomain(env: Events, config: TernConfig, current: Dom
     updatedAt: now,
   };
   checkTrackingLabel(row.trackingSubdomain, row.returnPath);
+  if (row.trackingSubdomain !== current.row.trackingSubdomain) checkRecordNames(row.name, null, row.trackingSubdomain, { dkim: false });
   if (row.trackingSubdomain && !current.row.trackingSubdomain) await checkTrackingHostCap(env.DB, config, row.accountId, row.id);
   let statuses = JSON.parse(row.recordStatusJson) as Record<string, RecordStatus>;
   if (row.receiving !== current.row.receiving) {

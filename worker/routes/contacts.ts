@@ -120,8 +120,10 @@ function contactView(r: ContactRow) {
 const notFound = () => new ApiError("not_found", "Contact not found.");
 const segmentNotFound = () => new ApiError("not_found", "Segment not found.");
 
-/** Resend's contact routes take the contact's id or its email address: a path segment of either. */
-const CONTACT_REF = "[^/]+";
+/** Resend's contact routes take the contact's id or its email address: a path segment of either,
+ * but not `imports` alone, so /contacts/imports is its own path (a DELETE there is a 405, not a
+ * search for a contact called "imports"). */
+const CONTACT_REF = "(?!imports$)[^/]+";
 const ContactParam = z.object({
   id: z.string().openapi({ param: { name: "id", in: "path", description: "The contact's id, or its email address." }, example: "ada@example.com" }),
 });

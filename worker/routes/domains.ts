@@ -10,6 +10,7 @@ import {
   domainView,
   findDomain,
   listDomains,
+  MAX_SENDING_DOMAIN_NAME,
   patchDomain,
   rotateDkim,
   type DomainWithKeys,
@@ -84,7 +85,7 @@ export const CreateDomainRequest = z
         }
         return n;
       })
-      .openapi({ type: "string", maxLength: MAX_DOMAIN_NAME_LENGTH, description: "A domain name of at least two labels, each at most 63 characters.", example: "example.com" }),
+      .openapi({ type: "string", maxLength: MAX_SENDING_DOMAIN_NAME, description: `A domain name of at least two labels, each at most 63 characters, and at most ${MAX_SENDING_DOMAIN_NAME} in all (its DKIM record's name must fit DNS's 253).`, example: "example.com" }),
     region: z.enum(REGIONS, { error: `\`region\` must be one of ${REGIONS.join(", ")}.` }).default("us-east-1"),
     custom_return_path: ReturnPath.default("send"),
     open_tracking: z.boolean({ error: "`open_tracking` must be a boolean." }).default(false),
