@@ -8,7 +8,7 @@ import type { BatchItem } from "drizzle-orm/batch";
 import { drizzle } from "drizzle-orm/d1";
 import { contactSegments, contactTopics, contacts, segments, topics, type ContactRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
-import { announce, announceHeard, contactOutboxEvent, outboxInsert, type OutboxEvent } from "../events/outbox.ts";
+import { announce, outboxWritten, announceHeard, contactOutboxEvent, outboxInsert, type OutboxEvent } from "../events/outbox.ts";
 import { uuidv7 } from "../ids.ts";
 import { addressKey } from "../mime/address.ts";
 import { finishPage, pageQuery, type Page } from "../pagination.ts";
@@ -44,8 +44,8 @@ export function contactProperties(row: ContactRow): PropertyValues {
 async function commit(env: ContactEnv, changes: BatchItem<"sqlite">[], type: ContactEventType, row: ContactRow, now: number, alongside: BatchItem<"sqlite">[] = []): Promise<void> {
   const db = drizzle(env.DB);
   const event: OutboxEvent = contactOutboxEvent(row.accountId, type, contactFacts(row), now);
-  await db.batch([...changes, outboxInsert(db, event), ...alongside] as unknown as [BatchItem<"sqlite">]);
-  await announce(env, [event]);
+  const results = await db.batch([...changes, outboxInsert(db, event), ...alongside] as unknown as [BatchItem<"sqlite">]);
+  if (outboxWritten(results[changes.length])) await announce(env, [event]);
 }
 
 /** How a contact's address is stored and looked up: one contact per mailbox, however the

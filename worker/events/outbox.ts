@@ -138,6 +138,14 @@ export async function announceHeard(env: Pick<Env, "DB" | "WEBHOOK_QUEUE">, even
   await announce(env, heard ? events.filter((e) => heard.has(`${e.accountId} ${e.type}`)) : events);
 }
 
+/** Whether an outbox insert's result wrote its row: it writes none when no enabled endpoint of
+ * the account hears the event, and then there is nothing to hint. A result without counts is
+ * taken as written: a spare hint costs a queue message, a missing one the cron's delay. */
+export function outboxWritten(result: unknown): boolean {
+  const changes = (result as Partial<D1Result> | undefined)?.meta?.changes;
+  return typeof changes !== "number" || changes > 0;
+}
+
 /** Tells the webhook consumer about committed events. Best effort: the cron finds any event
  * whose hint was lost. */
 export async function announce(env: Pick<Env, "WEBHOOK_QUEUE">, events: readonly OutboxEvent[]): Promise<void> {

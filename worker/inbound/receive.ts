@@ -7,7 +7,7 @@ import { drizzle } from "drizzle-orm/d1";
 import { oneLine } from "../../smtp-bridge/header-text.ts";
 import type { TernConfig } from "../config.ts";
 import { inboundEmails } from "../db/schema.ts";
-import { announce, outboxEvent, outboxInsertIfRow } from "../events/outbox.ts";
+import { announce, outboxWritten, outboxEvent, outboxInsertIfRow } from "../events/outbox.ts";
 import { uuidv7 } from "../ids.ts";
 import { receivedEventPayload } from "../webhooks/payloads.ts";
 
@@ -176,8 +176,9 @@ export async function receiveInbound(env: Env, config: TernConfig, delivery: Del
   }, now), now);
   const db = drizzle(env.DB);
   let inserted: boolean;
+  let heard = true;
   try {
-    const [row] = await db.batch([
+    const [row, outboxed] = await db.batch([
       db.insert(inboundEmails).values({
         id, accountId: rcpt.accountId, domainId: rcpt.domainId, fromAddress: from, toJson: JSON.stringify(toList.length ? toList : [to]), ccJson: JSON.stringify(cc),
         subject, messageId, rawKey: `${prefix}/raw.eml`, size: raw.byteLength, contentKey: `${prefix}/content.json`,
@@ -186,6 +187,7 @@ export async function receiveInbound(env: Env, config: TernConfig, delivery: Del
       outboxInsertIfRow(db, event, inboundEmails, eq(inboundEmails.id, id)),
     ]);
     inserted = (row.meta.changes ?? 0) > 0;
+    heard = outboxWritten(outboxed);
   } catch (err) {
     // D1 may have committed the batch and lost its answer: then the row names these objects (the
     // sender's retry will answer with it), and deleting them would leave a copy without its mail.
@@ -202,7 +204,7 @@ export async function receiveInbound(env: Env, config: TernConfig, delivery: Del
     if (first === undefined) throw new Error("the copy of a message received twice at once is gone");
     return first;
   }
-  await announce(env, [event]);
+  if (heard) await announce(env, [event]);
   return id;
 }
 

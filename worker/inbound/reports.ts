@@ -11,7 +11,7 @@ import { drizzle } from "drizzle-orm/d1";
 import type { TernConfig } from "../config.ts";
 import { emailEvents, emails, type EmailRow } from "../db/schema.ts";
 import { suppressStatement } from "../suppressions/suppress.ts";
-import { announce, emailFacts, emailOutboxEvent, outboxInsertIfRecorded, type OutboxEvent } from "../events/outbox.ts";
+import { announce, outboxWritten, emailFacts, emailOutboxEvent, outboxInsertIfRecorded, type OutboxEvent } from "../events/outbox.ts";
 import { uuidv7 } from "../ids.ts";
 import { rollupItem } from "../metrics/rollup.ts";
 import { parseMailbox } from "../mime/address.ts";
@@ -116,7 +116,8 @@ export async function applyReport(env: Env, config: TernConfig, to: string, raw:
   statements.push(db.update(emails).set({ lastEvent: recorded.at(-1)!.type }).where(and(eq(emails.id, emailId))));
   const results = await db.batch(statements as [BatchItem<"sqlite">]);
   const applied = recorded.filter((r) => ((results[r.statement] as D1Result).meta.changes ?? 0) > 0);
-  await announce(env, applied.map((r) => r.event));
+  // Its outbox row follows each event's insert, and is written only when an endpoint hears it.
+  await announce(env, applied.filter((r) => outboxWritten(results[r.statement + 1])).map((r) => r.event));
   return { applied: true, emailId, events: applied.map((r) => r.type) };
 }
 

@@ -10,7 +10,7 @@ import { drizzle } from "drizzle-orm/d1";
 import { emailEvents, emailLinks, emails, type EmailRow } from "../db/schema.ts";
 import { toHex } from "../bytes.ts";
 import { unsubscribeAddress } from "../contacts/contacts.ts";
-import { announce, emailFacts, emailOutboxEvent, outboxInsertIfRecorded } from "../events/outbox.ts";
+import { announce, outboxWritten, emailFacts, emailOutboxEvent, outboxInsertIfRecorded } from "../events/outbox.ts";
 import { uuidv7 } from "../ids.ts";
 import { rollupItem } from "../metrics/rollup.ts";
 
@@ -106,7 +106,7 @@ async function record(
       ? under(limit.scope, limit.max ?? 1)
       : sql`${under(limit.scope, limit.max ?? 1)} and ${under(limit.outer.scope, limit.outer.max)}`;
   const recorded = sql`exists (select 1 from ${emailEvents} where ${emailEvents.id} = ${row.id})`;
-  const [inserted] = await db.batch([
+  const [inserted, , outboxed] = await db.batch([
     db.insert(emailEvents).select(
       db.select({
         id: sql`${row.id}`.as("id"), emailId: sql`${row.emailId}`.as("email_id"), accountId: sql`${row.accountId}`.as("account_id"),
@@ -120,7 +120,7 @@ async function record(
     ...rollupItem(db, { accountId: email.accountId, domainId: email.domainId, broadcastId: email.broadcastId, at: now, events: [{ type }], engagement: { emailId: email.id, eventId: row.id }, ifRecorded: row.id }),
   ]);
   if (inserted.length === 0) return false;
-  await announce(env, [event]);
+  if (outboxWritten(outboxed)) await announce(env, [event]);
   return true;
 }
 
