@@ -34,6 +34,7 @@ import { servesPath } from "./tracking/hosts.ts";
 import { registerMediaRoutes } from "./routes/media.ts";
 import { registerWebhookRoutes } from "./routes/webhooks.ts";
 import { dashboardApp } from "./dashboard/routes.tsx";
+import { scrubDashboardMail } from "./dashboard/mail.ts";
 import type { WebhookQueueMessage } from "./events/outbox.ts";
 import { consumeWebhookBatch, sweepWebhooks } from "./webhooks/consumer.ts";
 import type { QueueMessage } from "./sending/accept.ts";
@@ -97,6 +98,7 @@ export default {
       purgeExpired(env, readConfig(env).retentionDays, now),
       sweepOrphanedContent(env, now),
       runMaintenance(env, now),
+      scrubDashboardMail(env, now),
     ]);
     for (const r of results) if (r.status === "rejected") console.error("cron duty failed", r.reason);
   },

@@ -11,7 +11,9 @@ import { accounts, authAccounts, authUsers, memberships } from "../../worker/db/
 import { AUTH_BASE, authFor } from "../../worker/dashboard/auth.ts";
 import { storedSessionToken } from "../../worker/dashboard/session-tokens.ts";
 import { uuidv7 } from "../../worker/ids.ts";
-import { createAccount } from "./fixtures.ts";
+import { SCRUBBED_TEXT, scrubDashboardMail } from "../../worker/dashboard/mail.ts";
+import { api, createAccount } from "./fixtures.ts";
+import { waitFor } from "./wait.ts";
 
 const BASE = "https://t.tern.test";
 const PASSWORD = "correct-horse-battery-staple-42";
@@ -114,6 +116,22 @@ describe("the dashboard's tokens at rest", () => {
     // revokeSessionsOnPasswordReset: the session from before the reset (found by its hash) is gone.
     expect((await exports.default.fetch(`${BASE}/dashboard/emails`, { headers: { cookie: old.cookie }, redirect: "manual" })).status).toBe(303);
     expect((await signIn(email, "another-long-passphrase-77")).status).toBe(200);
+
+    // Once the mail has left, the cron replaces its body: the link is nowhere in clear any more.
+    // Mail of that account not sent yet keeps its body.
+    const later = await api(mail.token, "POST", "/emails", { from: `tern@${mail.domain}`, to: "later@example.com", subject: "later", text: "a link still to send", scheduled_at: "in 1 hour" });
+    expect(later.status).toBe(200);
+    await waitFor("the reset mail sent", async () => (await env.DB.prepare("SELECT state FROM emails WHERE id = ?").bind(sent!.id).first<string>("state")) === "done" || undefined);
+    expect(await scrubDashboardMail(mailEnv as Env, Date.now())).toBe(1);
+    expect(holding(await everything(), token)).toEqual([]);
+    const scrubbed = await env.DB.prepare("SELECT html, text FROM emails WHERE id = ?").bind(sent!.id).first<{ html: string; text: string }>();
+    expect(scrubbed!.text).toBe(SCRUBBED_TEXT);
+    expect(scrubbed!.html).toContain(SCRUBBED_TEXT);
+    const kept = await env.DB.prepare("SELECT text FROM emails WHERE id = ?").bind(((await later.json()) as { id: string }).id).first<string>("text");
+    expect(kept).toBe("a link still to send");
+    expect(await scrubDashboardMail(mailEnv as Env, Date.now())).toBe(0);
+    // Without a dashboard mail account, nothing is touched.
+    expect(await scrubDashboardMail({ DB: env.DB, DASHBOARD_MAIL_ACCOUNT: "" }, Date.now())).toBe(0);
   });
 });
 

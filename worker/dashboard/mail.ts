@@ -3,10 +3,11 @@
 // configures (DASHBOARD_MAIL_ACCOUNT, DASHBOARD_MAIL_FROM), so it is signed, recorded and
 // delivered by the region's transport like any other. That account must have no dashboard
 // members: its Emails hold other people's sign-in links.
-import { eq } from "drizzle-orm";
+import { and, eq, gte, inArray, isNotNull, ne, or } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { DASHBOARD_MAIL_KEY_ID, type Principal } from "../auth.ts";
-import { accounts, memberships } from "../db/schema.ts";
+import { accounts, emails, memberships } from "../db/schema.ts";
+import { uuidv7Floor } from "../ids.ts";
 import { performSend } from "../sending/send.ts";
 
 export class DashboardMailError extends Error {}
@@ -49,4 +50,29 @@ export function linkMail(to: string, subject: string, intro: string, action: str
     text: `${intro}\n\n${action}: ${url}\n\n${footer}`,
     html: `<p>${escape(intro)}</p><p><a href="${escape(url)}">${escape(action)}</a></p><p style="color:#666">${escape(footer)}</p>`,
   };
+}
+
+/** What a sent dashboard mail's body becomes: its link was a credential (a reset, a confirmation,
+ * an invitation), and once the mail has left, nothing needs it in clear. */
+export const SCRUBBED_TEXT = "(This message carried a one-time link. tern removes such a message's body once it has been sent.)";
+const SCRUBBED_HTML = `<p>${SCRUBBED_TEXT}</p>`;
+
+/** The longest a dashboard link is good for (an invitation: 7 days), and a day more. */
+const SCRUB_WINDOW_MS = 8 * 86400_000;
+
+/** Replaces the bodies of the dashboard's sent mail (the cron, every tick): whoever can read the
+ * mail account's emails (its API keys, a backup) must not find live sign-in links there. Reads
+ * the last 8 days of that account's emails by id; older links have all expired. */
+export async function scrubDashboardMail(env: Pick<Env, "DB" | "DASHBOARD_MAIL_ACCOUNT">, now: number): Promise<number> {
+  const accountId = env.DASHBOARD_MAIL_ACCOUNT;
+  if (!accountId) return 0;
+  const scrubbed = await drizzle(env.DB).update(emails).set({ html: SCRUBBED_HTML, text: SCRUBBED_TEXT })
+    .where(and(
+      eq(emails.accountId, accountId),
+      gte(emails.id, uuidv7Floor(now - SCRUB_WINDOW_MS)),
+      inArray(emails.state, ["done", "canceled"]),
+      or(and(isNotNull(emails.html), ne(emails.html, SCRUBBED_HTML)), and(isNotNull(emails.text), ne(emails.text, SCRUBBED_TEXT))),
+    ))
+    .returning({ id: emails.id });
+  return scrubbed.length;
 }
