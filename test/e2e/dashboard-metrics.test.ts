@@ -161,7 +161,7 @@ describe("the Metrics page and email insights", () => {
     }
     expect(await section.locator("li[data-insight]").count()).toBe(insights.length);
     // The preview shows the email (its image, from a host this machine cannot reach, is not
-    // waited for): the screenshot is taken once its text is painted.
+    // waited for).
     await page.frameLocator("iframe.preview").getByText("Hi", { exact: true }).waitFor();
     await shot(page, "33-email-insights");
     expect(await axeViolations(page)).toEqual([]);

@@ -21,8 +21,19 @@ export async function launchBrowser(): Promise<Browser> {
   return playwright.launch({ executablePath: await chromium.executablePath(), args, headless: true });
 }
 
+/** A full-page screenshot. Chromium paints a frame (an email's preview) only while it is in the
+ * viewport, so a full-page capture showed frames below the fold empty: the viewport is made as
+ * tall as the page for the capture, then put back. */
 export async function shot(page: Page, name: string): Promise<void> {
-  await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
+  const size = page.viewportSize();
+  const height = await page.evaluate("document.documentElement.scrollHeight").then(Number, () => 0);
+  const taller = size !== null && height > size.height;
+  if (taller) await page.setViewportSize({ width: size.width, height: Math.min(height, 12_000) });
+  try {
+    await page.screenshot({ path: join(SCREENSHOTS, `${name}.png`), fullPage: true });
+  } finally {
+    if (taller) await page.setViewportSize(size);
+  }
 }
 
 const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8");
