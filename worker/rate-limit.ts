@@ -78,12 +78,23 @@ export function rateHeaders(v: RateVerdict | null): Record<string, string> {
 
 /** Takes one request from the account's bucket; throws the contract's 429 when it is empty.
  * An account whose limit is 0 is not limited (an operator's choice, e.g. an internal system). */
-export async function takeRequest(env: Env, principal: Principal): Promise<RateVerdict | null> {
-  if (principal.rateLimit <= 0) return null;
-  const stub = inJurisdiction(env, env.RATE_LIMITER).getByName(`rate:${principal.accountId}`);
-  const verdict = await leases.take(principal.accountId, principal.rateLimit, (want) => stub.take(principal.rateLimit, want));
+export function takeRequest(env: Env, principal: Principal): Promise<RateVerdict | null> {
+  return takeFrom(env, principal.accountId, principal.rateLimit, (n) => `this account may make ${n} request${n === 1 ? "" : "s"} per second`);
+}
+
+/** Takes one change a person makes in the dashboard from a bucket of their own, at their
+ * account's rate: a script driving a stolen or scripted session is held to what the API allows,
+ * without spending the account's own bucket (a busy integration must not lock people out). */
+export function takeDashboardChange(env: Env, userId: string, rateLimit: number): Promise<RateVerdict | null> {
+  return takeFrom(env, `user:${userId}`, rateLimit, (n) => `each person may make ${n} change${n === 1 ? "" : "s"} per second in the dashboard`);
+}
+
+async function takeFrom(env: Env, bucket: string, limit: number, what: (limit: number) => string): Promise<RateVerdict | null> {
+  if (limit <= 0) return null;
+  const stub = inJurisdiction(env, env.RATE_LIMITER).getByName(`rate:${bucket}`);
+  const verdict = await leases.take(bucket, limit, (want) => stub.take(limit, want));
   if (!verdict.allowed) {
-    throw new ApiError("rate_limit_exceeded", `Too many requests: this account may make ${verdict.limit} request${verdict.limit === 1 ? "" : "s"} per second. Retry after ${verdict.retryAfter} second${verdict.retryAfter === 1 ? "" : "s"}.`, 429, rateHeaders(verdict));
+    throw new ApiError("rate_limit_exceeded", `Too many requests: ${what(verdict.limit)}. Retry after ${verdict.retryAfter} second${verdict.retryAfter === 1 ? "" : "s"}.`, 429, rateHeaders(verdict));
   }
   return verdict;
 }

@@ -22,6 +22,7 @@ import { AuthLayout, Badge, Empty, Layout, NAV, Time } from "./layout.tsx";
 import { DashboardMailError, linkMail, sendDashboardMail } from "./mail.ts";
 import { clearAddress, countAttempt, countInWindow } from "./throttle.ts";
 import { storedSessionToken } from "./session-tokens.ts";
+import { takeDashboardChange } from "../rate-limit.ts";
 import { ACCOUNT_COOKIE, audit, auditDetailText, auditUser, clientIp, loadViewer, type Viewer } from "./viewer.ts";
 import { registerResourcePages } from "./resources.tsx";
 import { registerMetricsPages } from "./metrics.tsx";
@@ -369,7 +370,11 @@ export function dashboardApp(): Hono<DashEnv> {
     if (err instanceof DashError || err instanceof ApiError) {
       // The services' errors say what is wrong in the contract's words; a page shows them too.
       const status = err.status as 400 | 404;
-      if (api) return json({ message: err.message }, status);
+      if (api) {
+        const res = json({ message: err.message }, status);
+        if (err instanceof ApiError) for (const [k, v] of Object.entries(err.headers)) res.headers.set(k, v);
+        return res;
+      }
       c.status(status);
       return errorPage(c, status === 404 ? "Not found" : "This did not work", err.message, null, status === 404);
     }
@@ -403,6 +408,19 @@ export function dashboardApp(): Hono<DashEnv> {
       const enc = new TextEncoder();
       if (!constantTimeEqual(enc.encode(sent), enc.encode(viewer.csrf))) {
         const res = json({ message: "The page's security token is missing or wrong. Reload the page and try again." }, 403);
+        securityHeaders(res);
+        return res;
+      }
+    }
+    // Every change a signed-in person makes through the dashboard's endpoints spends their own
+    // bucket (the sign-in endpoints have their throttle instead).
+    if (UNSAFE.has(req.method) && viewer && url.pathname.startsWith("/dashboard/api/") && !url.pathname.startsWith(AUTH_BASE + "/")) {
+      try {
+        await takeDashboardChange(c.env, viewer.user.id, viewer.account.rateLimit);
+      } catch (err) {
+        if (!(err instanceof ApiError)) throw err;
+        const res = json({ message: err.message }, err.status);
+        for (const [k, v] of Object.entries(err.headers)) res.headers.set(k, v);
         securityHeaders(res);
         return res;
       }
