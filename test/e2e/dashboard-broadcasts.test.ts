@@ -275,6 +275,8 @@ describe("the Broadcasts page and the block editor", () => {
       await page.reload();
       return page.locator("main .badge").first().innerText();
     }, { timeout: 60_000, interval: 1000 }).toBe("sent");
+    // Just sent, its counts are still coming in, and the page says so.
+    expect(await page.getByText("These counts grow as recipients' servers answer").count()).toBe(1);
     await shot(page, "55-broadcast-sent");
     // The summary reads as the editor's chips do, never in the placeholder syntax; what
     // recipients get starts with the inbox's line for the first contact.

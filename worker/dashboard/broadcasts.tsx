@@ -483,6 +483,9 @@ async function sentBroadcastPage(c: DashCtx, row: BroadcastRow, title: string, l
           <dt>Recipients</dt><dd>{row.recipientCount.toLocaleString("en-US")}</dd>
           {STATS.map(([k, label]) => (<><dt>{label}</dt><dd data-stat={k}>{(stats?.[k] ?? 0).toLocaleString("en-US")}</dd></>))}
         </dl>
+        {row.status === "sending" || (row.status === "sent" && row.sentAt !== null && Date.now() - row.sentAt < 3600_000)
+          ? <p class="muted small">These counts grow as recipients' servers answer and people open and click: reload the page to see the latest.</p>
+          : null}
         <div class="row" style="margin-top:12px">
           {canCancel ? (
             <form method="post" class="inline" data-api={`/dashboard/api/broadcasts/${row.id}/cancel`} data-confirm="Stop this broadcast? Contacts it has not reached get nothing."><button type="submit" class="danger">Cancel the broadcast</button></form>
