@@ -58,6 +58,8 @@ export interface TernConfig {
   /** Refuse new sends while the account's bounce or complaint rate is over its limit
    * (worker/metrics/health.ts); off unless HEALTH_PAUSE = "true". */
   healthPause: boolean;
+  /** The account the dashboard's own mail is sent from (DASHBOARD_MAIL_ACCOUNT), or null. */
+  dashboardMailAccount: string | null;
 }
 
 export interface CustomHostnamesConfig {
@@ -133,6 +135,7 @@ export function readConfig(env: Env): TernConfig {
     retentionDays: retentionDaysOf(env.RETENTION_DAYS),
     region: (name) => resolveRegion(env, regionDefaults, name),
     healthPause: healthPauseOn(env),
+    dashboardMailAccount: env.DASHBOARD_MAIL_ACCOUNT || null,
   };
 }
 

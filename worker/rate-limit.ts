@@ -85,8 +85,10 @@ export function takeRequest(env: Env, principal: Principal): Promise<RateVerdict
 /** Takes one change a person makes in the dashboard from a bucket of their own, at their
  * account's rate: a script driving a stolen or scripted session is held to what the API allows,
  * without spending the account's own bucket (a busy integration must not lock people out). */
-export function takeDashboardChange(env: Env, userId: string, rateLimit: number): Promise<RateVerdict | null> {
-  return takeFrom(env, `user:${userId}`, rateLimit, (n) => `each person may make ${n} change${n === 1 ? "" : "s"} per second in the dashboard`);
+export function takeDashboardChange(env: Env, userId: string, accountId: string, rateLimit: number): Promise<RateVerdict | null> {
+  // One bucket per person and account: the limit is the account's, and a bucket whose limit
+  // changed starts full, so a person in two accounts alternating them must not share one.
+  return takeFrom(env, `user:${userId}:${accountId}`, rateLimit, (n) => `each person may make ${n} change${n === 1 ? "" : "s"} per second in the dashboard`);
 }
 
 async function takeFrom(env: Env, bucket: string, limit: number, what: (limit: number) => string): Promise<RateVerdict | null> {

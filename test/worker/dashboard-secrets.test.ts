@@ -11,7 +11,10 @@ import { accounts, authAccounts, authUsers, memberships } from "../../worker/db/
 import { AUTH_BASE, authFor } from "../../worker/dashboard/auth.ts";
 import { storedSessionToken } from "../../worker/dashboard/session-tokens.ts";
 import { uuidv7 } from "../../worker/ids.ts";
+import { readConfig } from "../../worker/config.ts";
 import { SCRUBBED_TEXT, scrubDashboardMail } from "../../worker/dashboard/mail.ts";
+import { sendingIdentity } from "../../worker/delivery/sending-identity.ts";
+import { loadEmail } from "../../worker/tracking/record.ts";
 import { api, createAccount } from "./fixtures.ts";
 import { waitFor } from "./wait.ts";
 
@@ -118,10 +121,15 @@ describe("the dashboard's tokens at rest", () => {
     expect((await signIn(email, "another-long-passphrase-77")).status).toBe(200);
 
     // Once the mail has left, the cron replaces its body: the link is nowhere in clear any more.
-    // Mail of that account not sent yet keeps its body.
-    const later = await api(mail.token, "POST", "/emails", { from: `tern@${mail.domain}`, to: "later@example.com", subject: "later", text: "a link still to send", scheduled_at: "in 1 hour" });
+    // Mail of that account not sent yet keeps its body, and so does what it sends by API.
+    const later = await api(mail.token, "POST", "/emails", { from: `tern@${mail.domain}`, to: "later@example.com", subject: "later", text: "a link still to send", scheduled_at: "in 1 hour", tags: [{ name: "category", value: "dashboard" }] });
     expect(later.status).toBe(200);
-    await waitFor("the reset mail sent", async () => (await env.DB.prepare("SELECT state FROM emails WHERE id = ?").bind(sent!.id).first<string>("state")) === "done" || undefined);
+    const own = await api(mail.token, "POST", "/emails", { from: `tern@${mail.domain}`, to: "own@example.com", subject: "own", text: "the account's own mail" });
+    expect(own.status).toBe(200);
+    const ownId = ((await own.json()) as { id: string }).id;
+    const done = async (id: string) => (await env.DB.prepare("SELECT state FROM emails WHERE id = ?").bind(id).first<string>("state")) === "done" || undefined;
+    await waitFor("the reset mail sent", () => done(sent!.id));
+    await waitFor("the account's own mail sent", () => done(ownId));
     expect(await scrubDashboardMail(mailEnv as Env, Date.now())).toBe(1);
     expect(holding(await everything(), token)).toEqual([]);
     const scrubbed = await env.DB.prepare("SELECT html, text FROM emails WHERE id = ?").bind(sent!.id).first<{ html: string; text: string }>();
@@ -129,9 +137,10 @@ describe("the dashboard's tokens at rest", () => {
     expect(scrubbed!.html).toContain(SCRUBBED_TEXT);
     const kept = await env.DB.prepare("SELECT text FROM emails WHERE id = ?").bind(((await later.json()) as { id: string }).id).first<string>("text");
     expect(kept).toBe("a link still to send");
+    expect(await env.DB.prepare("SELECT text FROM emails WHERE id = ?").bind(ownId).first<string>("text")).toBe("the account's own mail");
     expect(await scrubDashboardMail(mailEnv as Env, Date.now())).toBe(0);
     // Without a dashboard mail account, nothing is touched.
-    expect(await scrubDashboardMail({ DB: env.DB, DASHBOARD_MAIL_ACCOUNT: "" }, Date.now())).toBe(0);
+    expect(await scrubDashboardMail({ DB: env.DB, BLOBS: env.BLOBS, DASHBOARD_MAIL_ACCOUNT: "" }, Date.now())).toBe(0);
   });
 });
 
@@ -173,5 +182,18 @@ describe("the dashboard's JavaScript before a page is usable", () => {
     expect(b.srcs.length).toBeGreaterThan(0);
     expect(a.bytes).toBeLessThanOrEqual(200 * 1024);
     expect(b.bytes).toBeLessThanOrEqual(200 * 1024);
+  });
+});
+
+describe("the dashboard's own mail", () => {
+  it("is never tracked, whatever its domain's settings: its links are one-time credentials", async () => {
+    const mail = await createAccount();
+    await env.DB.prepare("UPDATE domains SET open_tracking = 1, click_tracking = 1 WHERE account_id = ?").bind(mail.accountId).run();
+    const res = await api(mail.token, "POST", "/emails", { from: `tern@${mail.domain}`, to: "someone@example.com", subject: "Reset", html: '<p><a href="https://t.tern.test/dashboard/reset-password/abc">Reset</a></p>', scheduled_at: "in 1 hour" });
+    expect(res.status).toBe(200);
+    const email = (await loadEmail(env.DB, ((await res.json()) as { id: string }).id))!;
+    const config = readConfig(env);
+    expect((await sendingIdentity(env.DB, config, email)).tracking).toMatchObject({ openTracking: true, clickTracking: true });
+    expect((await sendingIdentity(env.DB, { ...config, dashboardMailAccount: mail.accountId }, email)).tracking).toEqual({ openTracking: false, clickTracking: false, host: null });
   });
 });

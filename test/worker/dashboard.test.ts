@@ -968,21 +968,33 @@ describe("invitations", () => {
     expect(audit).toEqual(["member.invited", "invitation.renewed"]);
   });
 
-  it("counts every invitation mail, renewals too: one address gets at most five a day from anyone", async () => {
+  it("counts every invitation mail, renewals too, and only mail that went: five a day to one address from one account, twenty from all", async () => {
     const owner = await person("owner");
     const mail = await mailSettings();
     const victim = `often-${crypto.randomUUID().slice(0, 8)}@example.com`;
-    for (let i = 0; i < INVITATIONS_PER_DAY.address; i++) {
-      expect((await owner.post("/invitations", { email: victim, role: "member" }, { env: mail.env })).status).toBe(200);
+    const invite = (who: Awaited<ReturnType<typeof person>>) => who.post("/invitations", { email: victim, role: "member" }, { env: mail.env });
+    for (let i = 0; i < INVITATIONS_PER_DAY.address; i++) expect((await invite(owner)).status).toBe(200);
+    for (let i = 0; i < 3; i++) {
+      const over = await invite(owner);
+      expect(over.status).toBe(429);
+      expect((await over.json<{ message: string }>()).message).toMatch(new RegExp(`^${victim.replace(/\./g, "\\.")} has been sent as many invitations to Dash as one address may get in a day \\(5\\)\\. Try again in \\d+ hours?, or ask them to use a link already sent\\.$`));
     }
-    const over = await owner.post("/invitations", { email: victim, role: "member" }, { env: mail.env });
-    expect(over.status).toBe(429);
-    expect((await over.json<{ message: string }>()).message).toMatch(new RegExp(`^${victim.replace(/\./g, "\\.")} has been sent as many invitations as one address may get in a day \\(5\\)\\. Try again in \\d+ hours?, or ask them to use a link already sent\\.$`));
-    // From another account too: the limit is the address's.
-    const stranger = await person("owner");
-    expect((await stranger.post("/invitations", { email: victim, role: "member" }, { env: mail.env })).status).toBe(429);
-    expect(await mailsTo(mail.account, victim)).toBe(INVITATIONS_PER_DAY.address);
-    expect(await count("SELECT count(*) AS n FROM invitations WHERE account_id = ?", stranger.account)).toBe(0);
+    // The refused ones were not counted: neither this person's allowance nor the address's moved.
+    const counted = async (key: string) => count("SELECT coalesce(max(count), 0) AS n FROM auth_attempts WHERE substr(key, 1, length(?1)) = ?1", `${key}@`);
+    expect(await counted(`invite-by:${owner.user}`)).toBe(5);
+    expect(await counted(`invite-to:${victim}`)).toBe(5);
+    // Other accounts may invite the address too, up to twenty mails from all of them.
+    for (let a = 0; a < 3; a++) {
+      const other = await person("owner");
+      for (let i = 0; i < INVITATIONS_PER_DAY.address; i++) expect((await invite(other)).status).toBe(200);
+    }
+    const late = await invite(await person("owner"));
+    expect(late.status).toBe(429);
+    expect((await late.json<{ message: string }>()).message).toMatch(/has been sent as many invitations as one address may get in a day from all accounts \(20\)/);
+    expect(await mailsTo(mail.account, victim)).toBe(INVITATIONS_PER_DAY.addressAnywhere);
+    // An address that is already a member costs nothing either.
+    expect((await owner.post("/invitations", { email: owner.email, role: "member" }, { env: mail.env })).status).toBe(409);
+    expect(await counted(`invite-by:${owner.user}`)).toBe(5);
     // And renewals count against the person who sends them.
     const sender = await person("owner");
     for (let i = 0; i < INVITATIONS_PER_DAY.user; i++) {

@@ -2,7 +2,7 @@
 // and what accepting does for someone who is already a member. The routes (routes.tsx) send
 // the mail and write the audit log; the rules live here, testable without HTTP.
 import { and, eq, gt, isNull, ne, sql } from "drizzle-orm";
-import { drizzle } from "drizzle-orm/d1";
+import { drizzle, type DrizzleD1Database } from "drizzle-orm/d1";
 import { toBase64Url } from "../bytes.ts";
 import { hashToken } from "../api-key-token.ts";
 import { authUsers, invitations, memberships } from "../db/schema.ts";
@@ -94,11 +94,10 @@ export async function acceptInvitation(d1: D1Database, inv: InvitationRow, userI
   return { kind: "joined", role: inv.role };
 }
 
-/** Takes back the open invitations one person sent in an account (they were removed, or may no
- * longer invite); how many went. */
-export async function withdrawInvitations(d1: D1Database, accountId: string, invitedBy: string): Promise<number> {
-  const gone = await drizzle(d1).delete(invitations)
+/** The statement that takes back the open invitations one person sent in an account (they were
+ * removed, or may no longer invite), returning each one's id; for the batch that changes them. */
+export function withdrawInvitations(db: DrizzleD1Database, accountId: string, invitedBy: string) {
+  return db.delete(invitations)
     .where(and(eq(invitations.accountId, accountId), eq(invitations.invitedBy, invitedBy), isNull(invitations.acceptedAt)))
     .returning({ id: invitations.id });
-  return gone.length;
 }

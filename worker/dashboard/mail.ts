@@ -8,9 +8,13 @@ import { drizzle } from "drizzle-orm/d1";
 import { DASHBOARD_MAIL_KEY_ID, type Principal } from "../auth.ts";
 import { accounts, emails, memberships } from "../db/schema.ts";
 import { uuidv7Floor } from "../ids.ts";
+import { bodyKey } from "../sending/content.ts";
 import { performSend } from "../sending/send.ts";
 
 export class DashboardMailError extends Error {}
+
+/** Every dashboard mail's tags: how its emails are told from anything else the account sends. */
+const DASHBOARD_TAGS = [{ name: "category", value: "dashboard" }];
 
 export interface DashboardMail {
   to: string;
@@ -35,7 +39,7 @@ export async function sendDashboardMail(env: Env, mail: DashboardMail): Promise<
   const answer = await performSend(env, principal, {
     kind: "single",
     batchMode: "strict",
-    body: { from, to: [mail.to], subject: mail.subject, text: mail.text, html: mail.html, tags: [{ name: "category", value: "dashboard" }] },
+    body: { from, to: [mail.to], subject: mail.subject, text: mail.text, html: mail.html, tags: DASHBOARD_TAGS },
   });
   if (answer.status !== 200) throw new DashboardMailError(`tern refused the dashboard's mail to ${mail.to}: ${answer.body}`);
 }
@@ -60,19 +64,29 @@ const SCRUBBED_HTML = `<p>${SCRUBBED_TEXT}</p>`;
 /** The longest a dashboard link is good for (an invitation: 7 days), and a day more. */
 const SCRUB_WINDOW_MS = 8 * 86400_000;
 
-/** Replaces the bodies of the dashboard's sent mail (the cron, every tick): whoever can read the
+/** Replaces the bodies of the dashboard's sent mail (the cron, every tick; mail the account sends
+ * through its API is its own): whoever can read the
  * mail account's emails (its API keys, a backup) must not find live sign-in links there. Reads
- * the last 8 days of that account's emails by id; older links have all expired. */
-export async function scrubDashboardMail(env: Pick<Env, "DB" | "DASHBOARD_MAIL_ACCOUNT">, now: number): Promise<number> {
+ * the last 8 days of that account's emails by id; older links have all expired. A body kept in
+ * R2 (an INLINE_CONTENT_LIMIT below the message's size) is deleted there. The mail is never
+ * click-tracked (sending-identity.ts), so no copy of its links is kept in email_links. */
+export async function scrubDashboardMail(env: Pick<Env, "DB" | "BLOBS" | "DASHBOARD_MAIL_ACCOUNT">, now: number): Promise<number> {
   const accountId = env.DASHBOARD_MAIL_ACCOUNT;
   if (!accountId) return 0;
-  const scrubbed = await drizzle(env.DB).update(emails).set({ html: SCRUBBED_HTML, text: SCRUBBED_TEXT })
-    .where(and(
-      eq(emails.accountId, accountId),
-      gte(emails.id, uuidv7Floor(now - SCRUB_WINDOW_MS)),
-      inArray(emails.state, ["done", "canceled"]),
-      or(and(isNotNull(emails.html), ne(emails.html, SCRUBBED_HTML)), and(isNotNull(emails.text), ne(emails.text, SCRUBBED_TEXT))),
-    ))
-    .returning({ id: emails.id });
-  return scrubbed.length;
+  const db = drizzle(env.DB);
+  const due = and(
+    eq(emails.accountId, accountId),
+    gte(emails.id, uuidv7Floor(now - SCRUB_WINDOW_MS)),
+    // Only the dashboard's own mail (it has no attachments: a stored body is its only object).
+    eq(emails.tagsJson, JSON.stringify(DASHBOARD_TAGS)),
+    inArray(emails.state, ["done", "canceled"]),
+    or(isNotNull(emails.contentKey), and(isNotNull(emails.html), ne(emails.html, SCRUBBED_HTML)), and(isNotNull(emails.text), ne(emails.text, SCRUBBED_TEXT))),
+  );
+  const rows = await db.select({ id: emails.id, contentKey: emails.contentKey }).from(emails).where(due).limit(500).all();
+  if (rows.length === 0) return 0;
+  const stored = rows.filter((r) => r.contentKey !== null).map((r) => bodyKey(r.id));
+  if (stored.length > 0) await env.BLOBS.delete(stored);
+  await db.update(emails).set({ html: SCRUBBED_HTML, text: SCRUBBED_TEXT, contentKey: null })
+    .where(and(eq(emails.accountId, accountId), inArray(emails.id, rows.map((r) => r.id)))).run();
+  return rows.length;
 }

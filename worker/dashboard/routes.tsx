@@ -20,7 +20,7 @@ import { MIN_PASSWORD_LENGTH } from "./passwords.ts";
 import { ForgotPasswordPage, InvitationPage, ResetPasswordPage, SignInPage, SignUpPage, TwoFactorPage } from "./auth-pages.tsx";
 import { AuthLayout, Badge, Empty, Layout, NAV, Time } from "./layout.tsx";
 import { DashboardMailError, linkMail, sendDashboardMail } from "./mail.ts";
-import { clearAddress, countAttempt, countInWindow } from "./throttle.ts";
+import { clearAddress, countAttempt, countInWindow, uncountInWindow } from "./throttle.ts";
 import { storedSessionToken } from "./session-tokens.ts";
 import { takeDashboardChange } from "../rate-limit.ts";
 import { ACCOUNT_COOKIE, audit, auditDetailText, auditUser, clientIp, loadViewer, type Viewer } from "./viewer.ts";
@@ -129,10 +129,10 @@ export function str(v: unknown, name: string, max = 200): string {
   return v.trim();
 }
 
-/** Invitation mails one person may send in a day, one account may, and one address may get
- * from anyone: enough for any team, too few to make the operator's mail address a relay for
- * text a stranger chose, or a way to flood somebody's inbox. */
-export const INVITATIONS_PER_DAY = { user: 20, account: 50, address: 5 } as const;
+/** Invitation mails one person may send in a day, one account may, and one address may get from
+ * one account and from all of them: enough for any team, too few to make the operator's mail
+ * address a relay for text a stranger chose, or a way to flood somebody's inbox. */
+export const INVITATIONS_PER_DAY = { user: 20, account: 50, address: 5, addressAnywhere: 20 } as const;
 
 /** A path as logs may show it: the secret in a reset or invitation link is left out. */
 export function withoutTokens(path: string): string {
@@ -416,7 +416,7 @@ export function dashboardApp(): Hono<DashEnv> {
     // bucket (the sign-in endpoints have their throttle instead).
     if (UNSAFE.has(req.method) && viewer && url.pathname.startsWith("/dashboard/api/") && !url.pathname.startsWith(AUTH_BASE + "/")) {
       try {
-        await takeDashboardChange(c.env, viewer.user.id, viewer.account.rateLimit);
+        await takeDashboardChange(c.env, viewer.user.id, viewer.account.id, viewer.account.rateLimit);
       } catch (err) {
         if (!(err instanceof ApiError)) throw err;
         const res = json({ message: err.message }, err.status);
@@ -546,28 +546,40 @@ export function dashboardApp(): Hono<DashEnv> {
     const role = b.role === "admin" ? "admin" : "member";
     const now = Date.now();
     // Every invitation mail counts, a renewed one too (it is a mail like the first): from one
-    // person, from one account, and to one address from anyone, which keeps tern's own mail
-    // from being a way to flood an address or to spend the dashboard mail account's quota.
-    const capped = await countInWindow(c.env.DB, [
+    // person, from one account, to one address from one account and from anyone, which keeps
+    // tern's own mail from being a way to flood an address or to spend the dashboard mail
+    // account's quota. Only mail that goes counts: a refusal takes its count back, so nobody's
+    // refused attempts use up another's allowance (an address's, an account's).
+    const counted = [
       { key: `invite-by:${v.user.id}`, limit: INVITATIONS_PER_DAY.user },
       { key: `invite-account:${v.account.id}`, limit: INVITATIONS_PER_DAY.account },
-      { key: `invite-to:${email}`, limit: INVITATIONS_PER_DAY.address },
-    ], 86400_000, now);
+      { key: `invite-to:${v.account.id}:${email}`, limit: INVITATIONS_PER_DAY.address },
+      { key: `invite-to:${email}`, limit: INVITATIONS_PER_DAY.addressAnywhere },
+    ];
+    const capped = await countInWindow(c.env.DB, counted, 86400_000, now);
+    const takeBack = () => uncountInWindow(c.env.DB, counted, 86400_000, now);
     if (capped) {
+      await takeBack();
       const hours = Math.ceil(capped.retryAfter / 3600);
       const when = `Try again in ${hours} hour${hours === 1 ? "" : "s"}`;
-      if (capped.index === 2) throw new DashError(429, `${email} has been sent as many invitations as one address may get in a day (${INVITATIONS_PER_DAY.address}). ${when}, or ask them to use a link already sent.`);
+      if (capped.index === 2) throw new DashError(429, `${email} has been sent as many invitations to ${v.account.name} as one address may get in a day (${INVITATIONS_PER_DAY.address}). ${when}, or ask them to use a link already sent.`);
+      if (capped.index === 3) throw new DashError(429, `${email} has been sent as many invitations as one address may get in a day from all accounts (${INVITATIONS_PER_DAY.addressAnywhere}). ${when}.`);
       const who = capped.index === 0 ? "one person" : "one account";
       throw new DashError(429, `That is as many invitations as ${who} may send in a day (${capped.index === 0 ? INVITATIONS_PER_DAY.user : INVITATIONS_PER_DAY.account}); a renewed invitation counts too. ${when}, or ask someone already invited to accept.`);
     }
-    const result = await inviteToAccount(c.env.DB, { accountId: v.account.id, email, role, invitedBy: v.user.id, now });
+    const result = await inviteToAccount(c.env.DB, { accountId: v.account.id, email, role, invitedBy: v.user.id, now }).catch(async (err: unknown) => {
+      await takeBack();
+      throw err;
+    });
     if (result.kind === "member") {
+      await takeBack();
       throw new DashError(409, `${email} is already a member of ${v.account.name} (${result.role}). To give them another role, change it in the Members list.`);
     }
     const url = `${dashboardOrigin(c.env, c.req.url)}/dashboard/invitations/${result.token}`;
     try {
       await sendDashboardMail(c.env, linkMail(email, `Join ${v.account.name} on tern`, `${v.user.name || v.user.email} invited you to the tern account ${v.account.name} as ${role}.`, "Accept the invitation", url));
     } catch (err) {
+      await takeBack();
       if (!(err instanceof DashboardMailError)) throw err;
       // No mail, no invitation: a new one is taken back (a renewed one keeps its new link,
       // which nobody received; inviting again sends another).
@@ -599,10 +611,14 @@ export function dashboardApp(): Hono<DashEnv> {
     const userId = c.req.param("userId");
     if (userId === v.user.id) throw new DashError(409, "Make another owner first; then they can change your role.");
     const d = drizzle(c.env.DB);
-    const r = await d.update(memberships).set({ role }).where(and(eq(memberships.accountId, v.account.id), eq(memberships.userId, userId))).returning({ userId: memberships.userId });
+    const changed = d.update(memberships).set({ role }).where(and(eq(memberships.accountId, v.account.id), eq(memberships.userId, userId))).returning({ userId: memberships.userId });
+    // Someone who may no longer invite leaves no invitation of theirs open behind them (in the
+    // same batch: never one without the other).
+    const [r, gone] = role === "member"
+      ? await d.batch([changed, withdrawInvitations(d, v.account.id, userId)])
+      : [await changed, []];
     if (r.length === 0) throw new DashError(404, "That person is not a member of this account.");
-    // Someone who may no longer invite leaves no invitation of theirs open behind them.
-    const withdrawn = role === "member" ? await withdrawInvitations(c.env.DB, v.account.id, userId) : 0;
+    const withdrawn = gone.length;
     await audit(c.env, v, { action: "member.role_changed", target: userId, detail: withdrawn ? { role, invitations_withdrawn: withdrawn } : { role } });
     return c.json({ ok: true });
   });
@@ -619,9 +635,13 @@ export function dashboardApp(): Hono<DashEnv> {
       const owners = await d.select({ n: sql<number>`count(*)` }).from(memberships).where(and(eq(memberships.accountId, v.account.id), eq(memberships.role, "owner"))).get();
       if ((owners?.n ?? 0) <= 1) throw new DashError(409, "An account keeps at least one owner. Make someone else owner first.");
     }
-    await d.delete(memberships).where(and(eq(memberships.accountId, v.account.id), eq(memberships.userId, userId))).run();
-    // An invitation they sent (as admin, to an address they hold) must not bring them back in.
-    const withdrawn = await withdrawInvitations(c.env.DB, v.account.id, userId);
+    // An invitation they sent (as admin, to an address they hold) must not bring them back in:
+    // withdrawn in the same batch as the membership goes.
+    const [, gone] = await d.batch([
+      d.delete(memberships).where(and(eq(memberships.accountId, v.account.id), eq(memberships.userId, userId))),
+      withdrawInvitations(d, v.account.id, userId),
+    ]);
+    const withdrawn = gone.length;
     await audit(c.env, v, { action: "member.removed", target: target.email, ...(withdrawn ? { detail: { invitations_withdrawn: withdrawn } } : {}) });
     return c.json({ ok: true });
   });

@@ -2,7 +2,7 @@
 // with countInWindow, other actions with a daily limit), shared by every isolate. An attempt
 // is counted before it is checked, so parallel guesses cannot slip through between a check and
 // a count; a successful sign-in clears its address.
-import { sql } from "drizzle-orm";
+import { inArray, sql } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import { authAttempts } from "../db/schema.ts";
 import { parseIpv6 } from "../net/outbound.ts";
@@ -44,6 +44,14 @@ export async function countAttempt(db: D1Database, who: { email?: string | undef
 export function countInWindow(db: D1Database, counts: { key: string; limit: number }[], windowMs: number, now = Date.now()): Promise<(Throttled & { index: number }) | null> {
   const start = now - (now % windowMs);
   return countUnder(db, counts.map((c) => ({ key: `${c.key}@${start}`, limit: c.limit, expiresAt: start + windowMs })), now);
+}
+
+/** Takes back what countInWindow added under these keys (the action it counted did not
+ * happen: refused, or failed), so refused attempts never use up anybody's allowance. */
+export async function uncountInWindow(db: D1Database, counts: { key: string }[], windowMs: number, now: number): Promise<void> {
+  const start = now - (now % windowMs);
+  const keys = counts.map((c) => `${c.key}@${start}`);
+  await drizzle(db).update(authAttempts).set({ count: sql`max(${authAttempts.count} - 1, 0)` }).where(inArray(authAttempts.key, keys)).run();
 }
 
 /** Past its limit: the first key that is, by its index in `keys`. */

@@ -108,8 +108,12 @@ export async function sendingIdentity(d1: D1Database, config: TernConfig, email:
     keys,
     envelopeFrom: (recipient) => returnPathAddress(config.masterKey, email.id, recipient, d.returnPath, d.name),
     requireTls: d.tls === "enforced",
-    // A deployment that stopped offering tracking hosts stops using them at once, not at the
-    // domain's next check.
-    tracking: { ...d.tracking, host: config.trackingCnameTarget ? trackingHost(d.trackingDomain, certificateOf(config, d.trackingDomain.hostname)) : null },
+    // The dashboard's own mail is never tracked: its links are one-time credentials, which a
+    // click redirect would keep in clear (email_links) and an open pixel would not need.
+    tracking: email.accountId === config.dashboardMailAccount
+      ? { openTracking: false, clickTracking: false, host: null }
+      // A deployment that stopped offering tracking hosts stops using them at once, not at the
+      // domain's next check.
+      : { ...d.tracking, host: config.trackingCnameTarget ? trackingHost(d.trackingDomain, certificateOf(config, d.trackingDomain.hostname)) : null },
   };
 }

@@ -211,8 +211,6 @@ export interface CreateDomainInput {
   dkimAlgorithm: DkimChoice;
 }
 
-/** A CNAME cannot share its name with other records: the tracking host must not be the
- * return path's (its MX and SPF TXT). */
 /** DNS's own limit on a name, without its final dot. */
 const MAX_DNS_NAME = 253;
 /** The longest domain name whose DKIM record's name still fits in DNS. */
@@ -232,6 +230,8 @@ function checkRecordNames(name: string, returnPath: string | null, trackingLabel
   }
 }
 
+/** A CNAME cannot share its name with other records: the tracking host must not be the
+ * return path's (its MX and SPF TXT). */
 function checkTrackingLabel(label: string | null, returnPath: string): void {
   if (label !== null && label === returnPath) {
     throw new ApiError("validation_error", `\`tracking_subdomain\` must differ from the return path (\`${returnPath}\`): a CNAME cannot share its name with the return path's MX and TXT records.`);

@@ -53,7 +53,7 @@ export function byteLength(content: Uint8Array | StoredBytes): number {
   return content instanceof Uint8Array ? content.byteLength : content.size;
 }
 
-const bodyKey = (emailId: string) => `emails/${emailId}/body.json`;
+export const bodyKey = (emailId: string) => `emails/${emailId}/body.json`;
 export const attachmentKey = (emailId: string, i: number) => `emails/${emailId}/attachments/${i}`;
 
 /** Writes what must go to R2 and says what the D1 row keeps. Runs before the row is written,
