@@ -62,7 +62,9 @@ async function fill(acct: string, opts: { sharedUser?: string } = {}): Promise<s
   await insert("auth_users", acct, null, { email: `owner-${acct}@example.test` });
   for (const t of ["auth_sessions", "auth_accounts", "auth_two_factors", "auth_passkeys"]) await insert(t, acct, { column: "user_id", parent: "auth_users" });
   await insert("auth_verifications", acct, null, { value: idOf("auth_users", acct) });
-  await env.DB.prepare("INSERT INTO auth_attempts (key, count, expires_at) VALUES (?, 1, 1)").bind(`email:owner-${acct}@example.test@1764000000000`).run();
+  for (const key of [`email:owner-${acct}@example.test@1764000000000`, `invite-by:${idOf("auth_users", acct)}@1764000000000`, `invite-account:${acct}@1764000000000`, `invite-to:${acct}:pal@example.test@1764000000000`]) {
+    await env.DB.prepare("INSERT INTO auth_attempts (key, count, expires_at) VALUES (?, 1, 1)").bind(key).run();
+  }
   await env.DB.prepare("INSERT INTO audit_log (id, account_id, user_id, action, created_at) VALUES (?, NULL, ?, 'user.sign_in_failed', 1)").bind(`nullacct-${acct}`, idOf("auth_users", acct)).run();
   const insertTree = async (nodes: TableNode[], parent: string | null) => {
     for (const n of nodes) {
@@ -96,7 +98,13 @@ async function counts(acct: string): Promise<Record<string, number>> {
     else if (t.name === "webhook_attempts") out[t.name] = await n(`SELECT COUNT(*) AS n FROM webhook_attempts WHERE delivery_id = ?`, idOf("webhook_deliveries", acct));
     else if (t.name === "auth_users") out[t.name] = await n(`SELECT COUNT(*) AS n FROM auth_users WHERE id = ?`, idOf("auth_users", acct));
     else if (t.name === "auth_verifications") out[t.name] = await n(`SELECT COUNT(*) AS n FROM auth_verifications WHERE value = ?`, idOf("auth_users", acct));
-    else if (t.name === "auth_attempts") out[t.name] = await n(`SELECT COUNT(*) AS n FROM auth_attempts WHERE instr(key, ?) = 1`, `email:owner-${acct}@`);
+    else if (t.name === "auth_attempts") {
+      let total = 0;
+      for (const prefix of [`email:owner-${acct}@`, `invite-by:${idOf("auth_users", acct)}@`, `invite-account:${acct}@`, `invite-to:${acct}:`]) {
+        total += await n(`SELECT COUNT(*) AS n FROM auth_attempts WHERE instr(key, ?) = 1`, prefix);
+      }
+      out[t.name] = total;
+    }
     else out[t.name] = await n(`SELECT COUNT(*) AS n FROM ${t.name} WHERE user_id = ?`, idOf("auth_users", acct));
   }
   return out;

@@ -195,7 +195,7 @@ async function deleteNode(db: SqlRunner, blobs: BlobStore, node: TableNode, scop
 
 /** Deletes the users who belong to this account and to no other, with everything that is
  * theirs (sessions, sign-in methods, second factors, passkeys, pending verifications, sign-in throttle
- * counts and their own audit entries outside any account). Runs before the memberships go, so
+ * and invitation counts and their own audit entries outside any account). Runs before the memberships go, so
  * a re-run after a crash still finds them. */
 async function deleteUsersOnlyIn(db: SqlRunner, accountId: string, report: DeleteReport): Promise<void> {
   const users = await db.all(
@@ -214,6 +214,7 @@ async function deleteUsersOnlyIn(db: SqlRunner, accountId: string, report: Delet
     // better-auth keeps a reset's user id as the value; verification links carry the address.
     await db.all(`DELETE FROM auth_verifications WHERE value = ?1 OR identifier = ?2`, [userId, email]);
     await db.all(`DELETE FROM auth_attempts WHERE key >= ?1 AND key < ?2`, [`email:${email}@`, `email:${email}A`]);
+    await db.all(`DELETE FROM auth_attempts WHERE key >= ?1 AND key < ?2`, [`invite-by:${userId}@`, `invite-by:${userId}A`]);
     await db.all(`DELETE FROM audit_log WHERE user_id = ?1 AND account_id IS NULL`, [userId]);
     await db.all(`DELETE FROM auth_users WHERE id = ?1`, [userId]);
     report.rows.auth_sessions = (report.rows.auth_sessions ?? 0) + gone.length;
@@ -242,6 +243,9 @@ export async function deleteAccountData(db: SqlRunner, blobs: BlobStore, account
         report.blobs += orphans.length;
       }
     }
+    // The account's invitation counters (worker/dashboard/routes.tsx): the addresses it invited.
+    await db.all(`DELETE FROM auth_attempts WHERE (key >= ?1 AND key < ?2) OR (key >= ?3 AND key < ?4)`,
+      [`invite-account:${accountId}@`, `invite-account:${accountId}A`, `invite-to:${accountId}:`, `invite-to:${accountId};`]);
     try {
       const gone = await db.all(`DELETE FROM accounts WHERE id = ? RETURNING 1 AS x`, [accountId]);
       report.rows.accounts = gone.length;
