@@ -47,6 +47,7 @@ const lanes = args.length > 0
   ? [[args]]
   : [[["--project", "worker"], ["--project", "node", "test/node/"]], [["--project", "node", "test/e2e/"]]];
 const codes = (await Promise.all(lanes.map(lane))).flat();
-const failed = codes.find((c) => c !== 0) ?? (stopping ? 1 : undefined);
+// Interrupted: the shell's own code for Ctrl-C (128 + SIGINT).
+const failed = stopping ? 130 : codes.find((c) => c !== 0);
 if (failed === undefined && args.length === 0) console.log("\nEvery test passed: test/worker, test/node and test/e2e.");
 process.exit(failed ?? 0);
