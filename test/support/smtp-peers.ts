@@ -185,12 +185,24 @@ async function silentPeer(closers: Array<() => Promise<void>>, ports: Record<str
   }));
 }
 
-/** A port that was free a moment ago and has no listener: connecting is refused. */
+/** A port that was free a moment ago and has no listener: connecting is refused. Taken from
+ * 10000-19999, below Linux's ephemeral range (32768-60999) and the end-to-end tests' ports
+ * (test/support/processes.ts, 20000-31999): a port the kernel handed out and took back could be
+ * handed to another process of the run (it once was: the "refused" connection waited out its
+ * timeout instead). */
 async function closedPort(ports: Record<string, number>): Promise<void> {
-  const server = createNetServer();
-  const port = await listen(server);
-  await new Promise<void>((resolve) => server.close(() => resolve()));
-  ports.closed = port;
+  for (;;) {
+    const port = 10_000 + Math.floor(Math.random() * 10_000);
+    const server = createNetServer();
+    const bound = await new Promise<boolean>((resolve) => {
+      server.once("error", () => resolve(false));
+      server.listen(port, "127.0.0.1", () => resolve(true));
+    });
+    if (!bound) continue;
+    await new Promise<void>((resolve) => server.close(() => resolve()));
+    ports.closed = port;
+    return;
+  }
 }
 
 /**
