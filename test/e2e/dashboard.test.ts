@@ -374,7 +374,7 @@ describe("the dashboard in a browser", () => {
     await page.waitForURL("**/dashboard/domains/*"); // the new domain's page, with its records
     const domainId = new URL(page.url()).pathname.split("/").pop();
     const records = await page.locator("table").innerText();
-    expect(records).toMatch(/DKIM\s+TXT/);
+    expect(records).toMatch(/DKIM\s+signs each message\s+TXT/);
     expect(records).toContain("_domainkey");
     expect(records).toContain("v=spf1");
     expect(records).toContain("v=DMARC1; p=none");
@@ -390,7 +390,7 @@ describe("the dashboard in a browser", () => {
     await expect.poll(() => page.locator("main").innerText(), POLL).toContain("opens on");
     // The domain's own tracking host: its CNAME joins the records, and is used once verified.
     expect(await page.locator("main").innerText()).toContain("links use links.news.example.org once its Tracking record below is verified");
-    expect(await page.locator("table").innerText()).toMatch(/Tracking\s+CNAME\s+links/);
+    expect(await page.locator("table").innerText()).toMatch(/Tracking\s+open and click links\s+CNAME\s+links/);
     page.once("dialog", (d) => void d.accept());
     await page.getByRole("button", { name: "Rotate the DKIM key" }).click();
     await expect.poll(async () => ((await page.locator("table").innerText()).match(/_domainkey/g) ?? []).length, POLL).toBe(2);

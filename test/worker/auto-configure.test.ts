@@ -357,6 +357,9 @@ describe("the domain page's Set up at Cloudflare form", () => {
     const before = await pageOf();
     expect(before).toContain(`<h2 id="cloudflare-setup">Set up at Cloudflare</h2>`);
     expect(before).not.toContain("already published");
+    // Both return-path records are "SPF", as Resend names them: the page says what each is for.
+    expect(before).toMatch(/<td>SPF<div class="muted small">bounces come back here<\/div><\/td><td>MX/);
+    expect(before).toMatch(/<td>SPF<div class="muted small">who may send<\/div><\/td><td>TXT/);
     expect(((await (await configure(acct.token, d.id, zone.tokens.edit)).json()) as Answer).domain.status).toBe("verified");
     const after = await pageOf();
     expect(after).toMatch(/<details class="panel"[^>]*><summary id="cloudflare-setup">Set up at Cloudflare <span class="muted small">\(every record above is already published\)<\/span><\/summary>/);

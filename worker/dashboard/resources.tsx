@@ -384,7 +384,7 @@ async function domainPage(c: DashCtx) {
         <tbody>
           {details.records.map((r) => (
             <tr>
-              <td>{r.record}</td>
+              <td>{r.record}{PURPOSE_NOTES[`${r.record} ${r.type}`] ? <div class="muted small">{PURPOSE_NOTES[`${r.record} ${r.type}`]}</div> : null}</td>
               <td>{r.type}{r.priority !== undefined ? ` (priority ${r.priority})` : ""}</td>
               <td class="mono">{r.name} <Copy value={r.name} label={`Copy the ${r.record} record's name`} /></td>
               <td class="mono"><code>{r.value}</code> <Copy value={r.value} label={`Copy the ${r.record} record's value`} /></td>
@@ -409,6 +409,16 @@ async function domainPage(c: DashCtx) {
     </>
   ));
 }
+
+/** What a record is for, where its name alone does not say (the API names both of the return
+ * path's records SPF, as Resend does). */
+const PURPOSE_NOTES: Record<string, string> = {
+  "SPF MX": "bounces come back here",
+  "SPF TXT": "who may send",
+  "DKIM TXT": "signs each message",
+  "Receiving MX": "mail to the domain",
+  "Tracking CNAME": "open and click links",
+};
 
 /** The one-step setup at Cloudflare (worker/domains/auto-configure.ts, as the API's
  * POST /domains/{id}/auto-configure): the token goes to that one request, and the answer's
