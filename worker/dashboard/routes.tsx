@@ -412,19 +412,6 @@ export function dashboardApp(): Hono<DashEnv> {
         return res;
       }
     }
-    // Every change a signed-in person makes through the dashboard's endpoints spends their own
-    // bucket (the sign-in endpoints have their throttle instead).
-    if (UNSAFE.has(req.method) && viewer && url.pathname.startsWith("/dashboard/api/") && !url.pathname.startsWith(AUTH_BASE + "/")) {
-      try {
-        await takeDashboardChange(c.env, viewer.user.id, viewer.account.id, viewer.account.rateLimit);
-      } catch (err) {
-        if (!(err instanceof ApiError)) throw err;
-        const res = json({ message: err.message }, err.status);
-        for (const [k, v] of Object.entries(err.headers)) res.headers.set(k, v);
-        securityHeaders(res);
-        return res;
-      }
-    }
     if (url.pathname.startsWith(AUTH_BASE + "/")) {
       const res = await authProxy(c, viewer);
       const out = new Response(res.body, res);
@@ -443,6 +430,14 @@ export function dashboardApp(): Hono<DashEnv> {
     }
     await next();
     securityHeaders(c.res);
+  });
+  // Every change a signed-in person makes through the dashboard's endpoints spends their own
+  // bucket (the sign-in endpoints, answered above without going on, have their throttle). Its
+  // 429 is the error handler's, inside the middleware above, so it gets the security headers.
+  app.use("/api/*", async (c, next) => {
+    const viewer = c.get("viewer");
+    if (UNSAFE.has(c.req.method) && viewer) await takeDashboardChange(c.env, viewer.user.id, viewer.account.id, viewer.account.rateLimit);
+    await next();
   });
 
   // ---- pages before sign-in -------------------------------------------------------------
@@ -557,34 +552,35 @@ export function dashboardApp(): Hono<DashEnv> {
       { key: `invite-to:${email}`, limit: INVITATIONS_PER_DAY.addressAnywhere },
     ];
     const capped = await countInWindow(c.env.DB, counted, 86400_000, now);
-    const takeBack = () => uncountInWindow(c.env.DB, counted, 86400_000, now);
-    if (capped) {
-      await takeBack();
-      const hours = Math.ceil(capped.retryAfter / 3600);
-      const when = `Try again in ${hours} hour${hours === 1 ? "" : "s"}`;
-      if (capped.index === 2) throw new DashError(429, `${email} has been sent as many invitations to ${v.account.name} as one address may get in a day (${INVITATIONS_PER_DAY.address}). ${when}, or ask them to use a link already sent.`);
-      if (capped.index === 3) throw new DashError(429, `${email} has been sent as many invitations as one address may get in a day from all accounts (${INVITATIONS_PER_DAY.addressAnywhere}). ${when}.`);
-      const who = capped.index === 0 ? "one person" : "one account";
-      throw new DashError(429, `That is as many invitations as ${who} may send in a day (${capped.index === 0 ? INVITATIONS_PER_DAY.user : INVITATIONS_PER_DAY.account}); a renewed invitation counts too. ${when}, or ask someone already invited to accept.`);
-    }
-    const result = await inviteToAccount(c.env.DB, { accountId: v.account.id, email, role, invitedBy: v.user.id, now }).catch(async (err: unknown) => {
-      await takeBack();
-      throw err;
-    });
-    if (result.kind === "member") {
-      await takeBack();
-      throw new DashError(409, `${email} is already a member of ${v.account.name} (${result.role}). To give them another role, change it in the Members list.`);
-    }
-    const url = `${dashboardOrigin(c.env, c.req.url)}/dashboard/invitations/${result.token}`;
+    let sent = false;
+    let result: Awaited<ReturnType<typeof inviteToAccount>>;
     try {
-      await sendDashboardMail(c.env, linkMail(email, `Join ${v.account.name} on tern`, `${v.user.name || v.user.email} invited you to the tern account ${v.account.name} as ${role}.`, "Accept the invitation", url));
-    } catch (err) {
-      await takeBack();
-      if (!(err instanceof DashboardMailError)) throw err;
-      // No mail, no invitation: a new one is taken back (a renewed one keeps its new link,
-      // which nobody received; inviting again sends another).
-      if (result.kind === "invited") await drizzle(c.env.DB).delete(invitations).where(eq(invitations.id, result.id));
-      return json({ message: `The invitation could not be sent: ${err.message}` }, 503);
+      if (capped) {
+        const hours = Math.ceil(capped.retryAfter / 3600);
+        const when = `Try again in ${hours} hour${hours === 1 ? "" : "s"}`;
+        if (capped.index === 2) throw new DashError(429, `${email} has been sent as many invitations to ${v.account.name} as one address may get in a day (${INVITATIONS_PER_DAY.address}). ${when}, or ask them to use a link already sent.`);
+        if (capped.index === 3) throw new DashError(429, `${email} has been sent as many invitations as one address may get in a day from all accounts (${INVITATIONS_PER_DAY.addressAnywhere}). ${when}.`);
+        const who = capped.index === 0 ? "one person" : "one account";
+        throw new DashError(429, `That is as many invitations as ${who} may send in a day (${capped.index === 0 ? INVITATIONS_PER_DAY.user : INVITATIONS_PER_DAY.account}); a renewed invitation counts too. ${when}, or ask someone already invited to accept.`);
+      }
+      result = await inviteToAccount(c.env.DB, { accountId: v.account.id, email, role, invitedBy: v.user.id, now });
+      if (result.kind === "member") {
+        throw new DashError(409, `${email} is already a member of ${v.account.name} (${result.role}). To give them another role, change it in the Members list.`);
+      }
+      const url = `${dashboardOrigin(c.env, c.req.url)}/dashboard/invitations/${result.token}`;
+      try {
+        await sendDashboardMail(c.env, linkMail(email, `Join ${v.account.name} on tern`, `${v.user.name || v.user.email} invited you to the tern account ${v.account.name} as ${role}.`, "Accept the invitation", url));
+      } catch (err) {
+        if (!(err instanceof DashboardMailError)) throw err;
+        // No mail, no invitation: a new one is taken back (a renewed one keeps its new link,
+        // which nobody received; inviting again sends another).
+        if (result.kind === "invited") await drizzle(c.env.DB).delete(invitations).where(eq(invitations.id, result.id));
+        return json({ message: `The invitation could not be sent: ${err.message}` }, 503);
+      }
+      sent = true;
+    } finally {
+      // Only mail that went counts: whatever stopped it takes its count back.
+      if (!sent) await uncountInWindow(c.env.DB, counted, 86400_000, now);
     }
     if (result.kind === "renewed") {
       await audit(c.env, v, { action: "invitation.renewed", target: email, detail: { role, previous_role: result.previousRole } });

@@ -279,18 +279,19 @@ export async function reconcileTrackingHostnames(env: Db, config: TernConfig, no
            AND d.name = substr(tracking_hostnames.hostname, instr(tracking_hostnames.hostname, '.') + 1) AND ${WANTED_BY_ROW})`,
     ).bind(now),
   ]);
-  const due = await db.select({ hostname: trackingHostnames.hostname }).from(trackingHostnames)
+  // The rows as they were before their syncs: what a sync changed is told against them.
+  const due = await db.select().from(trackingHostnames)
     .where(and(isNotNull(trackingHostnames.nextSyncAt), lte(trackingHostnames.nextSyncAt, now)))
     .orderBy(asc(trackingHostnames.nextSyncAt)).limit(SYNCS_PER_RUN);
-  const queue = due.map((d) => d.hostname);
+  const queue = [...due];
   await Promise.all(Array.from({ length: PARALLEL_SYNCS }, async () => {
-    for (let h = queue.shift(); h; h = queue.shift()) {
+    for (let before = queue.shift(); before; before = queue.shift()) {
+      const h = before.hostname;
       try {
-        const before = await loadHostname(env.DB, h);
         const after = await syncHostname(env, config, h, now, api);
         // A certificate issued (or given up on) between domain checks changes the domains'
         // Tracking record: their webhooks hear it now, not at the next check.
-        if (onCertificateChange && after && before && certificateState(before).state !== certificateState(after).state) await onCertificateChange(h);
+        if (onCertificateChange && after && certificateState(before).state !== certificateState(after).state) await onCertificateChange(h);
       } catch (err) {
         console.error("custom hostname sync failed", h, describe(err));
       }
