@@ -8,9 +8,14 @@
 // consumer's own rate is its messages over the summed durations of its queue batches (wrangler
 // dev's `QUEUE tern-<region>-send` lines). Each phase's CPU is read per process (bench/cpu.ts),
 // nodemailer's too: on this 2-core machine the sum, not only the Worker's share, bounds the rate.
+// With FLOOR=1 the delivery floor (bench/floor/delivery.ts: the least a Worker does to accept an
+// email durably and relay it, DKIM-signed, under the same local runtime) runs in the same rounds
+// into the same relay; its CPU counts its own processes plus the relay's (in tern's tree).
 import { join, resolve } from "node:path";
+import type { ChildProcess } from "node:child_process";
 import { startTern as startThis, type TernProcess } from "../test/support/processes.ts";
 import { cpuDelta, PARTS, sampleCpu, type CpuSample, type Part } from "./cpu.ts";
+import { startFloor, stopFloor } from "./floor.ts";
 import { clearRelay, consumerLog, directToRelay, htmlOfSize, throughTern, type DeliveryResult, type Target } from "./delivery.ts";
 
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
@@ -33,7 +38,9 @@ const env = { TERN_DEV_PLAN: "pro_50k", TERN_DEV_RATE_LIMIT: "100000" };
 
 interface Subject {
   name: string;
-  t: TernProcess;
+  /** CPU so far of the processes this subject's phase runs on. */
+  sample(): CpuSample;
+  stop(): Promise<void>;
   target: Target;
   /** The consumer's batch lines (the process keeps only the tail of its output). */
   queueLines: () => string;
@@ -50,35 +57,51 @@ interface Subject {
 }
 
 function subject(name: string, t: TernProcess): Subject {
+  const port = Number(new URL(t.url).port);
+  const target = { url: t.url, apiKey: t.apiKey, relayHttp: t.relayHttp, relaySmtpPort: t.relaySmtpPort, mailDir: join(t.stateDir, "tern", "mailbox") };
+  return listen(name, t.child, target, () => sampleCpu(t.child.pid, port), async () => void (await t.stop()));
+}
+
+function listen(name: string, child: ChildProcess, target: Target, sample: () => CpuSample, stop: () => Promise<void>): Subject {
   let lines = "";
   let webhookLines = "";
-  t.child.stdout!.on("data", (chunk: Buffer) => {
+  child.stdout!.on("data", (chunk: Buffer) => {
     for (const line of chunk.toString().split("\n")) {
       if (/QUEUE tern-[a-z0-9-]*send /.test(line)) lines += line + "\n";
       if (/QUEUE tern-webhooks /.test(line)) webhookLines += line + "\n";
       if (process.env.TIMING && /TIMING/.test(line)) console.error(name, line.trim());
     }
   });
-  const target = { url: t.url, apiKey: t.apiKey, relayHttp: t.relayHttp, relaySmtpPort: t.relaySmtpPort, mailDir: join(t.stateDir, "tern", "mailbox") };
-  return { name, t, target, queueLines: () => lines, webhookLines: () => webhookLines, runs: [], webhookBatches: [], cpu: [], parts: [], ratios: [] };
+  return { name, sample, stop, target, queueLines: () => lines, webhookLines: () => webhookLines, runs: [], webhookBatches: [], cpu: [], parts: [], ratios: [] };
 }
 
-const subjects: Subject[] = [subject("this", await startThis({ env }))];
+const ternProcess = await startThis({ env });
+const subjects: Subject[] = [subject("this", ternProcess)];
 if (BASELINE) {
   const { startTern: startBaseline } = (await import(resolve(BASELINE, "test/support/processes.ts"))) as { startTern: typeof startThis };
   subjects.push(subject("baseline", await startBaseline({ env })));
+}
+const tern = subjects[0]!;
+if (process.env.FLOOR === "1") {
+  const floor = await startFloor((line) => console.error(line), { RELAY_PORT: String(tern.target.relaySmtpPort) });
+  // The relay runs in tern's tree (dev/start.ts): its CPU is part of the floor's phase too.
+  const sample = (): CpuSample => {
+    const own = sampleCpu(floor.pid, floor.port);
+    const ternNow = tern.sample();
+    return own && ternNow ? { ...own, "start+relay": ternNow["start+relay"] } : own;
+  };
+  subjects.push(listen("floor", floor.child, { ...tern.target, url: floor.url, apiKey: "" }, sample, () => stopFloor()));
 }
 try {
   const o = { count: COUNT, concurrency: 16, html: htmlOfSize(5 * 1024), timeoutMs: 180_000 };
   for (let round = 1; round <= ROUNDS; round++) {
     const phases: Array<() => Promise<string>> = subjects.map((s) => async () => {
-      await clearRelay(s.t.relayHttp, s.target.mailDir);
+      await clearRelay(s.target.relayHttp, s.target.mailDir);
       const from = s.queueLines().length;
       const hooksFrom = s.webhookLines().length;
-      const port = Number(new URL(s.t.url).port);
-      const cpuBefore = sampleCpu(s.t.child.pid, port);
+      const cpuBefore = s.sample();
       const r = await throughTern(s.target, o, () => "");
-      const cpu = cpuDelta(cpuBefore, sampleCpu(s.t.child.pid, port));
+      const cpu = cpuDelta(cpuBefore, s.sample());
       if (cpu) {
         s.cpu.push({ worker: (cpu["worker runtime"] * 1000) / o.count, total: ((cpu["worker runtime"] + cpu["dev proxy"] + cpu.wrangler + cpu["start+relay"]) * 1000) / o.count });
         s.parts.push(perEmail(cpu, o.count));
@@ -90,11 +113,10 @@ try {
     let direct: DeliveryResult | undefined;
     phases.push(async () => {
       const s = subjects[0]!;
-      await clearRelay(s.t.relayHttp, s.target.mailDir);
-      const port = Number(new URL(s.t.url).port);
-      const cpuBefore = sampleCpu(s.t.child.pid, port);
+      await clearRelay(s.target.relayHttp, s.target.mailDir);
+      const cpuBefore = s.sample();
       direct = await directToRelay(s.target, o);
-      const cpu = cpuDelta(cpuBefore, sampleCpu(s.t.child.pid, port));
+      const cpu = cpuDelta(cpuBefore, s.sample());
       if (cpu) directParts.push(perEmail(cpu, o.count));
       return `nodemailer ${direct.rate.toFixed(0)}/s`;
     });
@@ -117,8 +139,18 @@ try {
     ratioToNodemailer: median(s.ratios),
     ratios: s.ratios.map((r) => Number(r.toFixed(3))),
   }));
-  const thisVsBaseline = subjects.length === 2 ? subjects[0]!.ratios.map((r, i) => r / subjects[1]!.ratios[i]!) : [];
-  console.log(JSON.stringify({ rounds: ROUNDS, count: COUNT, summary, nodemailerCpuMsPerEmailByProcess: medianParts(directParts), thisVsBaseline: thisVsBaseline.map((r) => Number(r.toFixed(3))), thisVsBaselineMedian: thisVsBaseline.length ? median(thisVsBaseline) : null }));
+  /** This tern's ratio over another subject's, round by round. */
+  const against = (name: string) => {
+    const other = subjects.find((s) => s.name === name);
+    return other ? subjects[0]!.ratios.map((r, i) => r / other.ratios[i]!) : [];
+  };
+  const thisVsBaseline = against("baseline");
+  const thisVsFloor = against("floor");
+  console.log(JSON.stringify({
+    rounds: ROUNDS, count: COUNT, summary, nodemailerCpuMsPerEmailByProcess: medianParts(directParts),
+    thisVsBaseline: thisVsBaseline.map((r) => Number(r.toFixed(3))), thisVsBaselineMedian: thisVsBaseline.length ? median(thisVsBaseline) : null,
+    thisVsFloor: thisVsFloor.map((r) => Number(r.toFixed(3))), thisVsFloorMedian: thisVsFloor.length ? median(thisVsFloor) : null,
+  }));
 } finally {
-  for (const s of subjects) await s.t.stop();
+  for (const s of subjects.toReversed()) await s.stop();
 }

@@ -28,6 +28,8 @@ export interface FloorProcess {
   pid: number;
   stateDir: string;
   output(): string;
+  /** wrangler dev's process (its output, for bench/consumer.ts's queue lines). */
+  child: ChildProcess;
 }
 
 interface D1Call {
@@ -75,7 +77,8 @@ function floorWrangler(args: string[], persistTo: string): void {
   runWrangler([...args, ...d1Target(false, persistTo), "--config", CONFIG]);
 }
 
-export async function startFloor(log: (line: string) => void): Promise<FloorProcess> {
+/** vars: passed with `--var` (RELAY_PORT for the delivery floor, bench/floor/delivery.ts). */
+export async function startFloor(log: (line: string) => void, vars: Record<string, string> = {}): Promise<FloorProcess> {
   if (running) return running.floor;
   if (closed) throw new Error("the bench is stopping");
   const stateDir = mkdtempSync(join(tmpdir(), "tern-floor-"));
@@ -95,7 +98,8 @@ export async function startFloor(log: (line: string) => void): Promise<FloorProc
     if (closed) throw new Error("the bench is stopping");
     child = spawn(
       process.execPath,
-      [WRANGLER, "dev", "--config", CONFIG, "--ip", "127.0.0.1", "--port", String(port), "--persist-to", persistTo, "--show-interactive-dev-session=false"],
+      [WRANGLER, "dev", "--config", CONFIG, "--ip", "127.0.0.1", "--port", String(port), "--persist-to", persistTo, "--show-interactive-dev-session=false",
+        ...Object.entries(vars).flatMap(([k, v]) => ["--var", `${k}:${v}`])],
       { cwd: root, env: wranglerEnv(), stdio: ["ignore", "pipe", "pipe"], detached: true },
     );
   } catch (err) {
@@ -106,7 +110,7 @@ export async function startFloor(log: (line: string) => void): Promise<FloorProc
   }
   const tail = keepTail(child, 64 * 1024); // wrangler logs a line per request
   child.on("error", (err) => tail.note(`the floor's wrangler dev could not run: ${err.message}`));
-  const floor: FloorProcess = { url: `http://127.0.0.1:${port}`, port, pid: child.pid!, stateDir, output: tail.text };
+  const floor: FloorProcess = { url: `http://127.0.0.1:${port}`, port, pid: child.pid!, stateDir, output: tail.text, child };
   running = { floor, child };
   stopping = null;
   log(`floor: wrangler dev starting on ${floor.url} (pid ${floor.pid})`);

@@ -65,8 +65,10 @@ export interface Results {
   wrk: WrkResult[] | null;
   tern: DeliveryResult[];
   direct: DeliveryResult[];
+  /** The delivery floor (bench/floor/delivery.ts) into the same relay, in the same rounds. */
+  floor: DeliveryResult[];
   /** CPU seconds by process over each delivery phase (including the final check through the relay's API). */
-  deliveryCpu: { tern: CpuSample[]; direct: CpuSample[] };
+  deliveryCpu: { tern: CpuSample[]; direct: CpuSample[]; floor: CpuSample[] };
   roundTrips: RoundTrips;
   once: OnceResults;
   seconds: number;
@@ -378,6 +380,13 @@ export function renderResults(r: Results): string {
     `| nodemailer, \`pool: true, maxConnections: 5\` -> relay | ${f2(median(direct.map((x) => x.seconds)))} | ${f0(median(direct.map((x) => x.rate)))} | - | ` +
       `${f0(median(direct.map((x) => x.meanBytes)))} |`,
   );
+  const floor = r.floor;
+  if (floor.length) {
+    L(
+      `| floor: a minimal Worker, \`POST /emails\` -> D1 + queue -> consumer -> DKIM, SMTP -> relay | ${f2(median(floor.map((x) => x.seconds)))} | ` +
+        `${f0(median(floor.map((x) => x.rate)))} | ${f2(median(floor.map((x) => x.acceptSeconds ?? NaN)))} | ${f0(median(floor.map((x) => x.meanBytes)))} |`,
+    );
+  }
   L();
   const dcpu = (samples: CpuSample[], runs: DeliveryResult[]) => {
     if (samples.length !== runs.length || samples.some((x) => x === null)) return null;
@@ -395,6 +404,8 @@ export function renderResults(r: Results): string {
     L(`|---|${PARTS.map(() => "---:").join("|")}|---:|---:|`);
     L(`| tern end to end | ${ternCpu} |`);
     L(`| nodemailer direct | ${directCpu} |`);
+    const floorCpu = dcpu(r.deliveryCpu.floor, floor);
+    if (floor.length && floorCpu) L(`| floor (its own processes, and the relay in start+relay) | ${floorCpu} |`);
     L();
   }
   const logs = tern.map((x) => x.consumer).filter((x) => x !== null && x.batches > 0);
@@ -409,6 +420,13 @@ export function renderResults(r: Results): string {
   }
   const ratio = median(tern.map((x) => x.rate)) / median(direct.map((x) => x.rate));
   L(`tern end to end / direct to relay: **${f2(ratio)}** (rounds: ${tern.map((t, i) => f2(t.rate / direct[i]!.rate)).join(", ")}).`);
+  if (floor.length) {
+    // What any Worker reaches here: tern's ratio is read against it (docs/benchmarks.md).
+    L(
+      `The floor end to end / direct to relay: **${f2(median(floor.map((x) => x.rate)) / median(direct.map((x) => x.rate)))}** ` +
+        `(rounds: ${floor.map((x, i) => f2(x.rate / direct[i]!.rate)).join(", ")}); tern / the floor: **${f2(median(tern.map((x, i) => x.rate / floor[i]!.rate)))}**.`,
+    );
+  }
   L();
   L(`#### 3. Cost of one accepted email`);
   L();

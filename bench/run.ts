@@ -263,18 +263,25 @@ async function crossCheck(t: TernProcess): Promise<WrkResult[] | null> {
   return out;
 }
 
-async function phaseTwo(t: TernProcess): Promise<Pick<Results, "tern" | "direct" | "deliveryCpu">> {
+async function phaseTwo(t: TernProcess, floorProcess: FloorProcess): Promise<Pick<Results, "tern" | "direct" | "floor" | "deliveryCpu">> {
   const target: Target = { url: t.url, apiKey: t.apiKey, relayHttp: t.relayHttp, relaySmtpPort: t.relaySmtpPort, mailDir: join(t.stateDir, "tern", "mailbox") };
   const o = { count: settings.deliveryCount, concurrency: settings.deliveryConcurrency, html: htmlOfSize(settings.htmlBytes), timeoutMs: 90_000 };
   const port = Number(new URL(t.url).port);
   const tern: DeliveryResult[] = [];
   const direct: DeliveryResult[] = [];
-  const deliveryCpu: Results["deliveryCpu"] = { tern: [], direct: [] };
+  const floor: DeliveryResult[] = [];
+  const deliveryCpu: Results["deliveryCpu"] = { tern: [], direct: [], floor: [] };
   const measured = async (into: CpuSample[], work: () => Promise<DeliveryResult>) => {
     const before = sampleCpu(t.child.pid, port);
     const result = await work();
     into.push(cpuDelta(before, sampleCpu(t.child.pid, port)));
     return result;
+  };
+  // The floor's own processes, and the relay (in tern's tree) that it sends to.
+  const floorCpu = (): CpuSample => {
+    const own = sampleCpu(floorProcess.pid, floorProcess.port);
+    const relay = sampleCpu(t.child.pid, port);
+    return own && relay ? { ...own, "start+relay": relay["start+relay"] } : null;
   };
   for (let round = 1; round <= settings.deliveryRounds; round++) {
     await clearRelay(t.relayHttp, target.mailDir);
@@ -285,9 +292,15 @@ async function phaseTwo(t: TernProcess): Promise<Pick<Results, "tern" | "direct"
     const b = await measured(deliveryCpu.direct, () => directToRelay(target, o));
     direct.push(b);
     log(`phase 2 round ${round}/${settings.deliveryRounds}, nodemailer direct: ${b.messages} in ${b.seconds.toFixed(2)} s = ${b.rate.toFixed(0)}/s`);
+    await clearRelay(t.relayHttp, target.mailDir);
+    const before = floorCpu();
+    const c = await throughTern({ ...target, url: floorProcess.url, apiKey: "" }, o, () => floorProcess.output());
+    deliveryCpu.floor.push(cpuDelta(before, floorCpu()));
+    floor.push(c);
+    log(`phase 2 round ${round}/${settings.deliveryRounds}, the floor end to end: ${c.messages} in ${c.seconds.toFixed(2)} s = ${c.rate.toFixed(0)}/s`);
   }
   await clearRelay(t.relayHttp, target.mailDir);
-  return { tern, direct, deliveryCpu };
+  return { tern, direct, floor, deliveryCpu };
 }
 
 
@@ -458,17 +471,18 @@ async function coreParts(t: TernProcess, f: Facts, roundTrips: RoundTrips): Prom
   const checked = await checkFloorStatements();
   log(`floor: its batch is the one tern's accept path sends for a plain send (${checked.send.length} statements: ${checked.send.map((s) => s.sql.split(" (")[0]).join("; ")}); its read is GET /emails/<id>'s`);
   log("starting the floor (bench/floor/: a minimal Worker with tern's schema) under wrangler dev, as tern is started...");
-  const floor = await startFloor(log);
+  // RELAY_PORT: part 2's delivery floor sends to tern's dev relay.
+  const floor = await startFloor(log, { RELAY_PORT: String(t.relaySmtpPort) });
   log(`the floor is up at ${floor.url}`);
   const one = await phaseOne(t, floor);
-  await stopFloor(log);
   const wrk = await crossCheck(t);
   const once = await phaseFour({
     root, t, settings, quick: QUICK, maxErrorShare: MAX_ERROR_SHARE, log, describe, drain,
     track: (pid, done) => void (done ? helpers.delete(pid) : helpers.add(pid)),
   });
   log("phase 2: end-to-end delivery into the dev relay vs nodemailer straight to it");
-  const two = await phaseTwo(t);
+  const two = await phaseTwo(t, floor);
+  await stopFloor(log);
 
   f.loadAfter = loadavg().map((x) => x.toFixed(2)).join(" ");
   const results: Results = { facts: f, settings, ...one, wrk, ...two, roundTrips, once, seconds: (performance.now() - started) / 1000 };

@@ -8,12 +8,12 @@
 //                 (?n=200: 200 such batches in a row, for bench/d1-writes.ts);
 //   GET  /read    one D1 read of the shape of tern's GET /emails/<unknown id>: a SELECT by
 //                 primary key (.raw(), as drizzle's .get() does) that finds nothing.
+//   POST /emails  and the queue consumer: the floor of end-to-end delivery (./delivery.ts).
 import { Hono } from "hono";
+import { acceptEmail, deliverBatch, type DeliveryFloorEnv } from "./delivery.ts";
 import { EMAIL_BY_ID_SQL, FLOOR_ACCOUNT, newSendBatch } from "./statements.ts";
 
-interface FloorEnv {
-  DB: D1Database;
-}
+type FloorEnv = DeliveryFloorEnv;
 
 const app = new Hono<{ Bindings: FloorEnv }>();
 
@@ -37,4 +37,9 @@ app.get("/read", async (c) => {
   return c.json({ found: rows.length > 0 });
 });
 
-export default app;
+app.post("/emails", async (c) => c.json({ id: await acceptEmail(c.env, await c.req.json()) }));
+
+export default {
+  fetch: app.fetch,
+  queue: (batch: MessageBatch<{ id: string }>, env: FloorEnv) => deliverBatch(env, batch),
+} satisfies ExportedHandler<FloorEnv, { id: string }>;
