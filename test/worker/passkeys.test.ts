@@ -79,7 +79,7 @@ describe("passkeys", () => {
   it("are added from Settings, sign in without a password or code, and show on the Settings page", async () => {
     const p = await person();
     const auth = await softAuthenticator();
-    const added = await register(p, auth, "  Work laptop\u0007 ");
+    const added = await register(p, auth, "  Work\u0085 laptop\u0007\u2028 ");
     expect(added).toMatchObject({ status: 200, body: { id: expect.any(String), name: "Work laptop" } });
     const row = await env.DB.prepare("SELECT user_id, credential_id, counter, device_type FROM auth_passkeys WHERE id = ?").bind(added.body.id).first();
     expect(row).toEqual({ user_id: p.user, credential_id: auth.credentialId, counter: 0, device_type: "singleDevice" });

@@ -16,6 +16,7 @@ import { drizzle } from "drizzle-orm/d1";
 import { isDevAlias, readConfig } from "../config.ts";
 import { macKey } from "../crypto/master-key.ts";
 import { toHex } from "../bytes.ts";
+import { label } from "../routes/schemas.ts";
 import { accounts, authAccounts, authSessions, authTwoFactors, authUsers, authVerifications, memberships } from "../db/schema.ts";
 import { linkMail, sendDashboardMail } from "./mail.ts";
 import { passkeys } from "./passkeys.ts";
@@ -149,6 +150,28 @@ function passwordPolicy(): BetterAuthPlugin {
   };
 }
 
+/** A person's name is one line, as every label is (routes/schemas.ts): it names their first
+ * account, which reaches the subject of invitation mail. */
+function oneLineName(): BetterAuthPlugin {
+  const Name = label("name", 256, { mayBeEmpty: true });
+  return {
+    id: "tern-one-line-name",
+    hooks: {
+      before: [
+        {
+          matcher: (ctx) => ctx.path === "/sign-up/email",
+          handler: createAuthMiddleware(async (ctx) => {
+            const name = ((ctx.body ?? {}) as { name?: unknown }).name;
+            if (name === undefined) return; // better-auth's own schema asks for it
+            const checked = Name.safeParse(name);
+            if (!checked.success) throw new APIError("UNPROCESSABLE_ENTITY", { message: checked.error.issues[0]!.message, code: "INVALID_NAME" });
+          }),
+        },
+      ],
+    },
+  };
+}
+
 /** A new user gets an account of their own, which they own. */
 async function giveAccount(env: Env, user: { id: string; name: string; email: string }): Promise<void> {
   const d = drizzle(env.DB);
@@ -222,6 +245,7 @@ function makeAuth(env: Env, origin: string, secret: string, withOAuth: boolean) 
     },
     plugins: [
       passwordPolicy(),
+      oneLineName(),
       twoFactor({ issuer: "tern", allowPasswordless: true }),
       genericOAuth({ config: withOAuth ? oauthConfigs(env) : [] }),
       oauthSecondFactor(),

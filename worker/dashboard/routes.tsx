@@ -10,6 +10,7 @@ import { drizzle } from "drizzle-orm/d1";
 import { constantTimeEqual } from "../bytes.ts";
 import { ApiError, logFailure } from "../errors.ts";
 import { readBodyLimited, readJson } from "../http.ts";
+import { ONE_LINE } from "../routes/schemas.ts";
 import { accounts, auditLog, authAccounts, authSessions, authTwoFactors, authUsers, invitations, memberships, usage } from "../db/schema.ts";
 import { planLimits } from "../plans.ts";
 import { readConfig } from "../config.ts";
@@ -125,7 +126,7 @@ export function str(v: unknown, name: string, max = 200): string {
   if (typeof v !== "string" || !v.trim()) throw new DashError(422, `Fill in ${name}.`);
   if (v.length > max) throw new DashError(422, `${Name} is too long (at most ${max} characters).`);
   // One line of text: a line break in an account's name would reach the subject of its mail.
-  if (/[\p{Cc}\u2028\u2029]/u.test(v)) throw new DashError(422, `${Name} must be one line of text, without control characters.`);
+  if (!ONE_LINE.test(v)) throw new DashError(422, `${Name} must be one line of text, without control characters.`);
   return v.trim();
 }
 

@@ -4,11 +4,11 @@ import { defineRoute, type App } from "../app.ts";
 import { createApiKey, listApiKeys, renameApiKey, revokeApiKey } from "../api-keys/service.ts";
 import { dropPathId, readJson, validate } from "../http.ts";
 import { ListQuery, listSchema, readPage } from "../pagination.ts";
-import { DeletedSchema, errorResponses, IdParam, json, jsonBody } from "./schemas.ts";
+import { DeletedSchema, errorResponses, IdParam, json, jsonBody, label } from "./schemas.ts";
 
 export const CreateApiKeyRequest = z
   .object({
-    name: z.string().trim().min(1, "`name` must not be empty.").max(50, "`name` must be at most 50 characters."),
+    name: label("name", 50),
     permission: z
       .enum(["full_access", "sending_access"], { error: "`permission` must be `full_access` or `sending_access`." })
       .default("full_access"),

@@ -12,12 +12,12 @@ import { readJson, validate } from "../http.ts";
 import { parseMailbox } from "../mime/address.ts";
 import { MAX_SCHEDULED_AT_LENGTH } from "../sending/schedule.ts";
 import { ListQuery, listSchema, readPage } from "../pagination.ts";
-import { errorResponses, IdParam, iso, json, jsonBody } from "./schemas.ts";
+import { errorResponses, IdParam, iso, json, jsonBody, label } from "./schemas.ts";
 
 const Mailbox = (field: string) => z.string({ error: `\`${field}\` must be a string.` }).refine((s) => parseMailbox(s) !== null, `\`${field}\` must be an email address like \`a@example.com\` or \`Name <a@example.com>\`.`);
 const Id = (field: string) => z.string({ error: `\`${field}\` must be an id.` }).uuid(`\`${field}\` must be an id.`);
 const fields = {
-  name: z.string({ error: "`name` must be a string." }).max(256, "`name` must be at most 256 characters.").nullable().optional(),
+  name: label("name", 256, { mayBeEmpty: true }).nullable().optional(),
   segment_id: Id("segment_id").optional(),
   audience_id: Id("audience_id").optional().openapi({ deprecated: true, description: "Use `segment_id`." }),
   from: Mailbox("from").optional(),

@@ -1,4 +1,4 @@
-// Response pieces shared by routes.
+// Request and response pieces shared by routes.
 import { z } from "@hono/zod-openapi";
 
 export const ErrorSchema = z
@@ -21,6 +21,19 @@ export function json<T extends z.ZodType>(schema: T, description: string) {
 
 export function jsonBody<T extends z.ZodType>(schema: T) {
   return { body: { required: true, content: { "application/json": { schema } } } };
+}
+
+/** One line of text: no C0 or C1 control character (tab, CR, LF, NUL, DEL...) and no Unicode line
+ * or paragraph separator. A pattern, so the OpenAPI document states it too. */
+export const ONE_LINE = /^[^\u0000-\u001F\u007F-\u009F\u2028\u2029]*$/;
+
+/** A label a user gives to a thing (a name, a topic's description): one line, since labels reach
+ * mail, lists and logs, where a line break or a NUL breaks or forges a line. Checked before the trim,
+ * which would hide a trailing one; trimmed and required unless `mayBeEmpty`. */
+export function label(field: string, max: number, { mayBeEmpty = false } = {}) {
+  const text = z.string({ error: `\`${field}\` must be a string.` })
+    .regex(ONE_LINE, `\`${field}\` must be one line of text, without tabs, line breaks or other control characters.`);
+  return (mayBeEmpty ? text : text.trim().min(1, `\`${field}\` must not be empty.`)).max(max, `\`${field}\` must be at most ${max} characters.`);
 }
 
 export const IdParam = z.object({

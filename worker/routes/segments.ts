@@ -7,9 +7,9 @@ import type { SegmentRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
 import { readJson, validate } from "../http.ts";
 import { ListQuery, listSchema, readPage } from "../pagination.ts";
-import { errorResponses, IdParam, iso, json, jsonBody } from "./schemas.ts";
+import { errorResponses, IdParam, iso, json, jsonBody, label } from "./schemas.ts";
 
-const SegmentName = z.string({ error: "`name` must be a string." }).trim().min(1, "`name` must not be empty.").max(256, "`name` must be at most 256 characters.");
+const SegmentName = label("name", 256);
 export const CreateSegmentRequest = z.object({ name: SegmentName }).openapi("CreateSegmentRequest");
 const UpdateSegmentRequest = z.object({ name: SegmentName }).openapi("UpdateSegmentRequest");
 

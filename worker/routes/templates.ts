@@ -9,7 +9,7 @@ import { isUuid } from "../ids.ts";
 import { parseMailbox } from "../mime/address.ts";
 import { ListQuery, listSchema, readPage } from "../pagination.ts";
 import { createTemplate, deleteTemplate, duplicateTemplate, findTemplate, listTemplates, publishTemplate, updateTemplate, viewOf, type TemplateContent } from "../templates/templates.ts";
-import { errorResponses, iso, json, jsonBody } from "./schemas.ts";
+import { errorResponses, iso, json, jsonBody, label } from "./schemas.ts";
 
 const Mailbox = (field: string) => z.string({ error: `\`${field}\` must be a string.` }).refine((s) => parseMailbox(s) !== null, `\`${field}\` must be an email address like \`a@example.com\` or \`Name <a@example.com>\`.`);
 const Alias = z.string({ error: "`alias` must be a string." })
@@ -22,7 +22,7 @@ const Variable = z.object({
   fallback_value: z.unknown().optional().openapi({ description: "Used when a send gives no value; of the variable's type." }),
 }).openapi("TemplateVariableInput");
 const fields = {
-  name: z.string({ error: "`name` must be a string." }).trim().min(1, "`name` must not be empty.").max(256, "`name` must be at most 256 characters."),
+  name: label("name", 256),
   alias: Alias.nullable().optional(),
   from: Mailbox("from").nullable().optional(),
   subject: z.string({ error: "`subject` must be a string." }).max(998).refine((s) => !/[\r\n\0]/.test(s), "`subject` must not contain line breaks.").nullable().optional(),

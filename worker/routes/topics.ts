@@ -7,10 +7,11 @@ import type { TopicRow } from "../db/schema.ts";
 import { ApiError } from "../errors.ts";
 import { readJson, validate } from "../http.ts";
 import { ListQuery, listSchema, readPage } from "../pagination.ts";
-import { errorResponses, IdParam, iso, json, jsonBody } from "./schemas.ts";
+import { errorResponses, IdParam, iso, json, jsonBody, label } from "./schemas.ts";
 
-const TopicName = z.string({ error: "`name` must be a string." }).trim().min(1, "`name` must not be empty.").max(50, "`name` must be at most 50 characters.");
-const Description = z.string({ error: "`description` must be a string." }).max(200, "`description` must be at most 200 characters.").nullable();
+const TopicName = label("name", 50);
+// A caption of up to 200 characters, shown in a paragraph of the preference page: one line too.
+const Description = label("description", 200, { mayBeEmpty: true }).nullable();
 const Visibility = z.enum(["public", "private"], { error: "`visibility` must be `public` or `private`." });
 
 export const CreateTopicRequest = z.object({
