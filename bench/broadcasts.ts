@@ -94,13 +94,14 @@ const SINGLE_EVERY_MS = 50;
 /** Single sends measured during each path: 30 s of them at that pace. */
 const SINGLES_DURING = 600;
 
-function d1(stateDir: string): DatabaseSync {
+/** The local D1 file of a `wrangler dev` state directory, read-only. */
+export function d1(stateDir: string): DatabaseSync {
   const dir = join(stateDir, "wrangler", "v3", "d1", "miniflare-D1DatabaseObject");
   const file = readdirSync(dir).find((f) => f.endsWith(".sqlite") && f !== "metadata.sqlite");
   return new DatabaseSync(join(dir, file!), { readOnly: true });
 }
 
-function tryGet<T>(db: DatabaseSync, sql: string, ...params: (string | number)[]): T | undefined {
+export function tryGet<T>(db: DatabaseSync, sql: string, ...params: (string | number)[]): T | undefined {
   try {
     return db.prepare(sql).get(...params) as T | undefined;
   } catch {

@@ -16,11 +16,10 @@
 import { connect } from "cloudflare:sockets";
 import { uuidv7 } from "../../worker/ids.ts";
 import { htmlToText } from "../../worker/mime/html-to-text.ts";
+import { settleSimulated, SIMULATOR_DOMAIN, type BroadcastFloorEnv } from "./broadcast.ts";
 import { FLOOR_ACCOUNT, FLOOR_DOMAIN, FLOOR_DOMAIN_NAME, INSERT_EMAIL_SQL, INSERT_EVENT_SQL } from "./statements.ts";
 
-export interface DeliveryFloorEnv {
-  DB: D1Database;
-  SEND_QUEUE: Queue<{ id: string }>;
+export interface DeliveryFloorEnv extends BroadcastFloorEnv {
   /** The dev relay's SMTP port on 127.0.0.1 (bench/consumer.ts passes tern's). */
   RELAY_PORT?: string;
 }
@@ -48,7 +47,7 @@ interface Claimed {
   from_address: string;
   to_json: string;
   subject: string;
-  html: string;
+  html: string | null;
   message_id: string;
 }
 
@@ -63,14 +62,19 @@ export async function deliverBatch(env: DeliveryFloorEnv, batch: MessageBatch<{ 
       .bind(now + 600_000, ...ids)
       .all<Claimed>()
   ).results;
+  // The simulator's recipients (broadcast.ts's paths) are settled without a message.
+  const simulated = claimed.filter((e) => e.to_json.includes(`@${SIMULATOR_DOMAIN}"`));
+  if (simulated.length) await settleSimulated(env, simulated.map((e) => e.id));
+  const relayed = claimed.filter((e) => !simulated.includes(e));
+  if (!relayed.length) return;
   const key = await signingKey();
   let next = 0;
   await Promise.all(
-    Array.from({ length: Math.min(CONNECTIONS, claimed.length) }, async () => {
+    Array.from({ length: Math.min(CONNECTIONS, relayed.length) }, async () => {
       const smtp = await Smtp.open(Number(env.RELAY_PORT));
       try {
-        while (next < claimed.length) {
-          const email = claimed[next++]!;
+        while (next < relayed.length) {
+          const email = relayed[next++]!;
           const rcpt = (JSON.parse(email.to_json) as string[])[0]!;
           const message = await signed(key, email);
           const reply = await smtp.send(address(email.from_address), rcpt, message);
@@ -115,8 +119,8 @@ function b64(bytes: ArrayBuffer): string {
 async function signed(key: CryptoKey, e: Claimed): Promise<Uint8Array> {
   const boundary = `b-${e.id}`;
   const body =
-    `--${boundary}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 7bit\r\n\r\n${crlfStuffed(htmlToText(e.html))}\r\n` +
-    `--${boundary}\r\nContent-Type: text/html; charset=utf-8\r\nContent-Transfer-Encoding: 7bit\r\n\r\n${crlfStuffed(e.html)}\r\n` +
+    `--${boundary}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Transfer-Encoding: 7bit\r\n\r\n${crlfStuffed(htmlToText(e.html ?? ""))}\r\n` +
+    `--${boundary}\r\nContent-Type: text/html; charset=utf-8\r\nContent-Transfer-Encoding: 7bit\r\n\r\n${crlfStuffed(e.html ?? "")}\r\n` +
     `--${boundary}--\r\n`;
   const headers: Array<[string, string]> = [
     ["From", e.from_address],

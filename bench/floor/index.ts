@@ -8,8 +8,11 @@
 //                 (?n=200: 200 such batches in a row, for bench/d1-writes.ts);
 //   GET  /read    one D1 read of the shape of tern's GET /emails/<unknown id>: a SELECT by
 //                 primary key (.raw(), as drizzle's .get() does) that finds nothing.
-//   POST /emails  and the queue consumer: the floor of end-to-end delivery (./delivery.ts).
+//   POST /emails  and the send queue's consumer: the floor of end-to-end delivery (./delivery.ts).
+//   POST /emails/batch, POST /broadcasts, POST /seed and the broadcast queue's consumer: the
+//                 floor of a broadcast email's cost against a batch-sent one's (./broadcast.ts).
 import { Hono } from "hono";
+import { acceptBatch, createBroadcast, fanOutRun, seedContacts } from "./broadcast.ts";
 import { acceptEmail, deliverBatch, type DeliveryFloorEnv } from "./delivery.ts";
 import { EMAIL_BY_ID_SQL, FLOOR_ACCOUNT, newSendBatch } from "./statements.ts";
 
@@ -38,8 +41,22 @@ app.get("/read", async (c) => {
 });
 
 app.post("/emails", async (c) => c.json({ id: await acceptEmail(c.env, await c.req.json()) }));
+app.post("/emails/batch", async (c) => c.json({ data: (await acceptBatch(c.env, await c.req.json())).map((id) => ({ id })) }));
+app.post("/broadcasts", async (c) => c.json({ id: await createBroadcast(c.env, await c.req.json()) }));
+app.post("/seed", async (c) => {
+  await seedContacts(c.env, Math.min(1_000_000, Number(c.req.query("n") ?? 0) || 0));
+  return c.json({ ok: true });
+});
+
+type FloorMessage = { id: string } | { broadcast: string; after: string };
 
 export default {
   fetch: app.fetch,
-  queue: (batch: MessageBatch<{ id: string }>, env: FloorEnv) => deliverBatch(env, batch),
-} satisfies ExportedHandler<FloorEnv, { id: string }>;
+  async queue(batch: MessageBatch<FloorMessage>, env: FloorEnv) {
+    if (batch.queue === "tern-floor-broadcasts") {
+      for (const m of batch.messages) await fanOutRun(env, m.body as { broadcast: string; after: string });
+    } else {
+      await deliverBatch(env, batch as MessageBatch<{ id: string }>);
+    }
+  },
+} satisfies ExportedHandler<FloorEnv, FloorMessage>;
