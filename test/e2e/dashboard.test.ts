@@ -85,6 +85,10 @@ async function enableTotp(page: Page, password: string | null, used: Set<number>
   const uriBox = page.getByLabel("Authenticator link", { exact: true });
   await expect.poll(() => uriBox.inputValue(), POLL).toMatch(/^otpauth:\/\//);
   const totp = OTPAuth.URI.parse(await uriBox.inputValue()) as OTPAuth.TOTP;
+  // The setup key is the link's secret, shown whole for typing in, not cut off at either end.
+  const keyBox = page.getByLabel("Setup key", { exact: true });
+  expect(await keyBox.inputValue()).toBe(new URL(await uriBox.inputValue()).searchParams.get("secret"));
+  expect(await keyBox.evaluate((el) => el.scrollWidth <= el.clientWidth && el.scrollLeft === 0)).toBe(true);
   const recovery = (await page.locator("pre[data-field=backupCodes]").innerText()).split(/\s+/).filter(Boolean);
   expect(recovery.length).toBeGreaterThanOrEqual(5);
   await shot(page, `mfa-setup-${password ? "password" : "oauth"}`);
@@ -418,6 +422,9 @@ describe("the dashboard in a browser", () => {
     await page.getByLabel("Endpoint URL").fill("http://127.0.0.1:9/edit-me");
     await page.getByRole("button", { name: "Add endpoint" }).click();
     await expect.poll(() => page.getByLabel("Signing secret").inputValue(), POLL).toMatch(/^whsec_/);
+    // The list under it, made before the endpoint, is hidden rather than saying there is none.
+    expect(await page.getByText("No webhook endpoints.").isVisible()).toBe(false);
+    await shot(page, "13a-webhook-added");
     await page.goto(`${tern.url}/dashboard/webhooks`);
     await page.getByRole("link", { name: "http://127.0.0.1:9/edit-me" }).click();
     await page.getByText("Edit the endpoint").click();

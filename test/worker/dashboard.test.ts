@@ -1125,3 +1125,21 @@ describe("a domain's page", () => {
     expect(html.match(/<span class="ok">found<\/span>/g)).toHaveLength(2);
   });
 });
+
+describe("the Settings page", () => {
+  it("heads an Actions column only where some row has one: not over a sole owner or a lone session", async () => {
+    const owner = await person("owner");
+    const actions = async () => ((await (await owner.get("/dashboard/settings")).text()).match(/<th scope="col"><span class="muted">Actions<\/span><\/th>/g) ?? []).length;
+    expect(await actions()).toBe(0);
+    // Another member (the owner may remove them) and another session of the owner's (revocable).
+    await signedIn("member", owner.account);
+    expect(await actions()).toBe(1);
+    const now = Date.now();
+    await env.DB.prepare("INSERT INTO auth_sessions (id, expires_at, token, created_at, updated_at, user_id) VALUES (?, ?, ?, ?, ?, ?)")
+      .bind(crypto.randomUUID(), now + 3600_000, `sha256:${crypto.randomUUID()}`, now, now, owner.user).run();
+    expect(await actions()).toBe(2);
+    const html = await (await owner.get("/dashboard/settings")).text();
+    expect(html).toContain(">Remove</button>");
+    expect(html).toContain(">Revoke</button>");
+  });
+});

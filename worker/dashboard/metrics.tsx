@@ -258,10 +258,10 @@ async function metricsPage(c: DashCtx) {
           <details>
             <summary>Periods with email ({active.length} of {rows.length})</summary>
             <table id="periods">
-              <thead><tr><th scope="col">Period ({f.timezone})</th>{COUNT_SERIES.map((s) => <th scope="col">{s.label}</th>)}<th scope="col">Bounce rate</th></tr></thead>
+              <thead><tr><th scope="col">Period ({f.timezone})</th>{COUNT_SERIES.map((s) => <th scope="col" class="num">{s.label}</th>)}<th scope="col" class="num">Bounce rate</th></tr></thead>
               <tbody>
                 {active.slice(0, 500).map((r) => (
-                  <tr><td>{periodLabel(r.period!, answer.granularity, f.timezone)}</td>{COUNT_SERIES.map((s) => <td>{count(r[s.metric])}</td>)}<td>{percent(r.bounce_rate)}</td></tr>
+                  <tr><td>{periodLabel(r.period!, answer.granularity, f.timezone)}</td>{COUNT_SERIES.map((s) => <td class="num">{count(r[s.metric])}</td>)}<td class="num">{percent(r.bounce_rate)}</td></tr>
                 ))}
               </tbody>
             </table>

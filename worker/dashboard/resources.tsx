@@ -488,7 +488,7 @@ async function apiKeysPage(c: DashCtx) {
     <>
       {v.canManage ? (
         <>
-          <form method="post" class="panel row" data-api="/dashboard/api/api-keys" data-show="new-key" aria-label="Create an API key">
+          <form method="post" class="panel row" data-api="/dashboard/api/api-keys" data-show="new-key" data-stale="key-list" aria-label="Create an API key">
             <label>Name<input name="name" maxlength={50} required placeholder="Production" /></label>
             <label>Permission
               <select name="permission"><option value="full_access">full access</option><option value="sending_access">sending only</option></select>
@@ -508,7 +508,7 @@ async function apiKeysPage(c: DashCtx) {
           </div>
         </>
       ) : <p class="notice">Only owners and admins create and revoke API keys.</p>}
-      {keys.data.length === 0 ? (
+      <div id="key-list">{keys.data.length === 0 ? (
         <Empty title="No API keys."><p>Create a key to send with the API, an SDK or SMTP.</p></Empty>
       ) : (
         <table>
@@ -529,7 +529,7 @@ async function apiKeysPage(c: DashCtx) {
             </tr>
           ))}</tbody>
         </table>
-      )}
+      )}</div>
     </>
   ));
 }
@@ -572,12 +572,13 @@ async function webhooksPage(c: DashCtx) {
     <>
       {v.canManage ? (
         <>
-          <form method="post" class="panel" data-api="/dashboard/api/webhooks" data-show="new-webhook" aria-label="Add a webhook endpoint">
+          <form method="post" class="panel" data-api="/dashboard/api/webhooks" data-show="new-webhook" data-stale="webhook-list" aria-label="Add a webhook endpoint">
             <div class="row">
               <label style="flex:1">Endpoint URL<input name="endpoint" type="url" required placeholder="https://example.com/webhooks/tern" /></label>
-              <button type="submit">Add endpoint</button>
             </div>
             <EventPicker chosen={EMAIL_EVENT_TYPES} />
+            {/* After the events, as on the endpoint's own page: choose them, then add. */}
+            <div style="margin-top:12px"><button type="submit">Add endpoint</button></div>
           </form>
           <div id="new-webhook" class="secret" hidden role="status">
             <p><strong>Copy the signing secret now.</strong> It verifies tern's signatures and is not shown again.</p>
@@ -585,11 +586,11 @@ async function webhooksPage(c: DashCtx) {
               <label>Signing secret<input id="new-webhook-secret" data-field="signing_secret" readonly class="mono" size={52} /></label>
               <button type="button" class="secondary" data-copy-from="new-webhook-secret" aria-label="Copy the secret">Copy</button>
             </div>
-            <p><a href="/dashboard/webhooks">Done</a></p>
+            <p><a href="/dashboard/webhooks">Done: back to the list</a></p>
           </div>
         </>
       ) : null}
-      {hooks.data.length === 0 ? (
+      <div id="webhook-list">{hooks.data.length === 0 ? (
         <Empty title="No webhook endpoints."><p>Add an endpoint to hear about deliveries, bounces, opens and clicks as they happen.</p></Empty>
       ) : (
         <table>
@@ -613,7 +614,7 @@ async function webhooksPage(c: DashCtx) {
             </tr>
           ))}</tbody>
         </table>
-      )}
+      )}</div>
     </>
   ));
 }

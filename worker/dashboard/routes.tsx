@@ -722,6 +722,9 @@ async function settingsPage(c: DashCtx): Promise<Response> {
   const passkeysUsable = relyingParty(origin).usable;
   const usedIn = (p: string) => used.find((u) => u.period === p)?.used ?? 0;
   const count = (n: number) => n.toLocaleString("en-US");
+  // An Actions column only where some row has an action: not over a sole owner or a lone session.
+  const memberActions = v.canManage && members.some((m) => m.userId !== v.user.id);
+  const sessionActions = sessions.some((s) => s.id !== v.session.id);
   return page(c, "Settings", (
     <>
       <section class="panel" aria-labelledby="acct">
@@ -753,7 +756,7 @@ async function settingsPage(c: DashCtx): Promise<Response> {
       <section class="panel" aria-labelledby="members">
         <h2 id="members">Members</h2>
         <table>
-          <thead><tr><th scope="col">Name</th><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Since</th>{v.canManage ? <th scope="col"><span class="muted">Actions</span></th> : null}</tr></thead>
+          <thead><tr><th scope="col">Name</th><th scope="col">Email</th><th scope="col">Role</th><th scope="col">Since</th>{memberActions ? <th scope="col"><span class="muted">Actions</span></th> : null}</tr></thead>
           <tbody>
             {members.map((m) => (
               <tr>
@@ -767,7 +770,7 @@ async function settingsPage(c: DashCtx): Promise<Response> {
                   </form>
                 ) : m.role}</td>
                 <td><Time at={m.since} /></td>
-                {v.canManage ? <td>{m.userId !== v.user.id ? (
+                {memberActions ? <td>{m.userId !== v.user.id ? (
                   <form method="post" class="inline" data-api={`/dashboard/api/members/${m.userId}/remove`} data-confirm={`Remove ${m.email} from ${v.account.name}?`}>
                     <button type="submit" class="danger">Remove</button>
                   </form>
@@ -847,11 +850,11 @@ async function settingsPage(c: DashCtx): Promise<Response> {
             <div id="totp-setup" class="secret" hidden>
               <p>Scan this code with your authenticator app (or copy the link into it, or type the setup key), then enter the code it shows.</p>
               <img data-field="totpQr" alt="QR code of the authenticator link" width="200" height="200" style="background:#fff;border-radius:6px" />
-              <div class="row">
-                <label>Setup key<input id="totp-secret" data-field="totpURI" data-param="secret" readonly class="mono" size={36} aria-label="Setup key" /></label>
+              <div class="row copy-row">
+                <label>Setup key<input id="totp-secret" data-field="totpURI" data-param="secret" readonly class="mono" size={56} aria-label="Setup key" /></label>
                 <button type="button" class="secondary" data-copy-from="totp-secret">Copy key</button>
               </div>
-              <div class="row">
+              <div class="row copy-row">
                 <label>Authenticator link<input id="totp-uri" data-field="totpURI" readonly class="mono" size={52} aria-label="Authenticator link" /></label>
                 <button type="button" class="secondary" data-copy-from="totp-uri">Copy link</button>
               </div>
@@ -907,15 +910,15 @@ async function settingsPage(c: DashCtx): Promise<Response> {
       <section class="panel" aria-labelledby="sessions">
         <h2 id="sessions">Your sessions</h2>
         <table>
-          <thead><tr><th scope="col">Signed in</th><th scope="col">From</th><th scope="col">Browser</th><th scope="col"><span class="muted">Actions</span></th></tr></thead>
+          <thead><tr><th scope="col">Signed in</th><th scope="col">From</th><th scope="col">Browser</th>{sessionActions ? <th scope="col"><span class="muted">Actions</span></th> : null}</tr></thead>
           <tbody>{sessions.map((s) => (
             <tr>
               <td><Time at={s.createdAt} />{s.passkeyId ? <span class="muted"> with a passkey</span> : null}{s.id === v.session.id ? <> <Badge value="this_session" /></> : null}</td>
               <td class="mono">{s.ipAddress ?? "unknown"}</td>
               <td title={s.userAgent ?? undefined}>{userAgentSummary(s.userAgent)}</td>
-              <td>{s.id === v.session.id ? null : (
+              {sessionActions ? <td>{s.id === v.session.id ? null : (
                 <form method="post" class="inline" data-api={`/dashboard/api/sessions/${s.id}/revoke`}><button type="submit" class="danger">Revoke</button></form>
-              )}</td>
+              )}</td> : null}
             </tr>
           ))}</tbody>
         </table>

@@ -71,7 +71,11 @@ document.addEventListener("submit", async (event) => {
         // link's key, for an app that takes it typed in).
         const param = el.getAttribute("data-param");
         if (param) { try { v = new URL(String(v)).searchParams.get(param) ?? ""; } catch { v = ""; } }
-        if (el instanceof HTMLInputElement) el.value = Array.isArray(v) ? v.join(" ") : String(v ?? "");
+        if (el instanceof HTMLInputElement) {
+          el.value = Array.isArray(v) ? v.join(" ") : String(v ?? "");
+          // The caret at the start, so a value wider than its field shows its beginning when focused.
+          if (el.type === "text") el.setSelectionRange(0, 0);
+        }
         else if (el instanceof HTMLImageElement) el.src = String(v ?? "");
         // A list of sentences (what a setup did, record by record): one item each.
         else if (el instanceof HTMLUListElement) el.replaceChildren(...(Array.isArray(v) ? v : [v]).map((t) => Object.assign(document.createElement("li"), { textContent: String(t ?? "") })));
@@ -79,6 +83,9 @@ document.addEventListener("submit", async (event) => {
       }
       show.hidden = false;
       form.hidden = form.dataset.hide !== undefined;
+      // data-stale="id": a list the answer made out of date (it lacks the new key), hidden until
+      // "Done" reloads the page, so it cannot say "No webhook endpoints." under the new one.
+      if (form.dataset.stale) document.getElementById(form.dataset.stale)?.setAttribute("hidden", "");
       show.querySelector("input,button,a")?.focus();
       return;
     }
