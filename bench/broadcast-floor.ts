@@ -3,7 +3,8 @@
 // /emails/batch, in a minimal Worker (bench/floor/broadcast.ts) that does the least each path
 // needs and settles both through the same least consumer, under `wrangler dev` as tern runs.
 // CPU seconds per 1,000 emails of the floor's processes from start until every email is settled,
-// less what they use at rest; rounds in ABBA order. Its ratio is how low "a broadcast email / a
+// less what they use at rest; rounds in ABBA order. Each round then measures the consumer's
+// share alone: N batch-sent emails recorded without queueing, then queued and settled. Its ratio is how low "a broadcast email / a
 // batch-sent one" can go here when both share one consumer and its events; tern's own figure is
 // bench/broadcasts.ts's (docs/benchmarks.md, "Broadcasts").
 import { benchBody, d1, tryGet } from "./broadcasts.ts";
@@ -63,12 +64,29 @@ try {
       for (let i = 0; i < requests.length; i += 4) await Promise.all(requests.slice(i, i + 4).map((b) => post("/emails/batch", b)));
       return () => done("broadcast_id IS NULL AND substr(to_json, 1, ?) = ?", tag.length + 2, `["${tag}`) >= N;
     });
+  // The consumer's share alone: N batch-sent emails recorded without a queue message (not
+  // measured), then measured from their queueing (100 ids a request) until all are settled.
+  const consumerAlone = async () => {
+    const tag = `b${batches++}-`;
+    const ids: string[] = [];
+    for (let r = 0; r < Math.ceil(N / 100); r++) {
+      const emails = Array.from({ length: Math.min(100, N - r * 100) }, (_, i) => ({ from: "b@tern.test", to: `${tag}${r * 100 + i}@simulator.tern.test`, subject: `Hi Reader ${r * 100 + i}`, html: body.personal(`Reader ${r * 100 + i}`) }));
+      ids.push(...((await post("/emails/batch?hold=1", emails)).data as { id: string }[]).map((e) => e.id));
+    }
+    return measure("consumer alone", async () => {
+      for (let i = 0; i < ids.length; i += 400) await Promise.all([0, 100, 200, 300].map((o) => (ids.length > i + o ? post("/enqueue", ids.slice(i + o, i + o + 100)) : null)));
+      return () => done("broadcast_id IS NULL AND substr(to_json, 1, ?) = ?", tag.length + 2, `["${tag}`) >= N;
+    });
+  };
   const ratios: number[] = [];
+  const shares: number[] = [];
   for (let round = 0; round < ROUNDS; round++) {
     const [a, b] = round % 2 ? [await batch(), await broadcast()] : [await broadcast(), await batch()];
-    const r = round % 2 ? b / a : a / b;
-    ratios.push(r);
-    log(`round ${round + 1}: broadcast / batch-sent ${r.toFixed(2)}`);
+    const [broadcastCpu, batchCpu] = round % 2 ? [b, a] : [a, b];
+    const consumer = await consumerAlone();
+    ratios.push(broadcastCpu / batchCpu);
+    shares.push(consumer / batchCpu);
+    log(`round ${round + 1}: broadcast / batch-sent ${ratios.at(-1)!.toFixed(2)}; the consumer alone / batch-sent ${shares.at(-1)!.toFixed(2)}`);
   }
   // Every email recorded once and settled once, with its events: the floor did the work.
   const count = (sql: string) => tryGet<{ n: number }>(db, sql)?.n ?? -1;
@@ -76,9 +94,9 @@ try {
   const ours = `SELECT id FROM emails WHERE to_json LIKE '["reader%' OR to_json LIKE '["b%'`;
   const emails = count(`SELECT COUNT(*) AS n FROM (${ours})`);
   const events = ["queued", "sent", "delivered"].map((type) => count(`SELECT COUNT(*) AS n FROM email_events WHERE type = '${type}' AND email_id IN (${ours})`));
-  if (emails !== ROUNDS * 2 * N || events.some((n) => n !== emails)) throw new Error(`expected ${ROUNDS * 2 * N} emails, each with one queued, sent and delivered event; found ${emails} emails and ${events.join(", ")} events`);
+  if (emails !== ROUNDS * 3 * N || events.some((n) => n !== emails)) throw new Error(`expected ${ROUNDS * 3 * N} emails, each with one queued, sent and delivered event; found ${emails} emails and ${events.join(", ")} events`);
   db.close();
-  console.log(JSON.stringify({ contacts: N, body: body.html.length, ratios: ratios.map((r) => Number(r.toFixed(3))) }));
+  console.log(JSON.stringify({ contacts: N, body: body.html.length, ratios: ratios.map((r) => Number(r.toFixed(3))), consumerShares: shares.map((r) => Number(r.toFixed(3))) }));
 } finally {
   await stopFloor(log);
 }

@@ -16,6 +16,8 @@
 //                        claim, then the batch's sent and delivered events and final states in
 //                        one D1 batch.
 //   POST /seed?n=        N contacts for the account (not measured).
+//   ?hold=1, POST /enqueue  record a batch without queueing it, and queue given ids: the
+//                        consumer's share measured alone.
 import { uuidv7 } from "../../worker/ids.ts";
 import { FLOOR_ACCOUNT, FLOOR_DOMAIN, FLOOR_DOMAIN_NAME } from "./statements.ts";
 
@@ -54,13 +56,19 @@ function recordRows(d1: D1Database, shared: { from: string; broadcast: string | 
   ];
 }
 
-export async function acceptBatch(env: BroadcastFloorEnv, emails: Email[]): Promise<string[]> {
+/** hold: record without queueing (bench/broadcast-floor.ts then queues them with enqueue(), to
+ * measure the consumer alone). */
+export async function acceptBatch(env: BroadcastFloorEnv, emails: Email[], hold = false): Promise<string[]> {
   const now = Date.now();
   const ids = emails.map(() => uuidv7(now));
   // One sender per request here (the bench's), as the shared values of the statement.
   await env.DB.batch(recordRows(env.DB, { from: emails[0]!.from, broadcast: null }, emails.map((e, i) => ({ id: ids[i]!, to: e.to, subject: e.subject, html: e.html })), now));
-  await env.SEND_QUEUE.sendBatch(ids.map((id) => ({ body: { id } })));
+  if (!hold) await enqueue(env, ids);
   return ids;
+}
+
+export async function enqueue(env: BroadcastFloorEnv, ids: string[]): Promise<void> {
+  await env.SEND_QUEUE.sendBatch(ids.map((id) => ({ body: { id } })));
 }
 
 export async function createBroadcast(env: BroadcastFloorEnv, b: { from: string; subject: string; html: string }): Promise<string> {

@@ -12,7 +12,7 @@
 //   POST /emails/batch, POST /broadcasts, POST /seed and the broadcast queue's consumer: the
 //                 floor of a broadcast email's cost against a batch-sent one's (./broadcast.ts).
 import { Hono } from "hono";
-import { acceptBatch, createBroadcast, fanOutRun, seedContacts } from "./broadcast.ts";
+import { acceptBatch, createBroadcast, enqueue, fanOutRun, seedContacts } from "./broadcast.ts";
 import { acceptEmail, deliverBatch, type DeliveryFloorEnv } from "./delivery.ts";
 import { EMAIL_BY_ID_SQL, FLOOR_ACCOUNT, newSendBatch } from "./statements.ts";
 
@@ -41,7 +41,11 @@ app.get("/read", async (c) => {
 });
 
 app.post("/emails", async (c) => c.json({ id: await acceptEmail(c.env, await c.req.json()) }));
-app.post("/emails/batch", async (c) => c.json({ data: (await acceptBatch(c.env, await c.req.json())).map((id) => ({ id })) }));
+app.post("/emails/batch", async (c) => c.json({ data: (await acceptBatch(c.env, await c.req.json(), c.req.query("hold") === "1")).map((id) => ({ id })) }));
+app.post("/enqueue", async (c) => {
+  await enqueue(c.env, await c.req.json());
+  return c.json({ ok: true });
+});
 app.post("/broadcasts", async (c) => c.json({ id: await createBroadcast(c.env, await c.req.json()) }));
 app.post("/seed", async (c) => {
   await seedContacts(c.env, Math.min(1_000_000, Number(c.req.query("n") ?? 0) || 0));
