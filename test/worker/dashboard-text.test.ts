@@ -4,6 +4,7 @@
 // recorder stores (delivery/outcome.ts, inbound/reports.ts, tracking/record.ts).
 import { describe, expect, it } from "vitest";
 import { describeEmailEvent } from "../../worker/dashboard/email-events.ts";
+import { healthSummary } from "../../worker/dashboard/metrics.tsx";
 import { userAgentSummary } from "../../worker/dashboard/user-agent.ts";
 
 const UA = {
@@ -94,5 +95,18 @@ describe("an email event as a sentence", () => {
     expect(describeEmailEvent("clicked", { click: null })).toBe("Clicked a link.");
     expect(describeEmailEvent("scheduled", { scheduled_at: "not a date" })).toBe("Scheduled.");
     expect(describeEmailEvent("some_future_event", { message: "Something happened." })).toBe("Some future event: Something happened.");
+  });
+});
+
+describe("account health in a sentence", () => {
+  const rate = (status: "healthy" | "warning" | "over_limit") => ({ value: 0, warning: 0, limit: 0, status });
+  it("names both rates once when they stand alike, and each on its own otherwise", () => {
+    expect(healthSummary({ bounce_rate: rate("over_limit"), complaint_rate: rate("over_limit") })).toBe("The bounce and complaint rates are over their limits.");
+    expect(healthSummary({ bounce_rate: rate("warning"), complaint_rate: rate("warning") })).toBe("The bounce and complaint rates are close to their limits.");
+    expect(healthSummary({ bounce_rate: rate("over_limit"), complaint_rate: rate("healthy") })).toBe("The bounce rate is over its limit.");
+    expect(healthSummary({ bounce_rate: rate("healthy"), complaint_rate: rate("warning") })).toBe("The complaint rate is close to its limit.");
+    // The one over its limit first.
+    expect(healthSummary({ bounce_rate: rate("warning"), complaint_rate: rate("over_limit") })).toBe("The complaint rate is over its limit. The bounce rate is close to its limit.");
+    expect(healthSummary({ bounce_rate: rate("healthy"), complaint_rate: rate("healthy") })).toBe("");
   });
 });

@@ -3,6 +3,7 @@
 // endpoints of the Contacts (imports and their failed rows included), Webhooks and Suppressions pages.
 import { createExecutionContext } from "cloudflare:test";
 import { env, exports } from "cloudflare:workers";
+import { drizzle } from "drizzle-orm/d1";
 import * as OTPAuth from "otpauth";
 import { describe, expect, it, vi } from "vitest";
 import { searchEmails, searchQuery, type EmailFilters } from "../../worker/dashboard/email-search.ts";
@@ -17,6 +18,7 @@ import { hashToken } from "../../worker/api-key-token.ts";
 import { storedSessionToken } from "../../worker/dashboard/session-tokens.ts";
 import { csrfToken } from "../../worker/dashboard/viewer.ts";
 import { addKey, api, createAccount, listen } from "./fixtures.ts";
+import { rollupItem } from "../../worker/metrics/rollup.ts";
 import { failLookups, publishRecords, type DomainRecord } from "./zone.ts";
 
 const ACCOUNT = "00000000-0000-4000-8000-00000000a001";
@@ -209,7 +211,16 @@ describe("the Contacts pages' endpoints", () => {
     // Found by part of its name, and within its segment filter only while it is in it.
     expect(await (await owner.get("/dashboard/contacts?q=lovel")).text()).toContain("ada@example.com");
     expect(await (await owner.get(`/dashboard/contacts?segment=${segment}`)).text()).toContain("No contact matches.");
-    expect(await (await owner.get(`/dashboard/contacts/${id}`)).text()).toContain("Lovelace");
+    const contactPage = await (await owner.get(`/dashboard/contacts/${id}`)).text();
+    expect(contactPage).toContain("Lovelace");
+    // Its three forms save alike: outlined, as every form that edits something saves.
+    for (const save of ["Save changes", "Save segments", "Save topics"]) expect(contactPage).toContain(`<button type="submit" class="secondary">${save}</button>`);
+    // The audit log reads the topic choice by the topic's name, not as the JSON it keeps.
+    const log = await (await owner.get("/dashboard/audit-log")).text();
+    expect(log).toContain("topic News: opted out");
+    expect(log).not.toContain("&quot;subscription&quot;");
+    expect((await env.DB.prepare("SELECT detail_json FROM audit_log WHERE account_id = ? AND action = 'contact.topics_changed'").bind(owner.account).first<{ detail_json: string }>())!.detail_json)
+      .toBe(JSON.stringify({ topics: [{ id: topic, subscription: "opt_out" }] }));
 
     expect((await member.post(`/contacts/${id}/delete`, {})).status).toBe(200);
     expect(await count("SELECT count(*) AS n FROM contacts WHERE id = ?", id)).toBe(0);
@@ -1131,6 +1142,11 @@ describe("the Settings page", () => {
     const owner = await person("owner");
     const actions = async () => ((await (await owner.get("/dashboard/settings")).text()).match(/<th scope="col"><span class="muted">Actions<\/span><\/th>/g) ?? []).length;
     expect(await actions()).toBe(0);
+    // A lone session has nothing else to sign out: a line says so instead of the button.
+    const alone = await (await owner.get("/dashboard/settings")).text();
+    expect(alone).not.toContain("Sign out everywhere");
+    expect(alone).not.toContain("/dashboard/api/sessions/revoke-all");
+    expect(alone).toContain("No other sessions: you are signed in only here.");
     // Another member (the owner may remove them) and another session of the owner's (revocable).
     await signedIn("member", owner.account);
     expect(await actions()).toBe(1);
@@ -1141,5 +1157,47 @@ describe("the Settings page", () => {
     const html = await (await owner.get("/dashboard/settings")).text();
     expect(html).toContain(">Remove</button>");
     expect(html).toContain(">Revoke</button>");
+    expect(html).toContain(">Sign out everywhere</button>");
+    expect(html).not.toContain("No other sessions");
+  });
+});
+
+describe("the Audit log page", () => {
+  it("names a topic of the account's own, and shows the id of one it cannot name", async () => {
+    const a = await person("owner");
+    const b = await person("owner");
+    const now = Date.now();
+    const [mine, gone, theirs] = [crypto.randomUUID(), crypto.randomUUID(), crypto.randomUUID()];
+    const topic = (id: string, account: string, name: string) =>
+      env.DB.prepare("INSERT INTO topics (id, account_id, name, default_subscription, created_at, updated_at) VALUES (?, ?, ?, 'opt_in', ?, ?)").bind(id, account, name, now, now);
+    const detail = { topics: [{ id: mine, subscription: "opt_in" }, { id: gone, subscription: "opt_out" }, { id: theirs, subscription: "opt_out" }] };
+    await env.DB.batch([
+      topic(mine, a.account, "Weekly digest"),
+      topic(theirs, b.account, "Their secret topic"),
+      env.DB.prepare("INSERT INTO audit_log (id, account_id, user_id, actor_email, action, target, detail_json, ip, user_agent, created_at) VALUES (?, ?, ?, ?, 'contact.topics_changed', 'ada@example.com', ?, '203.0.113.9', '', ?)")
+        .bind(crypto.randomUUID(), a.account, a.user, a.email, JSON.stringify(detail), now),
+    ]);
+    const html = await (await a.get("/dashboard/audit-log")).text();
+    expect(html).toContain(`topic Weekly digest: subscribed · topic ${gone}: opted out · topic ${theirs}: opted out`);
+    expect(html).not.toContain("Their secret topic");
+  });
+});
+
+describe("the Metrics page's health", () => {
+  it("says once that both rates are over their limits", async () => {
+    const p = await person("owner");
+    const db = drizzle(env.DB);
+    const many = (n: number) => Array.from({ length: n }, (_, i) => `r${i}@example.com`);
+    const key = { accountId: p.account, domainId: null, broadcastId: null, at: Date.now() - 86_400_000 };
+    // 10 hard bounces of 200 accepted (5%, limit 4%); 1 complaint of 190 sent (0.5%, limit 0.08%).
+    await db.batch([
+      ...rollupItem(db, { ...key, events: [{ type: "queued", data: { recipients: many(200) } }] }),
+      ...rollupItem(db, { ...key, events: [{ type: "bounced", data: { recipients: many(10), bounce: { type: "Permanent" } } }] }),
+      ...rollupItem(db, { ...key, events: [{ type: "sent", data: { recipients: many(190) } }] }),
+      ...rollupItem(db, { ...key, events: [{ type: "complained", data: { recipients: many(1) } }] }),
+    ] as never);
+    const html = await (await p.get("/dashboard/metrics")).text();
+    expect(html).toContain("The bounce and complaint rates are over their limits.");
+    expect(html).not.toContain("rate is over its limit");
   });
 });

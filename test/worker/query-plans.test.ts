@@ -15,7 +15,7 @@ import { parseMetricsQuery } from "../../worker/metrics/query.ts";
 import { rollupSumQuery } from "../../worker/metrics/service.ts";
 import { periodStarts } from "../../worker/metrics/periods.ts";
 import { searchEmails, type EmailFilters } from "../../worker/dashboard/email-search.ts";
-import { auditQuery } from "../../worker/dashboard/routes.tsx";
+import { auditQuery, auditTopicNamesQuery } from "../../worker/dashboard/routes.tsx";
 import { storedCopies } from "../../worker/inbound/receive.ts";
 import { listReceived } from "../../worker/inbound/service.ts";
 import { listSuppressions } from "../../worker/suppressions/service.ts";
@@ -209,6 +209,12 @@ describe("query plans of the dashboard's lists", () => {
     const plans = await plansOf(run);
     expect(plans.join("\n")).toMatch(expected);
     for (const detail of plans) expect(detail).not.toMatch(/SCAN|TEMP B-TREE/);
+  });
+
+  it("the names of the topics a page of the audit log names: each by its key, not all the account's", async () => {
+    const detail = await plan(auditTopicNamesQuery(env.DB, ACCOUNT, ids).toSQL());
+    expect(detail).toMatch(/SEARCH topics USING INDEX (sqlite_autoindex_topics_1 \(id=\?\)|topics_account \(account_id=\? AND id=\?\))/);
+    expect(detail).not.toMatch(/SCAN (?!json_each)|TEMP B-TREE/);
   });
 
   it("domains", async () => {

@@ -199,7 +199,7 @@ async function contactPage(c: DashCtx) {
               ))}
             </fieldset>
           ) : <p class="muted">No contact properties yet. <a href="/dashboard/contacts/properties">Define one</a> (plan, company, ...) to keep it on contacts and use it in broadcasts.</p>}
-          <div><button type="submit">Save changes</button></div>
+          <div><button type="submit" class="secondary">Save changes</button></div>
         </form>
       </section>
       <section class="panel" aria-labelledby="segments">

@@ -144,10 +144,16 @@ function RateLine(props: { name: string; r: RateHealth; digits: number; enough: 
   );
 }
 
-/** Which rates are over or near their limits, in a sentence. */
-function summary(h: AccountHealth): string {
-  const say = (name: string, r: RateHealth) => (r.status === "over_limit" ? `The ${name} is over its limit.` : r.status === "warning" ? `The ${name} is close to its limit.` : "");
-  return [say("bounce rate", h.bounce_rate), say("complaint rate", h.complaint_rate)].filter(Boolean).join(" ");
+/** Which rates are over or near their limits, in a sentence each (both rates in one when they
+ * stand alike: "The bounce and complaint rates are over their limits."). */
+export function healthSummary(h: Pick<AccountHealth, "bounce_rate" | "complaint_rate">): string {
+  const rates: [string, RateHealth][] = [["bounce", h.bounce_rate], ["complaint", h.complaint_rate]];
+  const say = (status: RateHealth["status"], where: string) => {
+    const names = rates.filter(([, r]) => r.status === status).map(([name]) => name);
+    if (names.length === 0) return "";
+    return names.length === 1 ? `The ${names[0]} rate is ${where} its limit.` : `The ${names.join(" and ")} rates are ${where} their limits.`;
+  };
+  return [say("over_limit", "over"), say("warning", "close to")].filter(Boolean).join(" ");
 }
 
 function Health(props: { h: AccountHealth }) {
@@ -168,7 +174,7 @@ function Health(props: { h: AccountHealth }) {
       ) : null}
       {h.status !== "healthy" ? (
         <p role="status">
-          {summary(h)} Remove addresses that bounce or complain (they are on <a href="/dashboard/suppressions">Suppressions</a>), send only to people who asked for your mail, and make unsubscribing easy.
+          {healthSummary(h)} Remove addresses that bounce or complain (they are on <a href="/dashboard/suppressions">Suppressions</a>), send only to people who asked for your mail, and make unsubscribing easy.
         </p>
       ) : null}
       {h.sending_paused ? (

@@ -11,7 +11,7 @@ import { constantTimeEqual } from "../bytes.ts";
 import { ApiError, logFailure } from "../errors.ts";
 import { readBodyLimited, readJson } from "../http.ts";
 import { ONE_LINE } from "../routes/schemas.ts";
-import { accounts, auditLog, authAccounts, authSessions, authTwoFactors, authUsers, invitations, memberships, usage } from "../db/schema.ts";
+import { accounts, auditLog, authAccounts, authSessions, authTwoFactors, authUsers, invitations, memberships, topics, usage } from "../db/schema.ts";
 import { planLimits } from "../plans.ts";
 import { readConfig } from "../config.ts";
 import { periodsAt } from "../sending/quota.ts";
@@ -24,7 +24,7 @@ import { DashboardMailError, linkMail, sendDashboardMail } from "./mail.ts";
 import { clearAddress, countAttempt, countInWindow, uncountInWindow } from "./throttle.ts";
 import { storedSessionToken } from "./session-tokens.ts";
 import { takeDashboardChange } from "../rate-limit.ts";
-import { ACCOUNT_COOKIE, audit, auditDetailText, auditUser, clientIp, loadViewer, type Viewer } from "./viewer.ts";
+import { ACCOUNT_COOKIE, audit, auditDetailText, auditTopicIds, auditUser, clientIp, loadViewer, type Viewer } from "./viewer.ts";
 import { registerResourcePages } from "./resources.tsx";
 import { registerMetricsPages } from "./metrics.tsx";
 import { registerBroadcastPages } from "./broadcasts.tsx";
@@ -722,7 +722,8 @@ async function settingsPage(c: DashCtx): Promise<Response> {
   const passkeysUsable = relyingParty(origin).usable;
   const usedIn = (p: string) => used.find((u) => u.period === p)?.used ?? 0;
   const count = (n: number) => n.toLocaleString("en-US");
-  // An Actions column only where some row has an action: not over a sole owner or a lone session.
+  // An Actions column only where some row has an action: not over a sole owner or a lone session
+  // (whose only way out is Sign out, so no Sign out everywhere under it either).
   const memberActions = v.canManage && members.some((m) => m.userId !== v.user.id);
   const sessionActions = sessions.some((s) => s.id !== v.session.id);
   return page(c, "Settings", (
@@ -922,9 +923,11 @@ async function settingsPage(c: DashCtx): Promise<Response> {
             </tr>
           ))}</tbody>
         </table>
-        <form method="post" data-api="/dashboard/api/sessions/revoke-all" data-then="/dashboard/sign-in?notice=signed-out" data-confirm="Sign out of every browser, this one included?" style="margin-top:12px">
-          <button type="submit" class="danger">Sign out everywhere</button>
-        </form>
+        {sessionActions ? (
+          <form method="post" data-api="/dashboard/api/sessions/revoke-all" data-then="/dashboard/sign-in?notice=signed-out" data-confirm="Sign out of every browser, this one included?" style="margin-top:12px">
+            <button type="submit" class="danger">Sign out everywhere</button>
+          </form>
+        ) : <p class="muted">No other sessions: you are signed in only here.</p>}
       </section>
 
       {v.role === "owner" ? (
@@ -951,12 +954,22 @@ export function auditQuery(d1: D1Database, accountId: string, before: string | u
     .orderBy(desc(auditLog.id)).limit(AUDIT_PAGE + 1);
 }
 
+/** The names of the account's topics among `ids` (those a page of the audit log names), in one
+ * statement however many (test/worker/query-plans.test.ts). */
+export function auditTopicNamesQuery(d1: D1Database, accountId: string, ids: string[]) {
+  return drizzle(d1).select({ id: topics.id, name: topics.name }).from(topics)
+    .where(and(eq(topics.accountId, accountId), sql`${topics.id} IN (SELECT value FROM json_each(${JSON.stringify(ids)}))`));
+}
+
 async function auditPage(c: DashCtx): Promise<Response> {
   const v = c.get("viewer");
   const before = c.req.query("before");
   const rows = await auditQuery(c.env.DB, v.account.id, before).all();
   const more = rows.length > AUDIT_PAGE;
   const shown = rows.slice(0, AUDIT_PAGE);
+  // A contact's topic choices are stored by topic id; they read by the topic's name.
+  const topicIds = auditTopicIds(shown.map((r) => r.detailJson));
+  const topicNames = new Map(topicIds.length ? (await auditTopicNamesQuery(c.env.DB, v.account.id, topicIds).all()).map((t) => [t.id, t.name]) : []);
   return page(c, "Audit log", shown.length === 0 ? (
     <Empty title="Nothing recorded yet."><p>Changes people make here (keys, domains, webhooks, members, sign-ins) appear in this log.</p></Empty>
   ) : (
@@ -964,7 +977,7 @@ async function auditPage(c: DashCtx): Promise<Response> {
       <table class="audit">
         <thead><tr><th scope="col">When</th><th scope="col">Who</th><th scope="col">What</th><th scope="col">Target</th><th scope="col">IP</th></tr></thead>
         <tbody>{shown.map((r) => (
-          <tr><td><Time at={r.createdAt} /></td><td>{r.actorEmail}</td><td class="mono">{r.action}</td><td class="mono">{r.target ?? ""}{r.detailJson ? <div class="muted">{auditDetailText(r.detailJson)}</div> : null}</td><td class="mono">{r.ip}</td></tr>
+          <tr><td><Time at={r.createdAt} /></td><td>{r.actorEmail}</td><td class="mono">{r.action}</td><td class="mono">{r.target ?? ""}{r.detailJson ? <div class="muted">{auditDetailText(r.detailJson, topicNames)}</div> : null}</td><td class="mono">{r.ip}</td></tr>
         ))}</tbody>
       </table>
       {more ? <div class="pager"><a class="button secondary" href={`/dashboard/audit-log?before=${shown[shown.length - 1]!.id}`}>Older</a></div> : null}

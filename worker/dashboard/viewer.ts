@@ -138,21 +138,53 @@ const STEP_WORDS: Record<string, string> = {
   passkey: "passkey",
 };
 
-/** An audit entry's detail as a person reads it: "role: admin · sessions ended: 2", not JSON. */
-export function auditDetailText(detailJson: string | null): string | null {
-  if (!detailJson) return null;
+/** A contact's topic choices as contact.topics_changed stores them, in the contact page's words. */
+const SUBSCRIPTION_WORDS: Record<string, string> = { opt_in: "subscribed", opt_out: "opted out" };
+
+/** The `topics` of a contact.topics_changed detail ([{id, subscription}, ...]), or null for any
+ * other value (contacts.import_started's `topics` is a count). */
+function topicChoices(v: unknown): { id: string; subscription: string }[] | null {
+  if (!Array.isArray(v) || v.length === 0) return null;
+  const ok = v.every((x) => x && typeof x === "object" && typeof x.id === "string" && typeof x.subscription === "string");
+  return ok ? (v as { id: string; subscription: string }[]) : null;
+}
+
+function parseDetail(detailJson: string): Record<string, unknown> | null {
   let detail: unknown;
   try {
     detail = JSON.parse(detailJson);
   } catch {
-    return detailJson;
+    return null;
   }
-  if (!detail || typeof detail !== "object" || Array.isArray(detail)) return detailJson;
+  return detail && typeof detail === "object" && !Array.isArray(detail) ? (detail as Record<string, unknown>) : null;
+}
+
+/** The topic ids audit entries name, for auditDetailText's names (one lookup for a page). */
+export function auditTopicIds(detailJsons: (string | null)[]): string[] {
+  const ids = new Set<string>();
+  for (const json of detailJsons) {
+    const choices = json ? topicChoices(parseDetail(json)?.topics) : null;
+    for (const c of choices ?? []) ids.add(c.id);
+  }
+  return [...ids];
+}
+
+/** An audit entry's detail as a person reads it: "role: admin · sessions ended: 2", not JSON.
+ * A contact's topic choices read "topic News: opted out", by the name in `topicNames` (a topic
+ * deleted since, or not looked up, by its id). */
+export function auditDetailText(detailJson: string | null, topicNames: ReadonlyMap<string, string> = new Map()): string | null {
+  if (!detailJson) return null;
+  const detail = parseDetail(detailJson);
+  if (!detail) return detailJson;
   const value = (key: string, v: unknown): string => {
     if (Array.isArray(v)) return v.length ? v.map((x) => value(key, x)).join(", ") : "none";
     if (v && typeof v === "object") return JSON.stringify(v);
     if (key === "method" && typeof v === "string") return v.split("+").map((step) => STEP_WORDS[step] ?? step).join(" + ");
     return String(v);
   };
-  return Object.entries(detail as Record<string, unknown>).map(([k, v]) => `${k.replace(/_/g, " ")}: ${value(k, v)}`).join(" · ");
+  return Object.entries(detail).flatMap(([k, v]) => {
+    const choices = k === "topics" ? topicChoices(v) : null;
+    if (choices) return choices.map((c) => `topic ${topicNames.get(c.id) ?? c.id}: ${SUBSCRIPTION_WORDS[c.subscription] ?? c.subscription}`);
+    return [`${k.replace(/_/g, " ")}: ${value(k, v)}`];
+  }).join(" · ");
 }
