@@ -5,11 +5,12 @@
 // worker/routes/schemas.ts), so the OpenAPI document states it as a pattern.
 import { env, exports } from "cloudflare:workers";
 import { beforeAll, describe, expect, it } from "vitest";
+import { authFor } from "../../worker/dashboard/auth.ts";
 import { ONE_LINE } from "../../worker/routes/schemas.ts";
 import { signedIn } from "./dashboard-session.ts";
 import { call, createAccount, type TestAccount } from "./fixtures.ts";
 
-const BAD = ["Spring sale\r\n", "Spring\r\nBcc: x@evil.example", "Spring\u0000sale", "Spring\tsale", "Spring\u2028sale", "Spring\u0085sale"];
+const BAD = ["Spring\r\nBcc: x@evil.example", "Spring\u0000sale", "Spring\tsale", "Spring\u2028sale", "Spring\u0085sale", "Spring \u202Eelas"];
 const GOOD = "Café — Été 2026 🎉";
 const DASH = "https://t.tern.test";
 
@@ -62,6 +63,14 @@ describe("a name with a line break or control character", () => {
       expect(await listed(c.list)).toEqual(before);
     });
 
+    it(`is kept without the line break around it at ${c.what}, as names always were trimmed`, async () => {
+      if (c.good) return; // a property key has no room for it
+      const name = `Trimmed #${i}`;
+      const r = await call(a, ...c.send(`\r\n ${name}\r\n`));
+      expect(r.status, JSON.stringify(r.body)).toBe(c.what.startsWith("POST") ? 201 : 200);
+      expect((await listed(c.list)).map((item: Record<string, unknown>) => item[c.field])).toContain(name);
+    });
+
     it(`is not a reason to refuse other Unicode text at ${c.what}`, async () => {
       const name = c.good ?? `${GOOD} #${i}`;
       const r = await call(a, ...c.send(name));
@@ -94,9 +103,24 @@ describe("a name with a line break or control character", () => {
         body: JSON.stringify({ name: bad, email, password: "correct-horse-battery-staple-42" }),
       });
       expect(r.status, JSON.stringify(bad)).toBe(422);
-      expect(await r.json()).toMatchObject({ code: "INVALID_NAME", message: "`name` must be one line of text, without tabs, line breaks or other control characters." });
+      expect(await r.json()).toMatchObject({ code: "INVALID_NAME", message: "Your name must be one line of text, without tabs, line breaks or other control characters." });
       expect(await env.DB.prepare("SELECT count(*) AS n FROM auth_users WHERE email = ?").bind(email).first("n")).toBe(0);
     }
+  });
+
+  it("is cleaned, not refused, in a name that arrives from elsewhere (an OAuth profile), and in the account named after it", async () => {
+    const ctx = await (await authFor(env, DASH, { oauth: true })).$context;
+    const email = `${crypto.randomUUID()}@people.test`;
+    const user = await ctx.internalAdapter.createUser({ name: "Ada\r\nBcc: x@evil.example\t\u202E", email, emailVerified: true });
+    expect(user.name).toBe("AdaBcc: x@evil.example");
+    const account = await env.DB.prepare("SELECT a.name FROM accounts a JOIN memberships m ON m.account_id = a.id WHERE m.user_id = ?").bind(user.id).first("name");
+    expect(account).toBe("AdaBcc: x@evil.example's account");
+    const long = await ctx.internalAdapter.createUser({ name: "x".repeat(400), email: `${crypto.randomUUID()}@people.test`, emailVerified: true });
+    expect(long.name).toHaveLength(256);
+    const longAccount = await env.DB.prepare("SELECT a.name FROM accounts a JOIN memberships m ON m.account_id = a.id WHERE m.user_id = ?").bind(long.id).first<string>("name");
+    expect(longAccount!.length).toBeLessThanOrEqual(200);
+    const renamed = await ctx.internalAdapter.updateUser(user.id, { name: "Ada\nLovelace" });
+    expect(renamed?.name).toBe("AdaLovelace");
   });
 
   it("is stated in the OpenAPI document as a pattern on every such field", async () => {

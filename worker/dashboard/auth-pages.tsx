@@ -2,7 +2,7 @@
 // forgotten and new password. Their forms post to better-auth's endpoints under
 // /dashboard/api/auth (app.js sends them as JSON).
 import { AuthLayout } from "./layout.tsx";
-import type { Providers } from "./auth.ts";
+import { MAX_PERSON_NAME, type Providers } from "./auth.ts";
 import { MIN_PASSWORD_LENGTH } from "./passwords.ts";
 
 function OAuthButtons(props: { providers: Providers }) {
@@ -73,7 +73,7 @@ export function SignUpPage(props: { providers: Providers }) {
   return (
     <AuthLayout title="Create your tern account">
       <form method="post" data-api="/dashboard/api/auth/sign-up/email" data-then="/dashboard/sign-in?notice=check-email">
-        <label>Name<input name="name" autocomplete="name" required /></label>
+        <label>Name<input name="name" autocomplete="name" maxlength={MAX_PERSON_NAME} required /></label>
         <label>Email<input type="email" name="email" autocomplete="email" required /></label>
         <label>
           Password (at least {MIN_PASSWORD_LENGTH} characters, not a common one)

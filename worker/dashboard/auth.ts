@@ -16,7 +16,7 @@ import { drizzle } from "drizzle-orm/d1";
 import { isDevAlias, readConfig } from "../config.ts";
 import { macKey } from "../crypto/master-key.ts";
 import { toHex } from "../bytes.ts";
-import { label } from "../routes/schemas.ts";
+import { label, oneLineOf } from "../routes/schemas.ts";
 import { accounts, authAccounts, authSessions, authTwoFactors, authUsers, authVerifications, memberships } from "../db/schema.ts";
 import { linkMail, sendDashboardMail } from "./mail.ts";
 import { passkeys } from "./passkeys.ts";
@@ -150,10 +150,16 @@ function passwordPolicy(): BetterAuthPlugin {
   };
 }
 
+/** The longest name a person may give (the sign-up form's maxlength too). */
+export const MAX_PERSON_NAME = 256;
+/** The longest account name (the dashboard's rename form, routes.tsx str()). */
+const MAX_ACCOUNT_NAME = 200;
+
 /** A person's name is one line, as every label is (routes/schemas.ts): it names their first
- * account, which reaches the subject of invitation mail. */
+ * account, which reaches the subject of invitation mail. The sign-up form's name is refused with
+ * a message; a name from an OAuth profile is cleaned (databaseHooks below). */
 function oneLineName(): BetterAuthPlugin {
-  const Name = label("name", 256, { mayBeEmpty: true });
+  const Name = label("name", MAX_PERSON_NAME, { mayBeEmpty: true });
   return {
     id: "tern-one-line-name",
     hooks: {
@@ -164,7 +170,13 @@ function oneLineName(): BetterAuthPlugin {
             const name = ((ctx.body ?? {}) as { name?: unknown }).name;
             if (name === undefined) return; // better-auth's own schema asks for it
             const checked = Name.safeParse(name);
-            if (!checked.success) throw new APIError("UNPROCESSABLE_ENTITY", { message: checked.error.issues[0]!.message, code: "INVALID_NAME" });
+            if (!checked.success) {
+              const tooLong = typeof name === "string" && name.trim().length > MAX_PERSON_NAME;
+              throw new APIError("UNPROCESSABLE_ENTITY", {
+                message: tooLong ? `Your name is too long (at most ${MAX_PERSON_NAME} characters).` : "Your name must be one line of text, without tabs, line breaks or other control characters.",
+                code: "INVALID_NAME",
+              });
+            }
           }),
         },
       ],
@@ -178,7 +190,7 @@ async function giveAccount(env: Env, user: { id: string; name: string; email: st
   const accountId = crypto.randomUUID();
   const now = Date.now();
   await d.batch([
-    d.insert(accounts).values({ id: accountId, name: `${user.name || user.email.split("@")[0]}'s account`, createdAt: now }),
+    d.insert(accounts).values({ id: accountId, name: `${oneLineOf(user.name || user.email.split("@")[0]!, MAX_ACCOUNT_NAME - 10)}'s account`, createdAt: now }),
     d.insert(memberships).values({ accountId, userId: user.id, role: "owner", createdAt: now }),
   ]);
 }
@@ -237,9 +249,14 @@ function makeAuth(env: Env, origin: string, secret: string, withOAuth: boolean) 
     databaseHooks: {
       user: {
         create: {
+          // Every way in (an OAuth profile's name too): one line, cleaned rather than refused.
+          before: async (user) => ({ data: { ...user, name: oneLineOf(user.name ?? "", MAX_PERSON_NAME) } }),
           after: async (user) => {
             await giveAccount(env, user);
           },
+        },
+        update: {
+          before: async (user) => (typeof user.name === "string" ? { data: { ...user, name: oneLineOf(user.name, MAX_PERSON_NAME) } } : undefined),
         },
       },
     },

@@ -25,7 +25,7 @@ import { and, asc, eq, lt } from "drizzle-orm";
 import { drizzle } from "drizzle-orm/d1";
 import * as z from "zod";
 import { authPasskeys, authSessions, authVerifications, type PasskeyRow } from "../db/schema.ts";
-import { ONE_LINE } from "../routes/schemas.ts";
+import { oneLineOf } from "../routes/schemas.ts";
 import { linkMail, sendDashboardMail } from "./mail.ts";
 import { MAX_PASSWORD_LENGTH } from "./passwords.ts";
 
@@ -131,7 +131,7 @@ export function passkeys(env: Env, origin: string): BetterAuthPlugin {
         const info = verified.registrationInfo;
         const now = Date.now();
         // Cleaned, not refused: the authenticator holds the credential by now.
-        const name = [...(ctx.body.name ?? "")].filter((ch) => ONE_LINE.test(ch)).join("").trim().slice(0, 64) || `Passkey added ${new Date(now).toISOString().slice(0, 10)}`;
+        const name = oneLineOf(ctx.body.name ?? "", 64) || `Passkey added ${new Date(now).toISOString().slice(0, 10)}`;
         const row: PasskeyRow = {
           id: crypto.randomUUID(), userId: user.id, credentialId: info.credential.id, publicKey: isoBase64URL.fromBuffer(info.credential.publicKey),
           counter: info.credential.counter, transportsJson: info.credential.transports ? JSON.stringify(info.credential.transports) : null,

@@ -23,17 +23,25 @@ export function jsonBody<T extends z.ZodType>(schema: T) {
   return { body: { required: true, content: { "application/json": { schema } } } };
 }
 
-/** One line of text: no C0 or C1 control character (tab, CR, LF, NUL, DEL...) and no Unicode line
- * or paragraph separator. A pattern, so the OpenAPI document states it too. */
-export const ONE_LINE = /^[^\u0000-\u001F\u007F-\u009F\u2028\u2029]*$/;
+/** One line of plain text: no C0 or C1 control character (tab, CR, LF, NUL, DEL...), no Unicode
+ * line or paragraph separator, and no bidirectional embedding, override or isolate (which can
+ * make a name display as other text). A pattern, so the OpenAPI document states it too. */
+export const ONE_LINE = /^[^\u0000-\u001F\u007F-\u009F\u2028\u2029\u202A-\u202E\u2066-\u2069]*$/;
 
 /** A label a user gives to a thing (a name, a topic's description): one line, since labels reach
- * mail, lists and logs, where a line break or a NUL breaks or forges a line. Checked before the trim,
- * which would hide a trailing one; trimmed and required unless `mayBeEmpty`. */
+ * mail, lists and logs, where a line break or a NUL breaks or forges a line. Trimmed first (a
+ * name read from a file often ends in a line break, which was always dropped), then checked;
+ * required unless `mayBeEmpty`. */
 export function label(field: string, max: number, { mayBeEmpty = false } = {}) {
-  const text = z.string({ error: `\`${field}\` must be a string.` })
+  const text = z.string({ error: `\`${field}\` must be a string.` }).trim()
     .regex(ONE_LINE, `\`${field}\` must be one line of text, without tabs, line breaks or other control characters.`);
-  return (mayBeEmpty ? text : text.trim().min(1, `\`${field}\` must not be empty.`)).max(max, `\`${field}\` must be at most ${max} characters.`);
+  return (mayBeEmpty ? text : text.min(1, `\`${field}\` must not be empty.`)).max(max, `\`${field}\` must be at most ${max} characters.`);
+}
+
+/** A name made elsewhere (an OAuth profile, a passkey's device) cleaned to one line instead of
+ * refused: by then there is nobody to show an error to. */
+export function oneLineOf(name: string, max: number): string {
+  return [...name].filter((ch) => ONE_LINE.test(ch)).join("").trim().slice(0, max);
 }
 
 export const IdParam = z.object({
