@@ -111,11 +111,12 @@ describe("a name with a line break or control character", () => {
   it("is cleaned, not refused, in a name that arrives from elsewhere (an OAuth profile), and in the account named after it", async () => {
     const ctx = await (await authFor(env, DASH, { oauth: true })).$context;
     const email = `${crypto.randomUUID()}@people.test`;
-    const user = await ctx.internalAdapter.createUser({ name: "Ada\r\nBcc: x@evil.example\t\u202E", email, emailVerified: true });
+    const oauth = { method: "oauth", oauth: { providerId: "github" } };
+    const user = await ctx.internalAdapter.createUser({ name: "Ada\r\nBcc: x@evil.example\t\u202E", email, emailVerified: true }, oauth);
     expect(user.name).toBe("AdaBcc: x@evil.example");
     const account = await env.DB.prepare("SELECT a.name FROM accounts a JOIN memberships m ON m.account_id = a.id WHERE m.user_id = ?").bind(user.id).first("name");
     expect(account).toBe("AdaBcc: x@evil.example's account");
-    const long = await ctx.internalAdapter.createUser({ name: "x".repeat(400), email: `${crypto.randomUUID()}@people.test`, emailVerified: true });
+    const long = await ctx.internalAdapter.createUser({ name: "x".repeat(400), email: `${crypto.randomUUID()}@people.test`, emailVerified: true }, oauth);
     expect(long.name).toHaveLength(256);
     const longAccount = await env.DB.prepare("SELECT a.name FROM accounts a JOIN memberships m ON m.account_id = a.id WHERE m.user_id = ?").bind(long.id).first<string>("name");
     expect(longAccount!.length).toBeLessThanOrEqual(200);

@@ -73,8 +73,6 @@ document.addEventListener("submit", async (event) => {
         if (param) { try { v = new URL(String(v)).searchParams.get(param) ?? ""; } catch { v = ""; } }
         if (el instanceof HTMLInputElement) {
           el.value = Array.isArray(v) ? v.join(" ") : String(v ?? "");
-          // The caret at the start, so a value wider than its field shows its beginning when focused.
-          if (el.type === "text") el.setSelectionRange(0, 0);
         }
         else if (el instanceof HTMLImageElement) el.src = String(v ?? "");
         // A list of sentences (what a setup did, record by record): one item each.
@@ -82,6 +80,9 @@ document.addEventListener("submit", async (event) => {
         else el.textContent = Array.isArray(v) ? v.join("\n") : String(v ?? "");
       }
       show.hidden = false;
+      // The caret at the start (once shown: a hidden field may not keep it), so a value wider
+      // than its field shows its beginning.
+      for (const el of show.querySelectorAll("input[type=text][data-field]")) if (el instanceof HTMLInputElement) { el.setSelectionRange(0, 0); el.scrollLeft = 0; }
       form.hidden = form.dataset.hide !== undefined;
       // data-stale="id": a list the answer made out of date (it lacks the new key), hidden until
       // "Done" reloads the page, so it cannot say "No webhook endpoints." under the new one.
