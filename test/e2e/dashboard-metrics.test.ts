@@ -174,7 +174,7 @@ describe("the Metrics page and email insights", () => {
     await page.goto(`${tern.url}/dashboard/metrics`);
     const over = page.locator("section[aria-labelledby=health]");
     expect(await over.locator("h2 .badge").innerText()).toBe("over limit");
-    expect(await over.innerText()).toContain("The bounce rate is over its limit.");
+    expect(await over.innerText()).toContain("The bounce and complaint rates are over their limits.");
     expect(await over.innerText()).toContain("does not pause sending");
     await shot(page, "35-metrics-over-limit");
 
