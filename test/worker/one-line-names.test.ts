@@ -120,6 +120,8 @@ describe("a name with a line break or control character", () => {
     expect(long.name).toHaveLength(256);
     const longAccount = await env.DB.prepare("SELECT a.name FROM accounts a JOIN memberships m ON m.account_id = a.id WHERE m.user_id = ?").bind(long.id).first<string>("name");
     expect(longAccount!.length).toBeLessThanOrEqual(200);
+    const emoji = await ctx.internalAdapter.createUser({ name: "🎉".repeat(200), email: `${crypto.randomUUID()}@people.test`, emailVerified: true }, oauth);
+    expect(emoji.name).toBe("🎉".repeat(128)); // 256 UTF-16 units, no half of a pair
     const renamed = await ctx.internalAdapter.updateUser(user.id, { name: "Ada\nLovelace" });
     expect(renamed?.name).toBe("AdaLovelace");
   });

@@ -41,7 +41,13 @@ export function label(field: string, max: number, { mayBeEmpty = false } = {}) {
 /** A name made elsewhere (an OAuth profile, a passkey's device) cleaned to one line instead of
  * refused: by then there is nobody to show an error to. */
 export function oneLineOf(name: string, max: number): string {
-  return [...name].filter((ch) => ONE_LINE.test(ch)).join("").trim().slice(0, max);
+  let out = "";
+  // At most `max` UTF-16 units (as zod's max counts), never half of a surrogate pair.
+  for (const ch of [...name].filter((c) => ONE_LINE.test(c)).join("").trim()) {
+    if (out.length + ch.length > max) break;
+    out += ch;
+  }
+  return out.trim();
 }
 
 export const IdParam = z.object({
