@@ -48,9 +48,11 @@ describe("webhooks through wrangler dev", () => {
       expect(d.headers["webhook-id"]).toBe(d.headers["svix-id"]);
     }
 
-    // The event log says the same.
-    const log = await call("GET", `/webhooks/${created.json.id}/events`);
-    expect(log.json.data.map((e: { status: string }) => e.status)).toEqual(["delivered", "delivered"]);
+    // The event log says the same, once tern has recorded the receiver's answers (it writes an
+    // attempt's result after the answer arrives, so the receiver can see a delivery first).
+    await expect
+      .poll(async () => (await call("GET", `/webhooks/${created.json.id}/events`)).json.data.map((e: { status: string }) => e.status), { timeout: 15_000, interval: 200 })
+      .toEqual(["delivered", "delivered"]);
   });
 });
 
