@@ -55,12 +55,15 @@ try {
       const { id } = await post("/broadcasts", { from: "News <news@tern.test>", subject: "Hi {{{FIRST_NAME}}}", html: body.html });
       return () => done("broadcast_id = ?", id) >= N;
     });
+  /** N personalised emails to `tag`-prefixed simulator addresses, 100 to a request. */
+  const batchRequests = (tag: string) =>
+    Array.from({ length: Math.ceil(N / 100) }, (_, r) =>
+      Array.from({ length: Math.min(100, N - r * 100) }, (_, i) => ({ from: "b@tern.test", to: `${tag}${r * 100 + i}@simulator.tern.test`, subject: `Hi Reader ${r * 100 + i}`, html: body.personal(`Reader ${r * 100 + i}`) })));
   let batches = 0;
   const batch = () =>
     measure("batch", async () => {
       const tag = `b${batches++}-`;
-      const requests = Array.from({ length: Math.ceil(N / 100) }, (_, r) =>
-        Array.from({ length: Math.min(100, N - r * 100) }, (_, i) => ({ from: "b@tern.test", to: `${tag}${r * 100 + i}@simulator.tern.test`, subject: `Hi Reader ${r * 100 + i}`, html: body.personal(`Reader ${r * 100 + i}`) })));
+      const requests = batchRequests(tag);
       for (let i = 0; i < requests.length; i += 4) await Promise.all(requests.slice(i, i + 4).map((b) => post("/emails/batch", b)));
       return () => done("broadcast_id IS NULL AND substr(to_json, 1, ?) = ?", tag.length + 2, `["${tag}`) >= N;
     });
@@ -69,10 +72,7 @@ try {
   const consumerAlone = async () => {
     const tag = `b${batches++}-`;
     const ids: string[] = [];
-    for (let r = 0; r < Math.ceil(N / 100); r++) {
-      const emails = Array.from({ length: Math.min(100, N - r * 100) }, (_, i) => ({ from: "b@tern.test", to: `${tag}${r * 100 + i}@simulator.tern.test`, subject: `Hi Reader ${r * 100 + i}`, html: body.personal(`Reader ${r * 100 + i}`) }));
-      ids.push(...((await post("/emails/batch?hold=1", emails)).data as { id: string }[]).map((e) => e.id));
-    }
+    for (const emails of batchRequests(tag)) ids.push(...((await post("/emails/batch?hold=1", emails)).data as { id: string }[]).map((e) => e.id));
     return measure("consumer alone", async () => {
       for (let i = 0; i < ids.length; i += 400) await Promise.all([0, 100, 200, 300].map((o) => (ids.length > i + o ? post("/enqueue", ids.slice(i + o, i + o + 100)) : null)));
       return () => done("broadcast_id IS NULL AND substr(to_json, 1, ?) = ?", tag.length + 2, `["${tag}`) >= N;

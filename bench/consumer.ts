@@ -15,7 +15,7 @@ import { join, resolve } from "node:path";
 import type { ChildProcess } from "node:child_process";
 import { startTern as startThis, type TernProcess } from "../test/support/processes.ts";
 import { cpuDelta, PARTS, sampleCpu, type CpuSample, type Part } from "./cpu.ts";
-import { startFloor, stopFloor } from "./floor.ts";
+import { floorDeliveryCpu, startFloor, stopFloor } from "./floor.ts";
 import { clearRelay, consumerLog, directToRelay, htmlOfSize, throughTern, type DeliveryResult, type Target } from "./delivery.ts";
 
 const ROUNDS = Number(process.env.ROUNDS ?? 3);
@@ -84,13 +84,8 @@ if (BASELINE) {
 const tern = subjects[0]!;
 if (process.env.FLOOR === "1") {
   const floor = await startFloor((line) => console.error(line), { RELAY_PORT: String(tern.target.relaySmtpPort) });
-  // The relay runs in tern's tree (dev/start.ts): its CPU is part of the floor's phase too.
-  const sample = (): CpuSample => {
-    const own = sampleCpu(floor.pid, floor.port);
-    const ternNow = tern.sample();
-    return own && ternNow ? { ...own, "start+relay": ternNow["start+relay"] } : own;
-  };
-  subjects.push(listen("floor", floor.child, { ...tern.target, url: floor.url, apiKey: "" }, sample, () => stopFloor()));
+  const ternAt = { pid: ternProcess.child.pid, port: Number(new URL(ternProcess.url).port) };
+  subjects.push(listen("floor", floor.child, { ...tern.target, url: floor.url, apiKey: "" }, () => floorDeliveryCpu(floor, ternAt), () => stopFloor()));
 }
 try {
   const o = { count: COUNT, concurrency: 16, html: htmlOfSize(5 * 1024), timeoutMs: 180_000 };

@@ -14,6 +14,7 @@ import { pathToFileURL } from "node:url";
 import { isDeepStrictEqual } from "node:util";
 import { WRANGLER, d1Execute, d1Target, runWrangler, sqlString, wranglerEnv } from "../ops/d1.ts";
 import { keepTail } from "../test/support/output-tail.ts";
+import { sampleCpu, type CpuSample } from "./cpu.ts";
 import { freePort } from "../test/support/processes.ts";
 import { EMAIL_BY_ID_SQL, FLOOR_ACCOUNT, FLOOR_DOMAIN, FLOOR_DOMAIN_NAME, FLOOR_PLAN, sendBatch, type Statement } from "./floor/statements.ts";
 
@@ -173,4 +174,12 @@ export function stopFloor(log?: (line: string) => void): Promise<void> {
     running = null;
     log?.(`floor stopped (exit ${child.exitCode ?? child.signalCode})`);
   })());
+}
+
+/** CPU so far of the delivery floor's phase: the floor's own processes, and the relay it sends
+ * to, which runs in tern's tree (dev/start.ts) and is sampled from there. */
+export function floorDeliveryCpu(floor: FloorProcess, tern: { pid: number | undefined; port: number }): CpuSample {
+  const own = sampleCpu(floor.pid, floor.port);
+  const relay = sampleCpu(tern.pid, tern.port);
+  return own && relay ? { ...own, "start+relay": relay["start+relay"] } : null;
 }

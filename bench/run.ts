@@ -35,7 +35,7 @@ import { join, resolve } from "node:path";
 import { startTern, type TernProcess } from "../test/support/processes.ts";
 import { BRIDGE_BEGIN, BRIDGE_END, BRIDGE_OVERHEAD_TARGET, JUDGED_PLACEMENT, bridgeSummary, renderBridge, runBridgeBench, stopBridgeBench, type BridgeSettings } from "./bridge.ts";
 import { cpuDelta, measuredLoad, sampleCpu, type CpuSample } from "./cpu.ts";
-import { checkFloorStatements, startFloor, stopFloor, type FloorProcess } from "./floor.ts";
+import { checkFloorStatements, floorDeliveryCpu, startFloor, stopFloor, type FloorProcess } from "./floor.ts";
 import { renderDkim, runDkimBench, writeDkimDoc } from "./dkim.ts";
 import { renderWebhooks, runWebhookBench, writeWebhooksDoc } from "./webhooks.ts";
 import { renderMetrics, runMetricsBench, writeMetricsDoc } from "./metrics.ts";
@@ -277,12 +277,7 @@ async function phaseTwo(t: TernProcess, floorProcess: FloorProcess): Promise<Pic
     into.push(cpuDelta(before, sampleCpu(t.child.pid, port)));
     return result;
   };
-  // The floor's own processes, and the relay (in tern's tree) that it sends to.
-  const floorCpu = (): CpuSample => {
-    const own = sampleCpu(floorProcess.pid, floorProcess.port);
-    const relay = sampleCpu(t.child.pid, port);
-    return own && relay ? { ...own, "start+relay": relay["start+relay"] } : null;
-  };
+  const floorCpu = () => floorDeliveryCpu(floorProcess, { pid: t.child.pid, port });
   for (let round = 1; round <= settings.deliveryRounds; round++) {
     await clearRelay(t.relayHttp, target.mailDir);
     const a = await measured(deliveryCpu.tern, () => throughTern(target, o, () => t.output()));

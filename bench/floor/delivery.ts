@@ -4,7 +4,8 @@
 // Worker's thread) charges for that path, so tern's ratio to nodemailer can be read against
 // what any Worker could reach here.
 //   POST /emails   parse the JSON body, one D1 batch (the email row and its queued event), one
-//                  queue send; no auth, validation, quota, idempotency, metrics or webhooks.
+//                  queue send (broadcast.ts acceptBatch, with one email); no auth, validation,
+//                  quota, idempotency, metrics or webhooks.
 //   queue consumer claim the batch's rows in one UPDATE ... RETURNING, then on CONNECTIONS SMTP
 //                  connections at once, each email in turn: build a multipart message (html and
 //                  the text part tern derives from it), DKIM-sign it (RSA-SHA256), MAIL, RCPT
@@ -17,7 +18,7 @@ import { connect } from "cloudflare:sockets";
 import { uuidv7 } from "../../worker/ids.ts";
 import { htmlToText } from "../../worker/mime/html-to-text.ts";
 import { settleSimulated, SIMULATOR_DOMAIN, type BroadcastFloorEnv } from "./broadcast.ts";
-import { FLOOR_ACCOUNT, FLOOR_DOMAIN, FLOOR_DOMAIN_NAME, INSERT_EMAIL_SQL, INSERT_EVENT_SQL } from "./statements.ts";
+import { FLOOR_ACCOUNT, FLOOR_DOMAIN_NAME, INSERT_EVENT_SQL } from "./statements.ts";
 
 export interface DeliveryFloorEnv extends BroadcastFloorEnv {
   /** The dev relay's SMTP port on 127.0.0.1 (bench/consumer.ts passes tern's). */
@@ -26,21 +27,6 @@ export interface DeliveryFloorEnv extends BroadcastFloorEnv {
 
 /** As many as tern's region sender opens (and nodemailer's pool in the bench). */
 const CONNECTIONS = 5;
-
-export async function acceptEmail(env: DeliveryFloorEnv, body: { from: string; to: string; subject: string; html: string }): Promise<string> {
-  const now = Date.now();
-  const id = uuidv7(now);
-  const to = JSON.stringify([body.to]);
-  await env.DB.batch([
-    env.DB.prepare(INSERT_EMAIL_SQL).bind(
-      id, FLOOR_ACCOUNT, body.from, to, "[]", "[]", "[]", body.subject, body.html, null, "{}", "[]", "[]", null, FLOOR_DOMAIN, null, "us-east-1",
-      "queued", "queued", null, to, 0, now, null, null, `${id}@${FLOOR_DOMAIN_NAME}`, now,
-    ),
-    env.DB.prepare(INSERT_EVENT_SQL).bind(uuidv7(now), id, FLOOR_ACCOUNT, "queued", JSON.stringify({ recipients: [body.to] }), now, null),
-  ]);
-  await env.SEND_QUEUE.send({ id });
-  return id;
-}
 
 interface Claimed {
   id: string;

@@ -13,7 +13,7 @@
 //                 floor of a broadcast email's cost against a batch-sent one's (./broadcast.ts).
 import { Hono } from "hono";
 import { acceptBatch, createBroadcast, enqueue, fanOutRun, seedContacts } from "./broadcast.ts";
-import { acceptEmail, deliverBatch, type DeliveryFloorEnv } from "./delivery.ts";
+import { deliverBatch, type DeliveryFloorEnv } from "./delivery.ts";
 import { EMAIL_BY_ID_SQL, FLOOR_ACCOUNT, newSendBatch } from "./statements.ts";
 
 type FloorEnv = DeliveryFloorEnv;
@@ -40,7 +40,7 @@ app.get("/read", async (c) => {
   return c.json({ found: rows.length > 0 });
 });
 
-app.post("/emails", async (c) => c.json({ id: await acceptEmail(c.env, await c.req.json()) }));
+app.post("/emails", async (c) => c.json({ id: (await acceptBatch(c.env, [await c.req.json()]))[0] }));
 app.post("/emails/batch", async (c) => c.json({ data: (await acceptBatch(c.env, await c.req.json(), c.req.query("hold") === "1")).map((id) => ({ id })) }));
 app.post("/enqueue", async (c) => {
   await enqueue(c.env, await c.req.json());

@@ -106,6 +106,14 @@ describe("a name with a line break or control character", () => {
       expect(await r.json()).toMatchObject({ code: "INVALID_NAME", message: "Your name must be one line of text, without tabs, line breaks or other control characters." });
       expect(await env.DB.prepare("SELECT count(*) AS n FROM auth_users WHERE email = ?").bind(email).first("n")).toBe(0);
     }
+    const email = `${crypto.randomUUID()}@people.test`;
+    const long = await exports.default.fetch(`${DASH}/dashboard/api/auth/sign-up/email`, {
+      method: "POST", headers: { origin: DASH, "content-type": "application/json" },
+      body: JSON.stringify({ name: "x".repeat(257), email, password: "correct-horse-battery-staple-42" }),
+    });
+    expect(long.status).toBe(422);
+    expect(await long.json()).toMatchObject({ code: "INVALID_NAME", message: "Your name is too long (at most 256 characters)." });
+    expect(await env.DB.prepare("SELECT count(*) AS n FROM auth_users WHERE email = ?").bind(email).first("n")).toBe(0);
   });
 
   it("is cleaned, not refused, in a name that arrives from elsewhere (an OAuth profile), and in the account named after it", async () => {

@@ -171,9 +171,10 @@ function oneLineName(): BetterAuthPlugin {
             if (name === undefined) return; // better-auth's own schema asks for it
             const checked = Name.safeParse(name);
             if (!checked.success) {
-              const tooLong = typeof name === "string" && name.trim().length > MAX_PERSON_NAME;
               throw new APIError("UNPROCESSABLE_ENTITY", {
-                message: tooLong ? `Your name is too long (at most ${MAX_PERSON_NAME} characters).` : "Your name must be one line of text, without tabs, line breaks or other control characters.",
+                message: checked.error.issues[0]!.code === "too_big"
+                  ? `Your name is too long (at most ${MAX_PERSON_NAME} characters).`
+                  : "Your name must be one line of text, without tabs, line breaks or other control characters.",
                 code: "INVALID_NAME",
               });
             }

@@ -82,7 +82,7 @@ document.addEventListener("submit", async (event) => {
       show.hidden = false;
       // The caret at the start (once shown: a hidden field may not keep it), so a value wider
       // than its field shows its beginning.
-      for (const el of show.querySelectorAll("input[type=text][data-field]")) if (el instanceof HTMLInputElement) { el.setSelectionRange(0, 0); el.scrollLeft = 0; }
+      for (const el of show.querySelectorAll("input[data-field]")) if (el instanceof HTMLInputElement && el.type === "text") { el.setSelectionRange(0, 0); el.scrollLeft = 0; }
       form.hidden = form.dataset.hide !== undefined;
       // data-stale="id": a list the answer made out of date (it lacks the new key), hidden until
       // "Done" reloads the page, so it cannot say "No webhook endpoints." under the new one.
